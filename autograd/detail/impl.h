@@ -1,0 +1,92 @@
+// Private to autograd/*.cpp: the tensor's storage and the tape's node.
+#pragma once
+
+#include <atomic>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <xtensor/xtensor.hpp>
+
+#include "autograd/autograd.h"
+#include "autograd/tensor.h"
+
+namespace xg {
+
+// The values: one flat xtensor per dtype, of which only the one matching
+// `dtype` is allocated. Shared by tensors that are reshapes or detached
+// copies of each other.
+struct Buffer {
+  Dtype dtype;
+  xt::xtensor<float, 1> f;
+  xt::xtensor<double, 1> d;
+  Buffer(Dtype dt, int64_t n) : dtype(dt) {
+    if (dt == Dtype::f32) f = xt::xtensor<float, 1>::from_shape({static_cast<size_t>(n)});
+    else d = xt::xtensor<double, 1>::from_shape({static_cast<size_t>(n)});
+  }
+  void* raw() { return dtype == Dtype::f32 ? static_cast<void*>(f.data()) : static_cast<void*>(d.data()); }
+};
+
+struct TensorImpl {
+  Shape shape;
+  Dtype dtype;
+  std::shared_ptr<Buffer> buf;
+  bool requires_grad = false;
+  Tensor grad;                         // leaves only
+  std::shared_ptr<Node> grad_fn;       // set on op outputs that are on the tape
+  std::weak_ptr<Node> grad_accumulator;  // leaves: the node that accumulates into `grad`
+};
+
+// One recorded op. `next[i]` is the node producing input i's gradient path
+// (the op that made it, or a leaf's accumulator), null if none.
+struct Node {
+  std::string op;
+  uint64_t seq = 0;  // creation order: a node is always created after its inputs' nodes
+  std::vector<std::shared_ptr<Node>> next;
+  std::vector<Shape> input_shapes;
+  BackwardFn fn;
+  std::shared_ptr<TensorImpl> leaf;  // accumulator nodes only
+  bool released = false;
+  Node();
+  ~Node();  // iterative: a 1M-node chain must not overflow the stack
+};
+
+inline const Tensor& check_defined(const Tensor& t, const char* op) {
+  if (!t.defined()) throw ShapeError(std::string(op) + ": input tensor is undefined");
+  return t;
+}
+
+// Calls f(T{}) with T = float or double for the dtype.
+template <class F>
+decltype(auto) dispatch(Dtype d, F&& f) {
+  if (d == Dtype::f32) return f(float{});
+  return f(double{});
+}
+
+Tensor make_tensor(const Shape& s, Dtype d);  // uninitialised, no history
+int64_t normalize_axis(int64_t axis, int64_t ndim, const char* op);
+std::vector<int64_t> contiguous_strides(const Shape& s);
+
+}  // namespace xg
+
+namespace xg::detail {
+
+// out[i] = f(a[i]) with no tape: for backward formulas and masks.
+template <class F>
+Tensor map(const Tensor& a, F f) {
+  Tensor out = make_tensor(a.shape(), a.dtype());
+  dispatch(a.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* p = a.data<T>();
+    T* q = out.data<T>();
+    for (int64_t i = 0, n = a.numel(); i < n; ++i) q[i] = f(p[i]);
+  });
+  return out;
+}
+
+// Sums g over the dimensions that broadcasting added or stretched, so that
+// the result has `shape`. Every broadcasting op's backward goes through here.
+Tensor unbroadcast(const Tensor& g, const Shape& shape);
+
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
+
+}  // namespace xg::detail

@@ -1,0 +1,112 @@
+#include "autograd/gradcheck.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <sstream>
+
+#include "autograd/autograd.h"
+#include "autograd/ops.h"
+
+namespace xg {
+
+namespace {
+
+Shape unravel(int64_t flat, const Shape& s) {
+  Shape idx(s.size());
+  for (size_t k = s.size(); k-- > 0;) {
+    idx[k] = s[k] ? flat % s[k] : 0;
+    flat = s[k] ? flat / s[k] : 0;
+  }
+  return idx;
+}
+
+}  // namespace
+
+GradcheckResult gradcheck(const std::function<Tensor()>& f, const std::vector<Tensor>& params,
+                          const GradcheckOptions& opts) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].defined()) throw std::invalid_argument("gradcheck: input " + std::to_string(i) + " is undefined");
+    if (params[i].requires_grad() && params[i].dtype() != Dtype::f64)
+      throw std::invalid_argument("gradcheck: input " + std::to_string(i) + " " + shape_str(params[i].shape()) +
+                                  " is float32; finite differences need float64 (use .to(xg::f64), "
+                                  "or Module::to(xg::f64) for a model)");
+  }
+  // A fixed random projection w turns any output into the scalar <w, f>.
+  Generator gen(opts.seed + 12345);
+  Tensor w;
+  auto scalar_of = [&](const Tensor& y) {
+    if (!w.defined()) w = rand(y.shape(), gen, y.dtype(), 0.5, 1.5);
+    if (y.shape() != w.shape())
+      throw std::invalid_argument("gradcheck: the function returned shape " + shape_str(y.shape()) +
+                                  " on one call and " + shape_str(w.shape()) + " on another");
+    return sum(mul(y.dtype() == w.dtype() ? y : y.to(w.dtype()), w));
+  };
+
+  // Analytic gradients through the tape.
+  for (const Tensor& p : params) const_cast<Tensor&>(p).zero_grad();
+  {
+    Tensor y = f();
+    if (!y.defined()) throw std::invalid_argument("gradcheck: the function returned an undefined tensor");
+    scalar_of(y).backward();
+  }
+
+  GradcheckResult res;
+  double worst_ratio = -1;
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor p = params[i];
+    if (!p.requires_grad()) continue;
+    Tensor g = p.grad();
+    std::vector<double> analytic = g.defined() ? g.to_vector() : std::vector<double>(p.numel(), 0.0);
+    std::vector<int64_t> picks(p.numel());
+    std::iota(picks.begin(), picks.end(), 0);
+    if (opts.max_samples_per_input > 0 && p.numel() > opts.max_samples_per_input) {
+      std::shuffle(picks.begin(), picks.end(), gen.engine());
+      picks.resize(opts.max_samples_per_input);
+      std::sort(picks.begin(), picks.end());
+    }
+    double* data = p.data<double>();
+    for (int64_t j : picks) {
+      const double orig = data[j];
+      double plus, minus;
+      {
+        NoGradGuard ng;
+        data[j] = orig + opts.eps;
+        plus = scalar_of(f()).item();
+        data[j] = orig - opts.eps;
+        minus = scalar_of(f()).item();
+        data[j] = orig;
+      }
+      const double numeric = (plus - minus) / (2 * opts.eps);
+      const double a = analytic[j];
+      const double err = std::abs(a - numeric);
+      const double tol = opts.atol + opts.rtol * std::abs(numeric);
+      const double ratio = std::isnan(err) ? INFINITY : err / tol;
+      ++res.checked;
+      if (ratio > worst_ratio) {
+        worst_ratio = ratio;
+        res.worst_input = static_cast<int64_t>(i);
+        res.worst_index = unravel(j, p.shape());
+        res.analytic = a;
+        res.numeric = numeric;
+        res.abs_error = err;
+      }
+      if (!(err <= tol)) res.ok = false;
+    }
+  }
+  std::ostringstream os;
+  os << "gradcheck " << (res.ok ? "passed" : "FAILED") << ": " << res.checked << " elements";
+  if (res.worst_input >= 0)
+    os << "; worst: input " << res.worst_input << " index " << shape_str(res.worst_index) << " analytic "
+       << res.analytic << " numeric " << res.numeric << " |error| " << res.abs_error << " (tolerance "
+       << opts.atol + opts.rtol * std::abs(res.numeric) << ")";
+  res.message = os.str();
+  return res;
+}
+
+GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                          const std::vector<Tensor>& inputs, const GradcheckOptions& opts) {
+  return gradcheck([&]() { return f(inputs); }, inputs, opts);
+}
+
+}  // namespace xg

@@ -1,0 +1,43 @@
+// Finite-difference gradient checking, for users' own functions and models.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace xg {
+
+struct GradcheckOptions {
+  double eps = 1e-6;   // central-difference step
+  double atol = 1e-5;  // |analytic - numeric| <= atol + rtol * |numeric|
+  double rtol = 1e-3;
+  // At most this many elements per input are perturbed (chosen at random with
+  // `seed`); <= 0 checks every element.
+  int64_t max_samples_per_input = 0;
+  uint64_t seed = 0;
+};
+
+struct GradcheckResult {
+  bool ok = true;
+  int64_t checked = 0;     // elements compared
+  // The worst element (largest error relative to its tolerance).
+  int64_t worst_input = -1;
+  Shape worst_index;
+  double analytic = 0, numeric = 0, abs_error = 0;
+  std::string message;  // one line: pass/fail, worst element, its values
+};
+
+// Checks d<w, f(inputs)>/d inputs for a fixed random w against central
+// differences. Every input that requires a gradient is checked; they must be
+// float64. Inputs are perturbed in place (and restored), so `f` may also
+// close over them, e.g. a model's parameters.
+GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                          const std::vector<Tensor>& inputs, const GradcheckOptions& opts = {});
+// The same for a function of no arguments, checking `params` (e.g. a model's
+// parameters after converting it to float64).
+GradcheckResult gradcheck(const std::function<Tensor()>& f, const std::vector<Tensor>& params,
+                          const GradcheckOptions& opts = {});
+
+}  // namespace xg

@@ -1,0 +1,99 @@
+// Differentiable ops. Every op checks its inputs (in Release too) and throws
+// xg::ShapeError naming the op, the shapes and what was expected. Binary
+// elementwise ops broadcast like NumPy; mixed dtypes are an error.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace xg {
+
+// ---- elementwise, broadcasting ------------------------------------------
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Tensor& b);  // d/db needs a > 0
+Tensor pow(const Tensor& a, double exponent);
+Tensor maximum(const Tensor& a, const Tensor& b);  // gradient to the larger (ties: a)
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator+(const Tensor& a, double s);
+Tensor operator+(double s, const Tensor& a);
+Tensor operator-(const Tensor& a, double s);
+Tensor operator-(double s, const Tensor& a);
+Tensor operator*(const Tensor& a, double s);
+Tensor operator*(double s, const Tensor& a);
+Tensor operator/(const Tensor& a, double s);
+Tensor operator/(double s, const Tensor& a);
+
+// ---- elementwise, unary ---------------------------------------------------
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor abs(const Tensor& a);  // gradient 0 at 0
+Tensor relu(const Tensor& a);
+Tensor gelu(const Tensor& a);  // exact (erf) form
+Tensor tanh(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor clamp(const Tensor& a, double lo, double hi);  // gradient passes where lo <= a <= hi
+
+// ---- reductions (axes may be negative; empty axes = all) ------------------
+Tensor sum(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false);
+Tensor mean(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false);
+Tensor max(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false);  // grad to the first arg-max
+Tensor var(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false, bool unbiased = false);
+// Index of the largest element along `axis` (not differentiable); shape = a's without that axis.
+std::vector<int64_t> argmax(const Tensor& a, int64_t axis = -1);
+
+// ---- shape ---------------------------------------------------------------
+Tensor reshape(const Tensor& a, const Shape& shape);  // one dimension may be -1
+Tensor permute(const Tensor& a, const std::vector<int64_t>& perm);
+Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1);
+Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t step = 1);  // python-style bounds
+Tensor concat(const std::vector<Tensor>& ts, int64_t axis);
+Tensor stack(const std::vector<Tensor>& ts, int64_t axis);
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t axis);
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis);  // equal parts
+Tensor unsqueeze(const Tensor& a, int64_t axis);
+Tensor squeeze(const Tensor& a, int64_t axis);  // the axis must have size 1
+Tensor broadcast_to(const Tensor& a, const Shape& shape);
+
+// ---- linear algebra (cblas_sgemm / cblas_dgemm) ----------------------------
+// (..., M, K) x (..., K, N) -> (..., M, N); batch dimensions broadcast.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// x (..., I) times w (O, I) transposed, plus b (O) if defined: (..., O).
+// The fused form of a dense layer: no transpose is materialised.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
+// ---- indexing --------------------------------------------------------------
+// Rows of `table` (V, C) picked by ids of shape ids_shape: (ids_shape..., C).
+// Throws std::out_of_range-like ShapeError on an id outside [0, V).
+Tensor gather_rows(const Tensor& table, const std::vector<int64_t>& ids, const Shape& ids_shape);
+// cond != 0 ? a : b, all three broadcast together (cond gets no gradient).
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// a where mask == 0, `value` where mask != 0; mask broadcasts to a's shape.
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+
+// ---- fused, numerically stable ---------------------------------------------
+Tensor softmax(const Tensor& a, int64_t axis = -1);
+Tensor log_softmax(const Tensor& a, int64_t axis = -1);
+// Normalises over the last dimension; weight and bias (C) may be undefined.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// Mean cross-entropy of logits (..., V) against integer targets (one per row).
+// Rows whose target == ignore_index count for nothing (all ignored -> 0).
+// label_smoothing e puts e/V on every class and 1-e more on the target (as PyTorch).
+Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets,
+                     int64_t ignore_index = -100, double label_smoothing = 0.0);
+// Inverted dropout: zeros with probability p, scales the rest by 1/(1-p).
+// Identity (the same tensor) when p == 0 or !training.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+}  // namespace xg

@@ -1,0 +1,282 @@
+// Elementwise ops: forward kernel, and right below it the backward closure.
+#include <cmath>
+
+#include "autograd/detail/impl.h"
+#include "autograd/detail/iter.h"
+#include "autograd/ops.h"
+
+namespace xg {
+
+using detail::map;
+using detail::unbroadcast;
+
+namespace detail {
+void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
+  if (a.dtype() != b.dtype())
+    throw ShapeError(std::string(op) + ": dtype mismatch, " + dtype_name(a.dtype()) + " " + shape_str(a.shape()) +
+                     " vs " + dtype_name(b.dtype()) + " " + shape_str(b.shape()) + " (convert one with .to())");
+}
+}  // namespace detail
+
+namespace {
+
+// out = f(a, b) with NumPy broadcasting; no tape.
+template <class F>
+Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
+  check_defined(a, op);
+  check_defined(b, op);
+  detail::check_same_dtype(a, b, op);
+  Shape out_shape = a.shape() == b.shape() ? a.shape() : detail::broadcast_shapes(a.shape(), b.shape(), op);
+  Tensor out = make_tensor(out_shape, a.dtype());
+  dispatch(a.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* po = out.data<T>();
+    const int64_t n = out.numel();
+    if (a.shape() == b.shape()) {
+      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+    } else if (b.numel() == 1) {
+      const T y = pb[0];
+      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], y);
+    } else if (a.numel() == 1) {
+      const T x = pa[0];
+      for (int64_t i = 0; i < n; ++i) po[i] = f(x, pb[i]);
+    } else {
+      auto sa = detail::broadcast_strides(a.shape(), out_shape);
+      auto sb = detail::broadcast_strides(b.shape(), out_shape);
+      detail::for_each_strided<2>(out_shape, {&sa, &sb}, [&](int64_t o, const std::array<int64_t, 2>& off) {
+        po[o] = f(pa[off[0]], pb[off[1]]);
+      });
+    }
+  });
+  return out;
+}
+
+Tensor scalar_like(double s, const Tensor& a) { return scalar(s, check_defined(a, "scalar op").dtype()); }
+
+}  // namespace
+
+// ---- binary ------------------------------------------------------------------
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel("add", a, b, [](auto x, auto y) { return x + y; });
+  return record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+    return std::vector<Tensor>{unbroadcast(g, sa), unbroadcast(g, sb)};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel("sub", a, b, [](auto x, auto y) { return x - y; });
+  return record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
+    return std::vector<Tensor>{unbroadcast(g, sa), unbroadcast(neg(g), sb)};
+  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel("mul", a, b, [](auto x, auto y) { return x * y; });
+  return record("mul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
+    return std::vector<Tensor>{unbroadcast(mul(g, b), a.shape()), unbroadcast(mul(g, a), b.shape())};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel("div", a, b, [](auto x, auto y) { return x / y; });
+  return record("div", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
+    Tensor ga = div(g, b);  // d(a/b)/da = 1/b
+    Tensor gb = neg(mul(ga, div(a, b)));  // d(a/b)/db = -a/b^2
+    return std::vector<Tensor>{unbroadcast(ga, a.shape()), unbroadcast(gb, b.shape())};
+  });
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel("pow", a, b, [](auto x, auto y) { return std::pow(x, y); });
+  return record("pow", out, {a, b}, [a = a.detach(), b = b.detach(), out = out.detach()](const Tensor& g) {
+    // d/da = b a^(b-1); d/db = a^b log a (defined for a > 0)
+    Tensor ga = mul(g, mul(b, pow(a, sub(b, scalar_like(1.0, b)))));
+    Tensor gb = mul(g, mul(out, log(a)));
+    return std::vector<Tensor>{unbroadcast(ga, a.shape()), unbroadcast(gb, b.shape())};
+  });
+}
+
+Tensor pow(const Tensor& a, double e) {
+  Tensor out = detail::map(check_defined(a, "pow"), [e](auto x) { return static_cast<decltype(x)>(std::pow(x, e)); });
+  return record("pow", out, {a}, [a = a.detach(), e](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, mul(pow(a, e - 1.0), scalar_like(e, a)))};
+  });
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_kernel("maximum", a, b, [](auto x, auto y) { return x >= y ? x : y; });
+  return record("maximum", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
+    Tensor a_wins = binary_kernel("maximum", a, b, [](auto x, auto y) { return decltype(x)(x >= y ? 1 : 0); });
+    Tensor ga = mul(g, a_wins);
+    Tensor gb = sub(g, ga);
+    return std::vector<Tensor>{unbroadcast(ga, a.shape()), unbroadcast(gb, b.shape())};
+  });
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator-(const Tensor& a) { return neg(a); }
+// Scalar forms: unary ops, so that backward does no work for the constant.
+Tensor operator+(const Tensor& a, double s) {
+  Tensor out = map(check_defined(a, "add"), [s](auto x) { return x + decltype(x)(s); });
+  return record("add_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+Tensor operator+(double s, const Tensor& a) { return a + s; }
+Tensor operator-(const Tensor& a, double s) { return a + (-s); }
+Tensor operator-(double s, const Tensor& a) { return neg(a) + s; }
+Tensor operator*(const Tensor& a, double s) {
+  Tensor out = map(check_defined(a, "mul"), [s](auto x) { return x * decltype(x)(s); });
+  return record("mul_scalar", out, {a}, [s](const Tensor& g) { return std::vector<Tensor>{g * s}; });
+}
+Tensor operator*(double s, const Tensor& a) { return a * s; }
+Tensor operator/(const Tensor& a, double s) { return a * (1.0 / s); }
+Tensor operator/(double s, const Tensor& a) { return pow(a, -1.0) * s; }
+
+// ---- unary -----------------------------------------------------------------------
+
+Tensor neg(const Tensor& a) {
+  Tensor out = map(check_defined(a, "neg"), [](auto x) { return -x; });
+  return record("neg", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
+}
+
+Tensor exp(const Tensor& a) {
+  Tensor out = map(check_defined(a, "exp"), [](auto x) { return std::exp(x); });
+  return record("exp", out, {a}, [out = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, out)}; });
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = map(check_defined(a, "log"), [](auto x) { return std::log(x); });
+  return record("log", out, {a}, [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; });
+}
+
+Tensor sqrt(const Tensor& a) {
+  Tensor out = map(check_defined(a, "sqrt"), [](auto x) { return std::sqrt(x); });
+  return record("sqrt", out, {a}, [out = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{div(mul(g, scalar_like(0.5, g)), out)};  // 1 / (2 sqrt(a))
+  });
+}
+
+Tensor abs(const Tensor& a) {
+  Tensor out = map(check_defined(a, "abs"), [](auto x) { return std::abs(x); });
+  return record("abs", out, {a}, [a = a.detach()](const Tensor& g) {
+    Tensor sign = map(a, [](auto x) { return decltype(x)((x > 0) - (x < 0)); });
+    return std::vector<Tensor>{mul(g, sign)};
+  });
+}
+
+Tensor relu(const Tensor& a) {
+  Tensor out = map(check_defined(a, "relu"), [](auto x) { return x > 0 ? x : decltype(x)(0); });
+  return record("relu", out, {a}, [a = a.detach()](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, map(a, [](auto x) { return decltype(x)(x > 0 ? 1 : 0); }))};
+  });
+}
+
+Tensor gelu(const Tensor& a) {
+  // gelu(x) = x * Phi(x), Phi the standard normal CDF.
+  Tensor out = map(check_defined(a, "gelu"), [](auto x) {
+    return static_cast<decltype(x)>(0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440)));
+  });
+  return record("gelu", out, {a}, [a = a.detach()](const Tensor& g) {
+    // d/dx = Phi(x) + x * phi(x)
+    Tensor d = map(a, [](auto x) {
+      double xd = x;
+      double cdf = 0.5 * (1.0 + std::erf(xd * 0.70710678118654752440));
+      double pdf = 0.39894228040143267794 * std::exp(-0.5 * xd * xd);
+      return static_cast<decltype(x)>(cdf + xd * pdf);
+    });
+    return std::vector<Tensor>{mul(g, d)};
+  });
+}
+
+Tensor tanh(const Tensor& a) {
+  Tensor out = map(check_defined(a, "tanh"), [](auto x) { return std::tanh(x); });
+  return record("tanh", out, {a}, [out = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, map(out, [](auto y) { return 1 - y * y; }))};
+  });
+}
+
+Tensor sigmoid(const Tensor& a) {
+  Tensor out = map(check_defined(a, "sigmoid"), [](auto x) {
+    // stable on both sides
+    return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+  });
+  return record("sigmoid", out, {a}, [out = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{mul(g, map(out, [](auto y) { return y * (1 - y); }))};
+  });
+}
+
+Tensor clamp(const Tensor& a, double lo, double hi) {
+  if (lo > hi)
+    throw ShapeError("clamp: lower bound " + std::to_string(lo) + " is above upper bound " + std::to_string(hi));
+  Tensor out = map(check_defined(a, "clamp"), [lo, hi](auto x) {
+    using T = decltype(x);
+    return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
+  });
+  return record("clamp", out, {a}, [a = a.detach(), lo, hi](const Tensor& g) {
+    Tensor inside = map(a, [lo, hi](auto x) {
+      using T = decltype(x);
+      return T(x >= T(lo) && x <= T(hi) ? 1 : 0);
+    });
+    return std::vector<Tensor>{mul(g, inside)};
+  });
+}
+
+// ---- where / masked_fill ---------------------------------------------------------------
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_defined(cond, "where");
+  Shape ab = detail::broadcast_shapes(check_defined(a, "where").shape(), check_defined(b, "where").shape(), "where");
+  Shape out_shape = detail::broadcast_shapes(cond.shape(), ab, "where");
+  detail::check_same_dtype(a, b, "where");
+  Tensor c = cond.dtype() == a.dtype() ? cond : cond.detach().to(a.dtype());
+  // Select with an exact 0/1 mask: where(c, a, b) = a*m + b*(1-m) would turn 0*inf into nan.
+  Tensor pick_a = map(c, [](auto x) { return decltype(x)(x != 0 ? 1 : 0); });
+  Tensor out = make_tensor(out_shape, a.dtype());
+  dispatch(a.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T *pc = pick_a.data<T>(), *pa = a.data<T>(), *pb = b.data<T>();
+    T* po = out.data<T>();
+    auto sc = detail::broadcast_strides(c.shape(), out_shape);
+    auto sa = detail::broadcast_strides(a.shape(), out_shape);
+    auto sb = detail::broadcast_strides(b.shape(), out_shape);
+    detail::for_each_strided<3>(out_shape, {&sc, &sa, &sb}, [&](int64_t o, const std::array<int64_t, 3>& off) {
+      po[o] = pc[off[0]] != 0 ? pa[off[1]] : pb[off[2]];
+    });
+  });
+  return record("where", out, {a, b}, [m = pick_a, sa = a.shape(), sb = b.shape()](const Tensor& g) {
+    Tensor ga = mul(g, m);
+    Tensor gb = sub(g, ga);
+    return std::vector<Tensor>{unbroadcast(ga, sa), unbroadcast(gb, sb)};
+  });
+}
+
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  check_defined(a, "masked_fill");
+  check_defined(mask, "masked_fill");
+  Shape out_shape = detail::broadcast_shapes(a.shape(), mask.shape(), "masked_fill");
+  if (out_shape != a.shape())
+    throw ShapeError("masked_fill: mask " + shape_str(mask.shape()) + " must broadcast to the input's shape " +
+                     shape_str(a.shape()) + ", not enlarge it to " + shape_str(out_shape));
+  Tensor m = mask.dtype() == a.dtype() ? mask.detach() : mask.detach().to(a.dtype());
+  Tensor keep = map(m, [](auto x) { return decltype(x)(x != 0 ? 0 : 1); });
+  Tensor out = make_tensor(a.shape(), a.dtype());
+  dispatch(a.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T *pk = keep.data<T>(), *pa = a.data<T>();
+    T* po = out.data<T>();
+    const T v = static_cast<T>(value);
+    auto sk = detail::broadcast_strides(keep.shape(), out_shape);
+    auto sa = detail::broadcast_strides(a.shape(), out_shape);
+    detail::for_each_strided<2>(out_shape, {&sk, &sa}, [&](int64_t o, const std::array<int64_t, 2>& off) {
+      po[o] = pk[off[0]] != 0 ? pa[off[1]] : v;
+    });
+  });
+  return record("masked_fill", out, {a}, [keep](const Tensor& g) { return std::vector<Tensor>{mul(g, keep)}; });
+}
+
+}  // namespace xg

@@ -1,0 +1,279 @@
+// Fused, numerically stable ops: each one kernel forward and one backward,
+// each checked in tests against the same thing composed from primitives.
+#include <cmath>
+#include <limits>
+
+#include "autograd/detail/impl.h"
+#include "autograd/ops.h"
+
+namespace xg {
+
+namespace {
+
+// A tensor seen as (outer, n, inner) around `axis`.
+struct AxisView {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+AxisView around(const Shape& s, int64_t ax) {
+  AxisView v;
+  for (int64_t i = 0; i < ax; ++i) v.outer *= s[i];
+  v.n = s[ax];
+  for (size_t i = ax + 1; i < s.size(); ++i) v.inner *= s[i];
+  return v;
+}
+
+// y = softmax or log_softmax of x along the middle axis of `v`.
+template <class T>
+void softmax_kernel(const T* x, T* y, const AxisView& v, bool log_form) {
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t i = 0; i < v.inner; ++i) {
+      const T* xr = x + o * v.n * v.inner + i;
+      T* yr = y + o * v.n * v.inner + i;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t k = 0; k < v.n; ++k) mx = std::max(mx, xr[k * v.inner]);
+      if (mx == -std::numeric_limits<T>::infinity()) mx = 0;  // all -inf: keep it finite
+      T total = 0;
+      for (int64_t k = 0; k < v.n; ++k) {
+        T e = std::exp(xr[k * v.inner] - mx);
+        total += e;
+        if (!log_form) yr[k * v.inner] = e;
+      }
+      if (log_form) {
+        const T lse = mx + std::log(total);
+        for (int64_t k = 0; k < v.n; ++k) yr[k * v.inner] = xr[k * v.inner] - lse;
+      } else {
+        const T inv = T(1) / total;
+        for (int64_t k = 0; k < v.n; ++k) yr[k * v.inner] *= inv;
+      }
+    }
+}
+
+Tensor softmax_impl(const Tensor& a, int64_t axis, bool log_form) {
+  const char* op = log_form ? "log_softmax" : "softmax";
+  const int64_t ax = normalize_axis(axis, check_defined(a, op).dim(), op);
+  AxisView v = around(a.shape(), ax);
+  Tensor out = make_tensor(a.shape(), a.dtype());
+  dispatch(a.dtype(), [&](auto z) {
+    using T = decltype(z);
+    softmax_kernel(a.data<T>(), out.data<T>(), v, log_form);
+  });
+  return record(op, out, {a}, [y = out.detach(), v, log_form](const Tensor& g) {
+    // softmax:     dx = y * (g - sum_k g_k y_k)
+    // log_softmax: dx = g - exp(y) * sum_k g_k
+    Tensor gx = make_tensor(y.shape(), y.dtype());
+    dispatch(y.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T *py = y.data<T>(), *pg = g.data<T>();
+      T* px = gx.data<T>();
+      for (int64_t o = 0; o < v.outer; ++o)
+        for (int64_t i = 0; i < v.inner; ++i) {
+          const int64_t base = o * v.n * v.inner + i;
+          T dot = 0;
+          for (int64_t k = 0; k < v.n; ++k) {
+            const int64_t j = base + k * v.inner;
+            dot += log_form ? pg[j] : pg[j] * py[j];
+          }
+          for (int64_t k = 0; k < v.n; ++k) {
+            const int64_t j = base + k * v.inner;
+            px[j] = log_form ? pg[j] - std::exp(py[j]) * dot : py[j] * (pg[j] - dot);
+          }
+        }
+    });
+    return std::vector<Tensor>{gx};
+  });
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, false); }
+Tensor log_softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, true); }
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_defined(x, "layer_norm");
+  if (x.dim() < 1) throw ShapeError("layer_norm: input must have at least one dimension, got " + shape_str(x.shape()));
+  const int64_t c = x.size(-1), rows = c ? x.numel() / c : 0;
+  for (const Tensor* p : {&weight, &bias})
+    if (p->defined()) {
+      if (p->shape() != Shape{c})
+        throw ShapeError("layer_norm: " + std::string(p == &weight ? "weight " : "bias ") + shape_str(p->shape()) +
+                         " does not match the normalised dimension of input " + shape_str(x.shape()) +
+                         ": expected (" + std::to_string(c) + ",)");
+      if (p->dtype() != x.dtype())
+        throw ShapeError(std::string("layer_norm: dtype mismatch, input ") + dtype_name(x.dtype()) + " vs " +
+                         (p == &weight ? "weight " : "bias ") + dtype_name(p->dtype()));
+    }
+  // (rows, C): xhat = (x - mean) * rstd; y = xhat * w + b
+  Tensor out = make_tensor(x.shape(), x.dtype());
+  Tensor xhat = make_tensor(x.shape(), x.dtype());
+  Tensor rstd = make_tensor({rows}, x.dtype());
+  dispatch(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* px = x.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    T *py = out.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = px + r * c;
+      T mu = 0;
+      for (int64_t j = 0; j < c; ++j) mu += xr[j];
+      mu /= T(c);
+      T v = 0;
+      for (int64_t j = 0; j < c; ++j) v += (xr[j] - mu) * (xr[j] - mu);
+      const T rs = T(1) / std::sqrt(v / T(c) + T(eps));
+      pr[r] = rs;
+      for (int64_t j = 0; j < c; ++j) {
+        const T h = (xr[j] - mu) * rs;
+        ph[r * c + j] = h;
+        py[r * c + j] = h * (pw ? pw[j] : T(1)) + (pb ? pb[j] : T(0));
+      }
+    }
+  });
+  return record("layer_norm", out, {x, weight, bias},
+                [xhat, rstd, w = weight.defined() ? weight.detach() : Tensor(), has_b = bias.defined(), rows,
+                 c](const Tensor& g) {
+                  // With gh = g * w:  dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
+                  //                   dw = sum_rows g * xhat,  db = sum_rows g
+                  Tensor gx = make_tensor(xhat.shape(), xhat.dtype());
+                  Tensor gw = w.defined() ? zeros({c}, xhat.dtype()) : Tensor();
+                  Tensor gb = has_b ? zeros({c}, xhat.dtype()) : Tensor();
+                  dispatch(xhat.dtype(), [&](auto z) {
+                    using T = decltype(z);
+                    const T *pg = g.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
+                    const T* pw = w.defined() ? w.data<T>() : nullptr;
+                    T* px = gx.data<T>();
+                    T* pgw = gw.defined() ? gw.data<T>() : nullptr;
+                    T* pgb = gb.defined() ? gb.data<T>() : nullptr;
+                    for (int64_t r = 0; r < rows; ++r) {
+                      const T *gr = pg + r * c, *hr = ph + r * c;
+                      T m1 = 0, m2 = 0;
+                      for (int64_t j = 0; j < c; ++j) {
+                        const T gh = gr[j] * (pw ? pw[j] : T(1));
+                        m1 += gh;
+                        m2 += gh * hr[j];
+                        if (pgw) pgw[j] += gr[j] * hr[j];
+                        if (pgb) pgb[j] += gr[j];
+                      }
+                      m1 /= T(c);
+                      m2 /= T(c);
+                      for (int64_t j = 0; j < c; ++j) {
+                        const T gh = gr[j] * (pw ? pw[j] : T(1));
+                        px[r * c + j] = pr[r] * (gh - m1 - hr[j] * m2);
+                      }
+                    }
+                  });
+                  return std::vector<Tensor>{gx, gw, gb};
+                });
+}
+
+Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets, int64_t ignore_index,
+                     double label_smoothing) {
+  check_defined(logits, "cross_entropy");
+  if (logits.dim() < 1) throw ShapeError("cross_entropy: logits must have a class dimension, got " + shape_str(logits.shape()));
+  const int64_t v = logits.size(-1), rows = v ? logits.numel() / v : 0;
+  if (static_cast<int64_t>(targets.size()) != rows)
+    throw ShapeError("cross_entropy: logits " + shape_str(logits.shape()) + " have " + std::to_string(rows) +
+                     " rows but " + std::to_string(targets.size()) + " targets were given");
+  if (label_smoothing < 0 || label_smoothing > 1)
+    throw ShapeError("cross_entropy: label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = targets[r];
+    if (t == ignore_index) continue;
+    if (t < 0 || t >= v)
+      throw ShapeError("cross_entropy: target " + std::to_string(t) + " at row " + std::to_string(r) +
+                       " is out of range for " + std::to_string(v) + " classes (logits " + shape_str(logits.shape()) +
+                       ")");
+    ++count;
+  }
+  // Per row: loss = -(1-e) logp[t] - (e/V) sum_j logp[j]; mean over counted rows.
+  Tensor logp = make_tensor({rows, v}, logits.dtype());
+  double total = 0;
+  const double e = label_smoothing;
+  dispatch(logits.dtype(), [&](auto z) {
+    using T = decltype(z);
+    softmax_kernel(logits.data<T>(), logp.data<T>(), AxisView{rows, v, 1}, true);
+    const T* lp = logp.data<T>();
+    for (int64_t r = 0; r < rows; ++r) {
+      if (targets[r] == ignore_index) continue;
+      const T* row = lp + r * v;
+      double all = 0;
+      if (e != 0)
+        for (int64_t j = 0; j < v; ++j) all += row[j];
+      total -= (1 - e) * row[targets[r]] + e / v * all;
+    }
+  });
+  Tensor out = scalar(count ? total / count : 0.0, logits.dtype());
+  return record("cross_entropy", out, {logits},
+                [logp, targets, ignore_index, e, count, shape = logits.shape()](const Tensor& g) {
+                  // dlogits = (softmax - q) * g / count, q = (1-e) onehot(t) + e/V
+                  Tensor gl = zeros(shape, logp.dtype());
+                  if (count == 0) return std::vector<Tensor>{gl};
+                  dispatch(logp.dtype(), [&](auto z) {
+                    using T = decltype(z);
+                    const int64_t v = logp.size(1);
+                    const T scale = T(g.item() / count);
+                    const T* lp = logp.data<T>();
+                    T* pg = gl.data<T>();
+                    for (size_t r = 0; r < targets.size(); ++r) {
+                      if (targets[r] == ignore_index) continue;
+                      for (int64_t j = 0; j < v; ++j) pg[r * v + j] = (std::exp(lp[r * v + j]) - T(e / v)) * scale;
+                      pg[r * v + targets[r]] -= T(1 - e) * scale;
+                    }
+                  });
+                  return std::vector<Tensor>{gl};
+                });
+}
+
+Tensor gather_rows(const Tensor& table, const std::vector<int64_t>& ids, const Shape& ids_shape) {
+  check_defined(table, "gather_rows");
+  if (table.dim() != 2) throw ShapeError("gather_rows: table must be (V, C), got " + shape_str(table.shape()));
+  if (static_cast<int64_t>(ids.size()) != shape_numel(ids_shape))
+    throw ShapeError("gather_rows: " + std::to_string(ids.size()) + " ids do not fill shape " + shape_str(ids_shape));
+  const int64_t v = table.size(0), c = table.size(1);
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] < 0 || ids[i] >= v)
+      throw ShapeError("gather_rows: id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                       " is out of range for a table of " + std::to_string(v) + " rows " + shape_str(table.shape()));
+  Shape out_shape = ids_shape;
+  out_shape.push_back(c);
+  Tensor out = make_tensor(out_shape, table.dtype());
+  dispatch(table.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* src = table.data<T>();
+    T* dst = out.data<T>();
+    for (size_t i = 0; i < ids.size(); ++i) std::copy(src + ids[i] * c, src + (ids[i] + 1) * c, dst + i * c);
+  });
+  return record("gather_rows", out, {table}, [ids, shape = table.shape()](const Tensor& g) {
+    Tensor gt = zeros(shape, g.dtype());  // rows hit twice add up
+    dispatch(g.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const int64_t c = shape[1];
+      const T* pg = g.data<T>();
+      T* pt = gt.data<T>();
+      for (size_t i = 0; i < ids.size(); ++i)
+        for (int64_t j = 0; j < c; ++j) pt[ids[i] * c + j] += pg[i * c + j];
+    });
+    return std::vector<Tensor>{gt};
+  });
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  check_defined(x, "dropout");
+  if (!(p >= 0 && p <= 1)) throw ShapeError("dropout: probability must be in [0, 1], got " + std::to_string(p));
+  if (!training || p == 0) return x;
+  Tensor mask = make_tensor(x.shape(), x.dtype());  // 0 or 1/(1-p)
+  dispatch(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* m = mask.data<T>();
+    const T keep = p < 1 ? T(1.0 / (1.0 - p)) : T(0);
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) m[i] = gen.uniform() >= p ? keep : T(0);
+  });
+  Tensor out;
+  {
+    NoGradGuard ng;
+    out = mul(x, mask);
+  }
+  return record("dropout", out, {x}, [mask](const Tensor& g) { return std::vector<Tensor>{mul(g, mask)}; });
+}
+
+}  // namespace xg

@@ -1,0 +1,182 @@
+// Reductions over any set of axes. A contiguous block of reduced axes (the
+// common case: last axis, leading axes, one axis) runs as a plain
+// (outer, reduced, inner) loop; other sets go through the strided walker.
+#include <cmath>
+#include <limits>
+
+#include "autograd/detail/impl.h"
+#include "autograd/detail/iter.h"
+#include "autograd/ops.h"
+
+namespace xg {
+
+namespace {
+
+struct ReducePlan {
+  Shape keep_shape;  // the input's shape with reduced dimensions set to 1
+  Shape out_shape;   // keep_shape, or without those dimensions
+  std::vector<bool> reduced;
+  int64_t count = 1;  // elements folded into each output
+  // Set when the reduced axes are one contiguous block [first, last).
+  bool block = false;
+  int64_t outer = 1, mid = 1, inner = 1;
+};
+
+ReducePlan plan_reduce(const Shape& s, const std::vector<int64_t>& axes, bool keepdims, const char* op) {
+  const int64_t nd = static_cast<int64_t>(s.size());
+  ReducePlan p;
+  p.reduced.assign(nd, axes.empty());
+  for (int64_t ax : axes) {
+    int64_t a = normalize_axis(ax, nd, op);
+    if (p.reduced[a]) throw ShapeError(std::string(op) + ": axis " + std::to_string(ax) + " given twice for shape " + shape_str(s));
+    p.reduced[a] = true;
+  }
+  int64_t first = -1, last = -1, blocks = 0;
+  for (int64_t i = 0; i < nd; ++i) {
+    if (p.reduced[i]) {
+      p.keep_shape.push_back(1);
+      if (keepdims) p.out_shape.push_back(1);
+      p.count *= s[i];
+      if (first < 0 || !p.reduced[i - 1]) ++blocks, first = first < 0 ? i : first;
+      last = i + 1;
+    } else {
+      p.keep_shape.push_back(s[i]);
+      p.out_shape.push_back(s[i]);
+    }
+  }
+  if (blocks <= 1) {
+    p.block = true;
+    if (first < 0) first = last = nd;
+    for (int64_t i = 0; i < first; ++i) p.outer *= s[i];
+    for (int64_t i = first; i < last; ++i) p.mid *= s[i];
+    for (int64_t i = last; i < nd; ++i) p.inner *= s[i];
+  }
+  return p;
+}
+
+template <class T>
+void sum_kernel(const T* x, const Shape& s, const ReducePlan& p, T* out) {
+  const int64_t n_out = shape_numel(p.keep_shape);
+  std::fill(out, out + n_out, T(0));
+  if (p.block) {
+    for (int64_t o = 0; o < p.outer; ++o) {
+      T* dst = out + o * p.inner;
+      const T* src = x + o * p.mid * p.inner;
+      if (p.inner == 1) {
+        T acc = 0;
+        for (int64_t r = 0; r < p.mid; ++r) acc += src[r];
+        dst[0] = acc;
+      } else {
+        for (int64_t r = 0; r < p.mid; ++r)
+          for (int64_t i = 0; i < p.inner; ++i) dst[i] += src[r * p.inner + i];
+      }
+    }
+    return;
+  }
+  auto ins = contiguous_strides(s);
+  auto outs = detail::broadcast_strides(p.keep_shape, s);
+  detail::for_each_strided<1>(s, {&outs}, [&](int64_t i, const std::array<int64_t, 1>& off) { out[off[0]] += x[i]; });
+}
+
+Tensor sum_forward(const Tensor& a, const ReducePlan& p) {
+  Tensor out = make_tensor(p.out_shape, a.dtype());
+  dispatch(a.dtype(), [&](auto z) {
+    using T = decltype(z);
+    sum_kernel(a.data<T>(), a.shape(), p, out.data<T>());
+  });
+  return out;
+}
+
+}  // namespace
+
+namespace detail {
+Tensor unbroadcast(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const size_t lead = g.shape().size() - shape.size();
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < g.shape().size(); ++i)
+    if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1)) axes.push_back(static_cast<int64_t>(i));
+  if (axes.empty()) return reshape(g, shape);
+  return reshape(sum(g, axes, true), shape);
+}
+}  // namespace detail
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {
+  ReducePlan p = plan_reduce(check_defined(a, "sum").shape(), axes, keepdims, "sum");
+  Tensor out = sum_forward(a, p);
+  return record("sum", out, {a}, [in = a.shape(), keep = p.keep_shape](const Tensor& g) {
+    return std::vector<Tensor>{broadcast_to(reshape(g, keep), in)};
+  });
+}
+
+Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {
+  ReducePlan p = plan_reduce(check_defined(a, "mean").shape(), axes, keepdims, "mean");
+  if (p.count == 0) throw ShapeError("mean: reducing over zero elements of shape " + shape_str(a.shape()));
+  return sum(a, axes, keepdims) * (1.0 / static_cast<double>(p.count));
+}
+
+Tensor max(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {
+  ReducePlan p = plan_reduce(check_defined(a, "max").shape(), axes, keepdims, "max");
+  if (p.count == 0) throw ShapeError("max: reducing over zero elements of shape " + shape_str(a.shape()));
+  Tensor out = make_tensor(p.out_shape, a.dtype());
+  const int64_t n_out = out.numel();
+  auto arg = std::make_shared<std::vector<int64_t>>(n_out, -1);  // flat input index of each maximum
+  dispatch(a.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* x = a.data<T>();
+    T* o = out.data<T>();
+    auto outs = detail::broadcast_strides(p.keep_shape, a.shape());
+    detail::for_each_strided<1>(a.shape(), {&outs}, [&](int64_t i, const std::array<int64_t, 1>& off) {
+      int64_t& k = (*arg)[off[0]];
+      if (k < 0 || x[i] > o[off[0]] || (std::isnan(x[i]) && !std::isnan(o[off[0]]))) {
+        k = i;
+        o[off[0]] = x[i];
+      }
+    });
+  });
+  return record("max", out, {a}, [arg, in = a.shape()](const Tensor& g) {
+    Tensor gi = zeros(in, g.dtype());
+    dispatch(g.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* pg = g.data<T>();
+      T* pi = gi.data<T>();
+      for (size_t j = 0; j < arg->size(); ++j) pi[(*arg)[j]] += pg[j];
+    });
+    return std::vector<Tensor>{gi};
+  });
+}
+
+Tensor var(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims, bool unbiased) {
+  ReducePlan p = plan_reduce(check_defined(a, "var").shape(), axes, keepdims, "var");
+  const int64_t dof = p.count - (unbiased ? 1 : 0);
+  if (dof <= 0)
+    throw ShapeError("var: " + std::to_string(p.count) + " elements per output of shape " + shape_str(a.shape()) +
+                     (unbiased ? " leave no degree of freedom (unbiased)" : " is empty"));
+  Tensor d = a - mean(a, axes, true);  // composed: the gradient comes from sub, mul, sum
+  return sum(d * d, axes, keepdims) * (1.0 / static_cast<double>(dof));
+}
+
+std::vector<int64_t> argmax(const Tensor& a, int64_t axis) {
+  const int64_t ax = normalize_axis(axis, check_defined(a, "argmax").dim(), "argmax");
+  const Shape& s = a.shape();
+  int64_t outer = 1, n = s[ax], inner = 1;
+  for (int64_t i = 0; i < ax; ++i) outer *= s[i];
+  for (int64_t i = ax + 1; i < a.dim(); ++i) inner *= s[i];
+  if (n == 0) throw ShapeError("argmax: axis " + std::to_string(axis) + " of shape " + shape_str(s) + " is empty");
+  std::vector<int64_t> r(outer * inner);
+  dispatch(a.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* x = a.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        const T* base = x + o * n * inner + i;
+        int64_t best = 0;
+        for (int64_t k = 1; k < n; ++k)
+          if (base[k * inner] > base[best * inner]) best = k;
+        r[o * inner + i] = best;
+      }
+  });
+  return r;
+}
+
+}  // namespace xg

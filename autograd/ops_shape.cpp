@@ -1,0 +1,252 @@
+// Shape ops. reshape shares storage; everything else copies into a new
+// contiguous tensor (tensors are always contiguous row-major).
+#include <cstring>
+#include <numeric>
+
+#include "autograd/detail/impl.h"
+#include "autograd/detail/iter.h"
+#include "autograd/ops.h"
+
+namespace xg {
+
+namespace {
+
+// dst (contiguous, `shape`) = src read at `offset` with `strides`.
+Tensor gather_strided(const Tensor& src, const Shape& shape, int64_t offset, const std::vector<int64_t>& strides) {
+  Tensor out = make_tensor(shape, src.dtype());
+  dispatch(src.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* s = src.data<T>() + offset;
+    T* d = out.data<T>();
+    if (!shape.empty() && strides.back() == 1 && shape.back() >= 16) {
+      // Rows stay contiguous (e.g. the head permute (B,T,H,D)->(B,H,T,D)): copy whole rows.
+      Shape rows(shape.begin(), shape.end() - 1);
+      std::vector<int64_t> rs(strides.begin(), strides.end() - 1);
+      const int64_t len = shape.back();
+      int64_t r = 0;
+      rows.push_back(1);
+      rs.push_back(0);
+      detail::for_each_strided<1>(rows, {&rs}, [&](int64_t, const std::array<int64_t, 1>& off) {
+        std::memcpy(d + (r++) * len, s + off[0], len * sizeof(T));
+      });
+      return;
+    }
+    detail::for_each_strided<1>(shape, {&strides}, [&](int64_t o, const std::array<int64_t, 1>& off) { d[o] = s[off[0]]; });
+  });
+  return out;
+}
+
+// dst[offset + strides . idx] += src[idx]: the adjoint of gather_strided.
+void scatter_add_strided(const Tensor& src, Tensor& dst, int64_t offset, const std::vector<int64_t>& strides) {
+  dispatch(src.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* s = src.data<T>();
+    T* d = dst.data<T>() + offset;
+    detail::for_each_strided<1>(src.shape(), {&strides}, [&](int64_t o, const std::array<int64_t, 1>& off) { d[off[0]] += s[o]; });
+  });
+}
+
+}  // namespace
+
+Tensor reshape(const Tensor& a, const Shape& shape) {
+  check_defined(a, "reshape");
+  Shape s = shape;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      if (infer >= 0) throw ShapeError("reshape: more than one -1 in " + shape_str(shape));
+      infer = static_cast<int64_t>(i);
+    } else if (s[i] < 0) {
+      throw ShapeError("reshape: negative dimension in " + shape_str(shape));
+    } else {
+      known *= s[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || a.numel() % known != 0)
+      throw ShapeError("reshape: cannot reshape " + shape_str(a.shape()) + " (" + std::to_string(a.numel()) +
+                       " elements) into " + shape_str(shape));
+    s[infer] = a.numel() / known;
+  }
+  if (shape_numel(s) != a.numel())
+    throw ShapeError("reshape: cannot reshape " + shape_str(a.shape()) + " (" + std::to_string(a.numel()) +
+                     " elements) into " + shape_str(shape) + " (" + std::to_string(shape_numel(s)) + " elements)");
+  if (s == a.shape()) return a;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = s;
+  impl->dtype = a.dtype();
+  impl->buf = a.impl()->buf;
+  return record("reshape", Tensor(std::move(impl)), {a},
+                [in = a.shape()](const Tensor& g) { return std::vector<Tensor>{reshape(g, in)}; });
+}
+
+Tensor permute(const Tensor& a, const std::vector<int64_t>& perm) {
+  const int64_t nd = check_defined(a, "permute").dim();
+  std::string what = "permute: " + [&] {
+    std::string r = "(";
+    for (size_t i = 0; i < perm.size(); ++i) r += (i ? "," : "") + std::to_string(perm[i]);
+    return r + ")";
+  }() + " is not a permutation of the " + std::to_string(nd) + " axes of " + shape_str(a.shape());
+  if (static_cast<int64_t>(perm.size()) != nd) throw ShapeError(what);
+  std::vector<int64_t> p(nd), inv(nd, -1);
+  for (int64_t i = 0; i < nd; ++i) {
+    if (perm[i] < -nd || perm[i] >= nd) throw ShapeError(what);
+    p[i] = perm[i] < 0 ? perm[i] + nd : perm[i];
+    if (inv[p[i]] >= 0) throw ShapeError(what);
+    inv[p[i]] = i;
+  }
+  bool identity = true;
+  for (int64_t i = 0; i < nd; ++i) identity = identity && p[i] == i;
+  if (identity) return a;
+  auto in_strides = contiguous_strides(a.shape());
+  Shape out_shape(nd);
+  std::vector<int64_t> strides(nd);
+  for (int64_t i = 0; i < nd; ++i) {
+    out_shape[i] = a.shape()[p[i]];
+    strides[i] = in_strides[p[i]];
+  }
+  Tensor out = gather_strided(a, out_shape, 0, strides);
+  return record("permute", out, {a}, [inv](const Tensor& g) { return std::vector<Tensor>{permute(g, inv)}; });
+}
+
+Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
+  const int64_t nd = check_defined(a, "transpose").dim();
+  int64_t x = normalize_axis(axis0, nd, "transpose"), y = normalize_axis(axis1, nd, "transpose");
+  std::vector<int64_t> p(nd);
+  std::iota(p.begin(), p.end(), 0);
+  std::swap(p[x], p[y]);
+  return permute(a, p);
+}
+
+Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t step) {
+  const int64_t ax = normalize_axis(axis, check_defined(a, "slice").dim(), "slice");
+  if (step <= 0) throw ShapeError("slice: step must be positive, got " + std::to_string(step));
+  const int64_t n = a.shape()[ax];
+  auto clampi = [n](int64_t i) { return i < 0 ? std::max<int64_t>(i + n, 0) : std::min(i, n); };
+  int64_t b = clampi(start), e = clampi(end);
+  int64_t len = e > b ? (e - b + step - 1) / step : 0;
+  Shape out_shape = a.shape();
+  out_shape[ax] = len;
+  auto strides = contiguous_strides(a.shape());
+  const int64_t offset = b * strides[ax];
+  strides[ax] *= step;
+  Tensor out = gather_strided(a, out_shape, offset, strides);
+  return record("slice", out, {a}, [in = a.shape(), offset, strides](const Tensor& g) {
+    Tensor gi = zeros(in, g.dtype());
+    scatter_add_strided(g, gi, offset, strides);
+    return std::vector<Tensor>{gi};
+  });
+}
+
+Tensor concat(const std::vector<Tensor>& ts, int64_t axis) {
+  if (ts.empty()) throw ShapeError("concat: no tensors given");
+  const Tensor& t0 = check_defined(ts[0], "concat");
+  const int64_t ax = normalize_axis(axis, t0.dim(), "concat");
+  Shape out_shape = t0.shape();
+  out_shape[ax] = 0;
+  for (size_t k = 0; k < ts.size(); ++k) {
+    const Tensor& t = check_defined(ts[k], "concat");
+    detail::check_same_dtype(t0, t, "concat");
+    bool ok = t.dim() == t0.dim();
+    for (int64_t i = 0; ok && i < t0.dim(); ++i) ok = i == ax || t.shape()[i] == t0.shape()[i];
+    if (!ok)
+      throw ShapeError("concat: tensor " + std::to_string(k) + " has shape " + shape_str(t.shape()) +
+                       ", which does not match tensor 0's " + shape_str(t0.shape()) + " outside axis " +
+                       std::to_string(axis));
+    out_shape[ax] += t.shape()[ax];
+  }
+  Tensor out = make_tensor(out_shape, t0.dtype());
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < ax; ++i) outer *= out_shape[i];
+  for (int64_t i = ax + 1; i < t0.dim(); ++i) inner *= out_shape[i];
+  std::vector<int64_t> sizes;
+  dispatch(t0.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* d = out.data<T>();
+    const int64_t row = out_shape[ax] * inner;
+    int64_t col = 0;
+    for (const Tensor& t : ts) {
+      const int64_t w = t.shape()[ax] * inner;
+      const T* s = t.data<T>();
+      for (int64_t o = 0; o < outer; ++o) std::memcpy(d + o * row + col, s + o * w, w * sizeof(T));
+      col += w;
+      sizes.push_back(t.shape()[ax]);
+    }
+  });
+  return record("concat", out, ts, [sizes, ax](const Tensor& g) { return split(g, sizes, ax); });
+}
+
+Tensor stack(const std::vector<Tensor>& ts, int64_t axis) {
+  if (ts.empty()) throw ShapeError("stack: no tensors given");
+  const int64_t ax = normalize_axis(axis, check_defined(ts[0], "stack").dim() + 1, "stack");
+  std::vector<Tensor> us;
+  for (size_t k = 0; k < ts.size(); ++k) {
+    if (check_defined(ts[k], "stack").shape() != ts[0].shape())
+      throw ShapeError("stack: tensor " + std::to_string(k) + " has shape " + shape_str(ts[k].shape()) +
+                       ", expected tensor 0's " + shape_str(ts[0].shape()));
+    us.push_back(unsqueeze(ts[k], ax));
+  }
+  return concat(us, ax);
+}
+
+std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t axis) {
+  const int64_t ax = normalize_axis(axis, check_defined(a, "split").dim(), "split");
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0) throw ShapeError("split: negative size " + std::to_string(s));
+    total += s;
+  }
+  if (total != a.shape()[ax])
+    throw ShapeError("split: sizes add up to " + std::to_string(total) + " but axis " + std::to_string(axis) +
+                     " of " + shape_str(a.shape()) + " has " + std::to_string(a.shape()[ax]));
+  std::vector<Tensor> parts;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    parts.push_back(slice(a, ax, at, at + s));
+    at += s;
+  }
+  return parts;
+}
+
+std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis) {
+  const int64_t ax = normalize_axis(axis, check_defined(a, "chunk").dim(), "chunk");
+  if (chunks <= 0 || a.shape()[ax] % chunks != 0)
+    throw ShapeError("chunk: axis " + std::to_string(axis) + " of " + shape_str(a.shape()) +
+                     " does not divide into " + std::to_string(chunks) + " equal parts");
+  return split(a, std::vector<int64_t>(chunks, a.shape()[ax] / chunks), ax);
+}
+
+Tensor unsqueeze(const Tensor& a, int64_t axis) {
+  const int64_t ax = normalize_axis(axis, check_defined(a, "unsqueeze").dim() + 1, "unsqueeze");
+  Shape s = a.shape();
+  s.insert(s.begin() + ax, 1);
+  return reshape(a, s);
+}
+
+Tensor squeeze(const Tensor& a, int64_t axis) {
+  const int64_t ax = normalize_axis(axis, check_defined(a, "squeeze").dim(), "squeeze");
+  if (a.shape()[ax] != 1)
+    throw ShapeError("squeeze: axis " + std::to_string(axis) + " of " + shape_str(a.shape()) + " has size " +
+                     std::to_string(a.shape()[ax]) + ", expected 1");
+  Shape s = a.shape();
+  s.erase(s.begin() + ax);
+  return reshape(a, s);
+}
+
+Tensor broadcast_to(const Tensor& a, const Shape& shape) {
+  check_defined(a, "broadcast_to");
+  if (a.shape() == shape) return a;
+  Shape b;
+  try {
+    b = detail::broadcast_shapes(a.shape(), shape, "broadcast_to");
+  } catch (const ShapeError&) {
+    b.clear();
+  }
+  if (b != shape)
+    throw ShapeError("broadcast_to: cannot broadcast " + shape_str(a.shape()) + " to " + shape_str(shape));
+  Tensor out = gather_strided(a, shape, 0, detail::broadcast_strides(a.shape(), shape));
+  return record("broadcast_to", out, {a},
+                [in = a.shape()](const Tensor& g) { return std::vector<Tensor>{detail::unbroadcast(g, in)}; });
+}
+
+}  // namespace xg

@@ -1,0 +1,369 @@
+#include "autograd/tensor.h"
+
+#include <malloc.h>
+
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
+#include "autograd/detail/impl.h"
+#include "autograd/ops.h"
+
+namespace xg {
+
+namespace {
+// Large temporaries are the norm here; without this glibc maps and unmaps
+// each one (see shared/XTENSOR.md, trap 4): ~700 page faults per 1M-float op.
+struct MallocTuning {
+  MallocTuning() {
+    mallopt(M_MMAP_THRESHOLD, 256 << 20);
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  }
+} malloc_tuning;
+
+const TensorImpl& impl_of(const std::shared_ptr<TensorImpl>& p) {
+  if (!p) throw ShapeError("Tensor: operation on an undefined tensor");
+  return *p;
+}
+}  // namespace
+
+const char* dtype_name(Dtype d) { return d == Dtype::f32 ? "float32" : "float64"; }
+
+std::string shape_str(const Shape& s) {
+  std::string r = "(";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  if (s.size() == 1) r += ",";
+  return r + ")";
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::vector<int64_t> contiguous_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size());
+  int64_t acc = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= s[i];
+  }
+  return st;
+}
+
+int64_t normalize_axis(int64_t axis, int64_t ndim, const char* op) {
+  int64_t a = axis < 0 ? axis + ndim : axis;
+  if (a < 0 || a >= ndim)
+    throw ShapeError(std::string(op) + ": axis " + std::to_string(axis) + " is out of range for a tensor of " +
+                     std::to_string(ndim) + " dimensions");
+  return a;
+}
+
+Tensor make_tensor(const Shape& s, Dtype d) {
+  for (int64_t x : s)
+    if (x < 0) throw ShapeError("empty: negative dimension in shape " + shape_str(s));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = s;
+  impl->dtype = d;
+  impl->buf = std::make_shared<Buffer>(d, shape_numel(s));
+  return Tensor(std::move(impl));
+}
+
+// ---- Generator ---------------------------------------------------------------
+
+double Generator::uniform(double lo, double hi) {
+  // 53 random bits -> [0,1); identical on every platform (unlike std::uniform_real_distribution).
+  double u = static_cast<double>(engine_() >> 11) * (1.0 / 9007199254740992.0);
+  return lo + (hi - lo) * u;
+}
+
+double Generator::normal(double mean, double std) {
+  // Box-Muller, one value per call, reproducible across standard libraries.
+  double u1 = uniform();
+  double u2 = uniform();
+  if (u1 < 1e-300) u1 = 1e-300;
+  return mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+std::string Generator::state() const {
+  std::ostringstream os;
+  os << engine_;
+  return os.str();
+}
+
+void Generator::set_state(const std::string& s) {
+  std::istringstream is(s);
+  std::mt19937_64 e;
+  is >> e;
+  if (is.fail()) throw std::invalid_argument("Generator::set_state: malformed generator state");
+  engine_ = e;
+}
+
+// ---- Tensor --------------------------------------------------------------------
+
+const Shape& Tensor::shape() const { return impl_of(impl_).shape; }
+int64_t Tensor::dim() const { return static_cast<int64_t>(shape().size()); }
+int64_t Tensor::size(int64_t axis) const { return shape()[normalize_axis(axis, dim(), "size")]; }
+int64_t Tensor::numel() const { return shape_numel(shape()); }
+Dtype Tensor::dtype() const { return impl_of(impl_).dtype; }
+
+template <>
+float* Tensor::data<float>() {
+  if (dtype() != Dtype::f32) throw ShapeError(std::string("data<float>: tensor is ") + dtype_name(dtype()));
+  return impl_->buf->f.data();
+}
+template <>
+double* Tensor::data<double>() {
+  if (dtype() != Dtype::f64) throw ShapeError(std::string("data<double>: tensor is ") + dtype_name(dtype()));
+  return impl_->buf->d.data();
+}
+template <>
+const float* Tensor::data<float>() const {
+  return const_cast<Tensor*>(this)->data<float>();
+}
+template <>
+const double* Tensor::data<double>() const {
+  return const_cast<Tensor*>(this)->data<double>();
+}
+
+static int64_t flat_index(const Tensor& t, std::initializer_list<int64_t> idx, const char* op) {
+  const Shape& s = t.shape();
+  if (idx.size() != s.size())
+    throw ShapeError(std::string(op) + ": " + std::to_string(idx.size()) + " indices for a tensor of shape " +
+                     shape_str(s));
+  int64_t flat = 0, k = 0;
+  for (int64_t i : idx) {
+    if (i < 0 || i >= s[k])
+      throw ShapeError(std::string(op) + ": index " + std::to_string(i) + " is out of range for dimension " +
+                       std::to_string(k) + " of shape " + shape_str(s));
+    flat = flat * s[k] + i;
+    ++k;
+  }
+  return flat;
+}
+
+double Tensor::at(std::initializer_list<int64_t> idx) const {
+  int64_t i = flat_index(*this, idx, "at");
+  return dispatch(dtype(), [&](auto z) { return static_cast<double>(data<decltype(z)>()[i]); });
+}
+
+void Tensor::set(std::initializer_list<int64_t> idx, double v) {
+  int64_t i = flat_index(*this, idx, "set");
+  dispatch(dtype(), [&](auto z) { data<decltype(z)>()[i] = static_cast<decltype(z)>(v); });
+}
+
+double Tensor::item() const {
+  if (numel() != 1)
+    throw ShapeError("item: tensor of shape " + shape_str(shape()) + " has " + std::to_string(numel()) +
+                     " elements, expected 1");
+  return dispatch(dtype(), [&](auto z) { return static_cast<double>(data<decltype(z)>()[0]); });
+}
+
+std::vector<double> Tensor::to_vector() const {
+  std::vector<double> r(numel());
+  dispatch(dtype(), [&](auto z) {
+    const auto* p = data<decltype(z)>();
+    for (size_t i = 0; i < r.size(); ++i) r[i] = p[i];
+  });
+  return r;
+}
+
+bool Tensor::requires_grad() const { return impl_of(impl_).requires_grad; }
+
+Tensor& Tensor::requires_grad_(bool on) {
+  impl_of(impl_);
+  if (impl_->grad_fn)
+    throw std::logic_error("requires_grad_: only leaf tensors can be flagged; this one was made by " +
+                           std::string(impl_->grad_fn->op) + " (use detach() first)");
+  impl_->requires_grad = on;
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return impl_of(impl_).grad_fn == nullptr; }
+Tensor Tensor::grad() const { return impl_of(impl_).grad; }
+
+void Tensor::set_grad(const Tensor& g) {
+  impl_of(impl_);
+  if (g.defined() && (g.shape() != shape() || g.dtype() != dtype()))
+    throw ShapeError("set_grad: gradient " + shape_str(g.shape()) + " " + dtype_name(g.dtype()) +
+                     " does not match tensor " + shape_str(shape()) + " " + dtype_name(dtype()));
+  impl_->grad = g;
+}
+
+void Tensor::zero_grad() { impl_of(impl_), impl_->grad = Tensor(); }
+
+Tensor Tensor::detach() const {
+  const TensorImpl& src = impl_of(impl_);
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = src.shape;
+  impl->dtype = src.dtype;
+  impl->buf = src.buf;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::clone() const {
+  Tensor out = make_tensor(shape(), dtype());
+  std::memcpy(out.impl()->buf->raw(), impl_->buf->raw(),
+              numel() * (dtype() == Dtype::f32 ? sizeof(float) : sizeof(double)));
+  return record("clone", out, {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+static void convert_into(const Tensor& src, Tensor& dst) {
+  dispatch(src.dtype(), [&](auto zs) {
+    const auto* s = src.data<decltype(zs)>();
+    dispatch(dst.dtype(), [&](auto zd) {
+      auto* d = dst.data<decltype(zd)>();
+      for (int64_t i = 0, n = src.numel(); i < n; ++i) d[i] = static_cast<decltype(zd)>(s[i]);
+    });
+  });
+}
+
+Tensor Tensor::to(Dtype d) const {
+  if (d == dtype()) return *this;
+  Tensor out = make_tensor(shape(), d);
+  convert_into(*this, out);
+  Dtype from = dtype();
+  return record("to", out, {*this}, [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
+}
+
+void Tensor::copy_(const Tensor& src) {
+  if (src.shape() != shape())
+    throw ShapeError("copy_: source " + shape_str(src.shape()) + " does not match destination " +
+                     shape_str(shape()));
+  convert_into(src, *this);
+}
+
+void Tensor::convert_(Dtype d) {
+  if (!is_leaf()) throw std::logic_error("convert_: only leaf tensors can change dtype in place");
+  if (d == dtype()) return;
+  Tensor tmp = make_tensor(shape(), d);
+  convert_into(*this, tmp);
+  impl_->buf = tmp.impl()->buf;
+  impl_->dtype = d;
+  impl_->grad = Tensor();
+  impl_->grad_accumulator.reset();
+}
+
+// ---- factories ------------------------------------------------------------------
+
+Tensor empty(const Shape& s, Dtype d) { return make_tensor(s, d); }
+
+Tensor full(const Shape& s, double value, Dtype d) {
+  Tensor t = make_tensor(s, d);
+  dispatch(d, [&](auto z) {
+    auto* p = t.data<decltype(z)>();
+    std::fill(p, p + t.numel(), static_cast<decltype(z)>(value));
+  });
+  return t;
+}
+Tensor zeros(const Shape& s, Dtype d) { return full(s, 0.0, d); }
+Tensor ones(const Shape& s, Dtype d) { return full(s, 1.0, d); }
+Tensor scalar(double value, Dtype d) { return full({}, value, d); }
+
+Tensor arange(int64_t n, Dtype d) {
+  Tensor t = make_tensor({n}, d);
+  dispatch(d, [&](auto z) {
+    auto* p = t.data<decltype(z)>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<decltype(z)>(i);
+  });
+  return t;
+}
+
+template <class V>
+static Tensor from_values(const V& v, const Shape& s, Dtype d, const char* op) {
+  if (static_cast<int64_t>(v.size()) != shape_numel(s))
+    throw ShapeError(std::string(op) + ": " + std::to_string(v.size()) + " values do not fill shape " + shape_str(s) +
+                     " (" + std::to_string(shape_numel(s)) + " elements)");
+  Tensor t = make_tensor(s, d);
+  dispatch(d, [&](auto z) {
+    auto* p = t.data<decltype(z)>();
+    size_t i = 0;
+    for (auto x : v) p[i++] = static_cast<decltype(z)>(x);
+  });
+  return t;
+}
+
+Tensor from_vector(const std::vector<float>& v, const Shape& s) { return from_values(v, s, Dtype::f32, "from_vector"); }
+Tensor from_vector(const std::vector<double>& v, const Shape& s, Dtype d) {
+  return from_values(v, s, d, "from_vector");
+}
+Tensor tensor(std::initializer_list<double> v, const Shape& s, Dtype d) { return from_values(v, s, d, "tensor"); }
+
+Tensor randn(const Shape& s, Generator& g, Dtype d, double mean, double std) {
+  Tensor t = make_tensor(s, d);
+  dispatch(d, [&](auto z) {
+    auto* p = t.data<decltype(z)>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<decltype(z)>(g.normal(mean, std));
+  });
+  return t;
+}
+
+Tensor rand(const Shape& s, Generator& g, Dtype d, double lo, double hi) {
+  Tensor t = make_tensor(s, d);
+  dispatch(d, [&](auto z) {
+    auto* p = t.data<decltype(z)>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) p[i] = static_cast<decltype(z)>(g.uniform(lo, hi));
+  });
+  return t;
+}
+
+// ---- printing ---------------------------------------------------------------------
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "tensor(undefined)";
+  os << "tensor(shape=" << shape_str(t.shape()) << ", dtype=" << dtype_name(t.dtype());
+  if (t.requires_grad()) os << ", requires_grad";
+  os << ")\n";
+  const Shape& s = t.shape();
+  std::vector<double> v = t.to_vector();
+  const int64_t limit = 6;  // elements shown at each end of a long dimension
+  std::ostringstream body;
+  body << std::setprecision(t.dtype() == Dtype::f32 ? 6 : 10);
+  // Recursive over dimensions (depth = ndim, small).
+  std::function<void(size_t, int64_t)> rec = [&](size_t d, int64_t off) {
+    if (d == s.size()) {
+      body << v[off];
+      return;
+    }
+    int64_t stride = 1;
+    for (size_t k = d + 1; k < s.size(); ++k) stride *= s[k];
+    body << '[';
+    for (int64_t i = 0; i < s[d]; ++i) {
+      if (s[d] > 2 * limit && i == limit) {
+        body << "..., ";
+        i = s[d] - limit;
+      }
+      if (i > 0 && !(s[d] > 2 * limit && i == s[d] - limit)) body << (d + 1 == s.size() ? ", " : ",\n");
+      rec(d + 1, off + i * stride);
+    }
+    body << ']';
+  };
+  rec(0, 0);
+  return os << body.str();
+}
+
+std::string to_string(const Tensor& t) {
+  std::ostringstream os;
+  os << t;
+  return os.str();
+}
+
+bool bit_equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  size_t bytes = a.numel() * (a.dtype() == Dtype::f32 ? sizeof(float) : sizeof(double));
+  return std::memcmp(a.impl()->buf->raw(), b.impl()->buf->raw(), bytes) == 0;
+}
+
+// ---- method shorthands ----------------------------------------------------------
+
+Tensor Tensor::reshape(const Shape& s) const { return xg::reshape(*this, s); }
+Tensor Tensor::permute(const std::vector<int64_t>& p) const { return xg::permute(*this, p); }
+Tensor Tensor::transpose(int64_t a, int64_t b) const { return xg::transpose(*this, a, b); }
+Tensor Tensor::unsqueeze(int64_t a) const { return xg::unsqueeze(*this, a); }
+Tensor Tensor::squeeze(int64_t a) const { return xg::squeeze(*this, a); }
+Tensor Tensor::sum(const std::vector<int64_t>& axes, bool keepdims) const { return xg::sum(*this, axes, keepdims); }
+Tensor Tensor::mean(const std::vector<int64_t>& axes, bool keepdims) const { return xg::mean(*this, axes, keepdims); }
+
+}  // namespace xg

@@ -1,0 +1,7 @@
+// Everything in autograd/ in one include.
+#pragma once
+#include "autograd/autograd.h"
+#include "autograd/gradcheck.h"
+#include "autograd/ops.h"
+#include "autograd/serialize.h"
+#include "autograd/tensor.h"
