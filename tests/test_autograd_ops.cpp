@@ -1,0 +1,266 @@
+// Finite-difference gradient tests (float64) for every op, with broadcasting,
+// size-1 dimensions, negative axes, keepdims and non-square shapes.
+#include <cmath>
+
+#include "tests/helpers.h"
+
+using namespace xg;
+using xgt::leaf;
+using V = std::vector<Tensor>;
+
+TEST_CASE("ops: gradients of broadcasting binary ops") {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 3}, {2, 3}}, {{2, 3}, {3}}, {{2, 1, 4}, {3, 1}}, {{4, 1}, {1, 5}}, {{}, {2, 3}}, {{2, 3}, {1}}};
+  for (const auto& [sa, sb] : cases) {
+    CAPTURE(shape_str(sa));
+    CAPTURE(shape_str(sb));
+    Tensor a = leaf(sa, 1), b = leaf(sb, 2);
+    Tensor bp = leaf(sb, 3, 0.5, 2.0), ap = leaf(sa, 4, 0.5, 2.0);
+    XG_CHECK_GRAD([](const V& x) { return add(x[0], x[1]); }, a, b);
+    XG_CHECK_GRAD([](const V& x) { return sub(x[0], x[1]); }, a, b);
+    XG_CHECK_GRAD([](const V& x) { return mul(x[0], x[1]); }, a, b);
+    XG_CHECK_GRAD([](const V& x) { return div(x[0], x[1]); }, a, bp);
+    XG_CHECK_GRAD([](const V& x) { return pow(x[0], x[1]); }, ap, b);
+    XG_CHECK_GRAD([](const V& x) { return maximum(x[0], x[1]); }, a, b);
+  }
+}
+
+TEST_CASE("ops: gradients of scalar overloads") {
+  Tensor a = leaf({3, 2}, 5, 0.5, 2.0);
+  XG_CHECK_GRAD([](const V& x) { return x[0] + 2.0; }, a);
+  XG_CHECK_GRAD([](const V& x) { return 2.0 - x[0]; }, a);
+  XG_CHECK_GRAD([](const V& x) { return x[0] * -3.0; }, a);
+  XG_CHECK_GRAD([](const V& x) { return x[0] / 4.0; }, a);
+  XG_CHECK_GRAD([](const V& x) { return 1.5 / x[0]; }, a);
+  XG_CHECK_GRAD([](const V& x) { return pow(x[0], 2.5); }, a);
+  XG_CHECK_GRAD([](const V& x) { return -x[0]; }, a);
+}
+
+TEST_CASE("ops: gradients of unary ops") {
+  Tensor a = leaf({3, 4}, 6);
+  Tensor pos = leaf({3, 4}, 7, 0.2, 3.0);
+  XG_CHECK_GRAD([](const V& x) { return neg(x[0]); }, a);
+  XG_CHECK_GRAD([](const V& x) { return exp(x[0]); }, a);
+  XG_CHECK_GRAD([](const V& x) { return log(x[0]); }, pos);
+  XG_CHECK_GRAD([](const V& x) { return sqrt(x[0]); }, pos);
+  XG_CHECK_GRAD([](const V& x) { return abs(x[0]); }, a);
+  XG_CHECK_GRAD([](const V& x) { return relu(x[0]); }, a);
+  XG_CHECK_GRAD([](const V& x) { return gelu(x[0]); }, a);
+  XG_CHECK_GRAD([](const V& x) { return tanh(x[0]); }, a);
+  XG_CHECK_GRAD([](const V& x) { return sigmoid(x[0]); }, a);
+  XG_CHECK_GRAD([](const V& x) { return clamp(x[0], -1.0, 0.5); }, a);
+}
+
+TEST_CASE("ops: gradients of reductions over any axes") {
+  Tensor a = leaf({2, 3, 4}, 8);
+  const std::vector<std::vector<int64_t>> axes_list = {{}, {0}, {-1}, {1}, {0, 2}, {-3, -2}, {0, 1, 2}};
+  for (const auto& axes : axes_list)
+    for (bool keep : {false, true}) {
+      CAPTURE(axes.size());
+      CAPTURE(keep);
+      XG_CHECK_GRAD([&](const V& x) { return sum(x[0], axes, keep); }, a);
+      XG_CHECK_GRAD([&](const V& x) { return mean(x[0], axes, keep); }, a);
+      XG_CHECK_GRAD([&](const V& x) { return max(x[0], axes, keep); }, a);
+      XG_CHECK_GRAD([&](const V& x) { return var(x[0], axes, keep); }, a);
+      XG_CHECK_GRAD([&](const V& x) { return var(x[0], axes, keep, true); }, a);
+    }
+}
+
+TEST_CASE("ops: gradients of shape ops") {
+  Tensor a = leaf({2, 3, 4}, 9);
+  XG_CHECK_GRAD([](const V& x) { return reshape(x[0], {4, -1}); }, a);
+  XG_CHECK_GRAD([](const V& x) { return permute(x[0], {2, 0, 1}); }, a);
+  XG_CHECK_GRAD([](const V& x) { return transpose(x[0], -1, 0); }, a);
+  XG_CHECK_GRAD([](const V& x) { return slice(x[0], 2, 1, 4, 2); }, a);
+  XG_CHECK_GRAD([](const V& x) { return slice(x[0], -2, -2, 100); }, a);
+  XG_CHECK_GRAD([](const V& x) { return unsqueeze(x[0], -1); }, a);
+  XG_CHECK_GRAD([](const V& x) { return squeeze(unsqueeze(x[0], 1), 1); }, a);
+  XG_CHECK_GRAD([](const V& x) { return broadcast_to(x[0], {5, 2, 3, 4}); }, a);
+  Tensor c = leaf({2, 1, 4}, 10);
+  XG_CHECK_GRAD([](const V& x) { return broadcast_to(x[0], {2, 3, 4}); }, c);
+  Tensor b = leaf({2, 2, 4}, 11), d = leaf({2, 1, 4}, 12);
+  XG_CHECK_GRAD([](const V& x) { return concat({x[0], x[1], x[2]}, 1); }, a, b, d);
+  Tensor e = leaf({2, 3, 4}, 13);
+  XG_CHECK_GRAD([](const V& x) { return stack({x[0], x[1]}, 0); }, a, e);
+  XG_CHECK_GRAD([](const V& x) { return stack({x[0], x[1]}, -1); }, a, e);
+  XG_CHECK_GRAD([](const V& x) {
+    auto parts = split(x[0], {1, 3}, -1);
+    return parts[0] * 2.0 + sum(parts[1], {-1}, true);
+  }, a);
+  XG_CHECK_GRAD([](const V& x) {
+    auto parts = chunk(x[0], 2, 2);
+    return parts[0] * parts[1];
+  }, a);
+}
+
+TEST_CASE("ops: gradients of matmul and linear") {
+  XG_CHECK_GRAD([](const V& x) { return matmul(x[0], x[1]); }, leaf({2, 3}, 14), leaf({3, 5}, 15));
+  XG_CHECK_GRAD([](const V& x) { return matmul(x[0], x[1]); }, leaf({2, 3, 4}, 16), leaf({2, 4, 5}, 17));
+  XG_CHECK_GRAD([](const V& x) { return matmul(x[0], x[1]); }, leaf({3, 4}, 18), leaf({2, 4, 5}, 19));
+  XG_CHECK_GRAD([](const V& x) { return matmul(x[0], x[1]); }, leaf({2, 1, 3, 4}, 20), leaf({3, 4, 2}, 21));
+  XG_CHECK_GRAD([](const V& x) { return matmul(x[0], x[1]); }, leaf({1, 1}, 22), leaf({1, 3}, 23));
+  XG_CHECK_GRAD([](const V& x) { return linear(x[0], x[1], x[2]); }, leaf({2, 3, 4}, 24), leaf({5, 4}, 25),
+                leaf({5}, 26));
+  XG_CHECK_GRAD([](const V& x) { return linear(x[0], x[1]); }, leaf({3, 4}, 27), leaf({2, 4}, 28));
+}
+
+TEST_CASE("ops: gradients of indexing ops") {
+  std::vector<int64_t> ids = {1, 4, 1, 0, 2, 4};
+  XG_CHECK_GRAD([&](const V& x) { return gather_rows(x[0], ids, {2, 3}); }, leaf({5, 3}, 29));
+  Tensor cond = tensor({1, 0, 0, 1, 1, 0}, {2, 3}, f64);
+  XG_CHECK_GRAD([&](const V& x) { return where(cond, x[0], x[1]); }, leaf({2, 3}, 30), leaf({3}, 31));
+  Tensor mask = tensor({0, 1, 0}, {1, 3}, f64);
+  XG_CHECK_GRAD([&](const V& x) { return masked_fill(x[0], mask, -7.0); }, leaf({2, 3}, 32));
+}
+
+TEST_CASE("ops: gradients of fused ops") {
+  Tensor a = leaf({3, 4, 5}, 33);
+  for (int64_t axis : {0, 1, -1}) {
+    CAPTURE(axis);
+    XG_CHECK_GRAD([&](const V& x) { return softmax(x[0], axis); }, a);
+    XG_CHECK_GRAD([&](const V& x) { return log_softmax(x[0], axis); }, a);
+  }
+  XG_CHECK_GRAD([](const V& x) { return layer_norm(x[0], x[1], x[2], 1e-5); }, leaf({2, 3, 6}, 34), leaf({6}, 35),
+                leaf({6}, 36));
+  XG_CHECK_GRAD([](const V& x) { return layer_norm(x[0], Tensor(), Tensor(), 1e-5); }, leaf({4, 7}, 37));
+  std::vector<int64_t> targets = {2, -100, 0, 4, 1, 3};
+  for (double smoothing : {0.0, 0.1}) {
+    CAPTURE(smoothing);
+    XG_CHECK_GRAD([&](const V& x) { return cross_entropy(x[0], targets, -100, smoothing); }, leaf({2, 3, 5}, 38));
+  }
+  XG_CHECK_GRAD([](const V& x) {
+    Generator g(5);  // the same mask on every call
+    return dropout(x[0], 0.3, true, g);
+  }, leaf({4, 6}, 39));
+}
+
+TEST_CASE("ops: gradients of a custom op and of dtype conversion") {
+  CustomOp cube{"cube",
+                [](const V& in) { return in[0] * in[0] * in[0]; },
+                [](const V& in, const Tensor&, const Tensor& g) { return V{g * in[0] * in[0] * 3.0}; }};
+  XG_CHECK_GRAD([&](const V& x) { return apply(cube, {x[0]}); }, leaf({2, 3}, 40));
+  XG_CHECK_GRAD([](const V& x) { return x[0].to(f32).to(f64) * 0.0 + x[0].clone(); }, leaf({3}, 41));
+}
+
+TEST_CASE("ops: forward values against hand-computed references") {
+  Tensor a = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = tensor({10, 20, 30}, {3});
+  CHECK((a + b).to_vector() == std::vector<double>{11, 22, 33, 14, 25, 36});
+  CHECK((a * tensor({2, 3}, {2, 1})).to_vector() == std::vector<double>{2, 4, 6, 12, 15, 18});
+  Tensor m = matmul(a, tensor({1, 0, 0, 1, 1, 1}, {3, 2}));
+  CHECK(m.shape() == Shape{2, 2});
+  CHECK(m.to_vector() == std::vector<double>{4, 5, 10, 11});
+  CHECK(sum(a, {0}).to_vector() == std::vector<double>{5, 7, 9});
+  CHECK(sum(a, {-1}, true).shape() == Shape{2, 1});
+  CHECK(max(a, {1}).to_vector() == std::vector<double>{3, 6});
+  CHECK(mean(a).item() == doctest::Approx(3.5));
+  CHECK(var(a, {1}).to_vector()[0] == doctest::Approx(2.0 / 3.0));
+  CHECK(var(a, {1}, false, true).to_vector()[0] == doctest::Approx(1.0));
+  CHECK(argmax(tensor({0, 5, 2, 9, 1, 1}, {2, 3})) == std::vector<int64_t>{1, 0});
+  CHECK(permute(a, {1, 0}).to_vector() == std::vector<double>{1, 4, 2, 5, 3, 6});
+  CHECK(slice(a, 1, 0, 3, 2).to_vector() == std::vector<double>{1, 3, 4, 6});
+  CHECK(concat({a, a}, 0).shape() == Shape{4, 3});
+  CHECK(gelu(tensor({1.0}, {1}, f64)).item() == doctest::Approx(0.8413447460685429));
+  auto sm = softmax(tensor({1, 2, 3}, {3}, f64)).to_vector();
+  const double z = std::exp(1) + std::exp(2) + std::exp(3);
+  CHECK(sm[0] == doctest::Approx(std::exp(1) / z));
+  CHECK(sm[2] == doctest::Approx(std::exp(3) / z));
+  // cross-entropy of logits (0, log 3) with target 1: -log(3/4)
+  Tensor ce = cross_entropy(tensor({0, std::log(3.0)}, {1, 2}, f64), {1});
+  CHECK(ce.item() == doctest::Approx(-std::log(0.75)));
+  // layer norm of (1,2,3): (-1,0,1)/sqrt(2/3)
+  auto ln = layer_norm(tensor({1, 2, 3}, {1, 3}, f64), Tensor(), Tensor(), 0.0).to_vector();
+  CHECK(ln[0] == doctest::Approx(-1 / std::sqrt(2.0 / 3.0)));
+  CHECK(ln[1] == doctest::Approx(0.0));
+  // softmax of a large-magnitude row stays finite
+  auto big = softmax(tensor({1000, 0, -1000}, {3})).to_vector();
+  CHECK(big[0] == doctest::Approx(1.0));
+  CHECK(std::isfinite(log_softmax(tensor({1000, 0, -1000}, {3})).to_vector()[2]));
+}
+
+// Fused ops against their composed twins: values and gradients.
+namespace {
+void check_same(const std::function<Tensor(const V&)>& fused, const std::function<Tensor(const V&)>& composed,
+                const V& inputs) {
+  auto run = [&](const std::function<Tensor(const V&)>& f) {
+    for (const Tensor& t : inputs) const_cast<Tensor&>(t).zero_grad();
+    Tensor y = f(inputs);
+    Generator g(99);
+    sum(y * rand(y.shape(), g, y.dtype())).backward();
+    V out{y.detach()};
+    for (const Tensor& t : inputs) out.push_back(t.grad());
+    return out;
+  };
+  V a = run(fused), b = run(composed);
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(a[i].shape() == b[i].shape());
+    auto va = a[i].to_vector(), vb = b[i].to_vector();
+    for (size_t j = 0; j < va.size(); ++j) CHECK(va[j] == doctest::Approx(vb[j]).epsilon(1e-9));
+  }
+}
+}  // namespace
+
+TEST_CASE("ops: fused ops equal their composed twins") {
+  Tensor x = leaf({3, 5}, 50);
+  check_same([](const V& v) { return softmax(v[0], -1); },
+             [](const V& v) {
+               Tensor e = exp(v[0] - max(v[0], {-1}, true).detach());
+               return e / sum(e, {-1}, true);
+             },
+             {x});
+  check_same([](const V& v) { return log_softmax(v[0], 0); }, [](const V& v) { return log(softmax(v[0], 0)); }, {x});
+  Tensor w = leaf({5}, 51), b = leaf({5}, 52);
+  check_same([](const V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); },
+             [](const V& v) {
+               Tensor c = v[0] - mean(v[0], {-1}, true);
+               return c / sqrt(var(v[0], {-1}, true) + 1e-5) * v[1] + v[2];
+             },
+             {x, w, b});
+  std::vector<int64_t> t = {1, 4, -100};
+  check_same([&](const V& v) { return cross_entropy(v[0], t, -100, 0.2); },
+             [&](const V& v) {
+               Tensor lp = log_softmax(v[0], -1);
+               Tensor q = zeros({3, 5}, f64);
+               for (int r = 0; r < 2; ++r)
+                 for (int j = 0; j < 5; ++j) q.set({r, j}, 0.2 / 5 + (j == t[r] ? 0.8 : 0.0));
+               return -sum(lp * q) / 2.0;
+             },
+             {x});
+  Tensor wl = leaf({4, 5}, 53), bl = leaf({4}, 54);
+  check_same([](const V& v) { return linear(v[0], v[1], v[2]); },
+             [](const V& v) { return matmul(v[0], transpose(v[1], 0, 1)) + v[2]; }, {x, wl, bl});
+}
+
+TEST_CASE("ops: float32 runs the same code paths as float64") {
+  Generator g(3);
+  Tensor a64 = randn({4, 6}, g, f64), w64 = randn({3, 6}, g, f64);
+  Tensor a32 = a64.to(f32).requires_grad_(), w32 = w64.to(f32).requires_grad_();
+  a64.requires_grad_();
+  w64.requires_grad_();
+  for (auto [a, w] : {std::pair{a64, w64}, std::pair{a32, w32}})
+    sum(log_softmax(gelu(linear(layer_norm(a, Tensor(), Tensor()), w)), -1)).backward();
+  CHECK(a32.grad().dtype() == f32);
+  auto g64 = a64.grad().to_vector(), g32 = a32.grad().to_vector();
+  for (size_t i = 0; i < g64.size(); ++i) CHECK(g32[i] == doctest::Approx(g64[i]).epsilon(1e-4).scale(1.0));
+}
+
+TEST_CASE("ops: dropout keeps the expected fraction, scales, and is the identity when off") {
+  Generator g(7);
+  Tensor x = ones({100000});
+  Tensor y = dropout(x, 0.25, true, g);
+  auto v = y.to_vector();
+  int64_t kept = 0;
+  for (double e : v) {
+    if (e != 0) {
+      ++kept;
+      CHECK_EQ(e, doctest::Approx(1.0 / 0.75));
+    }
+  }
+  const double frac = kept / 100000.0;
+  CHECK(frac > 0.75 - 0.01);  // 1 sd is 0.0014: this bound is 7 sd
+  CHECK(frac < 0.75 + 0.01);
+  CHECK((dropout(x, 0.25, false, g).impl() == x.impl()));
+  CHECK((dropout(x, 0.0, true, g).impl() == x.impl()));
+  CHECK(sum(dropout(x, 1.0, true, g)).item() == 0.0);
+}

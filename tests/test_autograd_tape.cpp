@@ -1,0 +1,157 @@
+// The tape: diamonds, reuse, accumulation, no-grad, detach, deep graphs,
+// releasing saved values, and the running-loss leak made loud.
+#include "tests/helpers.h"
+
+using namespace xg;
+
+TEST_CASE("tape: a value used several times (diamond) gets every path's gradient") {
+  Tensor x = tensor({3.0}, {1}, f64).requires_grad_();
+  Tensor a = x * x;        // 2x
+  Tensor b = x * 4.0;      // 4
+  Tensor y = a * b + a;    // 4x^3 + x^2 -> 12x^2 + 2x
+  sum(y).backward();
+  CHECK(x.grad().item() == doctest::Approx(12 * 9 + 6));
+}
+
+TEST_CASE("tape: a wide diamond is linear, not exponential") {
+  Tensor x = tensor({1.0}, {1}, f64).requires_grad_();
+  Tensor y = x;
+  for (int i = 0; i < 60; ++i) y = y + y * 0.0;  // 2^60 paths if revisited
+  sum(y).backward();
+  CHECK(x.grad().item() == doctest::Approx(1.0));
+}
+
+TEST_CASE("tape: gradients accumulate over backward calls on separate graphs; zero_grad clears") {
+  Tensor x = tensor({1.0, 2.0}, {2}, f64).requires_grad_();
+  sum(x * 3.0).backward();
+  sum(x * x).backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{3 + 2, 3 + 4});
+  x.zero_grad();
+  CHECK_FALSE(x.grad().defined());
+  sum(x).backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{1, 1});
+}
+
+TEST_CASE("tape: no-grad guard records nothing and restores the mode") {
+  Tensor x = ones({2}).requires_grad_();
+  {
+    NoGradGuard g;
+    Tensor y = x * 2.0;
+    CHECK_FALSE(y.requires_grad());
+    CHECK(y.is_leaf());
+    CHECK_FALSE(grad_enabled());
+  }
+  CHECK(grad_enabled());
+  CHECK_FALSE((x * 2.0).is_leaf());
+}
+
+TEST_CASE("tape: detach cuts the graph and shares storage") {
+  Tensor x = tensor({2.0}, {1}, f64).requires_grad_();
+  Tensor y = x * x;
+  Tensor d = y.detach();
+  CHECK(d.is_leaf());
+  CHECK_FALSE(d.requires_grad());
+  sum(y * d).backward();  // d is a constant 4: dy/dx * d = 2x * 4
+  CHECK(x.grad().item() == doctest::Approx(16.0));
+}
+
+TEST_CASE("tape: a 200k-node chain runs backward and is destroyed without recursion") {
+  Tensor x = tensor({1.0}, {1}, f64).requires_grad_();
+  int64_t before = live_nodes();
+  {
+    Tensor y = x;
+    for (int i = 0; i < 200000; ++i) y = y + 1e-6;
+    sum(y).backward();
+    CHECK(x.grad().item() == doctest::Approx(1.0));
+    Tensor z = x;
+    for (int i = 0; i < 200000; ++i) z = z * 1.0;  // never backwarded: destroyed as a whole chain
+  }
+  CHECK(live_nodes() <= before + 1);
+}
+
+TEST_CASE("tape: backward releases saved values; a second backward is a clear error") {
+  Tensor x = ones({3}, f64).requires_grad_();
+  Tensor y = sum(exp(x));
+  y.backward();
+  std::string msg = XG_THROW_MESSAGE(y.backward(), std::logic_error);
+  CHECK(xgt::contains(msg, "already freed"));
+  CHECK(xgt::contains(msg, "retain_graph"));
+}
+
+TEST_CASE("tape: retain_graph allows a second backward, which accumulates") {
+  Tensor x = ones({3}, f64).requires_grad_();
+  Tensor y = sum(x * x);
+  y.backward(true);
+  y.backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{4, 4, 4});
+}
+
+TEST_CASE("tape: a running loss kept without detach is a loud error, not a leak") {
+  Tensor w = ones({4}, f64).requires_grad_();
+  Tensor running = scalar(0.0, f64);
+  Tensor loss = sum(w * w);
+  loss.backward();
+  std::string msg = XG_THROW_MESSAGE(running = running + loss, std::logic_error);
+  CHECK(xgt::contains(msg, "item()"));
+  // The supported ways:
+  running = running + loss.detach();
+  double total = loss.item();
+  CHECK(total == doctest::Approx(4.0));
+}
+
+TEST_CASE("tape: a training loop of many steps has a flat node count") {
+  Tensor w = ones({8}, f64).requires_grad_();
+  double running = 0;
+  int64_t after_first = 0;
+  for (int step = 0; step < 2000; ++step) {
+    Tensor loss = sum(tanh(w * 0.5) * w);
+    loss.backward();
+    running += loss.item();
+    w.zero_grad();
+    if (step == 0) after_first = live_nodes();
+  }
+  CHECK(live_nodes() <= after_first);
+  CHECK(running > 0);
+}
+
+TEST_CASE("tape: backward on a non-scalar needs a gradient of the output's shape") {
+  Tensor x = ones({2, 3}, f64).requires_grad_();
+  Tensor y = x * 2.0;
+  std::string msg = XG_THROW_MESSAGE(y.backward(), ShapeError);
+  CHECK(xgt::contains(msg, "(2,3)"));
+  msg = XG_THROW_MESSAGE(y.backward(ones({3}, f64)), ShapeError);
+  CHECK(xgt::contains(msg, "(3,)"));
+  y.backward(full({2, 3}, 0.5, f64));
+  CHECK(x.grad().to_vector() == std::vector<double>(6, 1.0));
+}
+
+TEST_CASE("tape: backward from something that needs no gradient is a clear error") {
+  Tensor x = ones({2});
+  std::string msg = XG_THROW_MESSAGE(sum(x).backward(), std::logic_error);
+  CHECK(xgt::contains(msg, "requires_grad"));
+}
+
+TEST_CASE("tape: requires_grad_ only on leaves") {
+  Tensor x = ones({2}).requires_grad_();
+  Tensor y = x * 2.0;
+  CHECK_THROWS_AS(y.requires_grad_(), std::logic_error);
+}
+
+TEST_CASE("tape: a custom op takes part like a built-in one") {
+  // softplus(x) = log(1 + e^x), d/dx = sigmoid(x)
+  CustomOp softplus{"softplus",
+                    [](const std::vector<Tensor>& in) { return log(exp(in[0]) + 1.0); },
+                    [](const std::vector<Tensor>& in, const Tensor&, const Tensor& g) {
+                      return std::vector<Tensor>{g * sigmoid(in[0])};
+                    }};
+  Tensor x = tensor({0.0, 1.0}, {2}, f64).requires_grad_();
+  Tensor y = apply(softplus, {x * 2.0});
+  CHECK_FALSE(y.is_leaf());
+  sum(y).backward();
+  CHECK(x.grad().to_vector()[0] == doctest::Approx(2 * 0.5));
+  CustomOp bad{"bad", [](const std::vector<Tensor>& in) { return in[0] * 1.0; },
+               [](const std::vector<Tensor>&, const Tensor&, const Tensor& g) { return std::vector<Tensor>{g, g}; }};
+  Tensor z = apply(bad, {x});
+  std::string msg = XG_THROW_MESSAGE(sum(z).backward(), std::logic_error);
+  CHECK(xgt::contains(msg, "bad"));
+}
