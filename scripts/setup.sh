@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what xgrad needs from Debian 12's packages, if anything is missing.
+# Runs apt-get as root (directly, or through sudo when available).
+set -euo pipefail
+PACKAGES=(g++ cmake make pkg-config xtensor-dev libxtensor-blas-dev libopenblas-dev libfmt-dev doctest-dev nlohmann-json3-dev)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
