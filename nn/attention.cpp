@@ -1,0 +1,95 @@
+#include "nn/attention.h"
+
+#include <cmath>
+#include <vector>
+
+#include "autograd/ops.h"
+
+namespace xg::nn {
+namespace {
+
+// Large enough that exp(masked - max) underflows to 0 in float32 and float64,
+// finite so that a fully masked row stays finite (uniform weights).
+constexpr double kMasked = -1e9;
+
+}  // namespace
+
+MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t heads, double dropout, Generator& init_gen,
+                                       std::shared_ptr<Generator> dropout_gen, bool bias)
+    : d_model_(d_model), heads_(heads), head_dim_(0), dropout_(dropout), dropout_gen_(std::move(dropout_gen)) {
+  if (d_model <= 0 || heads <= 0 || d_model % heads != 0)
+    throw std::invalid_argument("MultiHeadAttention: d_model " + std::to_string(d_model) +
+                                " must be a positive multiple of heads " + std::to_string(heads));
+  if (!(dropout >= 0.0 && dropout < 1.0))
+    throw std::invalid_argument("MultiHeadAttention: dropout " + std::to_string(dropout) + " is outside [0, 1)");
+  if (dropout > 0.0 && !dropout_gen_)
+    throw std::invalid_argument("MultiHeadAttention: dropout " + std::to_string(dropout) + " needs a Generator");
+  head_dim_ = d_model / heads;
+  w_q = register_module("w_q", std::make_shared<Linear>(d_model, d_model, init_gen, bias));
+  w_k = register_module("w_k", std::make_shared<Linear>(d_model, d_model, init_gen, bias));
+  w_v = register_module("w_v", std::make_shared<Linear>(d_model, d_model, init_gen, bias));
+  w_o = register_module("w_o", std::make_shared<Linear>(d_model, d_model, init_gen, bias));
+}
+
+std::string MultiHeadAttention::type_name() const {
+  return "MultiHeadAttention(d_model=" + std::to_string(d_model_) + ", heads=" + std::to_string(heads_) + ")";
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x) { return forward(x, x, x); }
+
+Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                   const Tensor& key_padding_mask, bool causal) {
+  const std::string op = describe() + ".forward";
+  if (!query.defined() || !key.defined() || !value.defined())
+    throw ShapeError(op + ": query, key and value must be defined");
+  auto shapes = [&] {
+    return "query " + shape_str(query.shape()) + ", key " + shape_str(key.shape()) + ", value " +
+           shape_str(value.shape());
+  };
+  if (query.dim() != 3 || key.dim() != 3 || value.dim() != 3)
+    throw ShapeError(op + ": expected query (B,T,C), key and value (B,S,C), got " + shapes());
+  const int64_t B = query.size(0), T = query.size(1), S = key.size(1), C = d_model_, H = heads_, D = head_dim_;
+  if (query.size(2) != C || key.size(2) != C || value.size(2) != C)
+    throw ShapeError(op + ": last dimension must be C=" + std::to_string(C) + ", got " + shapes());
+  if (key.size(0) != B || value.size(0) != B || value.size(1) != S)
+    throw ShapeError(op + ": batch and key/value lengths disagree: " + shapes());
+  if (key_padding_mask.defined() && key_padding_mask.shape() != Shape{B, S})
+    throw ShapeError(op + ": key_padding_mask " + shape_str(key_padding_mask.shape()) + " must be (B,S) = " +
+                     shape_str({B, S}) + " for " + shapes());
+
+  // Project and split heads: (B,T,C) -> (B,T,H,D) -> (B,H,T,D); keys go to (B,H,D,S).
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  Tensor q = w_q->forward(query).reshape({B, T, H, D}).permute({0, 2, 1, 3}) * scale;  // (B,H,T,D)
+  Tensor k = w_k->forward(key).reshape({B, S, H, D}).permute({0, 2, 3, 1});            // (B,H,D,S)
+  Tensor v = w_v->forward(value).reshape({B, S, H, D}).permute({0, 2, 1, 3});          // (B,H,S,D)
+  Tensor scores = matmul(q, k);                                                        // (B,H,T,S)
+
+  if (key_padding_mask.defined()) {
+    Tensor m = key_padding_mask.detach();
+    if (m.dtype() != scores.dtype()) m = m.to(scores.dtype());
+    scores = masked_fill(scores, m.reshape({B, 1, 1, S}), kMasked);
+  }
+  if (causal) {
+    std::vector<double> future(static_cast<size_t>(T * S));
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < S; ++j) future[static_cast<size_t>(i * S + j)] = j > i ? 1.0 : 0.0;
+    scores = masked_fill(scores, from_vector(future, {T, S}, scores.dtype()), kMasked);  // (T,S) broadcasts
+  }
+
+  Tensor attn = softmax(scores, -1);  // (B,H,T,S)
+  if (store_attention_) attention_ = attn.detach();
+  if (dropout_ > 0.0 && is_training()) attn = dropout(attn, dropout_, true, *dropout_gen_);
+
+  Tensor ctx = matmul(attn, v);                                  // (B,H,T,D)
+  ctx = ctx.permute({0, 2, 1, 3}).reshape({B, T, C});            // (B,T,H,D) -> (B,T,C)
+  return w_o->forward(ctx);                                      // (B,T,C)
+}
+
+Tensor MultiHeadAttention::attention_weights(bool average_heads) const {
+  if (!attention_.defined())
+    throw std::logic_error(describe() + ": no attention weights stored (call set_store_attention(true) "
+                           "before forward)");
+  return average_heads ? attention_.mean({1}) : attention_;
+}
+
+}  // namespace xg::nn

@@ -1,0 +1,49 @@
+// Multi-head scaled dot-product attention (Vaswani et al. 2017, section 3.2).
+// Shapes: B batch, T query length, S key length, C model width, H heads,
+// D = C / H head width.
+#pragma once
+
+#include <memory>
+
+#include "nn/linear.h"
+#include "nn/module.h"
+
+namespace xg::nn {
+
+class MultiHeadAttention : public Module {
+ public:
+  // w_q, w_k, w_v, w_o: Linear(C, C) each. d_model % heads != 0 throws.
+  // dropout applies to the attention weights in training; dropout_gen may be
+  // null if dropout == 0.
+  MultiHeadAttention(int64_t d_model, int64_t heads, double dropout, Generator& init_gen,
+                     std::shared_ptr<Generator> dropout_gen, bool bias = true);
+
+  // query (B,T,C), key (B,S,C), value (B,S,C) -> (B,T,C).
+  // key_padding_mask (B,S): nonzero marks a padded key, which no query sees.
+  // causal: query i sees only keys j <= i. A query whose keys are all masked
+  // gets uniform weights over them (no NaN).
+  Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                 const Tensor& key_padding_mask = Tensor(), bool causal = false);
+  Tensor forward(const Tensor& x) override;  // self-attention, no masks
+
+  // When on, forward keeps its attention weights (before dropout, detached).
+  void set_store_attention(bool on) { store_attention_ = on; }
+  // (B,T,S) averaged over heads, or (B,H,T,S). Throws std::logic_error if
+  // nothing was stored.
+  Tensor attention_weights(bool average_heads = true) const;
+
+  std::string type_name() const override;  // "MultiHeadAttention(d_model=.., heads=..)"
+  int64_t d_model() const { return d_model_; }
+  int64_t heads() const { return heads_; }
+
+  std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
+
+ private:
+  int64_t d_model_, heads_, head_dim_;
+  double dropout_;
+  std::shared_ptr<Generator> dropout_gen_;
+  bool store_attention_ = false;
+  Tensor attention_;  // (B,H,T,S)
+};
+
+}  // namespace xg::nn

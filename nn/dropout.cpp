@@ -1,0 +1,26 @@
+#include "nn/dropout.h"
+
+#include <sstream>
+
+#include "autograd/ops.h"
+
+namespace xg::nn {
+
+Dropout::Dropout(double p, std::shared_ptr<Generator> gen) : p_(p), gen_(std::move(gen)) {
+  if (!(p >= 0.0 && p < 1.0))
+    throw std::invalid_argument("Dropout: p = " + std::to_string(p) + " is outside [0, 1)");
+  if (p > 0.0 && !gen_) throw std::invalid_argument("Dropout: p = " + std::to_string(p) + " needs a Generator");
+}
+
+std::string Dropout::type_name() const {
+  std::ostringstream os;
+  os << "Dropout(p=" << p_ << ")";
+  return os.str();
+}
+
+Tensor Dropout::forward(const Tensor& x) {
+  if (p_ == 0.0 || !is_training()) return x;
+  return dropout(x, p_, true, *gen_);
+}
+
+}  // namespace xg::nn

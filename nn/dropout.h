@@ -1,0 +1,24 @@
+// Dropout: in training, zeros each element with probability p and scales the
+// rest by 1/(1-p); in eval mode (or p == 0), the identity.
+#pragma once
+
+#include <memory>
+
+#include "nn/module.h"
+
+namespace xg::nn {
+
+class Dropout : public Module {
+ public:
+  // p in [0, 1), else std::invalid_argument. gen may be null only if p == 0.
+  Dropout(double p, std::shared_ptr<Generator> gen);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override;  // "Dropout(p=0.1)"
+  double p() const { return p_; }
+
+ private:
+  double p_;
+  std::shared_ptr<Generator> gen_;
+};
+
+}  // namespace xg::nn

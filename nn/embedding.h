@@ -1,0 +1,31 @@
+// Embedding: a lookup table (V, C); ids of any shape -> (ids_shape..., C).
+#pragma once
+
+#include <vector>
+
+#include "nn/module.h"
+
+namespace xg::nn {
+
+class Embedding : public Module {
+ public:
+  // weight (num, dim) ~ N(0, 1); the padding row (if padding_idx >= 0) is
+  // zeroed and never receives a gradient. padding_idx -1: none.
+  Embedding(int64_t num, int64_t dim, Generator& gen, int64_t padding_idx = -1);
+  // Throws ShapeError naming Embedding, the bad id and the vocabulary size.
+  Tensor forward(const std::vector<int64_t>& ids, const Shape& ids_shape);
+  // The same with the ids held as an integer-valued tensor (e.g. in a Sequential).
+  Tensor forward(const Tensor& ids) override;
+  std::string type_name() const override;  // "Embedding(num=.., dim=..)"
+
+  int64_t num_embeddings() const { return num_; }
+  int64_t embedding_dim() const { return dim_; }
+  int64_t padding_idx() const { return padding_idx_; }
+  Tensor& weight() { return weight_; }
+
+ private:
+  int64_t num_, dim_, padding_idx_;
+  Tensor weight_;
+};
+
+}  // namespace xg::nn

@@ -1,0 +1,23 @@
+// LayerNorm over the last dimension: (..., C) -> (..., C).
+#pragma once
+
+#include "nn/module.h"
+
+namespace xg::nn {
+
+class LayerNorm : public Module {
+ public:
+  // weight (C) ones and bias (C) zeros if elementwise_affine.
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true);
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override;  // "LayerNorm(dim=..)"
+  Tensor& weight() { return weight_; }  // undefined without affine
+  Tensor& bias() { return bias_; }
+
+ private:
+  int64_t dim_;
+  double eps_;
+  Tensor weight_, bias_;
+};
+
+}  // namespace xg::nn

@@ -1,0 +1,173 @@
+#include "nn/module.h"
+
+#include <unordered_set>
+
+#include "autograd/serialize.h"
+
+namespace xg::nn {
+
+void Module::check_name(const std::string& name, const char* what) const {
+  const std::string where = std::string(what) + ": name '" + name + "' in " + describe();
+  if (name.empty()) throw std::invalid_argument(std::string(what) + ": empty name in " + describe());
+  if (name.find('.') != std::string::npos) throw std::invalid_argument(where + " must not contain '.'");
+  auto taken = [&](const auto& list) {
+    for (const auto& e : list)
+      if (e.name == name) return true;
+    return false;
+  };
+  bool dup = taken(params_) || taken(buffers_);
+  for (const auto& c : children_) dup = dup || c.first == name;
+  if (dup) throw std::invalid_argument(where + " is already registered");
+}
+
+Tensor& Module::register_parameter(const std::string& name, Tensor t) {
+  check_name(name, "register_parameter");
+  if (!t.defined()) throw std::invalid_argument("register_parameter: '" + name + "' is undefined");
+  if (!t.is_leaf())
+    throw std::invalid_argument("register_parameter: '" + name +
+                                "' is the result of an op, not a leaf (detach() it first)");
+  t.requires_grad_(true);
+  params_.push_back({name, std::move(t), true});
+  return params_.back().tensor;
+}
+
+Tensor& Module::register_buffer(const std::string& name, Tensor t, bool persistent) {
+  check_name(name, "register_buffer");
+  if (!t.defined()) throw std::invalid_argument("register_buffer: '" + name + "' is undefined");
+  buffers_.push_back({name, std::move(t), persistent});
+  return buffers_.back().tensor;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
+  check_name(name, "register_module");
+  if (child.get() == this) throw std::invalid_argument("register_module: '" + name + "' is the module itself");
+  child->set_path(path_.empty() ? name : path_ + "." + name);
+  children_.emplace_back(name, std::move(child));
+}
+
+void Module::set_path(const std::string& path) {
+  path_ = path;
+  for (auto& [name, child] : children_) child->set_path(path_ + "." + name);
+}
+
+std::string Module::describe() const {
+  return path_.empty() ? type_name() : type_name() + " '" + path_ + "'";
+}
+
+void Module::collect_tensors(const std::string& prefix, bool params, bool persistent_only,
+                             std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& e : params ? params_ : buffers_)
+    if (!persistent_only || e.persistent) out.emplace_back(prefix + e.name, e.tensor);
+  for (const auto& [name, child] : children_)
+    child->collect_tensors(prefix + name + ".", params, persistent_only, out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> all, out;
+  collect_tensors("", true, false, all);
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& p : all)
+    if (seen.insert(p.second.impl().get()).second) out.push_back(std::move(p));
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& p : named_parameters()) out.push_back(p.second);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect_tensors("", false, false, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  return children_;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& c : children_) c.second->train(on);
+}
+
+void Module::zero_grad() {
+  for (auto& p : parameters()) p.zero_grad();
+}
+
+void Module::to(Dtype d) {
+  for (auto& p : parameters()) {
+    p.zero_grad();
+    p.convert_(d);
+  }
+  for (auto& b : named_buffers()) b.second.convert_(d);
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::vector<std::pair<std::string, Tensor>> all;
+  collect_tensors("", true, true, all);
+  collect_tensors("", false, true, all);
+  std::map<std::string, Tensor> out;
+  for (auto& [name, t] : all) out.emplace(name, t.detach());
+  return out;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+  std::map<std::string, Tensor> own = state_dict();
+  std::vector<std::string> problems;
+  for (const auto& [key, t] : own) {
+    auto it = state.find(key);
+    if (it == state.end()) {
+      problems.push_back("missing key '" + key + "' (model has " + shape_str(t.shape()) + " " +
+                         dtype_name(t.dtype()) + ")");
+      continue;
+    }
+    const Tensor& src = it->second;
+    if (!src.defined()) {
+      problems.push_back("key '" + key + "' is an undefined tensor");
+    } else if (src.shape() != t.shape()) {
+      problems.push_back("key '" + key + "': shape " + shape_str(src.shape()) + " in the state dict, " +
+                         shape_str(t.shape()) + " in the model");
+    } else if (src.dtype() != t.dtype()) {
+      problems.push_back("key '" + key + "': dtype " + dtype_name(src.dtype()) + " in the state dict, " +
+                         dtype_name(t.dtype()) + " in the model");
+    }
+  }
+  if (strict)
+    for (const auto& [key, t] : state)
+      if (!own.count(key))
+        problems.push_back("unexpected key '" + key + "'" +
+                           (t.defined() ? " (" + shape_str(t.shape()) + ")" : std::string()));
+  if (!problems.empty()) {
+    std::string msg = "load_state_dict into " + describe() + ": ";
+    for (size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : "") + problems[i];
+    throw std::invalid_argument(msg);
+  }
+  for (auto& [key, t] : own) t.copy_(state.at(key));
+}
+
+void Module::save(const std::string& path) const {
+  save_tensors(path, state_dict(), {{"format", "xgrad"}, {"module", type_name()}});
+}
+
+void Module::load(const std::string& path, bool strict) {
+  std::map<std::string, Tensor> state = load_tensors(path);
+  try {
+    load_state_dict(state, strict);
+  } catch (const std::invalid_argument& e) {
+    throw FormatError(path + ": " + e.what());
+  }
+}
+
+Tensor Module::forward(const Tensor&) {
+  throw std::logic_error(describe() + " has no single-input forward(x)");
+}
+
+}  // namespace xg::nn

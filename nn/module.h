@@ -1,0 +1,97 @@
+// xg::nn::Module: a tree of named parameters, buffers and child modules.
+// Every parameter gets a dotted path ("decoder.layers.1.self_attn.w_q.weight")
+// used by named_parameters(), state dicts and error messages.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace xg::nn {
+
+class Module {
+ public:
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Registration. Names must be non-empty, contain no '.', and be unique
+  // within this module (parameters, buffers and children share one
+  // namespace); otherwise std::invalid_argument naming the name.
+  // The returned reference stays valid for the module's lifetime.
+  Tensor& register_parameter(const std::string& name, Tensor t);  // sets requires_grad_
+  // A non-persistent buffer is converted by to() but left out of state_dict()
+  // (for derived values such as positional encodings).
+  Tensor& register_buffer(const std::string& name, Tensor t, bool persistent = true);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> child) {
+    if (!child) throw std::invalid_argument("register_module: child '" + name + "' is null");
+    add_child(name, child);
+    return child;
+  }
+
+  // The tree, in registration order, with dotted paths. A tensor registered
+  // twice (tied weights) is listed once, under its first name.
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  int64_t num_parameters() const;  // total element count
+
+  // Mode, gradients, dtype.
+  void train(bool on = true);  // recursive
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  void zero_grad();  // drops every parameter's gradient
+  // Converts every parameter and buffer in place (Tensor::convert_), so the
+  // handles an optimiser holds see the new dtype. Drops gradients.
+  void to(Dtype d);
+
+  // State: parameters and persistent buffers by dotted name. The tensors
+  // share storage with the module (detached handles).
+  std::map<std::string, Tensor> state_dict() const;
+  // Copies values in place. Checks everything before copying anything:
+  // missing keys, unexpected keys (if strict), shapes and dtypes; throws
+  // std::invalid_argument naming each offending key, both shapes/dtypes.
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  // safetensors file (atomic write). load() throws xg::FormatError naming the
+  // file, and the key on a mismatch with this module.
+  void save(const std::string& path) const;
+  void load(const std::string& path, bool strict = true);
+
+  // The default forward throws std::logic_error naming type_name().
+  virtual Tensor forward(const Tensor& x);
+  virtual std::string type_name() const { return "Module"; }
+  // Dotted path from the outermost module this one was registered into ("" for a root).
+  const std::string& path() const { return path_; }
+  // "Linear 'decoder.out'" (type and path), for error messages.
+  std::string describe() const;
+
+ private:
+  struct Entry {
+    std::string name;
+    Tensor tensor;
+    bool persistent = true;
+  };
+  void check_name(const std::string& name, const char* what) const;
+  void add_child(const std::string& name, std::shared_ptr<Module> child);
+  void set_path(const std::string& path);
+  void collect_tensors(const std::string& prefix, bool params, bool persistent_only,
+                       std::vector<std::pair<std::string, Tensor>>& out) const;
+
+  std::deque<Entry> params_;   // deque: references stay valid as it grows
+  std::deque<Entry> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+  std::string path_;
+};
+
+}  // namespace xg::nn

@@ -1,0 +1,44 @@
+#include "nn/positional_encoding.h"
+
+#include <cmath>
+#include <vector>
+
+#include "autograd/ops.h"
+
+namespace xg::nn {
+
+PositionalEncoding::PositionalEncoding(int64_t d_model, int64_t max_len, double p,
+                                       std::shared_ptr<Generator> dropout_gen)
+    : d_model_(d_model), max_len_(max_len) {
+  if (d_model <= 0 || max_len <= 0)
+    throw std::invalid_argument("PositionalEncoding: d_model and max_len must be positive, got d_model=" +
+                                std::to_string(d_model) + ", max_len=" + std::to_string(max_len));
+  std::vector<double> pe(static_cast<size_t>(max_len * d_model));  // (max_len, C)
+  for (int64_t t = 0; t < max_len; ++t)
+    for (int64_t c = 0; c < d_model; ++c) {
+      const double freq = std::pow(10000.0, -static_cast<double>(c - c % 2) / static_cast<double>(d_model));
+      const double angle = static_cast<double>(t) * freq;
+      pe[static_cast<size_t>(t * d_model + c)] = c % 2 == 0 ? std::sin(angle) : std::cos(angle);
+    }
+  pe_ = register_buffer("pe", from_vector(pe, {max_len, d_model}, f32), /*persistent=*/false);
+  dropout = register_module("dropout", std::make_shared<Dropout>(p, std::move(dropout_gen)));
+}
+
+std::string PositionalEncoding::type_name() const {
+  return "PositionalEncoding(d_model=" + std::to_string(d_model_) + ", max_len=" + std::to_string(max_len_) + ")";
+}
+
+Tensor PositionalEncoding::forward(const Tensor& x) {
+  if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
+  if (x.dim() != 3 || x.size(2) != d_model_)
+    throw ShapeError(describe() + ": expected input (B,T,C) with C=" + std::to_string(d_model_) + ", got " +
+                     shape_str(x.shape()));
+  const int64_t T = x.size(1);
+  if (T > max_len_)
+    throw ShapeError(describe() + ": sequence length T=" + std::to_string(T) + " exceeds max_len=" +
+                     std::to_string(max_len_));
+  Tensor pe = T == max_len_ ? pe_ : slice(pe_, 0, 0, T);  // (T,C), broadcasts over B
+  return dropout->forward(x + pe);
+}
+
+}  // namespace xg::nn

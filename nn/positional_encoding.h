@@ -1,0 +1,28 @@
+// Sinusoidal positional encoding (Vaswani et al. 2017, section 3.5):
+// pe[t, 2i] = sin(t / 10000^(2i/C)), pe[t, 2i+1] = cos(t / 10000^(2i/C)).
+#pragma once
+
+#include <memory>
+
+#include "nn/dropout.h"
+#include "nn/module.h"
+
+namespace xg::nn {
+
+class PositionalEncoding : public Module {
+ public:
+  // pe (max_len, C) is a non-persistent buffer: derived, so not in state_dict().
+  PositionalEncoding(int64_t d_model, int64_t max_len, double dropout, std::shared_ptr<Generator> dropout_gen);
+  // x (B,T,C) -> dropout(x + pe[:T]); T > max_len throws naming both.
+  Tensor forward(const Tensor& x) override;
+  std::string type_name() const override;  // "PositionalEncoding(d_model=.., max_len=..)"
+  const Tensor& pe() const { return pe_; }
+
+  std::shared_ptr<Dropout> dropout;
+
+ private:
+  int64_t d_model_, max_len_;
+  Tensor pe_;  // (max_len, C)
+};
+
+}  // namespace xg::nn
