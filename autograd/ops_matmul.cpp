@@ -41,6 +41,12 @@ std::vector<int64_t> scaled(std::vector<int64_t> s, int64_t f) {
 
 }  // namespace
 
+void set_num_threads(int n) {
+  if (n < 1) throw std::invalid_argument("set_num_threads: need at least 1 thread, got " + std::to_string(n));
+  openblas_set_num_threads(n);
+}
+int num_threads() { return openblas_get_num_threads(); }
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_defined(a, "matmul");
   check_defined(b, "matmul");
