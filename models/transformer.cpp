@@ -1,0 +1,257 @@
+#include "models/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "autograd/autograd.h"
+#include "autograd/ops.h"
+
+namespace xg::models {
+
+void TransformerConfig::validate() const {
+  auto need = [](bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument("TransformerConfig: " + what);
+  };
+  need(src_vocab > 0 && tgt_vocab > 0, "vocabulary sizes must be positive");
+  need(layers > 0, "layers must be positive, got " + std::to_string(layers));
+  need(d_model > 0 && heads > 0 && d_model % heads == 0,
+       "d_model " + std::to_string(d_model) + " must be a positive multiple of heads " + std::to_string(heads));
+  need(d_ff > 0, "d_ff must be positive");
+  need(dropout >= 0 && dropout < 1, "dropout must be in [0, 1), got " + std::to_string(dropout));
+  need(max_len > 0, "max_len must be positive");
+  need(!tie_weights || src_vocab == tgt_vocab,
+       "tie_weights needs src_vocab == tgt_vocab, got " + std::to_string(src_vocab) + " and " +
+           std::to_string(tgt_vocab));
+  need(pad_id >= 0 && pad_id < std::min(src_vocab, tgt_vocab), "pad_id must be a valid token id");
+}
+
+// ---- layers -------------------------------------------------------------------
+
+EncoderLayer::EncoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop)
+    : pre_norm_(cfg.pre_norm) {
+  self_attn = register_module("self_attn",
+                              std::make_shared<nn::MultiHeadAttention>(cfg.d_model, cfg.heads, cfg.dropout, init, drop));
+  ff = register_module("ff", std::make_shared<nn::PositionwiseFeedForward>(cfg.d_model, cfg.d_ff, cfg.dropout, init, drop));
+  norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(cfg.d_model));
+  norm2 = register_module("norm2", std::make_shared<nn::LayerNorm>(cfg.d_model));
+  drop1 = register_module("drop1", std::make_shared<nn::Dropout>(cfg.dropout, drop));
+  drop2 = register_module("drop2", std::make_shared<nn::Dropout>(cfg.dropout, drop));
+}
+
+Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_pad) {
+  if (pre_norm_) {  // x + f(norm(x))
+    Tensor n = norm1->forward(x);
+    Tensor h = x + drop1->forward(self_attn->forward(n, n, n, src_pad));
+    return h + drop2->forward(ff->forward(norm2->forward(h)));
+  }
+  // the paper: norm(x + f(x))
+  Tensor h = norm1->forward(x + drop1->forward(self_attn->forward(x, x, x, src_pad)));
+  return norm2->forward(h + drop2->forward(ff->forward(h)));
+}
+
+DecoderLayer::DecoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop)
+    : pre_norm_(cfg.pre_norm) {
+  self_attn = register_module("self_attn",
+                              std::make_shared<nn::MultiHeadAttention>(cfg.d_model, cfg.heads, cfg.dropout, init, drop));
+  cross_attn = register_module(
+      "cross_attn", std::make_shared<nn::MultiHeadAttention>(cfg.d_model, cfg.heads, cfg.dropout, init, drop));
+  ff = register_module("ff", std::make_shared<nn::PositionwiseFeedForward>(cfg.d_model, cfg.d_ff, cfg.dropout, init, drop));
+  norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(cfg.d_model));
+  norm2 = register_module("norm2", std::make_shared<nn::LayerNorm>(cfg.d_model));
+  norm3 = register_module("norm3", std::make_shared<nn::LayerNorm>(cfg.d_model));
+  drop1 = register_module("drop1", std::make_shared<nn::Dropout>(cfg.dropout, drop));
+  drop2 = register_module("drop2", std::make_shared<nn::Dropout>(cfg.dropout, drop));
+  drop3 = register_module("drop3", std::make_shared<nn::Dropout>(cfg.dropout, drop));
+}
+
+Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory, const Tensor& tgt_pad, const Tensor& src_pad) {
+  if (pre_norm_) {
+    Tensor n = norm1->forward(y);
+    Tensor h = y + drop1->forward(self_attn->forward(n, n, n, tgt_pad, /*causal=*/true));
+    Tensor n2 = norm2->forward(h);
+    h = h + drop2->forward(cross_attn->forward(n2, memory, memory, src_pad));
+    return h + drop3->forward(ff->forward(norm3->forward(h)));
+  }
+  Tensor h = norm1->forward(y + drop1->forward(self_attn->forward(y, y, y, tgt_pad, /*causal=*/true)));
+  h = norm2->forward(h + drop2->forward(cross_attn->forward(h, memory, memory, src_pad)));
+  return norm3->forward(h + drop3->forward(ff->forward(h)));
+}
+
+// ---- model ----------------------------------------------------------------------
+
+Transformer::Transformer(const TransformerConfig& cfg) : cfg_(cfg) {
+  cfg.validate();
+  Generator init(cfg.seed);
+  drop_gen_ = std::make_shared<Generator>(cfg.seed + 1);
+  src_embed = register_module("src_embed", std::make_shared<nn::Embedding>(cfg.src_vocab, cfg.d_model, init));
+  tgt_embed = cfg.tie_weights ? src_embed
+                              : register_module("tgt_embed", std::make_shared<nn::Embedding>(cfg.tgt_vocab, cfg.d_model, init));
+  pos = register_module("pos", std::make_shared<nn::PositionalEncoding>(cfg.d_model, cfg.max_len, cfg.dropout, drop_gen_));
+  encoder = register_module("encoder", std::make_shared<nn::ModuleList>());
+  decoder = register_module("decoder", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < cfg.layers; ++i) {
+    encoder->push_back(std::make_shared<EncoderLayer>(cfg, init, drop_gen_));
+    decoder->push_back(std::make_shared<DecoderLayer>(cfg, init, drop_gen_));
+  }
+  if (cfg.pre_norm) {
+    enc_norm = register_module("enc_norm", std::make_shared<nn::LayerNorm>(cfg.d_model));
+    dec_norm = register_module("dec_norm", std::make_shared<nn::LayerNorm>(cfg.d_model));
+  }
+  if (!cfg.tie_weights)
+    out_proj = register_module("out_proj", std::make_shared<nn::Linear>(cfg.d_model, cfg.tgt_vocab, init));
+  // As in the reference implementations: Glorot-uniform for every matrix.
+  for (auto& [name, p] : named_parameters())
+    if (p.dim() > 1) nn::init::xavier_uniform_(p, init);
+}
+
+Tensor Transformer::padding_mask(const Batch& b) const {
+  Tensor m = zeros({b.rows, b.cols}, src_embed->weight().dtype());
+  for (int64_t i = 0; i < b.rows * b.cols; ++i)
+    if (b.ids[i] == cfg_.pad_id) m.set({i / b.cols, i % b.cols}, 1.0);
+  return m;
+}
+
+Tensor Transformer::embed(nn::Embedding& e, const Batch& b) {
+  if (b.cols > cfg_.max_len)
+    throw std::invalid_argument("Transformer: sequence length " + std::to_string(b.cols) + " exceeds max_len " +
+                                std::to_string(cfg_.max_len));
+  // (B,L,C): token embedding scaled by sqrt(C), plus the positional encoding (with dropout)
+  return pos->forward(e.forward(b.ids, {b.rows, b.cols}) * std::sqrt(static_cast<double>(cfg_.d_model)));
+}
+
+Tensor Transformer::encode(const Batch& src) {
+  Tensor src_pad = padding_mask(src);
+  Tensor x = embed(*src_embed, src);  // (B,S,C)
+  for (size_t i = 0; i < encoder->size(); ++i) x = encoder->at<EncoderLayer>(i)->forward(x, src_pad);
+  return cfg_.pre_norm ? enc_norm->forward(x) : x;
+}
+
+Tensor Transformer::decode(const Batch& tgt, const Tensor& memory, const Tensor& src_pad) {
+  Tensor tgt_pad = padding_mask(tgt);
+  Tensor y = embed(*tgt_embed, tgt);  // (B,T,C)
+  for (size_t i = 0; i < decoder->size(); ++i) y = decoder->at<DecoderLayer>(i)->forward(y, memory, tgt_pad, src_pad);
+  if (cfg_.pre_norm) y = dec_norm->forward(y);
+  // (B,T,V)
+  return cfg_.tie_weights ? linear(y, tgt_embed->weight()) : out_proj->forward(y);
+}
+
+Tensor Transformer::forward(const Batch& src, const Batch& tgt_in) {
+  if (src.rows != tgt_in.rows)
+    throw std::invalid_argument("Transformer::forward: source batch has " + std::to_string(src.rows) +
+                                " rows, target batch " + std::to_string(tgt_in.rows));
+  return decode(tgt_in, encode(src), padding_mask(src));
+}
+
+Tensor Transformer::loss(const Batch& src, const Batch& tgt_in, const Batch& tgt_out, double label_smoothing) {
+  if (tgt_in.rows != tgt_out.rows || tgt_in.cols != tgt_out.cols)
+    throw std::invalid_argument("Transformer::loss: target input (" + std::to_string(tgt_in.rows) + "," +
+                                std::to_string(tgt_in.cols) + ") and output (" + std::to_string(tgt_out.rows) + "," +
+                                std::to_string(tgt_out.cols) + ") differ in shape");
+  return cross_entropy(forward(src, tgt_in), tgt_out.ids, cfg_.pad_id, label_smoothing);
+}
+
+// ---- decoding ----------------------------------------------------------------------
+
+namespace {
+
+// Restores train/eval mode on scope exit.
+struct EvalScope {
+  nn::Module& m;
+  bool was;
+  explicit EvalScope(nn::Module& mod) : m(mod), was(mod.is_training()) { m.eval(); }
+  ~EvalScope() { m.train(was); }
+};
+
+// log-probabilities (rows,V) of the next token after each row of `prefix`.
+Tensor next_token_logp(Transformer& model, const Batch& prefix, const Tensor& memory, const Tensor& src_pad) {
+  Tensor logits = model.decode(prefix, memory, src_pad);  // (R,t,V)
+  const int64_t t = prefix.cols;
+  Tensor last = reshape(slice(logits, 1, t - 1, t), {prefix.rows, -1});
+  return log_softmax(last, -1);
+}
+
+}  // namespace
+
+std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Batch& src, int64_t bos, int64_t eos,
+                                                int64_t max_len) {
+  NoGradGuard no_grad;
+  EvalScope eval(model);
+  Tensor src_pad = model.padding_mask(src);
+  Tensor memory = model.encode(src);
+  const int64_t b = src.rows;
+  std::vector<std::vector<int64_t>> out(b);
+  std::vector<bool> done(b, false);
+  Batch prefix{std::vector<int64_t>(b, bos), b, 1};
+  for (int64_t step = 0; step < max_len; ++step) {
+    std::vector<int64_t> next = argmax(next_token_logp(model, prefix, memory, src_pad), -1);
+    Batch grown{{}, b, prefix.cols + 1};
+    bool all_done = true;
+    for (int64_t r = 0; r < b; ++r) {
+      for (int64_t c = 0; c < prefix.cols; ++c) grown.ids.push_back(prefix.at(r, c));
+      grown.ids.push_back(done[r] ? model.config().pad_id : next[r]);
+      if (!done[r]) {
+        if (next[r] == eos) done[r] = true;
+        else out[r].push_back(next[r]);
+      }
+      all_done = all_done && done[r];
+    }
+    if (all_done) break;
+    prefix = std::move(grown);
+  }
+  return out;
+}
+
+std::vector<int64_t> beam_search(Transformer& model, const std::vector<int64_t>& src, int64_t bos, int64_t eos,
+                                 int64_t max_len, int64_t beam_size, double alpha) {
+  if (beam_size < 1) throw std::invalid_argument("beam_search: beam_size must be at least 1, got " + std::to_string(beam_size));
+  NoGradGuard no_grad;
+  EvalScope eval(model);
+  Batch s{src, 1, static_cast<int64_t>(src.size())};
+  Tensor memory1 = model.encode(s);  // (1,S,C), once
+  Tensor pad1 = model.padding_mask(s);
+  struct Hyp {
+    std::vector<int64_t> toks;  // without BOS and EOS
+    double logp = 0;
+    bool done = false;
+  };
+  auto penalty = [alpha](size_t len) { return std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha); };
+  auto score = [&](const Hyp& h) { return h.logp / penalty(h.toks.size() + (h.done ? 1 : 0)); };
+  std::vector<Hyp> beams{Hyp{}};
+  for (int64_t step = 0; step < max_len; ++step) {
+    std::vector<const Hyp*> alive;
+    for (const Hyp& h : beams)
+      if (!h.done) alive.push_back(&h);
+    if (alive.empty()) break;
+    const int64_t k = static_cast<int64_t>(alive.size());
+    Batch prefix{{}, k, step + 1};
+    for (const Hyp* h : alive) {
+      prefix.ids.push_back(bos);
+      prefix.ids.insert(prefix.ids.end(), h->toks.begin(), h->toks.end());
+    }
+    const Shape mshape{k, memory1.size(1), memory1.size(2)};
+    Tensor logp = next_token_logp(model, prefix, broadcast_to(memory1, mshape), broadcast_to(pad1, {k, pad1.size(1)}));
+    const int64_t v = logp.size(1);
+    std::vector<double> lp = logp.to_vector();
+    std::vector<Hyp> cand;
+    for (const Hyp& h : beams)
+      if (h.done) cand.push_back(h);
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t t = 0; t < v; ++t) {
+        Hyp h = *alive[i];
+        h.logp += lp[i * v + t];
+        if (t == eos) h.done = true;
+        else h.toks.push_back(t);
+        cand.push_back(std::move(h));
+      }
+    std::stable_sort(cand.begin(), cand.end(), [&](const Hyp& a, const Hyp& b) { return score(a) > score(b); });
+    cand.resize(std::min<size_t>(cand.size(), beam_size));
+    beams = std::move(cand);
+  }
+  const Hyp* best = &beams[0];
+  for (const Hyp& h : beams)
+    if (score(h) > score(*best)) best = &h;
+  return best->toks;
+}
+
+}  // namespace xg::models

@@ -1,0 +1,108 @@
+// The encoder-decoder Transformer of "Attention Is All You Need", built only
+// from the public nn/ API, exactly as a user's model would be.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/nn.h"
+
+namespace xg::models {
+
+struct TransformerConfig {
+  int64_t src_vocab = 16;
+  int64_t tgt_vocab = 16;
+  int64_t layers = 2;     // N, for the encoder and the decoder each
+  int64_t d_model = 64;   // C
+  int64_t heads = 4;      // H
+  int64_t d_ff = 256;
+  double dropout = 0.1;
+  int64_t max_len = 256;  // longest sequence the positional encoding covers
+  bool pre_norm = false;  // false: the paper's post-norm, x = norm(x + f(x))
+  bool tie_weights = true;  // one embedding for source, target and output projection (needs src_vocab == tgt_vocab)
+  int64_t pad_id = 0;
+  uint64_t seed = 0;      // initialisation and dropout
+  void validate() const;  // throws std::invalid_argument naming the bad field
+};
+
+// A batch of token ids, row-major (B, L), rows padded with pad_id.
+struct Batch {
+  std::vector<int64_t> ids;
+  int64_t rows = 0, cols = 0;
+  int64_t at(int64_t r, int64_t c) const { return ids[r * cols + c]; }
+};
+
+class EncoderLayer : public nn::Module {
+ public:
+  EncoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop);
+  // x (B,S,C), src_pad (B,S) nonzero = padding -> (B,S,C)
+  Tensor forward(const Tensor& x, const Tensor& src_pad);
+  std::string type_name() const override { return "EncoderLayer"; }
+
+  std::shared_ptr<nn::MultiHeadAttention> self_attn;
+  std::shared_ptr<nn::PositionwiseFeedForward> ff;
+  std::shared_ptr<nn::LayerNorm> norm1, norm2;
+  std::shared_ptr<nn::Dropout> drop1, drop2;
+
+ private:
+  bool pre_norm_;
+};
+
+class DecoderLayer : public nn::Module {
+ public:
+  DecoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop);
+  // y (B,T,C), memory (B,S,C), masks (B,T) and (B,S) -> (B,T,C)
+  Tensor forward(const Tensor& y, const Tensor& memory, const Tensor& tgt_pad, const Tensor& src_pad);
+  std::string type_name() const override { return "DecoderLayer"; }
+
+  std::shared_ptr<nn::MultiHeadAttention> self_attn, cross_attn;
+  std::shared_ptr<nn::PositionwiseFeedForward> ff;
+  std::shared_ptr<nn::LayerNorm> norm1, norm2, norm3;
+  std::shared_ptr<nn::Dropout> drop1, drop2, drop3;
+
+ private:
+  bool pre_norm_;
+};
+
+class Transformer : public nn::Module {
+ public:
+  explicit Transformer(const TransformerConfig& cfg);
+  std::string type_name() const override { return "Transformer"; }
+  const TransformerConfig& config() const { return cfg_; }
+  // The generator behind every dropout layer (its state goes into checkpoints).
+  Generator& dropout_generator() { return *drop_gen_; }
+
+  // (B,S) float mask, 1 where the token is padding.
+  Tensor padding_mask(const Batch& b) const;
+  // src (B,S) -> memory (B,S,C)
+  Tensor encode(const Batch& src);
+  // tgt (B,T), memory (B,S,C) -> logits (B,T,V)
+  Tensor decode(const Batch& tgt, const Tensor& memory, const Tensor& src_pad);
+  // Teacher-forced logits (B,T,V) for target inputs tgt_in.
+  Tensor forward(const Batch& src, const Batch& tgt_in);
+  // Label-smoothed cross-entropy of the logits against tgt_out, padding ignored.
+  Tensor loss(const Batch& src, const Batch& tgt_in, const Batch& tgt_out, double label_smoothing);
+
+  std::shared_ptr<nn::Embedding> src_embed, tgt_embed;  // the same module when tied
+  std::shared_ptr<nn::PositionalEncoding> pos;
+  std::shared_ptr<nn::ModuleList> encoder, decoder;
+  std::shared_ptr<nn::LayerNorm> enc_norm, dec_norm;  // pre-norm only
+  std::shared_ptr<nn::Linear> out_proj;                // untied only
+
+ private:
+  Tensor embed(nn::Embedding& e, const Batch& b);
+  TransformerConfig cfg_;
+  std::shared_ptr<Generator> drop_gen_;
+};
+
+// Decoding. Sequences are returned without BOS, and stop at (and exclude) EOS.
+// The encoder runs once per call.
+std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Batch& src, int64_t bos, int64_t eos,
+                                                int64_t max_len);
+// Beam search over one source row, scored by log-probability divided by the
+// length penalty ((5 + |Y|) / 6)^alpha of Wu et al. (as in the paper, alpha 0.6).
+std::vector<int64_t> beam_search(Transformer& model, const std::vector<int64_t>& src, int64_t bos, int64_t eos,
+                                 int64_t max_len, int64_t beam_size, double alpha = 0.6);
+
+}  // namespace xg::models

@@ -1,0 +1,126 @@
+// The Transformer: a float64 gradient check of a tiny complete model, masks,
+// decoding, and every parameter receiving a gradient.
+#include "models/transformer.h"
+#include "tests/helpers.h"
+
+using namespace xg;
+using models::Batch;
+using models::Transformer;
+using models::TransformerConfig;
+
+namespace {
+TransformerConfig tiny(bool pre_norm = false, bool tie = true) {
+  TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = 7;
+  c.layers = 2;
+  c.d_model = 8;
+  c.heads = 2;
+  c.d_ff = 12;
+  c.dropout = 0.0;
+  c.max_len = 16;
+  c.pre_norm = pre_norm;
+  c.tie_weights = tie;
+  c.seed = 3;
+  return c;
+}
+// Two rows; the second padded (pad = 0).
+Batch src_batch() { return Batch{{3, 4, 5, 6, 5, 4, 0, 0}, 2, 4}; }
+Batch tgt_in() { return Batch{{1, 3, 4, 5, 1, 5, 4, 0}, 2, 4}; }
+Batch tgt_out() { return Batch{{3, 4, 5, 2, 5, 4, 2, 0}, 2, 4}; }
+}  // namespace
+
+TEST_CASE("transformer: float64 gradcheck of a tiny complete model (post-norm and pre-norm, tied and not)") {
+  for (bool pre : {false, true})
+    for (bool tie : {true, false}) {
+      CAPTURE(pre);
+      CAPTURE(tie);
+      Transformer m(tiny(pre, tie));
+      m.to(f64);
+      m.eval();
+      GradcheckOptions o;
+      o.max_samples_per_input = 6;  // every parameter tensor, a sample of its elements
+      auto r = gradcheck([&] { return m.loss(src_batch(), tgt_in(), tgt_out(), 0.1); }, m.parameters(), o);
+      INFO(r.message);
+      CHECK(r.ok);
+      CHECK(r.checked > 100);
+    }
+}
+
+TEST_CASE("transformer: one backward gives every parameter a non-zero gradient") {
+  TransformerConfig c = tiny();
+  c.dropout = 0.1;
+  Transformer m(c);
+  m.loss(src_batch(), tgt_in(), tgt_out(), 0.1).backward();
+  for (auto& [name, p] : m.named_parameters()) {
+    CAPTURE(name);
+    REQUIRE(p.grad().defined());
+    double norm = 0;
+    for (double g : p.grad().to_vector()) norm += g * g;
+    CHECK(norm > 0);
+  }
+}
+
+TEST_CASE("transformer: tied weights share one tensor; names are dotted paths") {
+  Transformer tied(tiny(false, true)), untied(tiny(false, false));
+  CHECK(tied.num_parameters() < untied.num_parameters());
+  bool found = false;
+  for (auto& [name, p] : tied.named_parameters()) found = found || name == "decoder.1.cross_attn.w_q.weight";
+  CHECK(found);
+}
+
+TEST_CASE("transformer: the decoder cannot see future target positions") {
+  Transformer m(tiny());
+  m.eval();
+  NoGradGuard ng;
+  Batch src = src_batch();
+  Batch a = tgt_in(), b = tgt_in();
+  b.ids[2] = 6;  // change position 2 of row 0
+  auto la = m.forward(src, a).to_vector(), lb = m.forward(src, b).to_vector();
+  const int64_t v = 7, t = 4;
+  for (int64_t pos = 0; pos < t; ++pos) {
+    bool same = true;
+    for (int64_t k = 0; k < v; ++k) same = same && la[pos * v + k] == lb[pos * v + k];
+    CAPTURE(pos);
+    if (pos < 2) CHECK(same);
+    else CHECK_FALSE(same);
+  }
+}
+
+TEST_CASE("transformer: padding in the source changes nothing for the other positions") {
+  Transformer m(tiny());
+  m.eval();
+  NoGradGuard ng;
+  Batch s1{{3, 4, 5, 0}, 1, 4}, s2{{3, 4, 5, 0, 0, 0}, 1, 6};
+  Batch t{{1, 3, 4}, 1, 3};
+  auto a = m.forward(s1, t).to_vector(), b = m.forward(s2, t).to_vector();
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
+}
+
+TEST_CASE("transformer: beam search with beam 1 equals greedy decoding") {
+  Transformer m(tiny());
+  for (const auto& src : std::vector<std::vector<int64_t>>{{3, 4, 5}, {6, 6, 3, 4}, {5}}) {
+    Batch b{src, 1, static_cast<int64_t>(src.size())};
+    auto greedy = models::greedy_decode(m, b, 1, 2, 8);
+    auto beam = models::beam_search(m, src, 1, 2, 8, 1);
+    CHECK(greedy[0] == beam);
+    auto wide = models::beam_search(m, src, 1, 2, 8, 4);
+    CHECK(wide.size() <= 8);
+  }
+  CHECK(m.is_training());  // decoding restores the mode it found
+}
+
+TEST_CASE("transformer: configuration and input errors are clear") {
+  TransformerConfig c = tiny();
+  c.heads = 3;
+  CHECK(xgt::contains(XG_THROW_MESSAGE(Transformer{c}, std::invalid_argument), "heads"));
+  c = tiny();
+  c.tgt_vocab = 9;
+  CHECK(xgt::contains(XG_THROW_MESSAGE(Transformer{c}, std::invalid_argument), "tie_weights"));
+  Transformer m(tiny());
+  Batch bad{{3, 9, 5, 6}, 1, 4};  // id 9 >= vocab 7
+  std::string msg = XG_THROW_MESSAGE(m.forward(bad, Batch{{1}, 1, 1}), std::invalid_argument);
+  CHECK(xgt::contains(msg, "9"));
+  Batch toolong{std::vector<int64_t>(20, 3), 1, 20};
+  CHECK(xgt::contains(XG_THROW_MESSAGE(m.forward(toolong, Batch{{1}, 1, 1}), std::invalid_argument), "max_len"));
+}
