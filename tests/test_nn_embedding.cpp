@@ -1,0 +1,56 @@
+// nn/embedding.h
+#include <doctest/doctest.h>
+
+#include "test_nn_helpers.h"
+
+using namespace xg;
+
+TEST_CASE("nn Embedding: lookup shape, values and the zeroed padding row") {
+  Generator g(1);
+  nn::Embedding emb(10, 4, g, /*padding_idx=*/0);
+  Tensor out = emb.forward({3, 0, 9, 3, 1, 0}, {2, 3});
+  REQUIRE(out.shape() == Shape{2, 3, 4});
+  for (int64_t c = 0; c < 4; ++c) {
+    CHECK(out.at({0, 0, c}) == emb.weight().at({3, c}));
+    CHECK(out.at({1, 0, c}) == emb.weight().at({3, c}));
+    CHECK(out.at({0, 1, c}) == 0.0);
+    CHECK(out.at({1, 2, c}) == 0.0);
+  }
+  // The tensor form of the ids gives the same result.
+  CHECK(bit_equal(emb.forward(tensor({3, 0, 9, 3, 1, 0}, {2, 3})), out));
+}
+
+TEST_CASE("nn Embedding: gradcheck w.r.t. the weight in float64") {
+  Generator g(2);
+  nn::Embedding emb(6, 3, g);
+  emb.to(f64);
+  xgnt::check_grad([&] { return emb.forward({1, 4, 4, 0, 5, 2, 1, 3}, {2, 4}); }, emb.parameters());
+}
+
+TEST_CASE("nn Embedding: the padding row gets no gradient, every other used row does") {
+  // (No gradcheck here: the output does depend on the padding row, whose
+  // gradient is suppressed on purpose, as in PyTorch.)
+  Generator g(2);
+  nn::Embedding emb(5, 3, g, /*padding_idx=*/2);
+  Tensor out = emb.forward({2, 1, 2, 0, 4, 3}, {3, 2});
+  xgnt::check_all_params_get_grad(emb, out);
+  Tensor grad = emb.weight().grad();
+  for (int64_t v = 0; v < 5; ++v) {
+    bool nonzero = false;
+    for (int64_t c = 0; c < 3; ++c) nonzero = nonzero || grad.at({v, c}) != 0.0;
+    CHECK(nonzero == (v != 2));
+  }
+}
+
+TEST_CASE("nn Embedding: a bad id names Embedding, the id and the vocabulary size") {
+  Generator g(2);
+  nn::Embedding emb(5, 3, g);
+  std::string msg = XGN_THROW_MESSAGE(emb.forward({1, 7}, {2}), std::invalid_argument);
+  CHECK(xgnt::contains(msg, "Embedding"));
+  CHECK(xgnt::contains(msg, "id 7"));
+  CHECK(xgnt::contains(msg, "size 5"));
+  msg = XGN_THROW_MESSAGE(emb.forward({-1}, {1}), std::invalid_argument);
+  CHECK(xgnt::contains(msg, "id -1"));
+  CHECK_THROWS_AS(emb.forward({1, 2, 3}, {2, 2}), ShapeError);
+  CHECK_THROWS_AS(nn::Embedding(5, 3, g, 5), std::invalid_argument);
+}
