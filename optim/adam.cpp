@@ -1,0 +1,54 @@
+#include "optim/adam.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace xg::optim {
+
+namespace {
+void check(const AdamOptions& o, const char* who) {
+  auto bad = [&](const char* what, double v) {
+    throw std::invalid_argument(std::string(who) + ": invalid " + what + " " + std::to_string(v));
+  };
+  if (!(o.lr >= 0)) bad("lr", o.lr);
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) bad("beta1", o.beta1);
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) bad("beta2", o.beta2);
+  if (!(o.eps >= 0)) bad("eps", o.eps);
+  if (!(o.weight_decay >= 0)) bad("weight_decay", o.weight_decay);
+}
+}  // namespace
+
+Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params), o.lr), o_(o) { check(o, "Adam"); }
+
+AdamW::AdamW(std::vector<Tensor> params, AdamOptions o) : Adam(std::move(params), o) { decoupled_ = true; }
+
+void Adam::update(Tensor& p, const Tensor& grad, std::map<std::string, Tensor>& state) {
+  Tensor& m = buffer(state, "exp_avg", p);
+  Tensor& v = buffer(state, "exp_avg_sq", p);
+  // Bias corrections use this optimiser's step count (set by Optimizer::step before update).
+  const double t = static_cast<double>(steps());
+  const double bc1 = 1 - std::pow(o_.beta1, t), bc2 = 1 - std::pow(o_.beta2, t);
+  const double lr = this->lr(), b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps, wd = o_.weight_decay;
+  const double step_size = lr / bc1, inv_sqrt_bc2 = 1 / std::sqrt(bc2);
+  auto run = [&](auto z) {
+    using T = decltype(z);
+    T* w = p.data<T>();
+    const T* g = grad.data<T>();
+    T* pm = m.data<T>();
+    T* pv = v.data<T>();
+    for (int64_t i = 0, n = p.numel(); i < n; ++i) {
+      T gi = g[i];
+      if (wd != 0) {
+        if (decoupled_) w[i] = T(w[i] * (1 - lr * wd));
+        else gi = T(gi + wd * w[i]);
+      }
+      pm[i] = T(b1 * pm[i] + (1 - b1) * gi);
+      pv[i] = T(b2 * pv[i] + (1 - b2) * gi * gi);
+      w[i] = T(w[i] - step_size * pm[i] / (std::sqrt(double(pv[i])) * inv_sqrt_bc2 + eps));
+    }
+  };
+  if (p.dtype() == f32) run(float{});
+  else run(double{});
+}
+
+}  // namespace xg::optim

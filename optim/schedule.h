@@ -1,0 +1,47 @@
+// Learning-rate schedules: pure functions of the (1-based) step.
+#pragma once
+#include <cstdint>
+
+namespace xg::optim {
+
+class Optimizer;
+
+class Schedule {
+ public:
+  virtual ~Schedule() = default;
+  virtual double lr(int64_t step) const = 0;  // step <= 0 throws std::invalid_argument
+  void apply(Optimizer& opt, int64_t step) const;  // opt.set_lr(lr(step))
+};
+
+// The paper's: factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5); peaks at step = warmup.
+class Noam : public Schedule {
+ public:
+  Noam(int64_t d_model, int64_t warmup, double factor = 1.0);
+  double lr(int64_t step) const override;
+
+ private:
+  int64_t d_model_, warmup_;
+  double factor_;
+};
+
+class Constant : public Schedule {
+ public:
+  explicit Constant(double lr);
+  double lr(int64_t step) const override;
+
+ private:
+  double lr_;
+};
+
+// Linear from 0 to peak over `warmup` steps, then linear to 0 at `total`.
+class WarmupLinearDecay : public Schedule {
+ public:
+  WarmupLinearDecay(double peak, int64_t warmup, int64_t total);
+  double lr(int64_t step) const override;
+
+ private:
+  double peak_;
+  int64_t warmup_, total_;
+};
+
+}  // namespace xg::optim

@@ -1,0 +1,40 @@
+#include "optim/sgd.h"
+
+#include <stdexcept>
+
+namespace xg::optim {
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params), o.lr), o_(o) {
+  if (o.momentum < 0) throw std::invalid_argument("SGD: momentum must be >= 0, got " + std::to_string(o.momentum));
+  if (o.weight_decay < 0) throw std::invalid_argument("SGD: weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
+  if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+    throw std::invalid_argument("SGD: nesterov needs momentum > 0 and dampening 0");
+}
+
+std::vector<std::string> SGD::state_names() const {
+  return o_.momentum != 0 ? std::vector<std::string>{"momentum_buffer"} : std::vector<std::string>{};
+}
+
+void SGD::update(Tensor& p, const Tensor& grad, std::map<std::string, Tensor>& state) {
+  const bool first = o_.momentum != 0 && !state.count("momentum_buffer");
+  Tensor* buf = o_.momentum != 0 ? &buffer(state, "momentum_buffer", p) : nullptr;
+  auto run = [&](auto z) {
+    using T = decltype(z);
+    T* w = p.data<T>();
+    const T* g = grad.data<T>();
+    T* b = buf ? buf->data<T>() : nullptr;
+    const double lr = this->lr();
+    for (int64_t i = 0, n = p.numel(); i < n; ++i) {
+      double d = g[i] + o_.weight_decay * w[i];
+      if (b) {
+        b[i] = first ? T(d) : T(o_.momentum * b[i] + (1 - o_.dampening) * d);
+        d = o_.nesterov ? d + o_.momentum * b[i] : b[i];
+      }
+      w[i] = T(w[i] - lr * d);
+    }
+  };
+  if (p.dtype() == f32) run(float{});
+  else run(double{});
+}
+
+}  // namespace xg::optim
