@@ -1,0 +1,200 @@
+// Optimisers against hand-computed steps, schedules against their formulas,
+// clipping, and optimiser state on disk.
+#include <cmath>
+
+#include "optim/optim.h"
+#include "tests/helpers.h"
+
+using namespace xg;
+using namespace xg::optim;
+using xgt::contains;
+
+namespace {
+Tensor param(std::vector<double> v, Dtype d = f64) {
+  return from_vector(v, {static_cast<int64_t>(v.size())}, d).requires_grad_();
+}
+void set_grad(Tensor& p, std::vector<double> g) { p.set_grad(from_vector(g, {static_cast<int64_t>(g.size())}, p.dtype())); }
+void check_values(const Tensor& t, const std::vector<double>& want, double eps = 1e-12) {
+  auto got = t.to_vector();
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(eps));
+}
+}  // namespace
+
+TEST_CASE("optim: Adam's first two steps by hand, with and without weight decay") {
+  for (double wd : {0.0, 0.1}) {
+    CAPTURE(wd);
+    Tensor p = param({1.0, -2.0, 0.5});
+    AdamOptions o;
+    o.lr = 0.1;
+    o.weight_decay = wd;
+    Adam opt({p}, o);
+    std::vector<double> w = {1.0, -2.0, 0.5}, m(3, 0), v(3, 0);
+    const std::vector<std::vector<double>> grads = {{0.3, -0.1, 2.0}, {-0.2, 0.4, 1.0}};
+    for (int t = 1; t <= 2; ++t) {
+      set_grad(p, grads[t - 1]);
+      opt.step();
+      for (int i = 0; i < 3; ++i) {
+        double g = grads[t - 1][i] + wd * w[i];
+        m[i] = 0.9 * m[i] + 0.1 * g;
+        v[i] = 0.999 * v[i] + 0.001 * g * g;
+        double mh = m[i] / (1 - std::pow(0.9, t)), vh = v[i] / (1 - std::pow(0.999, t));
+        w[i] -= 0.1 * mh / (std::sqrt(vh) + 1e-8);
+      }
+      check_values(p, w, 1e-10);
+    }
+  }
+}
+
+TEST_CASE("optim: AdamW decouples weight decay") {
+  Tensor p = param({1.0, -2.0});
+  AdamOptions o = AdamW::defaults();
+  o.lr = 0.01;
+  AdamW opt({p}, o);
+  std::vector<double> w = {1.0, -2.0}, m(2, 0), v(2, 0);
+  const std::vector<std::vector<double>> grads = {{0.5, 0.5}, {-1.0, 0.25}};
+  for (int t = 1; t <= 2; ++t) {
+    set_grad(p, grads[t - 1]);
+    opt.step();
+    for (int i = 0; i < 2; ++i) {
+      double g = grads[t - 1][i];
+      w[i] *= 1 - 0.01 * 0.01;
+      m[i] = 0.9 * m[i] + 0.1 * g;
+      v[i] = 0.999 * v[i] + 0.001 * g * g;
+      w[i] -= 0.01 * (m[i] / (1 - std::pow(0.9, t))) / (std::sqrt(v[i] / (1 - std::pow(0.999, t))) + 1e-8);
+    }
+    check_values(p, w, 1e-10);
+  }
+}
+
+TEST_CASE("optim: SGD plain, momentum, Nesterov and weight decay by hand") {
+  struct Case {
+    SGDOptions o;
+  };
+  for (int variant = 0; variant < 4; ++variant) {
+    CAPTURE(variant);
+    SGDOptions o;
+    o.lr = 0.1;
+    if (variant >= 1) o.momentum = 0.9;
+    if (variant == 2) o.nesterov = true;
+    if (variant == 3) o.weight_decay = 0.5, o.dampening = 0.1;
+    Tensor p = param({1.0, -1.0});
+    SGD opt({p}, o);
+    std::vector<double> w = {1.0, -1.0}, buf(2, 0);
+    const std::vector<std::vector<double>> grads = {{1.0, 2.0}, {-0.5, 1.0}};
+    for (int t = 0; t < 2; ++t) {
+      set_grad(p, grads[t]);
+      opt.step();
+      for (int i = 0; i < 2; ++i) {
+        double d = grads[t][i] + o.weight_decay * w[i];
+        if (o.momentum != 0) {
+          buf[i] = t == 0 ? d : o.momentum * buf[i] + (1 - o.dampening) * d;
+          d = o.nesterov ? d + o.momentum * buf[i] : buf[i];
+        }
+        w[i] -= o.lr * d;
+      }
+      check_values(p, w);
+    }
+  }
+}
+
+TEST_CASE("optim: parameters without a gradient are left alone; float32 works") {
+  Tensor a = param({1.0}, f32), b = param({2.0}, f32);
+  SGD opt({a, b}, SGDOptions{0.5});
+  set_grad(a, {1.0});
+  opt.step();
+  CHECK(a.item() == doctest::Approx(0.5));
+  CHECK(b.item() == 2.0);
+  opt.zero_grad();
+  CHECK_FALSE(a.grad().defined());
+}
+
+TEST_CASE("optim: bad options and parameters are clear errors") {
+  Tensor p = param({1.0});
+  AdamOptions o;
+  o.beta1 = 1.0;
+  CHECK(contains(XG_THROW_MESSAGE(Adam({p}, o), std::invalid_argument), "beta1"));
+  CHECK(contains(XG_THROW_MESSAGE(SGD({p, p}, SGDOptions{}), std::invalid_argument), "twice"));
+  CHECK(contains(XG_THROW_MESSAGE(SGD({ones({1})}, SGDOptions{}), std::invalid_argument), "requires grad"));
+  SGD ok({p}, SGDOptions{});
+  CHECK(contains(XG_THROW_MESSAGE(ok.set_lr(-1), std::invalid_argument), "learning rate"));
+}
+
+TEST_CASE("optim: Noam follows its formula and peaks at the warmup step") {
+  Noam s(512, 4000, 2.0);
+  for (int64_t step : {1, 10, 3999, 4000, 4001, 100000}) {
+    double want = 2.0 * std::pow(512, -0.5) * std::min(std::pow(step, -0.5), step * std::pow(4000, -1.5));
+    CHECK(s.lr(step) == doctest::Approx(want).epsilon(1e-12));
+  }
+  CHECK(s.lr(4000) > s.lr(3999));
+  CHECK(s.lr(4000) > s.lr(4001));
+  CHECK_THROWS_AS(s.lr(0), std::invalid_argument);
+  WarmupLinearDecay w(1.0, 10, 110);
+  CHECK(w.lr(5) == doctest::Approx(0.5));
+  CHECK(w.lr(10) == doctest::Approx(1.0));
+  CHECK(w.lr(60) == doctest::Approx(0.5));
+  CHECK(w.lr(110) == 0.0);
+  CHECK(Constant(0.3).lr(7) == 0.3);
+  Tensor p = param({1.0});
+  SGD opt({p}, SGDOptions{});
+  s.apply(opt, 4000);
+  CHECK(opt.lr() == s.lr(4000));
+}
+
+TEST_CASE("optim: clip_grad_norm returns the total norm and clips to max_norm") {
+  Tensor a = param({3.0, 0.0}), b = param({4.0});
+  set_grad(a, {3.0, 0.0});
+  set_grad(b, {4.0});
+  CHECK(clip_grad_norm({a, b}, 10.0) == doctest::Approx(5.0));
+  CHECK(a.grad().to_vector()[0] == 3.0);  // under the bound: untouched
+  CHECK(clip_grad_norm({a, b}, 1.0) == doctest::Approx(5.0));
+  double n = 0;
+  for (const Tensor& t : {a, b})
+    for (double g : t.grad().to_vector()) n += g * g;
+  CHECK(std::sqrt(n) == doctest::Approx(1.0).epsilon(1e-6));
+}
+
+TEST_CASE("optim: state round trip through a file continues bit-identically") {
+  auto make = [] { return std::vector<Tensor>{param({0.5, -1.5, 2.0}, f32), param({1.0}, f32)}; };
+  auto grads_at = [](int t) {
+    return std::vector<std::vector<double>>{{0.1 * t, -0.2, 0.3 / t}, {std::sin(t)}};
+  };
+  auto run = [&](std::vector<Tensor>& ps, Adam& opt, int from, int to) {
+    for (int t = from; t < to; ++t) {
+      auto g = grads_at(t);
+      for (size_t i = 0; i < ps.size(); ++i) set_grad(ps[i], g[i]);
+      opt.step();
+    }
+  };
+  AdamOptions o;
+  o.lr = 0.05;
+  auto ps = make();
+  Adam opt(ps, o);
+  run(ps, opt, 1, 4);
+  std::string path = std::string(XG_TEST_TMPDIR) + "/adam_state.safetensors";
+  opt.save(path);
+  auto copies = make();
+  for (size_t i = 0; i < ps.size(); ++i) copies[i].copy_(ps[i]);
+  run(ps, opt, 4, 7);
+  Adam opt2(copies, AdamOptions{});
+  opt2.load(path);
+  CHECK(opt2.steps() == 3);
+  CHECK(opt2.lr() == doctest::Approx(0.05));
+  run(copies, opt2, 4, 7);
+  for (size_t i = 0; i < ps.size(); ++i) CHECK(bit_equal(ps[i], copies[i]));
+
+  // Malformed state
+  auto state = opt.state_dict();
+  Adam fewer({param({1.0, 2.0, 3.0}, f32)}, AdamOptions{});
+  CHECK(contains(XG_THROW_MESSAGE(fewer.load_state_dict(state), std::invalid_argument), "2 parameters"));
+  auto bad = state;
+  bad["0.exp_avg"] = zeros({2});
+  Adam same(make(), AdamOptions{});
+  CHECK(contains(XG_THROW_MESSAGE(same.load_state_dict(bad), std::invalid_argument), "0.exp_avg"));
+  bad = state;
+  bad.erase("1.exp_avg_sq");
+  CHECK(contains(XG_THROW_MESSAGE(same.load_state_dict(bad), std::invalid_argument), "1.exp_avg_sq"));
+  bad = state;
+  bad["7.exp_avg"] = zeros({1});
+  CHECK(contains(XG_THROW_MESSAGE(same.load_state_dict(bad), std::invalid_argument), "7.exp_avg"));
+}
