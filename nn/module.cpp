@@ -7,9 +7,11 @@
 namespace xg::nn {
 
 void Module::check_name(const std::string& name, const char* what) const {
-  const std::string where = std::string(what) + ": name '" + name + "' in " + describe();
-  if (name.empty()) throw std::invalid_argument(std::string(what) + ": empty name in " + describe());
-  if (name.find('.') != std::string::npos) throw std::invalid_argument(where + " must not contain '.'");
+  auto fail = [&](const char* why) {
+    throw std::invalid_argument(std::string(what) + ": name '" + name + "' in " + describe() + " " + why);
+  };
+  if (name.empty()) fail("is empty");
+  if (name.find('.') != std::string::npos) fail("must not contain '.'");
   auto taken = [&](const auto& list) {
     for (const auto& e : list)
       if (e.name == name) return true;
@@ -17,7 +19,7 @@ void Module::check_name(const std::string& name, const char* what) const {
   };
   bool dup = taken(params_) || taken(buffers_);
   for (const auto& c : children_) dup = dup || c.first == name;
-  if (dup) throw std::invalid_argument(where + " is already registered");
+  if (dup) fail("is already registered");
 }
 
 Tensor& Module::register_parameter(const std::string& name, Tensor t) {

@@ -93,7 +93,7 @@ TEST_CASE("nn Module: duplicate names, dotted names and non-leaves throw naming 
   msg = XGN_THROW_MESSAGE(net.register_module("a.b", std::make_shared<nn::LayerNorm>(2)), std::invalid_argument);
   CHECK(contains(msg, "'a.b'"));
   msg = XGN_THROW_MESSAGE(net.register_parameter("", zeros({1})), std::invalid_argument);
-  CHECK(contains(msg, "empty"));
+  CHECK(contains(msg, "is empty"));
   Tensor leaf = zeros({2}).requires_grad_();
   msg = XGN_THROW_MESSAGE(net.register_parameter("made", leaf * 2.0), std::invalid_argument);
   CHECK(contains(msg, "'made'"));
