@@ -1,5 +1,6 @@
 // A user's own model with the nn API: an MLP that classifies points of a
-// 4-arm spiral it generates itself. Seeded, runs in about a second.
+// 4-arm spiral it generates itself, trained with Adam. Seeded; runs in well
+// under a second.
 //
 //   ./custom_model
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "autograd/xg.h"
 #include "nn/nn.h"
+#include "optim/adam.h"
 
 using namespace xg;
 
@@ -70,22 +72,16 @@ int main() {
   for (auto& [name, p] : model.named_parameters())
     std::printf("  %-12s %s\n", name.c_str(), shape_str(p.shape()).c_str());
 
-  // Full-batch SGD with momentum, written inline.
-  const double lr = 0.05, momentum = 0.9;
-  std::vector<Tensor> params = model.parameters(), velocity;
-  for (auto& p : params) velocity.push_back(zeros(p.shape(), p.dtype()));
-  for (int step = 0; step <= 300; ++step) {
-    model.zero_grad();
+  // Full-batch Adam.
+  optim::AdamOptions opts;
+  opts.lr = 0.003;
+  optim::Adam adam(model.parameters(), opts);
+  for (int step = 0; step <= 200; ++step) {
+    adam.zero_grad();
     Tensor loss = cross_entropy(model.forward(x), train_labels);
     loss.backward();
-    {
-      NoGradGuard no_grad;
-      for (size_t i = 0; i < params.size(); ++i) {
-        velocity[i].copy_(velocity[i] * momentum + params[i].grad());
-        params[i].copy_(params[i].detach() - lr * velocity[i]);
-      }
-    }
-    if (step % 30 == 0) std::printf("step %3d  loss %.4f\n", step, loss.item());
+    adam.step();
+    if (step % 20 == 0) std::printf("step %3d  loss %.4f\n", step, loss.item());
   }
 
   model.eval();
