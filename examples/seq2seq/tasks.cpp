@@ -219,6 +219,9 @@ void Trainer::load(const std::string& path) {
     else if (k.rfind("optim.", 0) == 0) optim_state[k.substr(6)] = v;
     else throw FormatError("checkpoint " + path + ": unexpected tensor '" + k + "'");
   }
+  if (meta.count("schedule") && meta.at("schedule") != opts_.schedule)
+    throw std::invalid_argument("checkpoint " + path + " was trained with the " + meta.at("schedule") +
+                                " schedule, not " + opts_.schedule);
   model_->load_state_dict(model_state);
   opt_->load_state_dict(optim_state);
   step_ = meta_int(meta, "step", path);

@@ -1,0 +1,218 @@
+// xgrad's side of the benchmark (bench/compare.py runs it beside bench/torch_bench.py).
+// Every mode prints one JSON object per line.
+//
+//   xg_bench train  --vocab V --len L --d-model C --heads H --layers N --d-ff F --batch B [--steps K] [--threads T]
+//   xg_bench decode (same model flags) [--sequences 64]
+//   xg_bench sgemm  [--threads T]
+//   xg_bench micro  [--threads T]
+//   xg_bench converge --task copy|reverse [--threads T]
+#include <cblas.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autograd/xg.h"
+#include "examples/seq2seq/tasks.h"
+#include "models/transformer.h"
+#include "optim/optim.h"
+
+using namespace xg;
+using clk = std::chrono::steady_clock;
+
+namespace {
+
+std::map<std::string, std::string> parse(int argc, char** argv) {
+  std::map<std::string, std::string> a;
+  for (int i = 2; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
+  return a;
+}
+int64_t geti(const std::map<std::string, std::string>& a, const std::string& k, int64_t d) {
+  auto it = a.find(k);
+  return it == a.end() ? d : std::stoll(it->second);
+}
+double ms_since(clk::time_point t) { return std::chrono::duration<double, std::milli>(clk::now() - t).count(); }
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;
+}
+std::string list(const std::vector<double>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+struct Cfg {
+  int64_t vocab, len, d_model, heads, layers, d_ff, batch;
+};
+Cfg model_cfg(const std::map<std::string, std::string>& a) {
+  return {geti(a, "vocab", 16), geti(a, "len", 12),   geti(a, "d-model", 64), geti(a, "heads", 4),
+          geti(a, "layers", 2), geti(a, "d-ff", 256), geti(a, "batch", 64)};
+}
+models::TransformerConfig tcfg(const Cfg& c) {
+  models::TransformerConfig t;
+  t.src_vocab = t.tgt_vocab = c.vocab;
+  t.d_model = c.d_model;
+  t.heads = c.heads;
+  t.layers = c.layers;
+  t.d_ff = c.d_ff;
+  t.dropout = 0.1;
+  t.max_len = c.len + 2;
+  return t;
+}
+// Matmul FLOPs of one forward pass (S = T = L), the same formula in torch_bench.py.
+double forward_flops(const Cfg& c) {
+  const double B = c.batch, L = c.len, C = c.d_model, F = c.d_ff, V = c.vocab, N = c.layers;
+  const double enc = 8 * B * L * C * C + 4 * B * L * L * C + 4 * B * L * C * F;
+  const double dec = 16 * B * L * C * C + 8 * B * L * L * C + 4 * B * L * C * F;
+  return N * (enc + dec) + 2 * B * L * C * V;
+}
+// Random full-length batches (no padding), as in torch_bench.py.
+models::Batch random_batch(Generator& g, int64_t rows, int64_t cols, int64_t vocab, int64_t first) {
+  models::Batch b{{}, rows, cols};
+  for (int64_t i = 0; i < rows * cols; ++i)
+    b.ids.push_back(first + static_cast<int64_t>(g.engine()() % static_cast<uint64_t>(vocab - first)));
+  return b;
+}
+
+int train(const std::map<std::string, std::string>& a) {
+  Cfg c = model_cfg(a);
+  const int64_t steps = geti(a, "steps", 20), warm = geti(a, "warmup", 3);
+  models::Transformer model(tcfg(c));
+  optim::AdamOptions ao;
+  ao.lr = 1e-4;
+  ao.beta2 = 0.98;
+  ao.eps = 1e-9;
+  optim::Adam opt(model.parameters(), ao);
+  Generator g(1);
+  std::vector<double> times;
+  for (int64_t s = 0; s < warm + steps; ++s) {
+    models::Batch src = random_batch(g, c.batch, c.len, c.vocab, 3);
+    models::Batch tgt = random_batch(g, c.batch, c.len + 1, c.vocab, 3);
+    models::Batch tin{{}, c.batch, c.len}, tout{{}, c.batch, c.len};
+    for (int64_t r = 0; r < c.batch; ++r)
+      for (int64_t j = 0; j < c.len; ++j) {
+        tin.ids.push_back(tgt.at(r, j));
+        tout.ids.push_back(tgt.at(r, j + 1));
+      }
+    auto t0 = clk::now();
+    opt.zero_grad();
+    Tensor loss = model.loss(src, tin, tout, 0.1);
+    loss.backward();
+    opt.step();
+    double ms = ms_since(t0);
+    if (s >= warm) times.push_back(ms);
+  }
+  std::printf("{\"mode\":\"train\",\"ms\":%s,\"flops\":%.6g,\"params\":%lld,\"rss_mb\":%.1f}\n", list(times).c_str(),
+              3 * forward_flops(c), (long long)model.num_parameters(), peak_rss_mb());
+  return 0;
+}
+
+int decode(const std::map<std::string, std::string>& a) {
+  Cfg c = model_cfg(a);
+  const int64_t n = geti(a, "sequences", 64), reps = geti(a, "reps", 3);
+  models::Transformer model(tcfg(c));
+  model.eval();
+  Generator g(2);
+  models::Batch src = random_batch(g, n, c.len, c.vocab, 3);
+  std::vector<double> times;
+  for (int64_t r = 0; r < reps + 1; ++r) {
+    auto t0 = clk::now();
+    // eos = -1: never stops early, so both sides decode exactly `len` tokens
+    auto out = models::greedy_decode(model, src, 1, -1, c.len);
+    double ms = ms_since(t0);
+    if (r > 0) times.push_back(ms);
+    if (static_cast<int64_t>(out[0].size()) != c.len) std::fprintf(stderr, "decode: unexpected length\n");
+  }
+  std::printf("{\"mode\":\"decode\",\"ms\":%s,\"rss_mb\":%.1f}\n", list(times).c_str(), peak_rss_mb());
+  return 0;
+}
+
+int sgemm(const std::map<std::string, std::string>&) {
+  const int n = 512;
+  std::vector<float> A(n * n, 0.5f), B(n * n, 0.25f), C(n * n);
+  double best = 0;
+  for (int r = 0; r < 30; ++r) {
+    auto t0 = clk::now();
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
+    double s = ms_since(t0) / 1000;
+    best = std::max(best, 2.0 * n * n * n / s / 1e9);
+  }
+  std::printf("{\"mode\":\"sgemm\",\"gflops\":%.2f}\n", best);
+  return 0;
+}
+
+// Forward + backward of the hot ops on the "annotated" shapes.
+int micro(const std::map<std::string, std::string>&) {
+  Generator g(3);
+  const int64_t B = 80, L = 10, C = 512, H = 8, D = 64, V = 11;
+  auto time_it = [&](const std::string& name, const std::function<Tensor()>& f, const std::vector<Tensor>& leaves) {
+    std::vector<double> times;
+    for (int r = 0; r < 25; ++r) {
+      for (const Tensor& t : leaves) const_cast<Tensor&>(t).zero_grad();
+      auto t0 = clk::now();
+      Tensor y = f();
+      sum(y).backward();
+      if (r >= 5) times.push_back(ms_since(t0));
+    }
+    std::printf("{\"mode\":\"micro\",\"op\":\"%s\",\"ms\":%s}\n", name.c_str(), list(times).c_str());
+  };
+  Tensor q = randn({B, H, L, D}, g).requires_grad_(), k = randn({B, H, L, D}, g).requires_grad_(),
+         v = randn({B, H, L, D}, g).requires_grad_();
+  time_it("attention_core", [&] { return matmul(softmax(matmul(q, k.transpose(-1, -2)) * 0.125, -1), v); }, {q, k, v});
+  Tensor x = randn({B * L, C}, g).requires_grad_(), w = ones({C}).requires_grad_(), b = zeros({C}).requires_grad_();
+  time_it("layer_norm", [&] { return layer_norm(x, w, b); }, {x, w, b});
+  Tensor W = randn({4 * C, C}, g).requires_grad_(), bias = zeros({4 * C}).requires_grad_();
+  time_it("linear", [&] { return linear(x, W, bias); }, {x, W, bias});
+  Tensor logits = randn({B * L, V}, g).requires_grad_();
+  std::vector<int64_t> tgt(B * L);
+  for (auto& t : tgt) t = static_cast<int64_t>(g.engine()() % V);
+  time_it("log_softmax_nll", [&] { return cross_entropy(logits, tgt); }, {logits});
+  return 0;
+}
+
+int converge(const std::map<std::string, std::string>& a) {
+  seq2seq::TrainOptions o;  // the training program's defaults
+  o.model.dropout = 0;
+  o.target_exact_match = 0.99;
+  o.task.task = seq2seq::parse_task(a.count("task") ? a.at("task") : "copy");
+  o.steps = geti(a, "max-steps", 4000);
+  seq2seq::Trainer t(o);
+  auto t0 = clk::now();
+  double em = 0;
+  while (t.steps_done() < o.steps) {
+    t.step();
+    if (t.steps_done() % o.eval_every == 0) {
+      em = t.evaluate(0).exact_match;
+      if (em >= 0.99) break;
+    }
+  }
+  std::printf("{\"mode\":\"converge\",\"task\":\"%s\",\"steps\":%lld,\"seconds\":%.2f,\"exact_match\":%.4f}\n",
+              seq2seq::task_name(o.task.task), (long long)t.steps_done(), ms_since(t0) / 1000, em);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: xg_bench train|decode|sgemm|micro|converge [--flag value ...]\n");
+    return 2;
+  }
+  auto a = parse(argc, argv);
+  set_num_threads(static_cast<int>(geti(a, "threads", 1)));
+  std::string mode = argv[1];
+  if (mode == "train") return train(a);
+  if (mode == "decode") return decode(a);
+  if (mode == "sgemm") return sgemm(a);
+  if (mode == "micro") return micro(a);
+  if (mode == "converge") return converge(a);
+  std::fprintf(stderr, "xg_bench: unknown mode %s\n", mode.c_str());
+  return 2;
+}
