@@ -78,6 +78,23 @@ Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory, const Tensor
   return norm3->forward(h + drop3->forward(ff->forward(h)));
 }
 
+Tensor DecoderLayer::forward_step(const Tensor& y, nn::MultiHeadAttention::KVCache& self_kv,
+                                  const nn::MultiHeadAttention::KVCache& cross_kv, const Tensor& src_pad) {
+  // As forward(), with the causal self-attention reading the cache: the new
+  // position sees every earlier one, which is exactly what the mask allowed.
+  if (pre_norm_) {
+    Tensor n = norm1->forward(y);
+    self_attn->extend_kv(self_kv, n, n);
+    Tensor h = y + drop1->forward(self_attn->attend(n, self_kv));
+    h = h + drop2->forward(cross_attn->attend(norm2->forward(h), cross_kv, src_pad));
+    return h + drop3->forward(ff->forward(norm3->forward(h)));
+  }
+  self_attn->extend_kv(self_kv, y, y);
+  Tensor h = norm1->forward(y + drop1->forward(self_attn->attend(y, self_kv)));
+  h = norm2->forward(h + drop2->forward(cross_attn->attend(h, cross_kv, src_pad)));
+  return norm3->forward(h + drop3->forward(ff->forward(h)));
+}
+
 // ---- model ----------------------------------------------------------------------
 
 Transformer::Transformer(const TransformerConfig& cfg) : cfg_(cfg) {
@@ -143,6 +160,51 @@ Tensor Transformer::forward(const Batch& src, const Batch& tgt_in) {
   return decode(tgt_in, encode(src), padding_mask(src));
 }
 
+DecodeState Transformer::start_decode(const Batch& src) {
+  DecodeState st;
+  st.src_pad = padding_mask(src);
+  Tensor memory = encode(src);  // (B,S,C)
+  for (size_t i = 0; i < decoder->size(); ++i) {
+    st.cross_kv.push_back(decoder->at<DecoderLayer>(i)->cross_attn->project_kv(memory, memory));
+    st.self_kv.emplace_back();
+  }
+  return st;
+}
+
+Tensor Transformer::decode_step(DecodeState& st, const std::vector<int64_t>& tokens) {
+  const int64_t b = st.src_pad.size(0);
+  if (static_cast<int64_t>(tokens.size()) != b)
+    throw std::invalid_argument("Transformer::decode_step: " + std::to_string(tokens.size()) +
+                                " tokens for a state of " + std::to_string(b) + " rows");
+  if (st.pos >= cfg_.max_len)
+    throw std::invalid_argument("Transformer::decode_step: position " + std::to_string(st.pos) +
+                                " exceeds max_len " + std::to_string(cfg_.max_len));
+  // (B,1,C) at position pos
+  Tensor y = pos->forward(tgt_embed->forward(tokens, {b, 1}) * std::sqrt(static_cast<double>(cfg_.d_model)), st.pos);
+  for (size_t i = 0; i < decoder->size(); ++i)
+    y = decoder->at<DecoderLayer>(i)->forward_step(y, st.self_kv[i], st.cross_kv[i], st.src_pad);
+  if (cfg_.pre_norm) y = dec_norm->forward(y);
+  ++st.pos;
+  Tensor logits = cfg_.tie_weights ? linear(y, tgt_embed->weight()) : out_proj->forward(y);  // (B,1,V)
+  return reshape(logits, {b, -1});
+}
+
+void Transformer::select_rows(DecodeState& st, const std::vector<int64_t>& rows) {
+  auto pick = [&](Tensor& t) {
+    if (!t.defined()) return;
+    Shape s = t.shape();
+    Tensor flat = reshape(t, {s[0], -1});
+    s[0] = static_cast<int64_t>(rows.size());
+    t = reshape(gather_rows(flat, rows, {s[0]}), s);
+  };
+  pick(st.src_pad);
+  for (auto* caches : {&st.self_kv, &st.cross_kv})
+    for (auto& c : *caches) {
+      pick(c.k);
+      pick(c.v);
+    }
+}
+
 Tensor Transformer::loss(const Batch& src, const Batch& tgt_in, const Batch& tgt_out, double label_smoothing) {
   if (tgt_in.rows != tgt_out.rows || tgt_in.cols != tgt_out.cols)
     throw std::invalid_argument("Transformer::loss: target input (" + std::to_string(tgt_in.rows) + "," +
@@ -163,41 +225,29 @@ struct EvalScope {
   ~EvalScope() { m.train(was); }
 };
 
-// log-probabilities (rows,V) of the next token after each row of `prefix`.
-Tensor next_token_logp(Transformer& model, const Batch& prefix, const Tensor& memory, const Tensor& src_pad) {
-  Tensor logits = model.decode(prefix, memory, src_pad);  // (R,t,V)
-  const int64_t t = prefix.cols;
-  Tensor last = reshape(slice(logits, 1, t - 1, t), {prefix.rows, -1});
-  return log_softmax(last, -1);
-}
-
 }  // namespace
 
 std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Batch& src, int64_t bos, int64_t eos,
                                                 int64_t max_len) {
   NoGradGuard no_grad;
   EvalScope eval(model);
-  Tensor src_pad = model.padding_mask(src);
-  Tensor memory = model.encode(src);
+  DecodeState st = model.start_decode(src);  // the encoder runs once
   const int64_t b = src.rows;
   std::vector<std::vector<int64_t>> out(b);
   std::vector<bool> done(b, false);
-  Batch prefix{std::vector<int64_t>(b, bos), b, 1};
+  std::vector<int64_t> last(b, bos);
   for (int64_t step = 0; step < max_len; ++step) {
-    std::vector<int64_t> next = argmax(next_token_logp(model, prefix, memory, src_pad), -1);
-    Batch grown{{}, b, prefix.cols + 1};
+    std::vector<int64_t> next = argmax(model.decode_step(st, last), -1);
     bool all_done = true;
     for (int64_t r = 0; r < b; ++r) {
-      for (int64_t c = 0; c < prefix.cols; ++c) grown.ids.push_back(prefix.at(r, c));
-      grown.ids.push_back(done[r] ? model.config().pad_id : next[r]);
       if (!done[r]) {
         if (next[r] == eos) done[r] = true;
         else out[r].push_back(next[r]);
       }
+      last[r] = done[r] ? model.config().pad_id : next[r];
       all_done = all_done && done[r];
     }
     if (all_done) break;
-    prefix = std::move(grown);
   }
   return out;
 }
@@ -207,13 +257,12 @@ std::vector<int64_t> beam_search(Transformer& model, const std::vector<int64_t>&
   if (beam_size < 1) throw std::invalid_argument("beam_search: beam_size must be at least 1, got " + std::to_string(beam_size));
   NoGradGuard no_grad;
   EvalScope eval(model);
-  Batch s{src, 1, static_cast<int64_t>(src.size())};
-  Tensor memory1 = model.encode(s);  // (1,S,C), once
-  Tensor pad1 = model.padding_mask(s);
+  DecodeState st = model.start_decode(Batch{src, 1, static_cast<int64_t>(src.size())});  // one row per live beam
   struct Hyp {
     std::vector<int64_t> toks;  // without BOS and EOS
     double logp = 0;
     bool done = false;
+    int64_t row = 0;  // its row in the decode state (live beams only)
   };
   auto penalty = [alpha](size_t len) { return std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha); };
   auto score = [&](const Hyp& h) { return h.logp / penalty(h.toks.size() + (h.done ? 1 : 0)); };
@@ -223,23 +272,23 @@ std::vector<int64_t> beam_search(Transformer& model, const std::vector<int64_t>&
     for (const Hyp& h : beams)
       if (!h.done) alive.push_back(&h);
     if (alive.empty()) break;
-    const int64_t k = static_cast<int64_t>(alive.size());
-    Batch prefix{{}, k, step + 1};
-    for (const Hyp* h : alive) {
-      prefix.ids.push_back(bos);
-      prefix.ids.insert(prefix.ids.end(), h->toks.begin(), h->toks.end());
-    }
-    const Shape mshape{k, memory1.size(1), memory1.size(2)};
-    Tensor logp = next_token_logp(model, prefix, broadcast_to(memory1, mshape), broadcast_to(pad1, {k, pad1.size(1)}));
+    // State rows follow `alive`: keep the rows of the live beams, in order.
+    std::vector<int64_t> rows;
+    for (const Hyp* h : alive) rows.push_back(h->row);
+    Transformer::select_rows(st, rows);
+    std::vector<int64_t> feed;
+    for (const Hyp* h : alive) feed.push_back(h->toks.empty() ? bos : h->toks.back());
+    Tensor logp = log_softmax(model.decode_step(st, feed), -1);  // (k,V)
     const int64_t v = logp.size(1);
     std::vector<double> lp = logp.to_vector();
     std::vector<Hyp> cand;
     for (const Hyp& h : beams)
       if (h.done) cand.push_back(h);
-    for (int64_t i = 0; i < k; ++i)
+    for (size_t i = 0; i < alive.size(); ++i)
       for (int64_t t = 0; t < v; ++t) {
         Hyp h = *alive[i];
         h.logp += lp[i * v + t];
+        h.row = static_cast<int64_t>(i);
         if (t == eos) h.done = true;
         else h.toks.push_back(t);
         cand.push_back(std::move(h));

@@ -55,6 +55,10 @@ class DecoderLayer : public nn::Module {
   // y (B,T,C), memory (B,S,C), masks (B,T) and (B,S) -> (B,T,C)
   Tensor forward(const Tensor& y, const Tensor& memory, const Tensor& tgt_pad, const Tensor& src_pad);
   std::string type_name() const override { return "DecoderLayer"; }
+  // One new position y (B,1,C) against cached keys/values: appends to
+  // `self_kv`, reads `cross_kv` (the projected memory) -> (B,1,C).
+  Tensor forward_step(const Tensor& y, nn::MultiHeadAttention::KVCache& self_kv,
+                      const nn::MultiHeadAttention::KVCache& cross_kv, const Tensor& src_pad);
 
   std::shared_ptr<nn::MultiHeadAttention> self_attn, cross_attn;
   std::shared_ptr<nn::PositionwiseFeedForward> ff;
@@ -63,6 +67,14 @@ class DecoderLayer : public nn::Module {
 
  private:
   bool pre_norm_;
+};
+
+// Incremental decoding: the source mask and each decoder layer's cached keys
+// and values, so that each step runs the decoder on one new position only.
+struct DecodeState {
+  Tensor src_pad;  // (B,S)
+  std::vector<nn::MultiHeadAttention::KVCache> self_kv, cross_kv;  // one per decoder layer
+  int64_t pos = 0;  // target positions decoded so far
 };
 
 class Transformer : public nn::Module {
@@ -81,6 +93,12 @@ class Transformer : public nn::Module {
   Tensor decode(const Batch& tgt, const Tensor& memory, const Tensor& src_pad);
   // Teacher-forced logits (B,T,V) for target inputs tgt_in.
   Tensor forward(const Batch& src, const Batch& tgt_in);
+  // Runs the encoder and projects its output for every cross-attention.
+  DecodeState start_decode(const Batch& src);
+  // Feeds one token per row at position state.pos -> logits (B,V) of the next token.
+  Tensor decode_step(DecodeState& state, const std::vector<int64_t>& tokens);
+  // Keeps rows `rows` of the state, in that order (beam search).
+  static void select_rows(DecodeState& state, const std::vector<int64_t>& rows);
   // Label-smoothed cross-entropy of the logits against tgt_out, padding ignored.
   Tensor loss(const Batch& src, const Batch& tgt_in, const Batch& tgt_out, double label_smoothing);
 

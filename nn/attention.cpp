@@ -39,31 +39,69 @@ Tensor MultiHeadAttention::forward(const Tensor& x) { return forward(x, x, x); }
 
 Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                    const Tensor& key_padding_mask, bool causal) {
-  const std::string op = describe() + ".forward";
+  const auto op = [this] { return describe() + ".forward"; };  // built only for an error
   if (!query.defined() || !key.defined() || !value.defined())
-    throw ShapeError(op + ": query, key and value must be defined");
+    throw ShapeError(op() + ": query, key and value must be defined");
   auto shapes = [&] {
     return "query " + shape_str(query.shape()) + ", key " + shape_str(key.shape()) + ", value " +
            shape_str(value.shape());
   };
   if (query.dim() != 3 || key.dim() != 3 || value.dim() != 3)
-    throw ShapeError(op + ": expected query (B,T,C), key and value (B,S,C), got " + shapes());
-  const int64_t B = query.size(0), T = query.size(1), S = key.size(1), C = d_model_, H = heads_, D = head_dim_;
+    throw ShapeError(op() + ": expected query (B,T,C), key and value (B,S,C), got " + shapes());
+  const int64_t B = query.size(0), S = key.size(1), C = d_model_;
   if (query.size(2) != C || key.size(2) != C || value.size(2) != C)
-    throw ShapeError(op + ": last dimension must be C=" + std::to_string(C) + ", got " + shapes());
+    throw ShapeError(op() + ": last dimension must be C=" + std::to_string(C) + ", got " + shapes());
   if (key.size(0) != B || value.size(0) != B || value.size(1) != S)
-    throw ShapeError(op + ": batch and key/value lengths disagree: " + shapes());
+    throw ShapeError(op() + ": batch and key/value lengths disagree: " + shapes());
   if (key_padding_mask.defined() && key_padding_mask.shape() != Shape{B, S})
-    throw ShapeError(op + ": key_padding_mask " + shape_str(key_padding_mask.shape()) + " must be (B,S) = " +
+    throw ShapeError(op() + ": key_padding_mask " + shape_str(key_padding_mask.shape()) + " must be (B,S) = " +
                      shape_str({B, S}) + " for " + shapes());
 
-  // Project and split heads: (B,T,C) -> (B,T,H,D) -> (B,H,T,D); keys go to (B,H,D,S).
+  return attend(query, project_kv(key, value), key_padding_mask, causal);
+}
+
+MultiHeadAttention::KVCache MultiHeadAttention::project_kv(const Tensor& key, const Tensor& value) {
+  if (!key.defined() || !value.defined() || key.dim() != 3 || key.size(2) != d_model_ ||
+      key.shape() != value.shape())
+    throw ShapeError(describe() + ".project_kv: expected key and value (B,S,C) with C=" + std::to_string(d_model_) +
+                     ", got " + (key.defined() ? shape_str(key.shape()) : "undefined") + " and " +
+                     (value.defined() ? shape_str(value.shape()) : "undefined"));
+  const int64_t B = key.size(0), S = key.size(1), H = heads_, D = head_dim_;
+  KVCache kv;
+  kv.k = w_k->forward(key).reshape({B, S, H, D}).permute({0, 2, 3, 1});    // (B,H,D,S)
+  kv.v = w_v->forward(value).reshape({B, S, H, D}).permute({0, 2, 1, 3});  // (B,H,S,D)
+  return kv;
+}
+
+void MultiHeadAttention::extend_kv(KVCache& cache, const Tensor& key, const Tensor& value) {
+  KVCache step = project_kv(key, value);
+  if (!cache.k.defined()) {
+    cache = step;
+    return;
+  }
+  if (cache.k.size(0) != step.k.size(0))
+    throw ShapeError(describe() + ".extend_kv: cache holds " + std::to_string(cache.k.size(0)) +
+                     " rows, new keys " + shape_str(key.shape()));
+  cache.k = concat({cache.k, step.k}, 3);  // (B,H,D,S+S')
+  cache.v = concat({cache.v, step.v}, 2);  // (B,H,S+S',D)
+}
+
+Tensor MultiHeadAttention::attend(const Tensor& query, const KVCache& kv, const Tensor& key_padding_mask,
+                                  bool causal) {
+  const auto op = [this] { return describe() + ".attend"; };
+  if (!query.defined() || query.dim() != 3 || query.size(2) != d_model_)
+    throw ShapeError(op() + ": expected query (B,T,C) with C=" + std::to_string(d_model_) + ", got " +
+                     (query.defined() ? shape_str(query.shape()) : std::string("undefined")));
+  if (!kv.k.defined() || kv.k.size(0) != query.size(0))
+    throw ShapeError(op() + ": key/value cache does not match query " + shape_str(query.shape()));
+  const int64_t B = query.size(0), T = query.size(1), S = kv.length(), C = d_model_, H = heads_, D = head_dim_;
+  if (key_padding_mask.defined() && key_padding_mask.shape() != Shape{B, S})
+    throw ShapeError(op() + ": key_padding_mask " + shape_str(key_padding_mask.shape()) + " must be (B,S) = " +
+                     shape_str({B, S}) + " for query " + shape_str(query.shape()));
+  // Split heads: (B,T,C) -> (B,T,H,D) -> (B,H,T,D), scaled by 1/sqrt(D).
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   Tensor q = w_q->forward(query).reshape({B, T, H, D}).permute({0, 2, 1, 3}) * scale;  // (B,H,T,D)
-  Tensor k = w_k->forward(key).reshape({B, S, H, D}).permute({0, 2, 3, 1});            // (B,H,D,S)
-  Tensor v = w_v->forward(value).reshape({B, S, H, D}).permute({0, 2, 1, 3});          // (B,H,S,D)
-  Tensor scores = matmul(q, k);                                                        // (B,H,T,S)
-
+  Tensor scores = matmul(q, kv.k);                                                     // (B,H,T,S)
   if (key_padding_mask.defined()) {
     Tensor m = key_padding_mask.detach();
     if (m.dtype() != scores.dtype()) m = m.to(scores.dtype());
@@ -75,14 +113,12 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
       for (int64_t j = 0; j < S; ++j) future[static_cast<size_t>(i * S + j)] = j > i ? 1.0 : 0.0;
     scores = masked_fill(scores, from_vector(future, {T, S}, scores.dtype()), kMasked);  // (T,S) broadcasts
   }
-
   Tensor attn = softmax(scores, -1);  // (B,H,T,S)
   if (store_attention_) attention_ = attn.detach();
   if (dropout_ > 0.0 && is_training()) attn = dropout(attn, dropout_, true, *dropout_gen_);
-
-  Tensor ctx = matmul(attn, v);                                  // (B,H,T,D)
-  ctx = ctx.permute({0, 2, 1, 3}).reshape({B, T, C});            // (B,T,H,D) -> (B,T,C)
-  return w_o->forward(ctx);                                      // (B,T,C)
+  Tensor ctx = matmul(attn, kv.v);                                  // (B,H,T,D)
+  ctx = ctx.permute({0, 2, 1, 3}).reshape({B, T, C});               // (B,T,H,D) -> (B,T,C)
+  return w_o->forward(ctx);                                         // (B,T,C)
 }
 
 Tensor MultiHeadAttention::attention_weights(bool average_heads) const {

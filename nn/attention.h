@@ -26,6 +26,21 @@ class MultiHeadAttention : public Module {
                  const Tensor& key_padding_mask = Tensor(), bool causal = false);
   Tensor forward(const Tensor& x) override;  // self-attention, no masks
 
+  // Incremental decoding. Keys and values projected into heads once and
+  // kept: cross-attention projects the encoder memory once per input,
+  // self-attention appends one position per decoding step.
+  struct KVCache {
+    Tensor k;  // (B,H,D,S)
+    Tensor v;  // (B,H,S,D)
+    int64_t length() const { return v.defined() ? v.size(2) : 0; }
+  };
+  KVCache project_kv(const Tensor& key, const Tensor& value);  // (B,S,C) each
+  void extend_kv(KVCache& cache, const Tensor& key, const Tensor& value);  // appends (B,S',C) positions
+  // query (B,T,C) against cached keys and values -> (B,T,C). forward() is
+  // project_kv followed by this.
+  Tensor attend(const Tensor& query, const KVCache& kv, const Tensor& key_padding_mask = Tensor(),
+                bool causal = false);
+
   // When on, forward keeps its attention weights (before dropout, detached).
   void set_store_attention(bool on) { store_attention_ = on; }
   // (B,T,S) averaged over heads, or (B,H,T,S). Throws std::logic_error if

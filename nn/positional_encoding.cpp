@@ -28,16 +28,18 @@ std::string PositionalEncoding::type_name() const {
   return "PositionalEncoding(d_model=" + std::to_string(d_model_) + ", max_len=" + std::to_string(max_len_) + ")";
 }
 
-Tensor PositionalEncoding::forward(const Tensor& x) {
+Tensor PositionalEncoding::forward(const Tensor& x) { return forward(x, 0); }
+
+Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
   if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
   if (x.dim() != 3 || x.size(2) != d_model_)
     throw ShapeError(describe() + ": expected input (B,T,C) with C=" + std::to_string(d_model_) + ", got " +
                      shape_str(x.shape()));
   const int64_t T = x.size(1);
-  if (T > max_len_)
-    throw ShapeError(describe() + ": sequence length T=" + std::to_string(T) + " exceeds max_len=" +
+  if (start < 0 || start + T > max_len_)
+    throw ShapeError(describe() + ": sequence length T=" + std::to_string(start + T) + " exceeds max_len=" +
                      std::to_string(max_len_));
-  Tensor pe = T == max_len_ ? pe_ : slice(pe_, 0, 0, T);  // (T,C), broadcasts over B
+  Tensor pe = start == 0 && T == max_len_ ? pe_ : slice(pe_, 0, start, start + T);  // (T,C), broadcasts over B
   return dropout->forward(x + pe);
 }
 

@@ -15,6 +15,8 @@ class PositionalEncoding : public Module {
   PositionalEncoding(int64_t d_model, int64_t max_len, double dropout, std::shared_ptr<Generator> dropout_gen);
   // x (B,T,C) -> dropout(x + pe[:T]); T > max_len throws naming both.
   Tensor forward(const Tensor& x) override;
+  // x (B,T,C) holding positions start .. start+T-1 (incremental decoding).
+  Tensor forward(const Tensor& x, int64_t start);
   std::string type_name() const override;  // "PositionalEncoding(d_model=.., max_len=..)"
   const Tensor& pe() const { return pe_; }
 

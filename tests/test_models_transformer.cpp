@@ -97,6 +97,35 @@ TEST_CASE("transformer: padding in the source changes nothing for the other posi
   for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-5));
 }
 
+TEST_CASE("transformer: incremental decoding with cached keys/values equals re-running the decoder") {
+  for (bool pre : {false, true}) {
+    CAPTURE(pre);
+    Transformer m(tiny(pre));
+    m.to(f64);
+    m.eval();
+    NoGradGuard ng;
+    Batch src = src_batch();
+    models::DecodeState st = m.start_decode(src);
+    Tensor memory = m.encode(src), src_pad = m.padding_mask(src);
+    const std::vector<std::vector<int64_t>> feed = {{1, 1}, {3, 5}, {4, 6}, {6, 3}};
+    Batch prefix{{}, 2, 0};
+    for (size_t t = 0; t < feed.size(); ++t) {
+      Tensor step = m.decode_step(st, feed[t]);  // (2,V)
+      Batch grown{{}, 2, prefix.cols + 1};
+      for (int64_t r = 0; r < 2; ++r) {
+        for (int64_t c = 0; c < prefix.cols; ++c) grown.ids.push_back(prefix.at(r, c));
+        grown.ids.push_back(feed[t][r]);
+      }
+      prefix = grown;
+      Tensor full = m.decode(prefix, memory, src_pad);  // (2,t+1,V)
+      Tensor last = reshape(slice(full, 1, prefix.cols - 1, prefix.cols), {2, -1});
+      auto a = step.to_vector(), b = last.to_vector();
+      REQUIRE(a.size() == b.size());
+      for (size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-10));
+    }
+  }
+}
+
 TEST_CASE("transformer: beam search with beam 1 equals greedy decoding") {
   Transformer m(tiny());
   for (const auto& src : std::vector<std::vector<int64_t>>{{3, 4, 5}, {6, 6, 3, 4}, {5}}) {
