@@ -21,7 +21,7 @@ TEST_CASE("tape: a wide diamond is linear, not exponential") {
   CHECK(x.grad().item() == doctest::Approx(1.0));
 }
 
-TEST_CASE("tape: gradients accumulate over backward calls on separate graphs; zero_grad clears") {
+TEST_CASE("tape: gradients accumulate over backward calls on separate graphs, zero_grad clears") {
   Tensor x = tensor({1.0, 2.0}, {2}, f64).requires_grad_();
   sum(x * 3.0).backward();
   sum(x * x).backward();
@@ -69,7 +69,7 @@ TEST_CASE("tape: a 200k-node chain runs backward and is destroyed without recurs
   CHECK(live_nodes() <= before + 1);
 }
 
-TEST_CASE("tape: backward releases saved values; a second backward is a clear error") {
+TEST_CASE("tape: backward releases saved values, a second backward is a clear error") {
   Tensor x = ones({3}, f64).requires_grad_();
   Tensor y = sum(exp(x));
   y.backward();

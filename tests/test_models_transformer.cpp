@@ -60,7 +60,7 @@ TEST_CASE("transformer: one backward gives every parameter a non-zero gradient")
   }
 }
 
-TEST_CASE("transformer: tied weights share one tensor; names are dotted paths") {
+TEST_CASE("transformer: tied weights share one tensor, names are dotted paths") {
   Transformer tied(tiny(false, true)), untied(tiny(false, false));
   CHECK(tied.num_parameters() < untied.num_parameters());
   bool found = false;

@@ -95,7 +95,7 @@ TEST_CASE("nn MultiHeadAttention: causal, query i does not see key j > i") {
   CHECK(std::abs(z.at({0, 0, 0}) - z2.at({0, 0, 0})) > 1e-6);
 }
 
-TEST_CASE("nn MultiHeadAttention: padded keys are ignored; an all-padded row gives no NaN") {
+TEST_CASE("nn MultiHeadAttention: padded keys are ignored, an all-padded row gives no NaN") {
   auto mha = make_mha(12);
   mha.to(f64);
   Tensor q = xgnt::input({2, 3, 8}, 1), kv = xgnt::input({2, 4, 8}, 2);

@@ -43,7 +43,7 @@ TEST_CASE("nn Dropout: gradient is the same mask and scale") {
   CHECK(bit_equal(x.grad(), y.detach()));
 }
 
-TEST_CASE("nn Dropout: p outside [0, 1) throws") {
+TEST_CASE("nn Dropout: p outside (0, 1) throws") {
   auto g = std::make_shared<Generator>(1);
   CHECK_THROWS_AS(nn::Dropout(1.0, g), std::invalid_argument);
   CHECK_THROWS_AS(nn::Dropout(-0.1, g), std::invalid_argument);

@@ -30,7 +30,7 @@ TEST_CASE("nn PositionwiseFeedForward: structure, every parameter gets a gradien
   xgnt::check_all_params_get_grad(ff, y);
 }
 
-TEST_CASE("nn PositionwiseFeedForward: dropout only in training; errors name the layer") {
+TEST_CASE("nn PositionwiseFeedForward: dropout only in training, errors name the layer") {
   Generator g(1);
   nn::PositionwiseFeedForward ff(6, 12, 0.5, g, std::make_shared<Generator>(3));
   Tensor x = xgnt::input({4, 6}, 2, f32);

@@ -7,7 +7,7 @@
 
 using namespace xg;
 
-TEST_CASE("nn LayerNorm: normalises the last dimension; weight ones, bias zeros") {
+TEST_CASE("nn LayerNorm: normalises the last dimension, weight ones, bias zeros") {
   nn::LayerNorm ln(6);
   CHECK(bit_equal(ln.weight(), ones({6})));
   CHECK(bit_equal(ln.bias(), zeros({6})));

@@ -80,7 +80,7 @@ TEST_CASE("nn composed model: after one backward every parameter has a gradient"
   xgnt::check_all_params_get_grad(m, logits, 7, {"attn.w_k.bias"});
 }
 
-TEST_CASE("nn composed model: two runs with one seed give one model; save/load is bit-identical") {
+TEST_CASE("nn composed model: two runs with one seed give one model, save/load is bit-identical") {
   TinyLM a(4), b(4), c(5);
   for (auto& [k, t] : a.state_dict()) {
     INFO(k);
@@ -97,7 +97,7 @@ TEST_CASE("nn composed model: two runs with one seed give one model; save/load i
   CHECK(bit_equal(a.forward_ids(kIds, 2, 6), c.forward_ids(kIds, 2, 6)));
 }
 
-TEST_CASE("nn composed model: a few SGD steps lower the loss; train/eval reaches every layer") {
+TEST_CASE("nn composed model: a few SGD steps lower the loss, train/eval reaches every layer") {
   TinyLM m(6, /*dropout=*/0.1);
   m.eval();
   CHECK_FALSE(m.ff->dropout->is_training());

@@ -216,7 +216,7 @@ TEST_CASE("nn Module: load() from a file that does not match throws FormatError 
   CHECK_THROWS_AS(net.load(std::string(XG_TEST_TMPDIR) + "/nn_no_such_file.safetensors"), FormatError);
 }
 
-TEST_CASE("nn Module: a tied parameter is listed once; zero_grad drops every gradient") {
+TEST_CASE("nn Module: a tied parameter is listed once, zero_grad drops every gradient") {
   struct Tied : nn::Module {
     std::shared_ptr<nn::Linear> a, b;
     Tied() {

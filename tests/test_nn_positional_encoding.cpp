@@ -25,7 +25,7 @@ TEST_CASE("nn PositionalEncoding: the paper's sinusoids, not in the state dict")
   CHECK(odd.pe().at({3, 4}) == doctest::Approx(std::sin(3.0 / std::pow(10000.0, 4.0 / 5.0))));
 }
 
-TEST_CASE("nn PositionalEncoding: forward adds pe[:T]; gradcheck w.r.t. x in float64") {
+TEST_CASE("nn PositionalEncoding: forward adds pe(:T), gradcheck w.r.t. x in float64") {
   nn::PositionalEncoding pos(4, 8, 0.0, nullptr);
   Tensor x = xgnt::input({2, 3, 4}, 1, f32);
   Tensor y = pos.forward(x);
@@ -41,7 +41,7 @@ TEST_CASE("nn PositionalEncoding: forward adds pe[:T]; gradcheck w.r.t. x in flo
   xgnt::check_grad([&] { return pos.forward(x64); }, {}, {x64});
 }
 
-TEST_CASE("nn PositionalEncoding: dropout in training; T > max_len names both") {
+TEST_CASE("nn PositionalEncoding: dropout in training, T > max_len names both") {
   nn::PositionalEncoding pos(4, 8, 0.5, std::make_shared<Generator>(1));
   Tensor x = xgnt::input({2, 3, 4}, 1, f32);
   CHECK_FALSE(bit_equal(pos.forward(x), pos.forward(x)));

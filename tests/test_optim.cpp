@@ -98,7 +98,7 @@ TEST_CASE("optim: SGD plain, momentum, Nesterov and weight decay by hand") {
   }
 }
 
-TEST_CASE("optim: parameters without a gradient are left alone; float32 works") {
+TEST_CASE("optim: parameters without a gradient are left alone, float32 works") {
   Tensor a = param({1.0}, f32), b = param({2.0}, f32);
   SGD opt({a, b}, SGDOptions{0.5});
   set_grad(a, {1.0});
