@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "autograd/xg.h"
+#include "tests/helpers.h"
 #include "nn/nn.h"
 
 namespace xgnt {
@@ -58,18 +59,9 @@ inline xg::Tensor input(const xg::Shape& s, uint64_t seed, xg::Dtype d = xg::f64
   return xg::randn(s, g, d);
 }
 
-inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using xgt::contains;
 
 // The message of the exception `expr` throws as `Type` (fails the test if none).
-#define XGN_THROW_MESSAGE(expr, Type)              \
-  [&]() -> std::string {                           \
-    try {                                          \
-      (void)(expr);                                \
-    } catch (const Type& e) {                      \
-      return e.what();                             \
-    }                                              \
-    FAIL_CHECK("expected " #Type " from " #expr);  \
-    return std::string();                          \
-  }()
+#define XGN_THROW_MESSAGE(expr, Type) XG_THROW_MESSAGE(expr, Type)
 
 }  // namespace xgnt
