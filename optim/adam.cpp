@@ -30,21 +30,23 @@ void Adam::update(Tensor& p, const Tensor& grad, std::map<std::string, Tensor>& 
   const double bc1 = 1 - std::pow(o_.beta1, t), bc2 = 1 - std::pow(o_.beta2, t);
   const double lr = this->lr(), b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps, wd = o_.weight_decay;
   const double step_size = lr / bc1, inv_sqrt_bc2 = 1 / std::sqrt(bc2);
+  // In the parameter's precision, branch-free in the loop so that it vectorises.
   auto run = [&](auto z) {
     using T = decltype(z);
-    T* w = p.data<T>();
-    const T* g = grad.data<T>();
-    T* pm = m.data<T>();
-    T* pv = v.data<T>();
+    T* __restrict w = p.data<T>();
+    const T* __restrict g = grad.data<T>();
+    T* __restrict pm = m.data<T>();
+    T* __restrict pv = v.data<T>();
+    const T tb1 = T(b1), tb2 = T(b2), c1 = T(1 - b1), c2 = T(1 - b2), teps = T(eps), ts = T(step_size),
+            tsq = T(inv_sqrt_bc2);
+    const T l2 = decoupled_ ? T(0) : T(wd), shrink = decoupled_ ? T(1 - lr * wd) : T(1);
     for (int64_t i = 0, n = p.numel(); i < n; ++i) {
-      T gi = g[i];
-      if (wd != 0) {
-        if (decoupled_) w[i] = T(w[i] * (1 - lr * wd));
-        else gi = T(gi + wd * w[i]);
-      }
-      pm[i] = T(b1 * pm[i] + (1 - b1) * gi);
-      pv[i] = T(b2 * pv[i] + (1 - b2) * gi * gi);
-      w[i] = T(w[i] - step_size * pm[i] / (std::sqrt(double(pv[i])) * inv_sqrt_bc2 + eps));
+      const T gi = g[i] + l2 * w[i];
+      const T mi = tb1 * pm[i] + c1 * gi;
+      const T vi = tb2 * pv[i] + c2 * gi * gi;
+      pm[i] = mi;
+      pv[i] = vi;
+      w[i] = w[i] * shrink - ts * mi / (std::sqrt(vi) * tsq + teps);
     }
   };
   if (p.dtype() == f32) run(float{});
