@@ -335,7 +335,8 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
         body << "..., ";
         i = s[d] - limit;
       }
-      if (i > 0 && !(s[d] > 2 * limit && i == s[d] - limit)) body << (d + 1 == s.size() ? ", " : ",\n");
+      if (i > 0 && !(s[d] > 2 * limit && i == s[d] - limit))
+        body << (d + 1 == s.size() ? ", " : ",\n" + std::string(d + 1, ' '));
       rec(d + 1, off + i * stride);
     }
     body << ']';

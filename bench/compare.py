@@ -63,6 +63,9 @@ def spread(ms):
     return f"{min(ms):.1f}..{max(ms):.1f}"
 
 
+W = 42  # width of the measurement column
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--configs", default="tiny,small,annotated,base")
@@ -74,6 +77,14 @@ def main():
     if not os.path.exists(XG):
         sys.exit(f"{XG} not found: build first (bash bench/run.sh does)")
     ratios, rows = [], []
+
+    class Rows(list):
+        def append(self, row):  # each row is also printed at once (long runs can be cut short)
+            super().append(row)
+            name, thr, x, t, r = row
+            print(f"{name:<{W}}  {thr:>3}  {x:<28} {t:<28} {r}", flush=True)
+
+    rows = Rows()
 
     def ratio(cfg, metric, x, t):
         r = x / t
@@ -104,7 +115,10 @@ def main():
             ratios.append(f"ratio {cfg}@{threads}t peak_fraction_xgrad {xg_gf / peak:.3f}")
             r = ratio(f"{cfg}@{threads}t", "peak_rss", x["rss_mb"], t["rss_mb"])
             rows.append((f"{cfg} peak RSS MB", threads, f"{x['rss_mb']:.0f}", f"{t['rss_mb']:.0f}", f"{r:.3f}"))
-            xs, ts = both(["decode"] + model_flags(cfg) + ["--sequences", "64"], threads)
+            # PyTorch re-runs the decoder on the whole prefix at every step: on base one
+            # decode takes minutes, so the large configurations time a single run.
+            reps = "3" if cfg in ("tiny", "small") else "1"
+            xs, ts = both(["decode"] + model_flags(cfg) + ["--sequences", "64", "--reps", reps], threads)
             x, t = xs[0], ts[0]
             r = ratio(f"{cfg}@{threads}t", "greedy_decode_ms", med(x["ms"]), med(t["ms"]))
             rows.append((f"{cfg} greedy decode 64 seqs ms", threads, f"{med(x['ms']):.1f} ({spread(x['ms'])})",
@@ -124,10 +138,9 @@ def main():
                          f"{x['steps']}, {x['seconds']:.1f}s (em {x['exact_match']:.3f})",
                          f"{t['steps']}, {t['seconds']:.1f}s (em {t['exact_match']:.3f})", f"{r:.3f}"))
 
-    w = max(len(r[0]) for r in rows)
-    print(f"\n{'measurement':<{w}}  thr  {'xgrad':<28} {'pytorch':<28} xgrad/pytorch")
+    print(f"\n{'measurement':<{W}}  thr  {'xgrad':<28} {'pytorch':<28} xgrad/pytorch")
     for name, thr, x, t, r in rows:
-        print(f"{name:<{w}}  {thr:>3}  {x:<28} {t:<28} {r}")
+        print(f"{name:<{W}}  {thr:>3}  {x:<28} {t:<28} {r}")
     print(f"\nload average at end: {os.getloadavg()}")
     print("\n".join(ratios))
 
