@@ -114,18 +114,26 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     T *py = out.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
     for (int64_t r = 0; r < rows; ++r) {
       const T* xr = px + r * c;
+      T* hr = ph + r * c;
+      T* yr = py + r * c;
       T mu = 0;
+#pragma omp simd reduction(+ : mu)
       for (int64_t j = 0; j < c; ++j) mu += xr[j];
       mu /= T(c);
       T v = 0;
+#pragma omp simd reduction(+ : v)
       for (int64_t j = 0; j < c; ++j) v += (xr[j] - mu) * (xr[j] - mu);
       const T rs = T(1) / std::sqrt(v / T(c) + T(eps));
       pr[r] = rs;
-      for (int64_t j = 0; j < c; ++j) {
-        const T h = (xr[j] - mu) * rs;
-        ph[r * c + j] = h;
-        py[r * c + j] = h * (pw ? pw[j] : T(1)) + (pb ? pb[j] : T(0));
-      }
+      for (int64_t j = 0; j < c; ++j) hr[j] = (xr[j] - mu) * rs;
+      if (pw && pb)
+        for (int64_t j = 0; j < c; ++j) yr[j] = hr[j] * pw[j] + pb[j];
+      else if (pw)
+        for (int64_t j = 0; j < c; ++j) yr[j] = hr[j] * pw[j];
+      else if (pb)
+        for (int64_t j = 0; j < c; ++j) yr[j] = hr[j] + pb[j];
+      else
+        std::copy(hr, hr + c, yr);
     }
   });
   return record("layer_norm", out, {x, weight, bias},
@@ -143,22 +151,27 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                     T* px = gx.data<T>();
                     T* pgw = gw.defined() ? gw.data<T>() : nullptr;
                     T* pgb = gb.defined() ? gb.data<T>() : nullptr;
+                    std::vector<T> gh(c);  // one row of g * w
                     for (int64_t r = 0; r < rows; ++r) {
                       const T *gr = pg + r * c, *hr = ph + r * c;
+                      if (pw)
+                        for (int64_t j = 0; j < c; ++j) gh[j] = gr[j] * pw[j];
+                      else
+                        std::copy(gr, gr + c, gh.begin());
                       T m1 = 0, m2 = 0;
+#pragma omp simd reduction(+ : m1, m2)
                       for (int64_t j = 0; j < c; ++j) {
-                        const T gh = gr[j] * (pw ? pw[j] : T(1));
-                        m1 += gh;
-                        m2 += gh * hr[j];
-                        if (pgw) pgw[j] += gr[j] * hr[j];
-                        if (pgb) pgb[j] += gr[j];
+                        m1 += gh[j];
+                        m2 += gh[j] * hr[j];
                       }
                       m1 /= T(c);
                       m2 /= T(c);
-                      for (int64_t j = 0; j < c; ++j) {
-                        const T gh = gr[j] * (pw ? pw[j] : T(1));
-                        px[r * c + j] = pr[r] * (gh - m1 - hr[j] * m2);
-                      }
+                      T* xr = px + r * c;
+                      for (int64_t j = 0; j < c; ++j) xr[j] = pr[r] * (gh[j] - m1 - hr[j] * m2);
+                      if (pgw)
+                        for (int64_t j = 0; j < c; ++j) pgw[j] += gr[j] * hr[j];
+                      if (pgb)
+                        for (int64_t j = 0; j < c; ++j) pgb[j] += gr[j];
                     }
                   });
                   return std::vector<Tensor>{gx, gw, gb};

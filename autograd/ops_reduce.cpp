@@ -64,6 +64,7 @@ void sum_kernel(const T* x, const Shape& s, const ReducePlan& p, T* out) {
       const T* src = x + o * p.mid * p.inner;
       if (p.inner == 1) {
         T acc = 0;
+#pragma omp simd reduction(+ : acc)
         for (int64_t r = 0; r < p.mid; ++r) acc += src[r];
         dst[0] = acc;
       } else {

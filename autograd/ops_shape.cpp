@@ -18,20 +18,26 @@ Tensor gather_strided(const Tensor& src, const Shape& shape, int64_t offset, con
     using T = decltype(z);
     const T* s = src.data<T>() + offset;
     T* d = out.data<T>();
-    if (!shape.empty() && strides.back() == 1 && shape.back() >= 16) {
-      // Rows stay contiguous (e.g. the head permute (B,T,H,D)->(B,H,T,D)): copy whole rows.
-      Shape rows(shape.begin(), shape.end() - 1);
-      std::vector<int64_t> rs(strides.begin(), strides.end() - 1);
-      const int64_t len = shape.back();
-      int64_t r = 0;
-      rows.push_back(1);
-      rs.push_back(0);
-      detail::for_each_strided<1>(rows, {&rs}, [&](int64_t, const std::array<int64_t, 1>& off) {
-        std::memcpy(d + (r++) * len, s + off[0], len * sizeof(T));
-      });
+    if (shape.empty()) {
+      d[0] = s[0];
       return;
     }
-    detail::for_each_strided<1>(shape, {&strides}, [&](int64_t o, const std::array<int64_t, 1>& off) { d[o] = s[off[0]]; });
+    // Row by row: rows stay contiguous (the head permute (B,T,H,D)->(B,H,T,D)),
+    // repeat one value (broadcasting a column or a scalar), or step through.
+    Shape rows(shape.begin(), shape.end() - 1);
+    std::vector<int64_t> rs(strides.begin(), strides.end() - 1);
+    rows.push_back(1);
+    rs.push_back(0);
+    const int64_t len = shape.back(), step = strides.back();
+    int64_t r = 0;
+    detail::for_each_strided<1>(rows, {&rs}, [&](int64_t, const std::array<int64_t, 1>& off) {
+      T* dst = d + (r++) * len;
+      const T* src = s + off[0];
+      if (step == 1) std::memcpy(dst, src, len * sizeof(T));
+      else if (step == 0) std::fill(dst, dst + len, *src);
+      else
+        for (int64_t j = 0; j < len; ++j) dst[j] = src[j * step];
+    });
   });
   return out;
 }
