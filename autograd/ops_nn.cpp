@@ -274,32 +274,32 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   check_defined(x, "dropout");
   if (!(p >= 0 && p <= 1)) throw ShapeError("dropout: probability must be in [0, 1], got " + std::to_string(p));
   if (!training || p == 0) return x;
-  // One draw from `gen` seeds a splitmix64 stream for this call (the
-  // generator advances by exactly one value per dropout, whatever the size);
-  // each 64-bit value decides two elements: keep where a 32-bit half >= p * 2^32.
+  // One 64-bit draw from `gen` per call (the generator advances by exactly one
+  // value, whatever the size) keys a counter-based hash: element i is kept
+  // where murmur3's 32-bit finaliser of (i ^ key_hi) * golden + key_lo is at
+  // least p * 2^32. Branch-free 32-bit arithmetic, so the loop vectorises.
   Tensor mask = make_tensor(x.shape(), x.dtype());  // 0 or 1/(1-p)
   Tensor out = make_tensor(x.shape(), x.dtype());
   dispatch(x.dtype(), [&](auto z) {
     using T = decltype(z);
-    T* m = mask.data<T>();
-    T* o = out.data<T>();
-    const T* px = x.data<T>();
+    T* __restrict m = mask.data<T>();
+    T* __restrict o = out.data<T>();
+    const T* __restrict px = x.data<T>();
     const T keep = p < 1 ? T(1.0 / (1.0 - p)) : T(0);
     const double limit = p * 4294967296.0;
     const uint64_t threshold = limit >= 4294967296.0 ? (uint64_t{1} << 32) : static_cast<uint64_t>(limit);
+    const uint64_t key = gen.engine()();
+    const uint32_t lo = static_cast<uint32_t>(key), hi = static_cast<uint32_t>(key >> 32);
     const int64_t n = x.numel();
-    uint64_t state = gen.engine()();
-    for (int64_t i = 0; i < n; i += 2) {
-      uint64_t r = (state += 0x9e3779b97f4a7c15ULL);
-      r = (r ^ (r >> 30)) * 0xbf58476d1ce4e5b9ULL;
-      r = (r ^ (r >> 27)) * 0x94d049bb133111ebULL;
-      r ^= r >> 31;
-      m[i] = (r & 0xffffffffu) >= threshold ? keep : T(0);
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t h = (static_cast<uint32_t>(i) ^ hi) * 0x9e3779b1u + lo;
+      h ^= h >> 16;
+      h *= 0x85ebca6bu;
+      h ^= h >> 13;
+      h *= 0xc2b2ae35u;
+      h ^= h >> 16;
+      m[i] = static_cast<uint64_t>(h) >= threshold ? keep : T(0);
       o[i] = px[i] * m[i];
-      if (i + 1 < n) {
-        m[i + 1] = (r >> 32) >= threshold ? keep : T(0);
-        o[i + 1] = px[i + 1] * m[i + 1];
-      }
     }
   });
   return record("dropout", out, {x}, [mask](const Tensor& g) { return std::vector<Tensor>{mul(g, mask)}; });
