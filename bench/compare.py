@@ -95,8 +95,9 @@ def main():
     for threads in [int(t) for t in a.threads.split(",")]:
         peak = {}
         xs, ts = both(["sgemm"], threads)
-        peak = xs[0]["gflops"]
-        rows.append((f"sgemm 512^3 GFLOP/s", threads, f"{xs[0]['gflops']:.1f}", f"{ts[0]['gflops']:.1f}", ""))
+        # One library measured from both processes: the machine's peak is the better of the two.
+        peak = max(xs[0]["gflops"], ts[0]["gflops"])
+        rows.append((f"sgemm 1024^3 GFLOP/s (peak)", threads, f"{xs[0]['gflops']:.1f}", f"{ts[0]['gflops']:.1f}", ""))
         for cfg in a.configs.split(","):
             v, l, c, h, n, f, b = CONFIGS[cfg]
             xs, ts = both(["train"] + model_flags(cfg) + ["--steps", str(a.steps)], threads)

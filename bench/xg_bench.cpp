@@ -135,14 +135,14 @@ int decode(const std::map<std::string, std::string>& a) {
 }
 
 int sgemm(const std::map<std::string, std::string>&) {
-  const int n = 512;
+  const int n = 1024;
   std::vector<float> A(n * n, 0.5f), B(n * n, 0.25f), C(n * n);
   double best = 0;
-  for (int r = 0; r < 30; ++r) {
+  for (int r = 0; r < 23; ++r) {  // the first 3 wake the BLAS threads
     auto t0 = clk::now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n);
     double s = ms_since(t0) / 1000;
-    best = std::max(best, 2.0 * n * n * n / s / 1e9);
+    if (r >= 3) best = std::max(best, 2.0 * n * n * n / s / 1e9);
   }
   std::printf("{\"mode\":\"sgemm\",\"gflops\":%.2f}\n", best);
   return 0;
