@@ -73,6 +73,7 @@ def main():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--skip-converge", action="store_true")
     p.add_argument("--skip-micro", action="store_true")
+    p.add_argument("--skip-decode", action="store_true")
     a = p.parse_args()
     if not os.path.exists(XG):
         sys.exit(f"{XG} not found: build first (bash bench/run.sh does)")
@@ -118,6 +119,8 @@ def main():
             rows.append((f"{cfg} peak RSS MB", threads, f"{x['rss_mb']:.0f}", f"{t['rss_mb']:.0f}", f"{r:.3f}"))
             # PyTorch re-runs the decoder on the whole prefix at every step: on base one
             # decode takes minutes, so the large configurations time a single run.
+            if a.skip_decode:
+                continue
             reps = "3" if cfg in ("tiny", "small") else "1"
             xs, ts = both(["decode"] + model_flags(cfg) + ["--sequences", "64", "--reps", reps], threads)
             x, t = xs[0], ts[0]
