@@ -156,6 +156,17 @@ TEST_CASE("transformer: configuration and input errors are clear") {
   Batch bad{{3, 9, 5, 6}, 1, 4};  // id 9 >= vocab 7
   std::string msg = XG_THROW_MESSAGE(m.forward(bad, Batch{{1}, 1, 1}), std::invalid_argument);
   CHECK(xgt::contains(msg, "9"));
+  models::DecodeState st = m.start_decode(src_batch());
+  CHECK(xgt::contains(XG_THROW_MESSAGE(m.decode_step(st, {1}), std::invalid_argument), "1 tokens for a state of 2 rows"));
+  nn::MultiHeadAttention::KVCache other = m.decoder->at<models::DecoderLayer>(0)->cross_attn->project_kv(
+      ones({3, 4, 8}), ones({3, 4, 8}));
+  CHECK(xgt::contains(XG_THROW_MESSAGE(m.decoder->at<models::DecoderLayer>(0)->cross_attn->attend(ones({2, 1, 8}), other),
+                                       ShapeError),
+                      "(2,1,8)"));
+  CHECK(xgt::contains(XG_THROW_MESSAGE(m.decoder->at<models::DecoderLayer>(0)->cross_attn->project_kv(ones({2, 4, 5}),
+                                                                                                     ones({2, 4, 5})),
+                                       ShapeError),
+                      "(2,4,5)"));
   Batch toolong{std::vector<int64_t>(20, 3), 1, 20};
   CHECK(xgt::contains(XG_THROW_MESSAGE(m.forward(toolong, Batch{{1}, 1, 1}), std::invalid_argument), "max_len"));
 }

@@ -118,6 +118,11 @@ TEST_CASE("optim: bad options and parameters are clear errors") {
   CHECK(contains(XG_THROW_MESSAGE(SGD({ones({1})}, SGDOptions{}), std::invalid_argument), "requires grad"));
   SGD ok({p}, SGDOptions{});
   CHECK(contains(XG_THROW_MESSAGE(ok.set_lr(-1), std::invalid_argument), "learning rate"));
+  SGDOptions nesterov;
+  nesterov.nesterov = true;
+  CHECK(contains(XG_THROW_MESSAGE(SGD({p}, nesterov), std::invalid_argument), "nesterov"));
+  CHECK(contains(XG_THROW_MESSAGE(Noam(0, 10), std::invalid_argument), "Noam"));
+  CHECK(contains(XG_THROW_MESSAGE(WarmupLinearDecay(1.0, 10, 5), std::invalid_argument), "warmup < total"));
 }
 
 TEST_CASE("optim: Noam follows its formula and peaks at the warmup step") {

@@ -109,4 +109,8 @@ TEST_CASE("seq2seq: a checkpoint of a different model is refused with a clear er
   CHECK(xgt::contains(msg, "d_model 32"));
   CHECK(xgt::contains(msg, "d_model 64"));
   CHECK(checkpoint_config(path).d_model == 32);
+  TrainOptions constant = o;
+  constant.schedule = "constant";
+  Trainer c(constant);
+  CHECK(xgt::contains(XG_THROW_MESSAGE(c.load(path), std::invalid_argument), "noam schedule"));
 }
