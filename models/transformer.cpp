@@ -137,8 +137,9 @@ Tensor Transformer::embed(nn::Embedding& e, const Batch& b) {
   return pos->forward(e.forward(b.ids, {b.rows, b.cols}) * std::sqrt(static_cast<double>(cfg_.d_model)));
 }
 
-Tensor Transformer::encode(const Batch& src) {
-  Tensor src_pad = padding_mask(src);
+Tensor Transformer::encode(const Batch& src) { return encode(src, padding_mask(src)); }
+
+Tensor Transformer::encode(const Batch& src, const Tensor& src_pad) {
   Tensor x = embed(*src_embed, src);  // (B,S,C)
   for (size_t i = 0; i < encoder->size(); ++i) x = encoder->at<EncoderLayer>(i)->forward(x, src_pad);
   return cfg_.pre_norm ? enc_norm->forward(x) : x;
@@ -157,13 +158,14 @@ Tensor Transformer::forward(const Batch& src, const Batch& tgt_in) {
   if (src.rows != tgt_in.rows)
     throw std::invalid_argument("Transformer::forward: source batch has " + std::to_string(src.rows) +
                                 " rows, target batch " + std::to_string(tgt_in.rows));
-  return decode(tgt_in, encode(src), padding_mask(src));
+  Tensor src_pad = padding_mask(src);
+  return decode(tgt_in, encode(src, src_pad), src_pad);
 }
 
 DecodeState Transformer::start_decode(const Batch& src) {
   DecodeState st;
   st.src_pad = padding_mask(src);
-  Tensor memory = encode(src);  // (B,S,C)
+  Tensor memory = encode(src, st.src_pad);  // (B,S,C)
   for (size_t i = 0; i < decoder->size(); ++i) {
     st.cross_kv.push_back(decoder->at<DecoderLayer>(i)->cross_attn->project_kv(memory, memory));
     st.self_kv.emplace_back();

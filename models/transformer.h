@@ -110,6 +110,7 @@ class Transformer : public nn::Module {
 
  private:
   Tensor embed(nn::Embedding& e, const Batch& b);
+  Tensor encode(const Batch& src, const Tensor& src_pad);  // the mask computed once by the caller
   TransformerConfig cfg_;
   std::shared_ptr<Generator> drop_gen_;
 };

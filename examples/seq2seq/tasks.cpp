@@ -1,8 +1,6 @@
 #include "examples/seq2seq/tasks.h"
 
 #include <algorithm>
-#include <chrono>
-#include <sstream>
 #include <stdexcept>
 
 #include "autograd/autograd.h"

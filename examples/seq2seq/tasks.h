@@ -89,6 +89,7 @@ class Trainer {
 
   models::Transformer& model() { return *model_; }
   const TrainOptions& options() const { return opts_; }
+  int64_t last_batch_tokens() const { return last_tokens_; }  // target tokens of the last step's batch
 
  private:
   TrainOptions opts_;
@@ -99,9 +100,6 @@ class Trainer {
   std::vector<Example> eval_set_;
   int64_t step_ = 0;
   int64_t last_tokens_ = 0;
-
- public:
-  int64_t last_batch_tokens() const { return last_tokens_; }
 };
 
 // Reads a checkpoint's model configuration (for the decode program).
