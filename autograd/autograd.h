@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/parallel.h"
 #include "autograd/tensor.h"
 
 namespace xg {
@@ -46,10 +47,6 @@ struct CustomOp {
       backward;
 };
 Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs);
-
-// Threads used by BLAS (OpenBLAS), the one threading layer xgrad uses.
-void set_num_threads(int n);
-int num_threads();
 
 // Number of tape nodes alive in this process (for leak tests and diagnostics).
 int64_t live_nodes();

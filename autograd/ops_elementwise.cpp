@@ -35,17 +35,28 @@ Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
     T* po = out.data<T>();
     const int64_t n = out.numel();
     if (a.shape() == b.shape()) {
-      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], pb[i]);
+      parallel_for(n, 2, [=](int64_t i0, int64_t i1) {
+        const auto fl = f;
+        for (int64_t i = i0; i < i1; ++i) po[i] = fl(pa[i], pb[i]);
+      });
     } else if (b.numel() == 1) {
       const T y = pb[0];
-      for (int64_t i = 0; i < n; ++i) po[i] = f(pa[i], y);
+      parallel_for(n, 2, [=](int64_t i0, int64_t i1) {
+        const T yl = y;  // a local: the closure's copy could alias po[i]
+        const auto fl = f;
+        for (int64_t i = i0; i < i1; ++i) po[i] = fl(pa[i], yl);
+      });
     } else if (a.numel() == 1) {
       const T x = pa[0];
-      for (int64_t i = 0; i < n; ++i) po[i] = f(x, pb[i]);
+      parallel_for(n, 2, [=](int64_t i0, int64_t i1) {
+        const T xl = x;
+        const auto fl = f;
+        for (int64_t i = i0; i < i1; ++i) po[i] = fl(xl, pb[i]);
+      });
     } else {
       auto sa = detail::broadcast_strides(a.shape(), out_shape);
       auto sb = detail::broadcast_strides(b.shape(), out_shape);
-      detail::for_each_strided<2>(out_shape, {&sa, &sb}, [&](int64_t o, const std::array<int64_t, 2>& off) {
+      detail::parallel_for_each_strided<2>(out_shape, {&sa, &sb}, 4, [&](int64_t o, const std::array<int64_t, 2>& off) {
         po[o] = f(pa[off[0]], pb[off[1]]);
       });
     }

@@ -3,6 +3,8 @@
 // of gemm calls over (broadcast) batch slices: OpenBLAS 0.3.21 has no batch API.
 #include <cblas.h>
 
+#include <algorithm>
+
 #include "autograd/detail/impl.h"
 #include "autograd/detail/iter.h"
 #include "autograd/ops.h"
@@ -11,15 +13,36 @@ namespace xg {
 
 namespace {
 
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-          int64_t ldb, float beta, float* c, int64_t ldc) {
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float beta, float* c, int64_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
               b, ldb, beta, c, ldc);
 }
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-          int64_t ldb, double beta, double* c, int64_t ldc) {
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+               int64_t ldb, double beta, double* c, int64_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b,
               ldb, beta, c, ldc);
+}
+
+// C (m,n) = op(A) op(B) + beta C, split across the thread pool into blocks of
+// rows of C (or of columns when C has few rows). Each block is one
+// single-threaded BLAS call; every element of C is computed by the same
+// kernel over the same k order whatever the split.
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+          T beta, T* c, int64_t ldc) {
+  constexpr int64_t kUnit = 16;  // split on multiples of the kernels' register blocks
+  const bool by_rows = m >= n || m >= 4 * kUnit;
+  const int64_t units = ((by_rows ? m : n) + kUnit - 1) / kUnit;
+  parallel_for(units, 2 * kUnit * (by_rows ? n : m) * k, [=](int64_t u0, int64_t u1) {
+    if (by_rows) {
+      const int64_t i0 = u0 * kUnit, i1 = std::min(m, u1 * kUnit);
+      blas_gemm(ta, tb, i1 - i0, n, k, ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
+    } else {
+      const int64_t j0 = u0 * kUnit, j1 = std::min(n, u1 * kUnit);
+      blas_gemm(ta, tb, m, j1 - j0, k, a, lda, tb ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+    }
+  });
 }
 
 // C[i] (+)= op(A[ia]) op(B[ib]) for every batch index; A, B, C row-major
@@ -29,8 +52,12 @@ template <class T>
 void batched_gemm(const Shape& batch, const std::vector<int64_t>& astr, const std::vector<int64_t>& bstr,
                   const std::vector<int64_t>& cstr, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A,
                   int64_t lda, const T* B, int64_t ldb, T* C, bool accumulate) {
+  const T beta = accumulate ? T(1) : T(0);
+  // One product after another, each split across the pool when large enough.
+  // (Splitting the batch instead was measured slower at 2 threads: concurrent
+  // tiny OpenBLAS calls contend on its buffer lock.)
   detail::for_each_strided<3>(batch, {&astr, &bstr, &cstr}, [&](int64_t, const std::array<int64_t, 3>& off) {
-    gemm(ta, tb, m, n, k, A + off[0], lda, B + off[1], ldb, accumulate ? T(1) : T(0), C + off[2], n);
+    gemm(ta, tb, m, n, k, A + off[0], lda, B + off[1], ldb, beta, C + off[2], n);
   });
 }
 
@@ -40,12 +67,6 @@ std::vector<int64_t> scaled(std::vector<int64_t> s, int64_t f) {
 }
 
 }  // namespace
-
-void set_num_threads(int n) {
-  if (n < 1) throw std::invalid_argument("set_num_threads: need at least 1 thread, got " + std::to_string(n));
-  openblas_set_num_threads(n);
-}
-int num_threads() { return openblas_get_num_threads(); }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_defined(a, "matmul");
@@ -116,7 +137,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     T* y = out.data<T>();
     if (b.defined()) {  // y = 1·b then y += x Wᵀ
       const T* pb = b.data<T>();
-      for (int64_t r = 0; r < rows; ++r) std::copy(pb, pb + out_f, y + r * out_f);
+      parallel_for(rows, out_f, [=](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) std::copy(pb, pb + out_f, y + r * out_f);
+      });
     }
     gemm(false, true, rows, out_f, in, x.data<T>(), in, w.data<T>(), in, b.defined() ? T(1) : T(0), y, out_f);
   });
@@ -133,8 +156,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                     if (has_b) {
                       gb = zeros({out_f}, x.dtype());
                       T* s = gb.data<T>();
-                      for (int64_t r = 0; r < rows; ++r)
-                        for (int64_t o = 0; o < out_f; ++o) s[o] += pg[r * out_f + o];
+                      parallel_for(out_f, rows, [=](int64_t o0, int64_t o1) {  // split by columns
+                        for (int64_t r = 0; r < rows; ++r)
+                          for (int64_t o = o0; o < o1; ++o) s[o] += pg[r * out_f + o];
+                      });
                     }
                   });
                   return std::vector<Tensor>{gx, gw, gb};

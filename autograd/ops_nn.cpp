@@ -25,8 +25,9 @@ AxisView around(const Shape& s, int64_t ax) {
 // y = softmax or log_softmax of x along the middle axis of `v`.
 template <class T>
 void softmax_kernel(const T* x, T* y, const AxisView& v, bool log_form) {
-  for (int64_t o = 0; o < v.outer; ++o)
-    for (int64_t i = 0; i < v.inner; ++i) {
+  parallel_for(v.outer * v.inner, 8 * v.n, [=](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t o = r / v.inner, i = r % v.inner;
       const T* xr = x + o * v.n * v.inner + i;
       T* yr = y + o * v.n * v.inner + i;
       T mx = -std::numeric_limits<T>::infinity();
@@ -46,6 +47,7 @@ void softmax_kernel(const T* x, T* y, const AxisView& v, bool log_form) {
         for (int64_t k = 0; k < v.n; ++k) yr[k * v.inner] *= inv;
       }
     }
+  });
 }
 
 Tensor softmax_impl(const Tensor& a, int64_t axis, bool log_form) {
@@ -65,9 +67,9 @@ Tensor softmax_impl(const Tensor& a, int64_t axis, bool log_form) {
       using T = decltype(z);
       const T *py = y.data<T>(), *pg = g.data<T>();
       T* px = gx.data<T>();
-      for (int64_t o = 0; o < v.outer; ++o)
-        for (int64_t i = 0; i < v.inner; ++i) {
-          const int64_t base = o * v.n * v.inner + i;
+      parallel_for(v.outer * v.inner, 6 * v.n, [=](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t base = (r / v.inner) * v.n * v.inner + r % v.inner;
           T dot = 0;
           for (int64_t k = 0; k < v.n; ++k) {
             const int64_t j = base + k * v.inner;
@@ -78,6 +80,7 @@ Tensor softmax_impl(const Tensor& a, int64_t axis, bool log_form) {
             px[j] = log_form ? pg[j] - std::exp(py[j]) * dot : py[j] * (pg[j] - dot);
           }
         }
+      });
     });
     return std::vector<Tensor>{gx};
   });
@@ -112,7 +115,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     const T* pw = weight.defined() ? weight.data<T>() : nullptr;
     const T* pb = bias.defined() ? bias.data<T>() : nullptr;
     T *py = out.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
-    for (int64_t r = 0; r < rows; ++r) {
+    parallel_for(rows, 6 * c, [=](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
       const T* xr = px + r * c;
       T* hr = ph + r * c;
       T* yr = py + r * c;
@@ -135,6 +139,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
       else
         std::copy(hr, hr + c, yr);
     }
+    });
   });
   return record("layer_norm", out, {x, weight, bias},
                 [xhat, rstd, w = weight.defined() ? weight.detach() : Tensor(), has_b = bias.defined(), rows,
@@ -151,28 +156,37 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                     T* px = gx.data<T>();
                     T* pgw = gw.defined() ? gw.data<T>() : nullptr;
                     T* pgb = gb.defined() ? gb.data<T>() : nullptr;
-                    std::vector<T> gh(c);  // one row of g * w
-                    for (int64_t r = 0; r < rows; ++r) {
-                      const T *gr = pg + r * c, *hr = ph + r * c;
-                      if (pw)
-                        for (int64_t j = 0; j < c; ++j) gh[j] = gr[j] * pw[j];
-                      else
-                        std::copy(gr, gr + c, gh.begin());
-                      T m1 = 0, m2 = 0;
+                    parallel_for(rows, 8 * c, [=](int64_t r0, int64_t r1) {
+                      std::vector<T> gh(c);  // one row of g * w
+                      for (int64_t r = r0; r < r1; ++r) {
+                        const T *gr = pg + r * c, *hr = ph + r * c;
+                        if (pw)
+                          for (int64_t j = 0; j < c; ++j) gh[j] = gr[j] * pw[j];
+                        else
+                          std::copy(gr, gr + c, gh.begin());
+                        T m1 = 0, m2 = 0;
 #pragma omp simd reduction(+ : m1, m2)
-                      for (int64_t j = 0; j < c; ++j) {
-                        m1 += gh[j];
-                        m2 += gh[j] * hr[j];
+                        for (int64_t j = 0; j < c; ++j) {
+                          m1 += gh[j];
+                          m2 += gh[j] * hr[j];
+                        }
+                        m1 /= T(c);
+                        m2 /= T(c);
+                        T* xr = px + r * c;
+                        for (int64_t j = 0; j < c; ++j) xr[j] = pr[r] * (gh[j] - m1 - hr[j] * m2);
                       }
-                      m1 /= T(c);
-                      m2 /= T(c);
-                      T* xr = px + r * c;
-                      for (int64_t j = 0; j < c; ++j) xr[j] = pr[r] * (gh[j] - m1 - hr[j] * m2);
-                      if (pgw)
-                        for (int64_t j = 0; j < c; ++j) pgw[j] += gr[j] * hr[j];
-                      if (pgb)
-                        for (int64_t j = 0; j < c; ++j) pgb[j] += gr[j];
-                    }
+                    });
+                    // dw, db: column sums over the rows, split by columns.
+                    if (pgw || pgb)
+                      parallel_for(c, 4 * rows, [=](int64_t j0, int64_t j1) {
+                        for (int64_t r = 0; r < rows; ++r) {
+                          const T *gr = pg + r * c, *hr = ph + r * c;
+                          if (pgw)
+                            for (int64_t j = j0; j < j1; ++j) pgw[j] += gr[j] * hr[j];
+                          if (pgb)
+                            for (int64_t j = j0; j < j1; ++j) pgb[j] += gr[j];
+                        }
+                      });
                   });
                   return std::vector<Tensor>{gx, gw, gb};
                 });
@@ -270,6 +284,40 @@ Tensor gather_rows(const Tensor& table, const std::vector<int64_t>& ids, const S
   });
 }
 
+namespace {
+// out[i] = in[i] * (kept(i) ? 1/(1-p) : 0), kept(i) a hash of (i, key).
+void dropout_kernel(const Tensor& in, Tensor& out, double p, uint64_t key) {
+  dispatch(in.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T keep = p < 1 ? T(1.0 / (1.0 - p)) : T(0);
+    const double limit = p * 4294967296.0;
+    const uint64_t threshold = limit >= 4294967296.0 ? (uint64_t{1} << 32) : static_cast<uint64_t>(limit);
+    const uint32_t lo = static_cast<uint32_t>(key), hi = static_cast<uint32_t>(key >> 32);
+    T* po = out.data<T>();
+    const T* px = in.data<T>();
+    parallel_for(in.numel(), 12, [=](int64_t i0, int64_t i1) {
+      // Locals, not the closure's members: a store through `o` could alias
+      // those, which keeps the loop from vectorising.
+      T* __restrict o = po;
+      const T* __restrict x = px;
+      const T kp = keep;
+      const uint64_t thr = threshold;
+      const uint32_t klo = lo, khi = hi;
+      for (int64_t i = i0; i < i1; ++i) {
+        uint32_t h = (static_cast<uint32_t>(i) ^ khi) * 0x9e3779b1u + klo;
+        h ^= h >> 16;
+        h *= 0x85ebca6bu;
+        h ^= h >> 13;
+        h *= 0xc2b2ae35u;
+        h ^= h >> 16;
+        const T scale = static_cast<uint64_t>(h) >= thr ? kp : T(0);
+        o[i] = x[i] * scale;
+      }
+    });
+  });
+}
+}  // namespace
+
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   check_defined(x, "dropout");
   if (!(p >= 0 && p <= 1)) throw ShapeError("dropout: probability must be in [0, 1], got " + std::to_string(p));
@@ -278,31 +326,15 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   // value, whatever the size) keys a counter-based hash: element i is kept
   // where murmur3's 32-bit finaliser of (i ^ key_hi) * golden + key_lo is at
   // least p * 2^32. Branch-free 32-bit arithmetic, so the loop vectorises.
-  Tensor mask = make_tensor(x.shape(), x.dtype());  // 0 or 1/(1-p)
+  // The mask is recomputed from the key in backward rather than stored.
+  const uint64_t key = gen.engine()();
   Tensor out = make_tensor(x.shape(), x.dtype());
-  dispatch(x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    T* __restrict m = mask.data<T>();
-    T* __restrict o = out.data<T>();
-    const T* __restrict px = x.data<T>();
-    const T keep = p < 1 ? T(1.0 / (1.0 - p)) : T(0);
-    const double limit = p * 4294967296.0;
-    const uint64_t threshold = limit >= 4294967296.0 ? (uint64_t{1} << 32) : static_cast<uint64_t>(limit);
-    const uint64_t key = gen.engine()();
-    const uint32_t lo = static_cast<uint32_t>(key), hi = static_cast<uint32_t>(key >> 32);
-    const int64_t n = x.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t h = (static_cast<uint32_t>(i) ^ hi) * 0x9e3779b1u + lo;
-      h ^= h >> 16;
-      h *= 0x85ebca6bu;
-      h ^= h >> 13;
-      h *= 0xc2b2ae35u;
-      h ^= h >> 16;
-      m[i] = static_cast<uint64_t>(h) >= threshold ? keep : T(0);
-      o[i] = px[i] * m[i];
-    }
+  dropout_kernel(x, out, p, key);
+  return record("dropout", out, {x}, [p, key](const Tensor& g) {
+    Tensor gx = make_tensor(g.shape(), g.dtype());
+    dropout_kernel(g, gx, p, key);
+    return std::vector<Tensor>{gx};
   });
-  return record("dropout", out, {x}, [mask](const Tensor& g) { return std::vector<Tensor>{mul(g, mask)}; });
 }
 
 }  // namespace xg

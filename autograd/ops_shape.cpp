@@ -29,9 +29,8 @@ Tensor gather_strided(const Tensor& src, const Shape& shape, int64_t offset, con
     rows.push_back(1);
     rs.push_back(0);
     const int64_t len = shape.back(), step = strides.back();
-    int64_t r = 0;
-    detail::for_each_strided<1>(rows, {&rs}, [&](int64_t, const std::array<int64_t, 1>& off) {
-      T* dst = d + (r++) * len;
+    detail::parallel_for_each_strided<1>(rows, {&rs}, len, [&](int64_t r, const std::array<int64_t, 1>& off) {
+      T* dst = d + r * len;
       const T* src = s + off[0];
       if (step == 1) std::memcpy(dst, src, len * sizeof(T));
       else if (step == 0) std::fill(dst, dst + len, *src);

@@ -3,5 +3,6 @@
 #include "autograd/autograd.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "autograd/parallel.h"
 #include "autograd/serialize.h"
 #include "autograd/tensor.h"

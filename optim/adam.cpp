@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "autograd/parallel.h"
+
 namespace xg::optim {
 
 namespace {
@@ -33,21 +35,29 @@ void Adam::update(Tensor& p, const Tensor& grad, std::map<std::string, Tensor>& 
   // In the parameter's precision, branch-free in the loop so that it vectorises.
   auto run = [&](auto z) {
     using T = decltype(z);
-    T* __restrict w = p.data<T>();
-    const T* __restrict g = grad.data<T>();
-    T* __restrict pm = m.data<T>();
-    T* __restrict pv = v.data<T>();
     const T tb1 = T(b1), tb2 = T(b2), c1 = T(1 - b1), c2 = T(1 - b2), teps = T(eps), ts = T(step_size),
             tsq = T(inv_sqrt_bc2);
     const T l2 = decoupled_ ? T(0) : T(wd), shrink = decoupled_ ? T(1 - lr * wd) : T(1);
-    for (int64_t i = 0, n = p.numel(); i < n; ++i) {
-      const T gi = g[i] + l2 * w[i];
-      const T mi = tb1 * pm[i] + c1 * gi;
-      const T vi = tb2 * pv[i] + c2 * gi * gi;
-      pm[i] = mi;
-      pv[i] = vi;
-      w[i] = w[i] * shrink - ts * mi / (std::sqrt(vi) * tsq + teps);
-    }
+    T* pw0 = p.data<T>();
+    const T* pg0 = grad.data<T>();
+    T *pm0 = m.data<T>(), *pv0 = v.data<T>();
+    parallel_for(p.numel(), 16, [=](int64_t begin, int64_t end) {
+      // Locals, not the closure's members: a store through `w` could alias
+      // those, which keeps the loop from vectorising.
+      const T b1_ = tb1, b2_ = tb2, c1_ = c1, c2_ = c2, eps_ = teps, s_ = ts, sq_ = tsq, l2_ = l2, shrink_ = shrink;
+      T* __restrict w = pw0 + begin;
+      const T* __restrict g = pg0 + begin;
+      T* __restrict pm = pm0 + begin;
+      T* __restrict pv = pv0 + begin;
+      for (int64_t i = 0; i < end - begin; ++i) {
+        const T gi = g[i] + l2_ * w[i];
+        const T mi = b1_ * pm[i] + c1_ * gi;
+        const T vi = b2_ * pv[i] + c2_ * gi * gi;
+        pm[i] = mi;
+        pv[i] = vi;
+        w[i] = w[i] * shrink_ - s_ * mi / (std::sqrt(vi) * sq_ + eps_);
+      }
+    });
   };
   if (p.dtype() == f32) run(float{});
   else run(double{});

@@ -78,7 +78,10 @@ Tensor map(const Tensor& a, F f) {
     using T = decltype(z);
     const T* p = a.data<T>();
     T* q = out.data<T>();
-    for (int64_t i = 0, n = a.numel(); i < n; ++i) q[i] = f(p[i]);
+    parallel_for(a.numel(), 4, [=](int64_t i0, int64_t i1) {
+      const auto fl = f;  // a local copy: f's captured scalars could alias q[i]
+      for (int64_t i = i0; i < i1; ++i) q[i] = fl(p[i]);
+    });
   });
   return out;
 }

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "autograd/parallel.h"
 #include "autograd/tensor.h"
 
 namespace xg::detail {
@@ -39,26 +41,37 @@ inline std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out)
   return st;
 }
 
-// Calls f(out_offset, offsets...) for every element of `shape` in row-major
-// order, with one offset per stride vector. The innermost loop is a plain loop.
+// Calls f(out_offset, offsets...) for the elements [begin, end) of `shape` in
+// row-major order, with one offset per stride vector. The innermost loop is a
+// plain loop.
 template <size_t N, class F>
-void for_each_strided(const Shape& shape, const std::array<const std::vector<int64_t>*, N>& strides, F&& f) {
+void for_each_strided(const Shape& shape, const std::array<const std::vector<int64_t>*, N>& strides, int64_t begin,
+                      int64_t end, F&& f) {
   const size_t nd = shape.size();
-  int64_t total = shape_numel(shape);
-  if (total == 0) return;
+  if (begin >= end) return;
   if (nd == 0) {
     std::array<int64_t, N> z{};
     f(int64_t{0}, z);
     return;
   }
   const int64_t last = shape[nd - 1];
+  if (last == 0) return;
   std::array<int64_t, N> inner{};
   for (size_t s = 0; s < N; ++s) inner[s] = (*strides[s])[nd - 1];
+  // Unravel the row of `begin` into the odometer.
   std::vector<int64_t> idx(nd, 0);
   std::array<int64_t, N> base{};
-  for (int64_t o = 0; o < total; o += last) {
+  int64_t row = begin / last, j0 = begin % last;
+  for (size_t k = nd - 1; k-- > 0;) {
+    idx[k] = row % shape[k];
+    row /= shape[k];
+    for (size_t s = 0; s < N; ++s) base[s] += idx[k] * (*strides[s])[k];
+  }
+  for (int64_t o = begin - j0; o < end; o += last, j0 = 0) {
     std::array<int64_t, N> off = base;
-    for (int64_t j = 0; j < last; ++j) {
+    for (size_t s = 0; s < N; ++s) off[s] += j0 * inner[s];
+    const int64_t jend = std::min(last, end - o);
+    for (int64_t j = j0; j < jend; ++j) {
       f(o + j, off);
       for (size_t s = 0; s < N; ++s) off[s] += inner[s];
     }
@@ -70,6 +83,21 @@ void for_each_strided(const Shape& shape, const std::array<const std::vector<int
       idx[k] = 0;
     }
   }
+}
+
+// The same over every element.
+template <size_t N, class F>
+void for_each_strided(const Shape& shape, const std::array<const std::vector<int64_t>*, N>& strides, F&& f) {
+  for_each_strided<N>(shape, strides, 0, shape_numel(shape), std::forward<F>(f));
+}
+
+// The same split across the thread pool; f must only write at out_offset.
+// `cost` is the scalar work per element, as in parallel_for.
+template <size_t N, class F>
+void parallel_for_each_strided(const Shape& shape, const std::array<const std::vector<int64_t>*, N>& strides,
+                               int64_t cost, F&& f) {
+  parallel_for(shape_numel(shape), cost,
+               [&](int64_t begin, int64_t end) { for_each_strided<N>(shape, strides, begin, end, f); });
 }
 
 }  // namespace xg::detail
