@@ -96,4 +96,23 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets,
 // Identity (the same tensor) when p == 0 or !training.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 
+// Multi-head scaled dot-product attention, fused. For every batch row b and
+// head h: softmax(scale * q_bh k_bh^T + masks) v_bh, where q_bh is the (T,D)
+// block of columns [h*D, (h+1)*D) of q (B,T,H*D), and k_bh, v_bh the same of
+// k, v (B,S,H*D). Returns (B,T,H*D): heads are read and written in place
+// (BLAS leading dimensions), never permuted into copies. Saves only the
+// (B,H,T,S) weights for backward.
+struct AttentionOptions {
+  int64_t heads = 1;
+  double scale = 0;         // 0: 1/sqrt(D)
+  Tensor key_padding_mask;  // (B,S), nonzero: a key no query sees
+  bool causal = false;      // query i sees keys j <= i only
+  // Masked scores are set to -1e9, so a query whose keys are all masked gets
+  // uniform weights (no NaN).
+  double dropout = 0;          // on the weights, in [0, 1); needs gen when > 0.
+  Generator* gen = nullptr;    // one draw per call keys the dropout hash (as dropout())
+  Tensor* weights = nullptr;   // if set, receives the (B,H,T,S) weights before dropout (no history)
+};
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts);
+
 }  // namespace xg

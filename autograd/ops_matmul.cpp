@@ -7,22 +7,27 @@
 
 #include "autograd/detail/impl.h"
 #include "autograd/detail/iter.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 
 namespace xg {
 
-namespace {
-
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda,
+namespace detail {
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
               b, ldb, beta, c, ldc);
 }
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-               int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b,
-              ldb, beta, c, ldc);
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+               const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
+              b, ldb, beta, c, ldc);
 }
+}  // namespace detail
+
+namespace {
+
+using detail::blas_gemm;
 
 // C (m,n) = op(A) op(B) + beta C, split across the thread pool into blocks of
 // rows of C (or of columns when C has few rows). Each block is one
@@ -37,10 +42,10 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   parallel_for(units, 2 * kUnit * (by_rows ? n : m) * k, [=](int64_t u0, int64_t u1) {
     if (by_rows) {
       const int64_t i0 = u0 * kUnit, i1 = std::min(m, u1 * kUnit);
-      blas_gemm(ta, tb, i1 - i0, n, k, ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
+      blas_gemm(ta, tb, i1 - i0, n, k, T(1), ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
     } else {
       const int64_t j0 = u0 * kUnit, j1 = std::min(n, u1 * kUnit);
-      blas_gemm(ta, tb, m, j1 - j0, k, a, lda, tb ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+      blas_gemm(ta, tb, m, j1 - j0, k, T(1), a, lda, tb ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
     }
   });
 }

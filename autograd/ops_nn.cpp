@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "autograd/detail/impl.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 
 namespace xg {
@@ -290,8 +291,7 @@ void dropout_kernel(const Tensor& in, Tensor& out, double p, uint64_t key) {
   dispatch(in.dtype(), [&](auto z) {
     using T = decltype(z);
     const T keep = p < 1 ? T(1.0 / (1.0 - p)) : T(0);
-    const double limit = p * 4294967296.0;
-    const uint64_t threshold = limit >= 4294967296.0 ? (uint64_t{1} << 32) : static_cast<uint64_t>(limit);
+    const uint64_t threshold = detail::dropout_threshold(p);
     const uint32_t lo = static_cast<uint32_t>(key), hi = static_cast<uint32_t>(key >> 32);
     T* po = out.data<T>();
     const T* px = in.data<T>();
@@ -304,12 +304,7 @@ void dropout_kernel(const Tensor& in, Tensor& out, double p, uint64_t key) {
       const uint64_t thr = threshold;
       const uint32_t klo = lo, khi = hi;
       for (int64_t i = i0; i < i1; ++i) {
-        uint32_t h = (static_cast<uint32_t>(i) ^ khi) * 0x9e3779b1u + klo;
-        h ^= h >> 16;
-        h *= 0x85ebca6bu;
-        h ^= h >> 13;
-        h *= 0xc2b2ae35u;
-        h ^= h >> 16;
+        const uint32_t h = detail::dropout_hash(static_cast<uint32_t>(i), klo, khi);
         const T scale = static_cast<uint64_t>(h) >= thr ? kp : T(0);
         o[i] = x[i] * scale;
       }

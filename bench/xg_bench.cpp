@@ -1,5 +1,6 @@
 // xgrad's side of the benchmark (bench/compare.py runs it beside bench/torch_bench.py).
-// Every mode prints one JSON object per line.
+// Every mode prints one JSON object per line. With XG_PHASES=1 in the
+// environment, train also prints each step's forward/backward/step ms to stderr.
 //
 //   xg_bench train  --vocab V --len L --d-model C --heads H --layers N --d-ff F --batch B [--steps K] [--threads T]
 //   xg_bench decode (same model flags) [--sequences 64]
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <string>
@@ -109,7 +111,9 @@ int train(const std::map<std::string, std::string>& a) {
     auto t2 = clk::now();
     opt.step();
     double ms = ms_since(t0);
-    if (getenv("XG_PHASES")) std::fprintf(stderr, "fwd %.2f bwd %.2f step %.2f\n", std::chrono::duration<double, std::milli>(t1 - t0).count(), std::chrono::duration<double, std::milli>(t2 - t1).count(), ms_since(t2));
+    if (std::getenv("XG_PHASES"))
+      std::fprintf(stderr, "fwd %.2f bwd %.2f step %.2f\n", std::chrono::duration<double, std::milli>(t1 - t0).count(),
+                   std::chrono::duration<double, std::milli>(t2 - t1).count(), ms_since(t2));
     if (s >= warm) times.push_back(ms);
   }
   std::printf("{\"mode\":\"train\",\"ms\":%s,\"flops\":%.6g,\"params\":%lld,\"rss_mb\":%.1f}\n", list(times).c_str(),

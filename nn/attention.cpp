@@ -6,13 +6,6 @@
 #include "autograd/ops.h"
 
 namespace xg::nn {
-namespace {
-
-// Large enough that exp(masked - max) underflows to 0 in float32 and float64,
-// finite so that a fully masked row stays finite (uniform weights).
-constexpr double kMasked = -1e9;
-
-}  // namespace
 
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t heads, double dropout, Generator& init_gen,
                                        std::shared_ptr<Generator> dropout_gen, bool bias)
@@ -66,10 +59,9 @@ MultiHeadAttention::KVCache MultiHeadAttention::project_kv(const Tensor& key, co
     throw ShapeError(describe() + ".project_kv: expected key and value (B,S,C) with C=" + std::to_string(d_model_) +
                      ", got " + (key.defined() ? shape_str(key.shape()) : "undefined") + " and " +
                      (value.defined() ? shape_str(value.shape()) : "undefined"));
-  const int64_t B = key.size(0), S = key.size(1), H = heads_, D = head_dim_;
   KVCache kv;
-  kv.k = w_k->forward(key).reshape({B, S, H, D}).permute({0, 2, 3, 1});    // (B,H,D,S)
-  kv.v = w_v->forward(value).reshape({B, S, H, D}).permute({0, 2, 1, 3});  // (B,H,S,D)
+  kv.k = w_k->forward(key);    // (B,S,C)
+  kv.v = w_v->forward(value);  // (B,S,C)
   return kv;
 }
 
@@ -82,8 +74,8 @@ void MultiHeadAttention::extend_kv(KVCache& cache, const Tensor& key, const Tens
   if (cache.k.size(0) != step.k.size(0))
     throw ShapeError(describe() + ".extend_kv: cache holds " + std::to_string(cache.k.size(0)) +
                      " rows, new keys " + shape_str(key.shape()));
-  cache.k = concat({cache.k, step.k}, 3);  // (B,H,D,S+S')
-  cache.v = concat({cache.v, step.v}, 2);  // (B,H,S+S',D)
+  cache.k = concat({cache.k, step.k}, 1);  // (B,S+S',C)
+  cache.v = concat({cache.v, step.v}, 1);
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& query, const KVCache& kv, const Tensor& key_padding_mask,
@@ -94,31 +86,20 @@ Tensor MultiHeadAttention::attend(const Tensor& query, const KVCache& kv, const 
                      (query.defined() ? shape_str(query.shape()) : std::string("undefined")));
   if (!kv.k.defined() || kv.k.size(0) != query.size(0))
     throw ShapeError(op() + ": key/value cache does not match query " + shape_str(query.shape()));
-  const int64_t B = query.size(0), T = query.size(1), S = kv.length(), C = d_model_, H = heads_, D = head_dim_;
+  const int64_t B = query.size(0), S = kv.length();
   if (key_padding_mask.defined() && key_padding_mask.shape() != Shape{B, S})
     throw ShapeError(op() + ": key_padding_mask " + shape_str(key_padding_mask.shape()) + " must be (B,S) = " +
                      shape_str({B, S}) + " for query " + shape_str(query.shape()));
-  // Split heads: (B,T,C) -> (B,T,H,D) -> (B,H,T,D), scaled by 1/sqrt(D).
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  Tensor q = w_q->forward(query).reshape({B, T, H, D}).permute({0, 2, 1, 3}) * scale;  // (B,H,T,D)
-  Tensor scores = matmul(q, kv.k);                                                     // (B,H,T,S)
-  if (key_padding_mask.defined()) {
-    Tensor m = key_padding_mask.detach();
-    if (m.dtype() != scores.dtype()) m = m.to(scores.dtype());
-    scores = masked_fill(scores, m.reshape({B, 1, 1, S}), kMasked);
-  }
-  if (causal) {
-    std::vector<double> future(static_cast<size_t>(T * S));
-    for (int64_t i = 0; i < T; ++i)
-      for (int64_t j = 0; j < S; ++j) future[static_cast<size_t>(i * S + j)] = j > i ? 1.0 : 0.0;
-    scores = masked_fill(scores, from_vector(future, {T, S}, scores.dtype()), kMasked);  // (T,S) broadcasts
-  }
-  Tensor attn = softmax(scores, -1);  // (B,H,T,S)
-  if (store_attention_) attention_ = attn.detach();
-  if (dropout_ > 0.0 && is_training()) attn = dropout(attn, dropout_, true, *dropout_gen_);
-  Tensor ctx = matmul(attn, kv.v);                                  // (B,H,T,D)
-  ctx = ctx.permute({0, 2, 1, 3}).reshape({B, T, C});               // (B,T,H,D) -> (B,T,C)
-  return w_o->forward(ctx);                                         // (B,T,C)
+  // The fused core reads the heads in place from the (B,T,C) projections.
+  AttentionOptions o;
+  o.heads = heads_;
+  o.key_padding_mask = key_padding_mask.defined() ? key_padding_mask.detach() : Tensor();
+  o.causal = causal;
+  o.dropout = is_training() ? dropout_ : 0.0;
+  o.gen = dropout_gen_.get();
+  o.weights = store_attention_ ? &attention_ : nullptr;
+  Tensor ctx = attention(w_q->forward(query), kv.k, kv.v, o);  // (B,T,C)
+  return w_o->forward(ctx);                                    // (B,T,C)
 }
 
 Tensor MultiHeadAttention::attention_weights(bool average_heads) const {

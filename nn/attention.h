@@ -26,13 +26,13 @@ class MultiHeadAttention : public Module {
                  const Tensor& key_padding_mask = Tensor(), bool causal = false);
   Tensor forward(const Tensor& x) override;  // self-attention, no masks
 
-  // Incremental decoding. Keys and values projected into heads once and
-  // kept: cross-attention projects the encoder memory once per input,
+  // Incremental decoding. Keys and values projected once and kept:
+  // cross-attention projects the encoder memory once per input,
   // self-attention appends one position per decoding step.
   struct KVCache {
-    Tensor k;  // (B,H,D,S)
-    Tensor v;  // (B,H,S,D)
-    int64_t length() const { return v.defined() ? v.size(2) : 0; }
+    Tensor k;  // (B,S,C), head h in columns [h*D, (h+1)*D)
+    Tensor v;  // (B,S,C)
+    int64_t length() const { return v.defined() ? v.size(1) : 0; }
   };
   KVCache project_kv(const Tensor& key, const Tensor& value);  // (B,S,C) each
   void extend_kv(KVCache& cache, const Tensor& key, const Tensor& value);  // appends (B,S',C) positions

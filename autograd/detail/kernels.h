@@ -1,0 +1,32 @@
+// Private to autograd/*.cpp: the BLAS entry points and the dropout hash,
+// shared by matmul/linear, dropout and the fused attention op.
+#pragma once
+
+#include <cstdint>
+
+namespace xg::detail {
+
+// C (m,n) = alpha op(A) op(B) + beta C, row-major, one single-threaded BLAS call.
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+               const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
+// Dropout's keep decision for element i under a 64-bit key: murmur3's 32-bit
+// finaliser of (i ^ key_hi) * golden + key_lo, kept where it is at least
+// p * 2^32 (see dropout_threshold). Branch-free, so loops over it vectorise.
+inline uint32_t dropout_hash(uint32_t i, uint32_t key_lo, uint32_t key_hi) {
+  uint32_t h = (i ^ key_hi) * 0x9e3779b1u + key_lo;
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h;
+}
+inline uint64_t dropout_threshold(double p) {
+  const double limit = p * 4294967296.0;
+  return limit >= 4294967296.0 ? (uint64_t{1} << 32) : static_cast<uint64_t>(limit);
+}
+
+}  // namespace xg::detail

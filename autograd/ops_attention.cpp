@@ -1,0 +1,191 @@
+// The fused attention core: per (batch row, head), one GEMM for the scores,
+// masking and softmax in place, dropout by hash, one GEMM for the context.
+// Heads are addressed inside the (B,T,C) projections through BLAS leading
+// dimensions, so nothing is permuted or copied, and backward keeps only the
+// weights. Checked in tests against the composition of matmul, masked_fill,
+// softmax and dropout, and by finite differences.
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "autograd/detail/impl.h"
+#include "autograd/detail/kernels.h"
+#include "autograd/ops.h"
+
+namespace xg {
+
+namespace {
+
+constexpr double kMasked = -1e9;
+
+struct Geometry {
+  int64_t B, T, S, H, D, C;
+};
+
+// Everything backward needs besides the tensors.
+struct Plan {
+  Geometry g;
+  double scale;
+  bool causal;
+  std::shared_ptr<const std::vector<uint8_t>> masked;  // (B,S) or empty
+  double p;                                            // dropout probability, 0 = none
+  uint64_t key;
+  bool is_masked(int64_t b, int64_t i, int64_t j) const {
+    return (causal && j > i) || (!masked->empty() && (*masked)[static_cast<size_t>(b * g.S + j)]);
+  }
+};
+
+// dst[idx] = src[idx] * dropout scale of flat element base + idx, for idx < n.
+template <class T>
+void apply_dropout(const Plan& pl, int64_t base, int64_t n, const T* src, T* dst) {
+  const T keep = T(1.0 / (1.0 - pl.p));
+  const uint64_t thr = detail::dropout_threshold(pl.p);
+  const uint32_t lo = static_cast<uint32_t>(pl.key), hi = static_cast<uint32_t>(pl.key >> 32);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t h = detail::dropout_hash(static_cast<uint32_t>(base + i), lo, hi);
+    const T s = static_cast<uint64_t>(h) >= thr ? keep : T(0);
+    dst[i] = src[i] * s;
+  }
+}
+
+template <class T>
+void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T* w, int64_t bh0, int64_t bh1) {
+  const auto [B, Tq, S, H, D, C] = pl.g;
+  (void)B;
+  std::vector<T> dropped(pl.p > 0 ? static_cast<size_t>(Tq * S) : 0);
+  for (int64_t bh = bh0; bh < bh1; ++bh) {
+    const int64_t b = bh / H, h = bh % H;
+    const T* qb = q + b * Tq * C + h * D;
+    const T* kb = k + b * S * C + h * D;
+    const T* vb = v + b * S * C + h * D;
+    T* P = w + bh * Tq * S;
+    detail::blas_gemm(false, true, Tq, S, D, T(pl.scale), qb, C, kb, C, T(0), P, S);  // (T,S)
+    for (int64_t i = 0; i < Tq; ++i) {
+      T* row = P + i * S;
+      T mx = T(kMasked);
+      for (int64_t j = 0; j < S; ++j) {
+        if (pl.is_masked(b, i, j)) row[j] = T(kMasked);
+        mx = std::max(mx, row[j]);
+      }
+      T total = 0;
+      for (int64_t j = 0; j < S; ++j) {
+        row[j] = std::exp(row[j] - mx);
+        total += row[j];
+      }
+      const T inv = T(1) / total;
+      for (int64_t j = 0; j < S; ++j) row[j] *= inv;
+    }
+    const T* Pv = P;
+    if (pl.p > 0) {
+      apply_dropout(pl, bh * Tq * S, Tq * S, P, dropped.data());
+      Pv = dropped.data();
+    }
+    detail::blas_gemm(false, false, Tq, D, S, T(1), Pv, S, vb, C, T(0), out + b * Tq * C + h * D, C);  // (T,D)
+  }
+}
+
+template <class T>
+void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T* w, const T* g, T* dq, T* dk, T* dv,
+                    int64_t bh0, int64_t bh1) {
+  const auto [B, Tq, S, H, D, C] = pl.g;
+  (void)B;
+  std::vector<T> dP(static_cast<size_t>(Tq * S)), dropped(pl.p > 0 ? static_cast<size_t>(Tq * S) : 0);
+  for (int64_t bh = bh0; bh < bh1; ++bh) {
+    const int64_t b = bh / H, h = bh % H;
+    const int64_t qo = b * Tq * C + h * D, ko = b * S * C + h * D;
+    const T* P = w + bh * Tq * S;
+    // d(dropped weights) = g v^T; dv = dropped^T g
+    detail::blas_gemm(false, true, Tq, S, D, T(1), g + qo, C, v + ko, C, T(0), dP.data(), S);
+    const T* Pv = P;
+    if (pl.p > 0) {
+      apply_dropout(pl, bh * Tq * S, Tq * S, P, dropped.data());
+      Pv = dropped.data();
+      apply_dropout(pl, bh * Tq * S, Tq * S, dP.data(), dP.data());
+    }
+    detail::blas_gemm(true, false, S, D, Tq, T(1), Pv, S, g + qo, C, T(0), dv + ko, C);
+    // softmax backward, zero where the score was masked: dS = P (dP - <dP, P>)
+    for (int64_t i = 0; i < Tq; ++i) {
+      const T* pr = P + i * S;
+      T* dr = dP.data() + i * S;
+      T dot = 0;
+      for (int64_t j = 0; j < S; ++j) dot += dr[j] * pr[j];
+      for (int64_t j = 0; j < S; ++j) dr[j] = pl.is_masked(b, i, j) ? T(0) : pr[j] * (dr[j] - dot);
+    }
+    // dq = scale dS k; dk = scale dS^T q
+    detail::blas_gemm(false, false, Tq, D, S, T(pl.scale), dP.data(), S, k + ko, C, T(0), dq + qo, C);
+    detail::blas_gemm(true, false, S, D, Tq, T(pl.scale), dP.data(), S, q + qo, C, T(0), dk + ko, C);
+  }
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  check_defined(q, "attention");
+  check_defined(k, "attention");
+  check_defined(v, "attention");
+  auto shapes = [&] {
+    return "q " + shape_str(q.shape()) + ", k " + shape_str(k.shape()) + ", v " + shape_str(v.shape());
+  };
+  if (q.dim() != 3 || k.dim() != 3 || k.shape() != v.shape() || q.size(0) != k.size(0) || q.size(2) != k.size(2))
+    throw ShapeError("attention: expected q (B,T,C) and k, v (B,S,C), got " + shapes());
+  detail::check_same_dtype(q, k, "attention");
+  detail::check_same_dtype(q, v, "attention");
+  const int64_t B = q.size(0), Tq = q.size(1), S = k.size(1), C = q.size(2), H = o.heads;
+  if (H < 1 || C % H != 0)
+    throw ShapeError("attention: width C=" + std::to_string(C) + " does not split into " + std::to_string(H) +
+                     " heads (" + shapes() + ")");
+  const int64_t D = C / H;
+  if (S == 0) throw ShapeError("attention: no keys to attend to (" + shapes() + ")");
+  if (!(o.dropout >= 0 && o.dropout < 1))
+    throw ShapeError("attention: dropout must be in [0, 1), got " + std::to_string(o.dropout));
+  if (o.dropout > 0 && !o.gen) throw ShapeError("attention: dropout " + std::to_string(o.dropout) + " needs a Generator");
+
+  auto masked = std::make_shared<std::vector<uint8_t>>();
+  if (o.key_padding_mask.defined()) {
+    const Tensor& m = o.key_padding_mask;
+    if (m.shape() != Shape{B, S})
+      throw ShapeError("attention: key_padding_mask " + shape_str(m.shape()) + " must be (B,S) = " +
+                       shape_str({B, S}) + " for " + shapes());
+    masked->resize(static_cast<size_t>(B * S));
+    dispatch(m.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* pm = m.data<T>();
+      for (int64_t i = 0; i < B * S; ++i) (*masked)[static_cast<size_t>(i)] = pm[i] != T(0);
+    });
+  }
+  Plan pl{{B, Tq, S, H, D, C},
+          o.scale != 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(D)),
+          o.causal,
+          masked,
+          o.dropout,
+          o.dropout > 0 ? o.gen->engine()() : 0};
+
+  Tensor out = make_tensor({B, Tq, C}, q.dtype());
+  Tensor w = make_tensor({B, H, Tq, S}, q.dtype());
+  const int64_t cost = 4 * Tq * S * D + 8 * Tq * S;
+  dispatch(q.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
+    T *po = out.data<T>(), *pw = w.data<T>();
+    parallel_for(B * H, cost, [&](int64_t bh0, int64_t bh1) { forward_heads<T>(pl, pq, pk, pv, po, pw, bh0, bh1); });
+  });
+  if (o.weights) *o.weights = w;
+  return record("attention", out, {q, k, v},
+                [q = q.detach(), k = k.detach(), v = v.detach(), w, pl, cost](const Tensor& g) {
+                  Tensor dq = make_tensor(q.shape(), q.dtype());
+                  Tensor dk = make_tensor(k.shape(), k.dtype());
+                  Tensor dv = make_tensor(v.shape(), v.dtype());
+                  dispatch(q.dtype(), [&](auto z) {
+                    using T = decltype(z);
+                    const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>(), *pw = w.data<T>(),
+                            *pg = g.data<T>();
+                    T *gq = dq.data<T>(), *gk = dk.data<T>(), *gv = dv.data<T>();
+                    parallel_for(pl.g.B * pl.g.H, 2 * cost, [&](int64_t bh0, int64_t bh1) {
+                      backward_heads<T>(pl, pq, pk, pv, pw, pg, gq, gk, gv, bh0, bh1);
+                    });
+                  });
+                  return std::vector<Tensor>{dq, dk, dv};
+                });
+}
+
+}  // namespace xg

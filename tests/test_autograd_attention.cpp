@@ -1,0 +1,186 @@
+// The fused attention op: against its composition from primitives (values and
+// gradients, with masks, causality and dropout), by finite differences, its
+// errors, and the same results at one and at two threads.
+#include <cmath>
+
+#include "tests/helpers.h"
+
+using namespace xg;
+using xgt::leaf;
+using V = std::vector<Tensor>;
+
+namespace {
+
+constexpr int64_t B = 2, T = 3, S = 4, H = 2, D = 3, C = H * D;
+
+// (B,S): row 0 hides key 2, row 1 hides every key (uniform weights, no NaN).
+Tensor padding_mask() { return from_vector({0, 0, 1, 0, 1, 1, 1, 1}, {B, S}, f64); }
+
+// The same attention from matmul, masked_fill, softmax, dropout and permutes.
+Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal, double p,
+                Generator* g) {
+  const int64_t t = q.size(1), s = k.size(1);
+  Tensor qh = q.reshape({B, t, H, D}).permute({0, 2, 1, 3});  // (B,H,T,D)
+  Tensor kh = k.reshape({B, s, H, D}).permute({0, 2, 3, 1});  // (B,H,D,S)
+  Tensor vh = v.reshape({B, s, H, D}).permute({0, 2, 1, 3});  // (B,H,S,D)
+  Tensor scores = matmul(qh, kh) * (1.0 / std::sqrt(double(D)));
+  if (mask.defined()) scores = masked_fill(scores, mask.reshape({B, 1, 1, s}), -1e9);
+  if (causal) {
+    std::vector<double> future(static_cast<size_t>(t * s));
+    for (int64_t i = 0; i < t; ++i)
+      for (int64_t j = 0; j < s; ++j) future[static_cast<size_t>(i * s + j)] = j > i ? 1.0 : 0.0;
+    scores = masked_fill(scores, from_vector(future, {t, s}, f64), -1e9);
+  }
+  Tensor w = softmax(scores, -1);
+  if (p > 0) w = dropout(w, p, true, *g);
+  return matmul(w, vh).permute({0, 2, 1, 3}).reshape({B, t, C});
+}
+
+Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal, double p,
+             Generator* g, Tensor* weights = nullptr) {
+  AttentionOptions o;
+  o.heads = H;
+  o.key_padding_mask = mask;
+  o.causal = causal;
+  o.dropout = p;
+  o.gen = g;
+  o.weights = weights;
+  return attention(q, k, v, o);
+}
+
+// Values and input gradients (under a random projection of the output) of f.
+V values_and_grads(const std::function<Tensor(const V&)>& f, const V& inputs) {
+  for (const Tensor& t : inputs) const_cast<Tensor&>(t).zero_grad();
+  Tensor y = f(inputs);
+  Generator g(99);
+  sum(y * rand(y.shape(), g, y.dtype())).backward();
+  V out{y.detach()};
+  for (const Tensor& t : inputs) out.push_back(t.grad());
+  return out;
+}
+
+void check_close(const V& a, const V& b, double rel) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(a[i].shape() == b[i].shape());
+    auto va = a[i].to_vector(), vb = b[i].to_vector();
+    for (size_t j = 0; j < va.size(); ++j) CHECK(va[j] == doctest::Approx(vb[j]).epsilon(rel));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("attention: equals its composition from primitives, with masks, causality and dropout") {
+  Tensor q = leaf({B, T, C}, 1), k = leaf({B, S, C}, 2), v = leaf({B, S, C}, 3);
+  const V in{q, k, v};
+  for (bool causal : {false, true})
+    for (bool masked : {false, true})
+      for (double p : {0.0, 0.4}) {
+        CAPTURE(causal);
+        CAPTURE(masked);
+        CAPTURE(p);
+        Tensor m = masked ? padding_mask() : Tensor();
+        // Both draw one key from a fresh generator and hash the same (B,H,T,S) index.
+        auto a = values_and_grads(
+            [&](const V& x) {
+              Generator g(7);
+              return fused(x[0], x[1], x[2], m, causal, p, &g);
+            },
+            in);
+        auto b = values_and_grads(
+            [&](const V& x) {
+              Generator g(7);
+              return composed(x[0], x[1], x[2], m, causal, p, &g);
+            },
+            in);
+        check_close(a, b, 1e-9);
+      }
+}
+
+TEST_CASE("attention: finite-difference gradients") {
+  Tensor q = leaf({B, T, C}, 4), k = leaf({B, S, C}, 5), v = leaf({B, S, C}, 6);
+  Tensor m = from_vector({0, 0, 1, 0, 0, 1, 0, 0}, {B, S}, f64);
+  XG_CHECK_GRAD([&](const V& x) { return fused(x[0], x[1], x[2], Tensor(), false, 0.0, nullptr); }, q, k, v);
+  XG_CHECK_GRAD([&](const V& x) { return fused(x[0], x[1], x[2], m, true, 0.0, nullptr); }, q, k, v);
+  XG_CHECK_GRAD(
+      [&](const V& x) {
+        Generator g(11);  // the same dropout mask at every evaluation
+        return fused(x[0], x[1], x[2], m, false, 0.3, &g);
+      },
+      q, k, v);
+  // Self-attention: one tensor as query, key and value.
+  Tensor x = leaf({B, S, C}, 8);
+  XG_CHECK_GRAD([&](const V& in) { return fused(in[0], in[0], in[0], Tensor(), true, 0.0, nullptr); }, x);
+}
+
+TEST_CASE("attention: the weights it reports are the softmax rows") {
+  Tensor q = leaf({B, T, C}, 1), k = leaf({B, S, C}, 2), v = leaf({B, S, C}, 3);
+  Tensor w;
+  fused(q, k, v, padding_mask(), true, 0.0, nullptr, &w);
+  REQUIRE(w.shape() == Shape{B, H, T, S});
+  CHECK_FALSE(w.requires_grad());
+  for (int64_t h = 0; h < H; ++h)
+    for (int64_t i = 0; i < T; ++i) {
+      double total = 0;
+      for (int64_t j = 0; j < S; ++j) total += w.at({0, h, i, j});
+      CHECK(total == doctest::Approx(1.0));
+      CHECK(w.at({0, h, i, 2}) == 0.0);                                   // padded key
+      for (int64_t j = i + 1; j < S; ++j) CHECK(w.at({0, h, i, j}) == 0.0);  // future key
+      CHECK(w.at({1, h, i, 0}) == doctest::Approx(0.25));                   // all masked: uniform
+    }
+}
+
+TEST_CASE("attention: bad shapes and options name the op and the shapes") {
+  Tensor q = leaf({B, T, C}, 1), k = leaf({B, S, C}, 2), v = leaf({B, S, C}, 3);
+  AttentionOptions o;
+  o.heads = 4;  // 6 does not split into 4
+  std::string msg = XG_THROW_MESSAGE(attention(q, k, v, o), ShapeError);
+  CHECK(xgt::contains(msg, "attention"));
+  CHECK(xgt::contains(msg, "4 heads"));
+  o.heads = H;
+  msg = XG_THROW_MESSAGE(attention(q, k, leaf({B, S + 1, C}, 4), o), ShapeError);
+  CHECK(xgt::contains(msg, "(2,5,6)"));
+  msg = XG_THROW_MESSAGE(attention(q, leaf({B + 1, S, C}, 4), leaf({B + 1, S, C}, 5), o), ShapeError);
+  CHECK(xgt::contains(msg, "q (2,3,6)"));
+  o.key_padding_mask = zeros({B, S + 1}, f64);
+  msg = XG_THROW_MESSAGE(attention(q, k, v, o), ShapeError);
+  CHECK(xgt::contains(msg, "key_padding_mask (2,5)"));
+  o.key_padding_mask = Tensor();
+  o.dropout = 0.1;
+  msg = XG_THROW_MESSAGE(attention(q, k, v, o), ShapeError);
+  CHECK(xgt::contains(msg, "needs a Generator"));
+  Generator g(1);
+  o.gen = &g;
+  o.dropout = 1.0;
+  CHECK_THROWS_AS(attention(q, k, v, o), ShapeError);
+  o.dropout = 0;
+  CHECK_THROWS_AS(attention(q.to(f32), k, v, o), ShapeError);
+}
+
+TEST_CASE("threads: one and two threads give the same values and gradients") {
+  // Large enough that GEMMs, elementwise kernels, softmax, layer_norm,
+  // dropout and attention all split across the pool at 2 threads.
+  const int before = num_threads();
+  Tensor x = leaf({4, 64, 96}, 21), w = leaf({160, 96}, 22), b = leaf({160}, 23);
+  Tensor lw = leaf({160}, 24), lb = leaf({160}, 25);
+  auto f = [&](const V& in) {
+    Generator g(5);
+    Tensor h = relu(linear(in[0], in[1], in[2]));                   // (4,64,160)
+    h = layer_norm(dropout(h, 0.2, true, g), in[3], in[4]);       // (4,64,160)
+    AttentionOptions o;
+    o.heads = 4;
+    o.causal = true;
+    o.dropout = 0.1;
+    o.gen = &g;
+    Tensor a = attention(h, h, h, o);                               // (4,64,160)
+    return log_softmax(matmul(a, transpose(h, 1, 2)), -1);          // (4,64,64)
+  };
+  const V in{x, w, b, lw, lb};
+  set_num_threads(1);
+  V one = values_and_grads(f, in);
+  set_num_threads(2);
+  V two = values_and_grads(f, in);
+  set_num_threads(before);
+  check_close(one, two, 1e-12);
+}
