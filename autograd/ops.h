@@ -95,6 +95,10 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets,
 // Inverted dropout: zeros with probability p, scales the rest by 1/(1-p).
 // Identity (the same tensor) when p == 0 or !training.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+// dropout(relu(x), p, training, gen) in one pass, with the same mask. Backward
+// needs only the output (nonzero exactly where x > 0 and kept), so the
+// feed-forward block keeps one (.., F) tensor alive instead of two.
+Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen);
 
 // Multi-head scaled dot-product attention, fused. For every batch row b and
 // head h: softmax(scale * q_bh k_bh^T + masks) v_bh, where q_bh is the (T,D)

@@ -182,8 +182,9 @@ Tensor abs(const Tensor& a) {
 
 Tensor relu(const Tensor& a) {
   Tensor out = map(check_defined(a, "relu"), [](auto x) { return x > 0 ? x : decltype(x)(0); });
-  return record("relu", out, {a}, [a = a.detach()](const Tensor& g) {
-    return std::vector<Tensor>{mul(g, map(a, [](auto x) { return decltype(x)(x > 0 ? 1 : 0); }))};
+  // Backward reads the output (out > 0 exactly where a > 0): the input need not stay alive.
+  return record("relu", out, {a}, [out = out.detach()](const Tensor& g) {
+    return std::vector<Tensor>{binary_kernel("relu", g, out, [](auto gi, auto y) { return y > 0 ? gi : decltype(gi)(0); })};
   });
 }
 

@@ -311,7 +311,61 @@ void dropout_kernel(const Tensor& in, Tensor& out, double p, uint64_t key) {
     });
   });
 }
+// g * (out > 0 ? keep : 0), elementwise.
+Tensor binary_kernel_relu_dropout(const Tensor& g, const Tensor& out, double keep) {
+  Tensor gx = make_tensor(g.shape(), g.dtype());
+  dispatch(g.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T *pg = g.data<T>(), *py = out.data<T>();
+    T* px = gx.data<T>();
+    const T k = T(keep);
+    parallel_for(g.numel(), 3, [=](int64_t i0, int64_t i1) {
+      const T kl = k;
+      for (int64_t i = i0; i < i1; ++i) {
+        const T m = py[i] > 0 ? kl : T(0);  // a select, not a branch: vectorises
+        px[i] = pg[i] * m;
+      }
+    });
+  });
+  return gx;
+}
+
 }  // namespace
+
+Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  check_defined(x, "relu_dropout");
+  if (!(p >= 0 && p < 1)) throw ShapeError("relu_dropout: probability must be in [0, 1), got " + std::to_string(p));
+  if (!training || p == 0) return relu(x);
+  const uint64_t key = gen.engine()();
+  Tensor out = make_tensor(x.shape(), x.dtype());
+  dispatch(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    const T keep = T(1.0 / (1.0 - p));
+    const uint64_t threshold = detail::dropout_threshold(p);
+    const uint32_t lo = static_cast<uint32_t>(key), hi = static_cast<uint32_t>(key >> 32);
+    parallel_for(x.numel(), 12, [=](int64_t i0, int64_t i1) {
+      T* __restrict o = po;  // locals, as in dropout_kernel
+      const T* __restrict xi = px;
+      const T kp = keep;
+      const uint64_t thr = threshold;
+      const uint32_t klo = lo, khi = hi;
+      for (int64_t i = i0; i < i1; ++i) {
+        const uint32_t h = detail::dropout_hash(static_cast<uint32_t>(i), klo, khi);
+        const T scale = static_cast<uint64_t>(h) >= thr ? kp : T(0);
+        const T r = xi[i] > 0 ? xi[i] : T(0);
+        o[i] = r * scale;
+      }
+    });
+  });
+  // out > 0 exactly where x > 0 and the element was kept, where the
+  // derivative is 1/(1-p); it is 0 everywhere else. So only out is saved.
+  return record("relu_dropout", out, {x}, [out = out.detach(), p](const Tensor& g) {
+    const double keep = 1.0 / (1.0 - p);
+    return std::vector<Tensor>{binary_kernel_relu_dropout(g, out, keep)};
+  });
+}
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   check_defined(x, "dropout");

@@ -137,8 +137,17 @@ def micro(a):
                 times.append((time.perf_counter() - t0) * 1000)
         print(json.dumps(dict(mode="micro", op=name, ms=times)))
 
-    q, k, v = (torch.randn(B, H, L, D, requires_grad=True) for _ in range(3))
-    time_it("attention_core", lambda: torch.softmax(q @ k.transpose(-1, -2) * 0.125, -1) @ v, [q, k, v])
+    # heads split from and merged back into (B,L,C), as inside nn.MultiheadAttention
+    q, k, v = (torch.randn(B, L, C, requires_grad=True) for _ in range(3))
+
+    def heads(t):
+        return t.view(B, L, H, D).transpose(1, 2)
+
+    def attention_core():
+        w = torch.softmax(heads(q) @ heads(k).transpose(-1, -2) * 0.125, -1)
+        return (w @ heads(v)).transpose(1, 2).reshape(B, L, C)
+
+    time_it("attention_core", attention_core, [q, k, v])
     x = torch.randn(B * L, C, requires_grad=True)
     w, b = torch.ones(C, requires_grad=True), torch.zeros(C, requires_grad=True)
     time_it("layer_norm", lambda: F.layer_norm(x, (C,), w, b), [x, w, b])

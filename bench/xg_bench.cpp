@@ -184,9 +184,12 @@ int micro(const std::map<std::string, std::string>&) {
     }
     std::printf("{\"mode\":\"micro\",\"op\":\"%s\",\"ms\":%s}\n", name.c_str(), list(times).c_str());
   };
-  Tensor q = randn({B, H, L, D}, g).requires_grad_(), k = randn({B, H, L, D}, g).requires_grad_(),
-         v = randn({B, H, L, D}, g).requires_grad_();
-  time_it("attention_core", [&] { return matmul(softmax(matmul(q, k.transpose(-1, -2)) * 0.125, -1), v); }, {q, k, v});
+  // (B,L,C) in and out, heads inside, as in MultiHeadAttention (the fused op)
+  Tensor q = randn({B, L, C}, g).requires_grad_(), k = randn({B, L, C}, g).requires_grad_(),
+         v = randn({B, L, C}, g).requires_grad_();
+  AttentionOptions ao;
+  ao.heads = H;
+  time_it("attention_core", [&] { return attention(q, k, v, ao); }, {q, k, v});
   Tensor x = randn({B * L, C}, g).requires_grad_(), w = ones({C}).requires_grad_(), b = zeros({C}).requires_grad_();
   time_it("layer_norm", [&] { return layer_norm(x, w, b); }, {x, w, b});
   Tensor W = randn({4 * C, C}, g).requires_grad_(), bias = zeros({4 * C}).requires_grad_();

@@ -23,4 +23,9 @@ Tensor Dropout::forward(const Tensor& x) {
   return dropout(x, p_, true, *gen_);
 }
 
+Tensor Dropout::forward_relu(const Tensor& x) {
+  if (p_ == 0.0 || !is_training()) return relu(x);
+  return relu_dropout(x, p_, true, *gen_);
+}
+
 }  // namespace xg::nn

@@ -13,6 +13,8 @@ class Dropout : public Module {
   // p in [0, 1), else std::invalid_argument. gen may be null only if p == 0.
   Dropout(double p, std::shared_ptr<Generator> gen);
   Tensor forward(const Tensor& x) override;
+  // forward(relu(x)), fused (xg::relu_dropout): one pass, one saved tensor.
+  Tensor forward_relu(const Tensor& x);
   std::string type_name() const override;  // "Dropout(p=0.1)"
   double p() const { return p_; }
 

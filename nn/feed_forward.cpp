@@ -21,8 +21,7 @@ std::string PositionwiseFeedForward::type_name() const {
 
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {
   Tensor h = linear1->forward(x);  // (..., F)
-  h = act_ == Activation::relu ? relu(h) : gelu(h);
-  h = dropout->forward(h);
+  h = act_ == Activation::relu ? dropout->forward_relu(h) : dropout->forward(gelu(h));
   return linear2->forward(h);  // (..., C)
 }
 

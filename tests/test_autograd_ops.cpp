@@ -245,6 +245,32 @@ TEST_CASE("ops: float32 runs the same code paths as float64") {
   for (size_t i = 0; i < g64.size(); ++i) CHECK(g32[i] == doctest::Approx(g64[i]).epsilon(1e-4).scale(1.0));
 }
 
+TEST_CASE("ops: relu_dropout equals dropout of relu, values and gradients") {
+  Tensor x = leaf({6, 7}, 60);
+  x.set({0, 0}, 0.0);  // relu's kink: gradient 0, as relu
+  check_same(
+      [](const V& v) {
+        Generator g(3);
+        return relu_dropout(v[0], 0.4, true, g);
+      },
+      [](const V& v) {
+        Generator g(3);
+        return dropout(relu(v[0]), 0.4, true, g);
+      },
+      {x});
+  Generator g(3);
+  CHECK(relu_dropout(x, 0.4, false, g).to_vector() == relu(x).to_vector());
+  CHECK(relu_dropout(x, 0.0, true, g).to_vector() == relu(x).to_vector());
+  CHECK_THROWS_AS(relu_dropout(x, 1.0, true, g), ShapeError);
+  Tensor y = leaf({5, 4}, 61);
+  XG_CHECK_GRAD(
+      [](const V& v) {
+        Generator g(4);
+        return relu_dropout(v[0], 0.3, true, g);
+      },
+      y);
+}
+
 TEST_CASE("ops: dropout keeps the expected fraction, scales, and is the identity when off") {
   Generator g(7);
   Tensor x = ones({100000});
