@@ -161,10 +161,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
                     if (has_b) {
                       gb = zeros({out_f}, x.dtype());
                       T* s = gb.data<T>();
-                      parallel_for(out_f, rows, [=](int64_t o0, int64_t o1) {  // split by columns
-                        for (int64_t r = 0; r < rows; ++r)
-                          for (int64_t o = o0; o < o1; ++o) s[o] += pg[r * out_f + o];
-                      });
+                      detail::column_sums<T>(rows, out_f, s, [=](int64_t r, int64_t o) { return pg[r * out_f + o]; });
                     }
                   });
                   return std::vector<Tensor>{gx, gw, gb};

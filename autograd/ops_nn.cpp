@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "autograd/detail/impl.h"
+#include "autograd/detail/iter.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 
@@ -177,17 +178,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                         for (int64_t j = 0; j < c; ++j) xr[j] = pr[r] * (gh[j] - m1 - hr[j] * m2);
                       }
                     });
-                    // dw, db: column sums over the rows, split by columns.
-                    if (pgw || pgb)
-                      parallel_for(c, 4 * rows, [=](int64_t j0, int64_t j1) {
-                        for (int64_t r = 0; r < rows; ++r) {
-                          const T *gr = pg + r * c, *hr = ph + r * c;
-                          if (pgw)
-                            for (int64_t j = j0; j < j1; ++j) pgw[j] += gr[j] * hr[j];
-                          if (pgb)
-                            for (int64_t j = j0; j < j1; ++j) pgb[j] += gr[j];
-                        }
-                      });
+                    // dw, db: column sums over the rows
+                    if (pgw) detail::column_sums<T>(rows, c, pgw, [=](int64_t r, int64_t j) { return pg[r * c + j] * ph[r * c + j]; });
+                    if (pgb) detail::column_sums<T>(rows, c, pgb, [=](int64_t r, int64_t j) { return pg[r * c + j]; });
                   });
                   return std::vector<Tensor>{gx, gw, gb};
                 });
