@@ -182,5 +182,9 @@ TEST_CASE("threads: one and two threads give the same values and gradients") {
   set_num_threads(2);
   V two = values_and_grads(f, in);
   set_num_threads(before);
-  check_close(one, two, 1e-12);
+  // Column sums add per-thread partials, and attention's small per-head
+  // products use plain loops instead of BLAS when heads run in parallel: the
+  // same sums in another order, so float64 rounding differs (measured up to
+  // ~1e-11 relative here). A wrong split or a race is off by far more.
+  check_close(one, two, 1e-9);
 }
