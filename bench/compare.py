@@ -1,12 +1,16 @@
 """Runs xgrad and PyTorch side by side, alternating, on the same machine in one run.
 
     /usr/bin/python3 bench/compare.py [--configs tiny,small,annotated,base] [--threads 1,2]
-                                      [--steps 20] [--skip-converge] [--skip-micro]
+                                      [--steps 20] [--rounds 2] [--skip-converge] [--skip-micro]
+                                      [--skip-decode]
 
 Prints a table, and one machine-readable line per comparison:
     ratio <config> <metric> <xgrad/pytorch>
-Ratios below 1 mean xgrad is faster (or smaller). Medians over the measured
-steps; the spread is the min..max of those steps. The load average is recorded
+Ratios below 1 mean xgrad is faster (or smaller). Training is measured in
+--rounds alternating runs of each side (xgrad, PyTorch, xgrad, PyTorch, ...),
+so that a burst of load from another tenant falls on both; the median is over
+the steps of all rounds, the spread their min..max, and the peak RSS the
+largest of the rounds. The load average is recorded
 because the machines are shared.
 """
 import argparse
@@ -71,6 +75,7 @@ def main():
     p.add_argument("--configs", default="tiny,small,annotated,base")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--skip-converge", action="store_true")
     p.add_argument("--skip-micro", action="store_true")
     p.add_argument("--skip-decode", action="store_true")
@@ -101,8 +106,13 @@ def main():
         rows.append((f"sgemm 1024^3 GFLOP/s (peak)", threads, f"{xs[0]['gflops']:.1f}", f"{ts[0]['gflops']:.1f}", ""))
         for cfg in a.configs.split(","):
             v, l, c, h, n, f, b = CONFIGS[cfg]
-            xs, ts = both(["train"] + model_flags(cfg) + ["--steps", str(a.steps)], threads)
-            x, t = xs[0], ts[0]
+            x, t = {"ms": [], "rss_mb": 0}, {"ms": [], "rss_mb": 0}
+            for _ in range(a.rounds):
+                xs, ts = both(["train"] + model_flags(cfg) + ["--steps", str(a.steps)], threads)
+                for acc, got in ((x, xs[0]), (t, ts[0])):
+                    acc["ms"] += got["ms"]
+                    acc["rss_mb"] = max(acc["rss_mb"], got["rss_mb"])
+                    acc["flops"] = got["flops"]
             r = ratio(f"{cfg}@{threads}t", "train_ms", med(x["ms"]), med(t["ms"]))
             rows.append((f"{cfg} train ms/step", threads, f"{med(x['ms']):.1f} ({spread(x['ms'])})",
                          f"{med(t['ms']):.1f} ({spread(t['ms'])})", f"{r:.3f}"))
