@@ -131,8 +131,12 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     grads.erase(node);
     if (node->leaf) {
       TensorImpl& leaf = *node->leaf;
-      if (!leaf.grad.defined()) leaf.grad = g.clone();  // g may alias another tensor's storage
-      else leaf.grad = add(leaf.grad, g);
+      if (leaf.grad.defined())
+        leaf.grad = add(leaf.grad, g);
+      else if (g.impl().use_count() == 1 && g.impl()->buf.use_count() == 1)
+        leaf.grad = std::move(g);  // no other tensor sees these values: keep them, no copy
+      else
+        leaf.grad = g.clone();  // g shares storage with another tensor (a pass-through, a reshape, the seed)
       continue;
     }
     if (node->released)
