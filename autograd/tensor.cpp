@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -60,6 +61,24 @@ int64_t normalize_axis(int64_t axis, int64_t ndim, const char* op) {
                      std::to_string(ndim) + " dimensions");
   return a;
 }
+
+namespace {
+std::atomic<int64_t> g_storage_bytes{0};
+std::atomic<int64_t> g_storage_peak{0};
+}  // namespace
+
+void count_storage(int64_t bytes) {
+  const int64_t now = g_storage_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = g_storage_peak.load(std::memory_order_relaxed);
+  while (now > peak && !g_storage_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+MemoryStats memory_stats() {
+  return {g_storage_bytes.load(std::memory_order_relaxed), g_storage_peak.load(std::memory_order_relaxed)};
+}
+
+void reset_peak_memory() { g_storage_peak.store(g_storage_bytes.load(std::memory_order_relaxed)); }
 
 Tensor make_tensor(const Shape& s, Dtype d) {
   for (int64_t x : s)

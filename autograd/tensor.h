@@ -117,6 +117,18 @@ Tensor rand(const Shape& s, Generator& g, Dtype d = f32, double lo = 0.0, double
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 std::string to_string(const Tensor& t);
 
+// Bytes of tensor storage alive in this process (values and gradients alike;
+// storage shared by views and detached copies counts once), and the most
+// alive at any moment since start-up or the last reset_peak_memory(). For
+// sizing a model: after a training step, peak_bytes - (parameters, gradients
+// and optimiser state) is what the saved activations took.
+struct MemoryStats {
+  int64_t current_bytes = 0;
+  int64_t peak_bytes = 0;
+};
+MemoryStats memory_stats();
+void reset_peak_memory();  // peak_bytes = current_bytes
+
 // Exact comparison of shape, dtype and every bit of the values.
 bool bit_equal(const Tensor& a, const Tensor& b);
 

@@ -116,8 +116,13 @@ int train(const std::map<std::string, std::string>& a) {
                    std::chrono::duration<double, std::milli>(t2 - t1).count(), ms_since(t2));
     if (s >= warm) times.push_back(ms);
   }
-  std::printf("{\"mode\":\"train\",\"ms\":%s,\"flops\":%.6g,\"params\":%lld,\"rss_mb\":%.1f}\n", list(times).c_str(),
-              3 * forward_flops(c), (long long)model.num_parameters(), peak_rss_mb());
+  // Tensor storage at its peak, and what parameters, gradients and Adam's two
+  // moments take by themselves: the rest of the peak is saved activations.
+  const double mb = 1024.0 * 1024.0, state = 4.0 * model.num_parameters() * sizeof(float) / mb;
+  std::printf("{\"mode\":\"train\",\"ms\":%s,\"flops\":%.6g,\"params\":%lld,\"rss_mb\":%.1f,"
+              "\"tensor_peak_mb\":%.1f,\"state_mb\":%.1f}\n",
+              list(times).c_str(), 3 * forward_flops(c), (long long)model.num_parameters(), peak_rss_mb(),
+              memory_stats().peak_bytes / mb, state);
   return 0;
 }
 
@@ -172,7 +177,7 @@ int sgemm(const std::map<std::string, std::string>& a) {
 // Forward + backward of the hot ops on the "annotated" shapes.
 int micro(const std::map<std::string, std::string>&) {
   Generator g(3);
-  const int64_t B = 80, L = 10, C = 512, H = 8, D = 64, V = 11;
+  const int64_t B = 80, L = 10, C = 512, H = 8, V = 11;  // heads of width D = C / H = 64
   auto time_it = [&](const std::string& name, const std::function<Tensor()>& f, const std::vector<Tensor>& leaves) {
     std::vector<double> times;
     for (int r = 0; r < 25; ++r) {

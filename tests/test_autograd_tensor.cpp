@@ -61,6 +61,28 @@ TEST_CASE("tensor: printing shows shape and dtype, through iostream and fmt") {
   CHECK(contains(to_string(arange(100)), "..."));
 }
 
+TEST_CASE("tensor: memory_stats counts storage once, gradients too, and keeps the peak") {
+  const int64_t base = memory_stats().current_bytes;
+  reset_peak_memory();
+  CHECK(memory_stats().peak_bytes == base);
+  {
+    Tensor a = zeros({1000});          // 4000 bytes
+    Tensor view = a.reshape({10, 100});  // shares a's storage
+    Tensor d = ones({10}, f64);        // 80 bytes
+    CHECK(view.numel() == 1000);
+    CHECK(memory_stats().current_bytes == base + 4080);
+  }
+  CHECK(memory_stats().current_bytes == base);
+  CHECK(memory_stats().peak_bytes == base + 4080);
+
+  Tensor w = ones({256}).requires_grad_();  // 1024 bytes
+  sum(w * w).backward();
+  // What stays is w and its gradient: backward freed every saved value.
+  CHECK(memory_stats().current_bytes == base + 2048);
+  w.zero_grad();
+  CHECK(memory_stats().current_bytes == base + 1024);
+}
+
 TEST_CASE("tensor: convert_ changes dtype in place for every handle") {
   Tensor a = tensor({1, 2}, {2});
   Tensor alias = a;

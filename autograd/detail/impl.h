@@ -15,14 +15,21 @@ namespace xg {
 // The values: one flat xtensor per dtype, of which only the one matching
 // `dtype` is allocated. Shared by tensors that are reshapes or detached
 // copies of each other.
+void count_storage(int64_t bytes);  // memory_stats(): + on allocation, - on release
+
 struct Buffer {
   Dtype dtype;
+  int64_t bytes;
   xt::xtensor<float, 1> f;
   xt::xtensor<double, 1> d;
-  Buffer(Dtype dt, int64_t n) : dtype(dt) {
+  Buffer(Dtype dt, int64_t n) : dtype(dt), bytes(n * (dt == Dtype::f32 ? 4 : 8)) {
     if (dt == Dtype::f32) f = xt::xtensor<float, 1>::from_shape({static_cast<size_t>(n)});
     else d = xt::xtensor<double, 1>::from_shape({static_cast<size_t>(n)});
+    count_storage(bytes);
   }
+  ~Buffer() { count_storage(-bytes); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
   void* raw() { return dtype == Dtype::f32 ? static_cast<void*>(f.data()) : static_cast<void*>(d.data()); }
 };
 
