@@ -279,7 +279,9 @@ Tensor gather_rows(const Tensor& table, const std::vector<int64_t>& ids, const S
 }
 
 namespace {
-// out[i] = in[i] * (kept(i) ? 1/(1-p) : 0), kept(i) a hash of (i, key).
+// out[i] = f(in[i]) * (kept(i) ? 1/(1-p) : 0), kept(i) a hash of (i, key),
+// f the identity or (Relu) max(x, 0).
+template <bool Relu = false>
 void dropout_kernel(const Tensor& in, Tensor& out, double p, uint64_t key) {
   dispatch(in.dtype(), [&](auto z) {
     using T = decltype(z);
@@ -299,7 +301,8 @@ void dropout_kernel(const Tensor& in, Tensor& out, double p, uint64_t key) {
       for (int64_t i = i0; i < i1; ++i) {
         const uint32_t h = detail::dropout_hash(static_cast<uint32_t>(i), klo, khi);
         const T scale = static_cast<uint64_t>(h) >= thr ? kp : T(0);
-        o[i] = x[i] * scale;
+        const T v = Relu ? (x[i] > 0 ? x[i] : T(0)) : x[i];
+        o[i] = v * scale;
       }
     });
   });
@@ -331,27 +334,7 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen) {
   if (!training || p == 0) return relu(x);
   const uint64_t key = gen.engine()();
   Tensor out = make_tensor(x.shape(), x.dtype());
-  dispatch(x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T* px = x.data<T>();
-    T* po = out.data<T>();
-    const T keep = T(1.0 / (1.0 - p));
-    const uint64_t threshold = detail::dropout_threshold(p);
-    const uint32_t lo = static_cast<uint32_t>(key), hi = static_cast<uint32_t>(key >> 32);
-    parallel_for(x.numel(), 12, [=](int64_t i0, int64_t i1) {
-      T* __restrict o = po;  // locals, as in dropout_kernel
-      const T* __restrict xi = px;
-      const T kp = keep;
-      const uint64_t thr = threshold;
-      const uint32_t klo = lo, khi = hi;
-      for (int64_t i = i0; i < i1; ++i) {
-        const uint32_t h = detail::dropout_hash(static_cast<uint32_t>(i), klo, khi);
-        const T scale = static_cast<uint64_t>(h) >= thr ? kp : T(0);
-        const T r = xi[i] > 0 ? xi[i] : T(0);
-        o[i] = r * scale;
-      }
-    });
-  });
+  dropout_kernel<true>(x, out, p, key);
   // out > 0 exactly where x > 0 and the element was kept, where the
   // derivative is 1/(1-p); it is 0 everywhere else. So only out is saved.
   return record("relu_dropout", out, {x}, [out = out.detach(), p](const Tensor& g) {

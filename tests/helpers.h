@@ -3,7 +3,9 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "autograd/xg.h"
 
@@ -33,6 +35,30 @@ inline xg::Tensor leaf(const xg::Shape& s, uint64_t seed, double lo = -2.0, doub
     FAIL_CHECK("expected " #Type " from " #expr);    \
     return std::string();                            \
   }()
+
+// f's value and its inputs' gradients under a fixed random projection of the
+// output: what two computations of one function must agree on.
+inline std::vector<xg::Tensor> values_and_grads(
+    const std::function<xg::Tensor(const std::vector<xg::Tensor>&)>& f, const std::vector<xg::Tensor>& inputs) {
+  for (const xg::Tensor& t : inputs) const_cast<xg::Tensor&>(t).zero_grad();
+  xg::Tensor y = f(inputs);
+  xg::Generator g(99);
+  xg::sum(y * xg::rand(y.shape(), g, y.dtype())).backward();
+  std::vector<xg::Tensor> out{y.detach()};
+  for (const xg::Tensor& t : inputs) out.push_back(t.grad());
+  return out;
+}
+
+// Same shapes, and every element equal to relative precision `rel`.
+inline void check_close(const std::vector<xg::Tensor>& a, const std::vector<xg::Tensor>& b, double rel) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(a[i].shape() == b[i].shape());
+    auto va = a[i].to_vector(), vb = b[i].to_vector();
+    for (size_t j = 0; j < va.size(); ++j) CHECK(va[j] == doctest::Approx(vb[j]).epsilon(rel));
+  }
+}
 
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

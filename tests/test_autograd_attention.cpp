@@ -6,7 +6,9 @@
 #include "tests/helpers.h"
 
 using namespace xg;
+using xgt::check_close;
 using xgt::leaf;
+using xgt::values_and_grads;
 using V = std::vector<Tensor>;
 
 namespace {
@@ -46,27 +48,6 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& ma
   o.gen = g;
   o.weights = weights;
   return attention(q, k, v, o);
-}
-
-// Values and input gradients (under a random projection of the output) of f.
-V values_and_grads(const std::function<Tensor(const V&)>& f, const V& inputs) {
-  for (const Tensor& t : inputs) const_cast<Tensor&>(t).zero_grad();
-  Tensor y = f(inputs);
-  Generator g(99);
-  sum(y * rand(y.shape(), g, y.dtype())).backward();
-  V out{y.detach()};
-  for (const Tensor& t : inputs) out.push_back(t.grad());
-  return out;
-}
-
-void check_close(const V& a, const V& b, double rel) {
-  REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    CAPTURE(i);
-    REQUIRE(a[i].shape() == b[i].shape());
-    auto va = a[i].to_vector(), vb = b[i].to_vector();
-    for (size_t j = 0; j < va.size(); ++j) CHECK(va[j] == doctest::Approx(vb[j]).epsilon(rel));
-  }
 }
 
 }  // namespace
