@@ -113,7 +113,7 @@ def main():
                     acc["ms"] += got["ms"]
                     acc["rss_mb"] = max(acc["rss_mb"], got["rss_mb"])
                     acc["flops"] = got["flops"]
-                    for key in ("tensor_peak_mb", "state_mb"):
+                    for key in ("tensor_peak_mb", "state_mb", "activations_mb"):
                         if key in got:
                             acc[key] = max(acc.get(key, 0), got[key])
             r = ratio(f"{cfg}@{threads}t", "train_ms", med(x["ms"]), med(t["ms"]))
@@ -130,10 +130,10 @@ def main():
             ratios.append(f"ratio {cfg}@{threads}t peak_fraction_xgrad {xg_gf / peak:.3f}")
             r = ratio(f"{cfg}@{threads}t", "peak_rss", x["rss_mb"], t["rss_mb"])
             rows.append((f"{cfg} peak RSS MB", threads, f"{x['rss_mb']:.0f}", f"{t['rss_mb']:.0f}", f"{r:.3f}"))
-            # Where xgrad's peak goes: tensor storage at its peak, of which parameters,
-            # gradients and Adam's two moments are the fixed part (the rest: activations).
-            rows.append((f"{cfg} xgrad tensor peak / fixed state MB", threads,
-                         f"{x['tensor_peak_mb']:.0f} / {x['state_mb']:.0f}", "", ""))
+            # Where xgrad's peak goes: tensor storage at its peak; parameters, gradients
+            # and Adam's two moments (fixed); what one forward saves for backward.
+            rows.append((f"{cfg} xgrad tensors: peak/fixed/saved MB", threads,
+                         f"{x['tensor_peak_mb']:.0f} / {x['state_mb']:.0f} / {x['activations_mb']:.0f}", "", ""))
             # PyTorch re-runs the decoder on the whole prefix at every step: on base one
             # decode takes minutes, so the large configurations time a single run.
             if a.skip_decode:
