@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -176,7 +177,7 @@ void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T
     gemm_nt<T>(pl.own_kernels, Tq, S, D, T(pl.scale), qb, C, kb, C, P, S);  // (T,S)
     for (int64_t i = 0; i < Tq; ++i) {
       T* row = P + i * S;
-      T mx = T(kMasked);
+      T mx = -std::numeric_limits<T>::infinity();  // not kMasked: unmasked scores may lie below it
       for (int64_t j = 0; j < S; ++j) {
         if (pl.is_masked(b, i, j)) row[j] = T(kMasked);
         mx = std::max(mx, row[j]);
@@ -245,9 +246,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   detail::check_same_dtype(q, k, "attention");
   detail::check_same_dtype(q, v, "attention");
   const int64_t B = q.size(0), Tq = q.size(1), S = k.size(1), C = q.size(2), H = o.heads;
-  if (H < 1 || C % H != 0)
+  if (H < 1 || C < 1 || C % H != 0)
     throw ShapeError("attention: width C=" + std::to_string(C) + " does not split into " + std::to_string(H) +
-                     " heads (" + shapes() + ")");
+                     " heads of positive width (" + shapes() + ")");
   const int64_t D = C / H;
   if (S == 0) throw ShapeError("attention: no keys to attend to (" + shapes() + ")");
   if (!(o.dropout >= 0 && o.dropout < 1))

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -28,17 +29,15 @@ thread_local bool t_inside_job = false;
 class Pool {
  public:
   explicit Pool(int threads) : threads_(threads) {
-    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { work(i); });
-  }
-  ~Pool() {
-    {
-      std::lock_guard<std::mutex> lk(m_);
-      stop_ = true;
-      gen_.fetch_add(1, std::memory_order_release);
+    try {
+      for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { work(i); });
+    } catch (const std::system_error& e) {
+      stop();  // the workers already started must not outlive this half-built pool
+      throw std::runtime_error("set_num_threads: could not start " + std::to_string(threads_ - 1) +
+                               " worker threads: " + e.what());
     }
-    cv_.notify_all();
-    for (auto& w : workers_) w.join();
   }
+  ~Pool() { stop(); }
   int threads() const { return threads_; }
 
   // Runs job(i) for i in [0, threads) and waits; the caller runs i = 0.
@@ -66,6 +65,16 @@ class Pool {
       if (!error_) error_ = std::current_exception();
     }
     t_inside_job = false;
+  }
+
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lk(m_);
+      stop_ = true;
+      gen_.fetch_add(1, std::memory_order_release);
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
   }
 
   void work(int i) {
@@ -132,11 +141,22 @@ Pool& pool_locked() {
 
 void set_num_threads(int n) {
   if (n < 1) throw std::invalid_argument("set_num_threads: need at least 1 thread, got " + std::to_string(n));
+  // The calling parallel_for holds the pool (and its workers wait on this
+  // thread): replacing it here would deadlock.
+  if (t_inside_job)
+    throw std::logic_error("set_num_threads: called from inside a parallel_for body; change the thread count "
+                           "between parallel regions");
   std::lock_guard<std::mutex> lk(g_pool_m);
   if (g_pool && g_pool->threads() == n) return;
+  const int before = g_threads;
   g_pool.reset();
   g_threads = n;
-  pool_locked();
+  try {
+    pool_locked();
+  } catch (...) {
+    g_threads = before;  // the next use builds the pool it had (or the default)
+    throw;
+  }
 }
 
 int num_threads() {

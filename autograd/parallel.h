@@ -11,6 +11,8 @@ namespace xg {
 
 // Threads used by xgrad's kernels, the calling thread included. The default is
 // OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else the number of CPUs.
+// Throws std::invalid_argument for n < 1, std::logic_error when called from
+// inside a parallel_for body, std::runtime_error if the threads cannot start.
 void set_num_threads(int n);
 int num_threads();
 

@@ -143,6 +143,26 @@ TEST_CASE("attention: the weights it reports are the softmax rows") {
     }
 }
 
+TEST_CASE("attention: scores far below the masking value still give finite weights, at 1 and 2 threads") {
+  // Every score near -2e9 (below the -1e9 that masked scores get), no mask:
+  // the softmax must still be the softmax of the scores, not 0/0.
+  const int before = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Tensor q = full({1, 2, 2}, 1.0, f64), k = full({1, 3, 2}, -1e9, f64), v = leaf({1, 3, 2}, 9);
+    k.set({0, 1, 0}, -1e9 + 1);  // key 1 scores highest
+    AttentionOptions o;
+    o.heads = 1;
+    o.scale = 1.0;
+    Tensor w;
+    o.weights = &w;
+    Tensor out = attention(q, k, v, o);
+    for (double x : out.to_vector()) CHECK(std::isfinite(x));
+    CHECK(w.at({0, 0, 0, 1}) == doctest::Approx(1.0 / (1.0 + 2.0 * std::exp(-1.0))));
+  }
+  set_num_threads(before);
+}
+
 TEST_CASE("attention: bad shapes and options name the op and the shapes") {
   Tensor q = leaf({B, T, C}, 1), k = leaf({B, S, C}, 2), v = leaf({B, S, C}, 3);
   AttentionOptions o;
@@ -150,6 +170,10 @@ TEST_CASE("attention: bad shapes and options name the op and the shapes") {
   std::string msg = XG_THROW_MESSAGE(attention(q, k, v, o), ShapeError);
   CHECK(xgt::contains(msg, "attention"));
   CHECK(xgt::contains(msg, "4 heads"));
+  o.heads = 2;
+  msg = XG_THROW_MESSAGE(attention(zeros({B, T, 0}, f64), zeros({B, S, 0}, f64), zeros({B, S, 0}, f64), o),
+                         ShapeError);
+  CHECK(xgt::contains(msg, "width C=0 does not split into 2 heads of positive width"));
   o.heads = H;
   msg = XG_THROW_MESSAGE(attention(q, k, leaf({B, S + 1, C}, 4), o), ShapeError);
   CHECK(xgt::contains(msg, "(2,5,6)"));

@@ -71,3 +71,18 @@ TEST_CASE("set_num_threads: refuses fewer than one thread") {
   std::string msg = XG_THROW_MESSAGE(set_num_threads(0), std::invalid_argument);
   CHECK(xgt::contains(msg, "set_num_threads: need at least 1 thread, got 0"));
 }
+
+TEST_CASE("set_num_threads: refused inside a parallel_for body, which would deadlock") {
+  ThreadsGuard guard;
+  set_num_threads(2);
+  std::atomic<int> refused{0};
+  parallel_for(2, 100000, [&](int64_t, int64_t) {
+    try {
+      set_num_threads(1);
+    } catch (const std::logic_error& e) {
+      if (xgt::contains(e.what(), "set_num_threads: called from inside a parallel_for body")) refused.fetch_add(1);
+    }
+  });
+  CHECK(refused.load() == 2);  // on the calling thread and on the worker
+  CHECK(num_threads() == 2);
+}

@@ -15,6 +15,8 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, 
 // Dropout's keep decision for element i under a 64-bit key: murmur3's 32-bit
 // finaliser of (i ^ key_hi) * golden + key_lo, kept where it is at least
 // p * 2^32 (see dropout_threshold). Branch-free, so loops over it vectorise.
+// Indices are taken modulo 2^32: in one tensor of more than 4G elements the
+// mask would repeat.
 inline uint32_t dropout_hash(uint32_t i, uint32_t key_lo, uint32_t key_hi) {
   uint32_t h = (i ^ key_hi) * 0x9e3779b1u + key_lo;
   h ^= h >> 16;
