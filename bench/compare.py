@@ -132,7 +132,7 @@ def main():
             rows.append((f"{cfg} peak RSS MB", threads, f"{x['rss_mb']:.0f}", f"{t['rss_mb']:.0f}", f"{r:.3f}"))
             # Where xgrad's peak goes: tensor storage at its peak; parameters, gradients
             # and Adam's two moments (fixed); what one forward saves for backward.
-            rows.append((f"{cfg} xgrad tensors: peak/fixed/saved MB", threads,
+            rows.append((f"{cfg} tensors peak/fixed/saved MB", threads,
                          f"{x['tensor_peak_mb']:.0f} / {x['state_mb']:.0f} / {x['activations_mb']:.0f}", "", ""))
             # PyTorch re-runs the decoder on the whole prefix at every step: on base one
             # decode takes minutes, so the large configurations time a single run.
