@@ -30,14 +30,17 @@ namespace {
 using detail::blas_gemm;
 
 // C (m,n) = op(A) op(B) + beta C, split across the thread pool into blocks of
-// rows of C (or of columns when C has few rows). Each block is one
+// rows of C when A is the larger operand (m >= n), else of columns: each
+// thread packs its share of the larger operand and all of the smaller one.
+// (Splitting a 64x512 by 512x512 product by rows made both threads pack all
+// of B: a quarter of decoding's time went to that packing.) Each block is one
 // single-threaded BLAS call; every element of C is computed by the same
 // kernel over the same k order whatever the split.
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
           T beta, T* c, int64_t ldc) {
   constexpr int64_t kUnit = 16;  // split on multiples of the kernels' register blocks
-  const bool by_rows = m >= n || m >= 4 * kUnit;
+  const bool by_rows = m >= n;
   const int64_t units = ((by_rows ? m : n) + kUnit - 1) / kUnit;
   parallel_for(units, 2 * kUnit * (by_rows ? n : m) * k, [=](int64_t u0, int64_t u1) {
     if (by_rows) {
