@@ -60,6 +60,12 @@ inline void check_close(const std::vector<xg::Tensor>& a, const std::vector<xg::
   }
 }
 
+// Restores the thread count when the test ends, even through a failed REQUIRE.
+struct ThreadsGuard {
+  int before = xg::num_threads();
+  ~ThreadsGuard() { xg::set_num_threads(before); }
+};
+
 inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace xgt

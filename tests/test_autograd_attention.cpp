@@ -82,7 +82,7 @@ TEST_CASE("attention: equals its composition from primitives, with masks, causal
 TEST_CASE("attention: at 1 thread (OpenBLAS) and at 2 (register tiles) it equals its composition, at any length") {
   // Lengths that fill 4-row tiles, leave remainder rows, or are a single
   // row (incremental decoding); key counts below, at and above a vector.
-  const int before = num_threads();
+  xgt::ThreadsGuard guard;
   for (int threads : {1, 2})
     for (int64_t t : {1, 3, 6, 9})
       for (int64_t s : {1, 5, 16})
@@ -107,7 +107,6 @@ TEST_CASE("attention: at 1 thread (OpenBLAS) and at 2 (register tiles) it equals
               in);
           check_close(a, b, 1e-9);
         }
-  set_num_threads(before);
 }
 
 TEST_CASE("attention: finite-difference gradients") {
@@ -146,7 +145,7 @@ TEST_CASE("attention: the weights it reports are the softmax rows") {
 TEST_CASE("attention: scores far below the masking value still give finite weights, at 1 and 2 threads") {
   // Every score near -2e9 (below the -1e9 that masked scores get), no mask:
   // the softmax must still be the softmax of the scores, not 0/0.
-  const int before = num_threads();
+  xgt::ThreadsGuard guard;
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     Tensor q = full({1, 2, 2}, 1.0, f64), k = full({1, 3, 2}, -1e9, f64), v = leaf({1, 3, 2}, 9);
@@ -160,7 +159,6 @@ TEST_CASE("attention: scores far below the masking value still give finite weigh
     for (double x : out.to_vector()) CHECK(std::isfinite(x));
     CHECK(w.at({0, 0, 0, 1}) == doctest::Approx(1.0 / (1.0 + 2.0 * std::exp(-1.0))));
   }
-  set_num_threads(before);
 }
 
 TEST_CASE("attention: bad shapes and options name the op and the shapes") {
@@ -197,7 +195,7 @@ TEST_CASE("attention: bad shapes and options name the op and the shapes") {
 TEST_CASE("threads: one and two threads give the same values and gradients") {
   // Large enough that GEMMs, elementwise kernels, softmax, layer_norm,
   // dropout and attention all split across the pool at 2 threads.
-  const int before = num_threads();
+  xgt::ThreadsGuard guard;
   Tensor x = leaf({4, 64, 96}, 21), w = leaf({160, 96}, 22), b = leaf({160}, 23);
   Tensor lw = leaf({160}, 24), lb = leaf({160}, 25);
   auto f = [&](const V& in) {
@@ -217,7 +215,6 @@ TEST_CASE("threads: one and two threads give the same values and gradients") {
   V one = values_and_grads(f, in);
   set_num_threads(2);
   V two = values_and_grads(f, in);
-  set_num_threads(before);
   // Column sums add per-thread partials, and attention's small per-head
   // products use plain loops instead of BLAS when heads run in parallel: the
   // same sums in another order, so float64 rounding differs (measured up to

@@ -7,16 +7,8 @@
 
 using namespace xg;
 
-namespace {
-// Restores the thread count a test changed.
-struct ThreadsGuard {
-  int before = num_threads();
-  ~ThreadsGuard() { set_num_threads(before); }
-};
-}  // namespace
-
 TEST_CASE("parallel_for: covers every index exactly once, at 1, 2 and 3 threads") {
-  ThreadsGuard guard;
+  xgt::ThreadsGuard guard;
   for (int threads : {1, 2, 3}) {
     CAPTURE(threads);
     set_num_threads(threads);
@@ -39,7 +31,7 @@ TEST_CASE("parallel_for: covers every index exactly once, at 1, 2 and 3 threads"
 }
 
 TEST_CASE("parallel_for: an exception in a range reaches the caller, and the pool still works") {
-  ThreadsGuard guard;
+  xgt::ThreadsGuard guard;
   set_num_threads(2);
   std::atomic<int64_t> done{0};
   std::string msg = XG_THROW_MESSAGE(parallel_for(1000, 1000,
@@ -56,7 +48,7 @@ TEST_CASE("parallel_for: an exception in a range reaches the caller, and the poo
 }
 
 TEST_CASE("parallel_for: a nested call runs inline instead of waiting on the busy pool") {
-  ThreadsGuard guard;
+  xgt::ThreadsGuard guard;
   set_num_threads(2);
   std::atomic<int64_t> total{0};
   parallel_for(4, 100000, [&](int64_t b, int64_t e) {
@@ -67,13 +59,13 @@ TEST_CASE("parallel_for: a nested call runs inline instead of waiting on the bus
 }
 
 TEST_CASE("set_num_threads: refuses fewer than one thread") {
-  ThreadsGuard guard;
+  xgt::ThreadsGuard guard;
   std::string msg = XG_THROW_MESSAGE(set_num_threads(0), std::invalid_argument);
   CHECK(xgt::contains(msg, "set_num_threads: need at least 1 thread, got 0"));
 }
 
 TEST_CASE("set_num_threads: refused inside a parallel_for body, which would deadlock") {
-  ThreadsGuard guard;
+  xgt::ThreadsGuard guard;
   set_num_threads(2);
   std::atomic<int> refused{0};
   parallel_for(2, 100000, [&](int64_t, int64_t) {
