@@ -66,7 +66,7 @@ Tensor unsqueeze(const Tensor& a, int64_t axis);
 Tensor squeeze(const Tensor& a, int64_t axis);  // the axis must have size 1
 Tensor broadcast_to(const Tensor& a, const Shape& shape);
 
-// ---- linear algebra (cblas_sgemm / cblas_dgemm) ----------------------------
+// ---- linear algebra (engine/gemm.h: oneDNN or OpenBLAS) ---------------------
 // (..., M, K) x (..., K, N) -> (..., M, N); batch dimensions broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x (..., I) times w (O, I) transposed, plus b (O) if defined: (..., O).

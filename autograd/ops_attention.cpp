@@ -14,6 +14,7 @@
 #include "autograd/detail/impl.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
+#include "engine/gemm.h"
 
 namespace xg {
 
@@ -130,7 +131,7 @@ void small_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t sa
 template <class T>
 void gemm_nt(bool own, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
              int64_t ldc) {
-  if (!own || m * n * k > kSmall) return detail::blas_gemm(false, true, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
+  if (!own || m * n * k > kSmall) return engine::gemm(false, true, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
   small_gemm(m, n, k, alpha, a, lda, 1, b, ldb, true, c, ldc);
 }
 
@@ -138,7 +139,7 @@ void gemm_nt(bool own, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int
 template <class T>
 void gemm_nn(bool own, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
              int64_t ldc) {
-  if (!own || m * n * k > kSmall) return detail::blas_gemm(false, false, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
+  if (!own || m * n * k > kSmall) return engine::gemm(false, false, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
   small_gemm(m, n, k, alpha, a, lda, 1, b, ldb, false, c, ldc);
 }
 
@@ -146,7 +147,7 @@ void gemm_nn(bool own, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int
 template <class T>
 void gemm_tn(bool own, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
              int64_t ldc) {
-  if (!own || m * n * k > kSmall) return detail::blas_gemm(true, false, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
+  if (!own || m * n * k > kSmall) return engine::gemm(true, false, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
   small_gemm(m, n, k, alpha, a, 1, lda, b, ldb, false, c, ldc);
 }
 

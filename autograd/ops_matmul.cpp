@@ -1,33 +1,19 @@
-// matmul and linear on cblas_sgemm / cblas_dgemm. Transposed operands are
-// passed to BLAS as transposed forms, never copied. Batched matmul is a loop
-// of gemm calls over (broadcast) batch slices: OpenBLAS 0.3.21 has no batch API.
-#include <cblas.h>
-
+// matmul and linear on the matrix engine (engine/gemm.h: oneDNN or OpenBLAS
+// for float32, OpenBLAS for float64). Transposed operands are passed as
+// transposed forms, never copied. A batched matmul whose batch items lie at
+// regular strides is one engine call per thread (a batch dimension on oneDNN).
 #include <algorithm>
 
 #include "autograd/detail/impl.h"
 #include "autograd/detail/iter.h"
 #include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
+#include "engine/gemm.h"
 
 namespace xg {
 
-namespace detail {
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
-              b, ldb, beta, c, ldc);
-}
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-               const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
-              b, ldb, beta, c, ldc);
-}
-}  // namespace detail
-
 namespace {
 
-using detail::blas_gemm;
 
 // C (m,n) = op(A) op(B) + beta C, split across the thread pool into blocks of
 // rows of C when A is the larger operand (m >= n), else of columns: each
@@ -45,12 +31,22 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t
   parallel_for(units, 2 * kUnit * (by_rows ? n : m) * k, [=](int64_t u0, int64_t u1) {
     if (by_rows) {
       const int64_t i0 = u0 * kUnit, i1 = std::min(m, u1 * kUnit);
-      blas_gemm(ta, tb, i1 - i0, n, k, T(1), ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
+      engine::gemm(ta, tb, i1 - i0, n, k, T(1), ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
     } else {
       const int64_t j0 = u0 * kUnit, j1 = std::min(n, u1 * kUnit);
-      blas_gemm(ta, tb, m, j1 - j0, k, T(1), a, lda, tb ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+      engine::gemm(ta, tb, m, j1 - j0, k, T(1), a, lda, tb ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
     }
   });
+}
+
+// The step between consecutive batch items if `str` is linear in the flat
+// batch index (every item `size` apart, or 0 when broadcast), else -1.
+int64_t linear_step(const Shape& batch, const std::vector<int64_t>& str, int64_t size) {
+  if (std::all_of(str.begin(), str.end(), [](int64_t s) { return s == 0; })) return 0;
+  auto contiguous = contiguous_strides(batch);
+  for (size_t i = 0; i < str.size(); ++i)
+    if (batch[i] != 1 && str[i] != contiguous[i] * size) return -1;
+  return size;
 }
 
 // C[i] (+)= op(A[ia]) op(B[ib]) for every batch index; A, B, C row-major
@@ -61,9 +57,20 @@ void batched_gemm(const Shape& batch, const std::vector<int64_t>& astr, const st
                   const std::vector<int64_t>& cstr, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A,
                   int64_t lda, const T* B, int64_t ldb, T* C, bool accumulate) {
   const T beta = accumulate ? T(1) : T(0);
-  // One product after another, each split across the pool when large enough.
-  // (Splitting the batch instead was measured slower at 2 threads: concurrent
-  // tiny OpenBLAS calls contend on its buffer lock.)
+  const int64_t count = shape_numel(batch);
+  const int64_t sa = linear_step(batch, astr, m * k), sb = linear_step(batch, bstr, k * n),
+                sc = linear_step(batch, cstr, m * n);
+  if (count > 1 && count >= num_threads() && sa >= 0 && sb >= 0 && sc > 0) {
+    // One engine call (a batch dimension on oneDNN) per thread's share of the items.
+    parallel_for(count, 2 * m * n * k, [=](int64_t i0, int64_t i1) {
+      engine::gemm_batched(i1 - i0, ta, tb, m, n, k, T(1), A + i0 * sa, lda, sa, B + i0 * sb, ldb, sb, beta,
+                           C + i0 * sc, n, sc);
+    });
+    return;
+  }
+  // Otherwise (a few large products, or C broadcast in a gradient, where the
+  // items accumulate into one matrix): one product after another, each split
+  // across the pool when large enough.
   detail::for_each_strided<3>(batch, {&astr, &bstr, &cstr}, [&](int64_t, const std::array<int64_t, 3>& off) {
     gemm(ta, tb, m, n, k, A + off[0], lda, B + off[1], ldb, beta, C + off[2], n);
   });

@@ -1,10 +1,12 @@
 // The thread pool behind parallel_for. Workers spin briefly after each job
 // (a training step issues thousands of short jobs back to back) and then sleep
-// on a condition variable, so an idle process does not hold a core for long.
+// on a condition variable, so an idle process does not hold a core for long;
+// the caller waiting for its workers does the same.
 #include "autograd/parallel.h"
 
 #include <cblas.h>
 #include <immintrin.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -49,9 +51,17 @@ class Pool {
       std::lock_guard<std::mutex> lk(m_);
       gen_.fetch_add(1, std::memory_order_release);
     }
-    cv_.notify_all();
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) cv_.notify_all();
     guarded(job, 0);
-    while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+    // Wait for the workers: spin briefly, then sleep until the last one wakes
+    // us. Spinning without end on a descheduled worker (another process on
+    // the same cores) turned an 18 ms step into 660 ms.
+    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+      std::unique_lock<std::mutex> lk(done_m_);
+      caller_waiting_.store(true, std::memory_order_seq_cst);
+      done_cv_.wait(lk, [&] { return pending_.load(std::memory_order_seq_cst) == 0; });
+      caller_waiting_.store(false, std::memory_order_relaxed);
+    }
     if (error_) std::rethrow_exception(error_);
   }
 
@@ -77,28 +87,48 @@ class Pool {
     for (auto& w : workers_) w.join();
   }
 
+  // Spins on `ready` for up to kSpin, yielding the core between checks after
+  // the first few microseconds; true if it became ready.
+  template <class F>
+  static bool spin_until(F ready) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int s = 0;; ++s) {
+      if (ready()) return true;
+      if ((s & 63) == 63) {
+        const auto waited = std::chrono::steady_clock::now() - t0;
+        if (waited > kSpin) return false;
+        if (waited > kPauseOnly) std::this_thread::yield();
+      }
+      _mm_pause();
+    }
+  }
+
   void work(int i) {
     uint64_t seen = 0;
     for (;;) {
-      // Wait for the next job: spin for up to 1 ms, then sleep. Waking a
-      // sleeping thread was measured at ~85 us on these VMs, and sched_yield
-      // at ~10 us, more than many kernels take, while a training step issues
-      // its jobs back to back.
-      auto t0 = std::chrono::steady_clock::now();
-      for (int s = 0; gen_.load(std::memory_order_acquire) == seen; ++s) {
-        _mm_pause();
-        if ((s & 63) == 63 && std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(1)) break;
-      }
-      if (gen_.load(std::memory_order_acquire) == seen) {
+      // Wait for the next job: spin for up to kSpin, then sleep. Waking a
+      // sleeping thread was measured at ~85 us on these VMs, more than many
+      // kernels take, while a training step issues its jobs back to back.
+      if (!spin_until([&] { return gen_.load(std::memory_order_acquire) != seen; })) {
         std::unique_lock<std::mutex> lk(m_);
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
         cv_.wait(lk, [&] { return gen_.load(std::memory_order_acquire) != seen; });
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
       }
       seen = gen_.load(std::memory_order_acquire);
       if (stop_) return;
       guarded(*job_, i);
-      pending_.fetch_sub(1, std::memory_order_acq_rel);
+      if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
+        std::lock_guard<std::mutex> lk(done_m_);
+        done_cv_.notify_one();
+      }
     }
   }
+
+  // How long a thread spins for the next job or for its partners before it
+  // sleeps; past kPauseOnly it yields its core while it spins.
+  static constexpr std::chrono::microseconds kSpin{200};
+  static constexpr std::chrono::microseconds kPauseOnly{20};
 
   const int threads_;
   std::vector<std::thread> workers_;
@@ -109,18 +139,37 @@ class Pool {
   std::mutex error_m_;
   std::mutex m_;
   std::condition_variable cv_;
+  std::atomic<int> sleepers_{0};  // workers asleep on cv_
+  std::mutex done_m_;             // the caller sleeps on done_cv_ until pending_ == 0
+  std::condition_variable done_cv_;
+  std::atomic<bool> caller_waiting_{false};
   std::atomic<bool> stop_{false};
 };
 
+}  // namespace
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n >= 1) return n;
+  }
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc == 0 ? 1 : static_cast<int>(hc);
+}
+
+namespace {
+
 int default_threads() {
-  for (const char* var : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}) {
+  for (const char* var : {"XG_NUM_THREADS", "OMP_NUM_THREADS"}) {
     if (const char* v = std::getenv(var)) {
-      int n = std::atoi(v);
-      if (n >= 1) return n;
+      char* end = nullptr;
+      const long n = std::strtol(v, &end, 10);
+      if (end != v && *end == '\0' && n >= 1 && n <= 1024) return static_cast<int>(n);
     }
   }
-  unsigned hc = std::thread::hardware_concurrency();
-  return hc == 0 ? 1 : static_cast<int>(hc);
+  return available_cores();
 }
 
 std::mutex g_pool_m;  // held by whichever thread is using or replacing the pool

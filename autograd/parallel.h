@@ -10,11 +10,14 @@
 namespace xg {
 
 // Threads used by xgrad's kernels, the calling thread included. The default is
-// OPENBLAS_NUM_THREADS, else OMP_NUM_THREADS, else the number of CPUs.
+// XG_NUM_THREADS, else OMP_NUM_THREADS, else available_cores().
 // Throws std::invalid_argument for n < 1, std::logic_error when called from
 // inside a parallel_for body, std::runtime_error if the threads cannot start.
 void set_num_threads(int n);
 int num_threads();
+// The cores this process may run on (sched_getaffinity: taskset, cgroups'
+// cpusets and mpirun's binding narrow it), at least 1.
+int available_cores();
 
 // Calls body(begin, end) on disjoint ranges that cover [0, n), one range per
 // thread, and returns when all are done. `cost` is a rough count of scalar

@@ -1,16 +1,10 @@
-// Private to autograd/*.cpp: the BLAS entry points and the dropout hash,
-// shared by matmul/linear, dropout and the fused attention op.
+// Private to autograd/*.cpp: the dropout hash, shared by dropout and the
+// fused attention op.
 #pragma once
 
 #include <cstdint>
 
 namespace xg::detail {
-
-// C (m,n) = alpha op(A) op(B) + beta C, row-major, one single-threaded BLAS call.
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-               const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
-void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-               const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
 // Dropout's keep decision for element i under a 64-bit key: murmur3's 32-bit
 // finaliser of (i ^ key_hi) * golden + key_lo, kept where it is at least

@@ -1,0 +1,74 @@
+// OpenBLAS for float64 (and float32 in the OpenBLAS build or for small
+// products), bf16 conversions, and the parts of engine/gemm.h that do not
+// depend on the engine.
+#include <cblas.h>
+
+#include <cstring>
+#include <fmt/format.h>
+
+#include "engine/blas.h"
+#include "engine/gemm.h"
+
+namespace xg::engine {
+
+namespace blas {
+template <>
+void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
+              b, ldb, beta, c, ldc);
+}
+template <>
+void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+                  const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
+              b, ldb, beta, c, ldc);
+}
+}  // namespace blas
+
+std::string blas_core() { return openblas_get_corename(); }
+
+namespace blas {
+std::string version() {
+  std::string v = OPENBLAS_VERSION;  // " OpenBLAS 0.3.21 "
+  v.erase(0, v.find_first_not_of(' '));
+  v.erase(v.find_last_not_of(' ') + 1);
+  return v;
+}
+}  // namespace blas
+
+std::string describe() {
+  return fmt::format("f32 products on {}, f64 on {} (core {})", f32_engine(), blas::version(), blas_core());
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  blas::gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                  int64_t lda, int64_t sa, const double* b, int64_t ldb, int64_t sb, double beta, double* c,
+                  int64_t ldc, int64_t sc) {
+  blas::gemm_batched<double>(count, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+}
+
+// Round to nearest even: add 0x7fff plus the lowest kept bit, then truncate.
+// Written on integers so that the loop vectorises.
+void to_bf16(const float* x, bf16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, 4);
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    y[i] = static_cast<bf16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
+  }
+}
+
+void from_bf16(const bf16_t* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(x[i]) << 16;
+    std::memcpy(y + i, &u, 4);
+  }
+}
+
+}  // namespace xg::engine

@@ -1,0 +1,28 @@
+// Private to engine/: the OpenBLAS calls both builds use (float64 always,
+// float32 for small products or in the OpenBLAS build).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace xg::engine::blas {
+
+template <class T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T beta, T* c, int64_t ldc);
+
+// A loop of gemm calls (OpenBLAS 0.3.21 has no batched API).
+template <class T>
+void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                  int64_t lda, int64_t sa, const T* b, int64_t ldb, int64_t sb, T beta, T* c, int64_t ldc,
+                  int64_t sc) {
+  for (int64_t i = 0; i < count; ++i)
+    gemm<T>(ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, beta, c + i * sc, ldc);
+}
+
+std::string version();  // "OpenBLAS 0.3.21"
+
+// Below this many multiply-adds a oneDNN call costs more than the product.
+constexpr int64_t kSmallProduct = 48 * 48 * 48;
+
+}  // namespace xg::engine::blas

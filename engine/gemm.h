@@ -1,0 +1,71 @@
+// xg::engine: the matrix engine behind every product in xgrad. One call is
+// one product on the calling thread (xgrad's pool splits large products and
+// runs one engine call per block). float32 runs on oneDNN (the default build)
+// or OpenBLAS (-DXG_GEMM=openblas); float64 always on OpenBLAS dgemm; bf16
+// inputs with float32 accumulation and output on oneDNN only. Light header:
+// no oneDNN or CBLAS types here.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace xg::engine {
+
+// Which library runs float32 products in this build, with its version:
+// "oneDNN 2.6.3" or "OpenBLAS 0.3.21".
+std::string f32_engine();
+// OpenBLAS's kernel family (openblas_get_corename(), e.g. "Cooperlake"),
+// which follows OPENBLAS_CORETYPE when it is set.
+std::string blas_core();
+// One line for logs: "f32 products on oneDNN 2.6.3, f64 on OpenBLAS 0.3.21 (core Cooperlake)".
+std::string describe();
+
+// C (m,n) = alpha op(A) op(B) + beta C, row-major, op(X) = X or Xᵀ; lda, ldb,
+// ldc are the row strides of A, B, C as stored. beta must be 0 or 1.
+// Products smaller than about 48³ multiply-adds go to OpenBLAS whatever the
+// build: oneDNN's fixed cost per call (about 1 us) exceeds their work.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
+// `count` products C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = a + i*sa
+// (and likewise B, C); sa or sb may be 0 (the same matrix for every i), sc
+// may not. On oneDNN this is one call with a batch dimension.
+void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc,
+                  int64_t sc);
+void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                  int64_t lda, int64_t sa, const double* b, int64_t ldb, int64_t sb, double beta, double* c,
+                  int64_t ldc, int64_t sc);
+
+// ---- bfloat16 ---------------------------------------------------------------
+// A bf16 value is the upper 16 bits of a float32 (8-bit exponent, 7-bit mantissa).
+using bf16_t = uint16_t;
+
+// Empty when this build and CPU run bf16 products at full speed; otherwise
+// why not, naming the missing CPU feature or the build option.
+std::string bf16_unsupported_reason();
+
+// Round to nearest even (NaN stays NaN), and back (exact).
+void to_bf16(const float* x, bf16_t* y, int64_t n);
+void from_bf16(const bf16_t* x, float* y, int64_t n);
+
+// As gemm/gemm_batched with bf16 A and B, accumulating in float32 into a
+// float32 C. Throws std::runtime_error with bf16_unsupported_reason() when
+// that is not empty.
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bf16_t* a, int64_t lda,
+               const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const bf16_t* a, int64_t lda, int64_t sa, const bf16_t* b, int64_t ldb, int64_t sb, float beta,
+                       float* c, int64_t ldc, int64_t sc);
+
+// Primitives kept by the calling thread's cache (oneDNN; 0 on OpenBLAS), and
+// how many were created since start-up (each creation costs 0.1-1 ms).
+struct CacheStats {
+  int64_t cached = 0;
+  int64_t created = 0;
+};
+CacheStats cache_stats();
+
+}  // namespace xg::engine

@@ -1,0 +1,212 @@
+// The oneDNN build (the default): float32 and bf16 products on oneDNN's
+// matmul primitive, single-threaded on the calling thread (xgrad's pool does
+// the splitting; see the README's "Threads"). Primitives are created once per
+// shape and kept in a cache per thread, with a scratchpad of our own, so the
+// pool's threads never share one.
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <oneapi/dnnl/dnnl_version.h>
+
+#include <atomic>
+#include <cstring>
+#include <fmt/format.h>
+#include <memory>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/blas.h"
+#include "engine/gemm.h"
+
+namespace xg::engine {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+
+struct Key {
+  dt in;
+  bool ta, tb, accumulate, a_shared, b_shared;
+  int64_t count, m, n, k, lda, ldb, ldc, sa, sb, sc;
+  float alpha;
+  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
+};
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    // FNV-1a over the bytes (Key is zero-initialised, padding included).
+    const auto* p = reinterpret_cast<const unsigned char*>(&k);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+struct Entry {
+  dnnl::matmul prim;
+  dnnl::memory a, b, c, scratch;
+  std::vector<char> scratch_bytes;
+};
+
+dnnl::engine& cpu() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// oneDNN reads OpenMP's thread count when it creates and runs a primitive:
+// held at 1 for the call, and restored, so a program's own OpenMP is untouched.
+struct OneOmpThread {
+  int before = omp_get_max_threads();
+  OneOmpThread() {
+    if (before != 1) omp_set_num_threads(1);
+  }
+  ~OneOmpThread() {
+    if (before != 1) omp_set_num_threads(before);
+  }
+};
+
+// (rows, cols) matrices, count of them at stride s (s = 0: one shared matrix),
+// stored transposed when t, with row stride ld.
+dnnl::memory::desc matrix(dt type, int64_t count, int64_t rows, int64_t cols, bool t, int64_t ld, int64_t s) {
+  const int64_t batch = s == 0 ? 1 : count;
+  const int64_t bs = s == 0 ? (t ? cols : rows) * ld : s;
+  return dnnl::memory::desc({batch, rows, cols}, type, t ? dnnl::memory::dims{bs, 1, ld} : dnnl::memory::dims{bs, ld, 1});
+}
+
+constexpr size_t kMaxCached = 512;  // decoding meets a new length every step
+std::atomic<int64_t> g_created{0};
+
+struct Cache {
+  std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> map;
+  Entry& get(const Key& key) {
+    auto it = map.find(key);
+    if (it != map.end()) return *it->second;
+    if (map.size() >= kMaxCached) map.clear();
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+    if (key.accumulate) {
+      dnnl::post_ops po;
+      po.append_sum(1.0f);
+      attr.set_post_ops(po);
+    }
+    auto a = matrix(key.in, key.count, key.m, key.k, key.ta, key.lda, key.sa);
+    auto b = matrix(key.in, key.count, key.k, key.n, key.tb, key.ldb, key.sb);
+    auto c = matrix(dt::f32, key.count, key.m, key.n, false, key.ldc, key.sc);
+    dnnl::matmul::primitive_desc pd;
+    try {
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu());
+    } catch (const dnnl::error& e) {
+      throw std::runtime_error(fmt::format("oneDNN matmul: no implementation for {} x {}x{} by {}x{} ({}): {}",
+                                           key.count, key.m, key.k, key.k, key.n,
+                                           key.in == dt::bf16 ? "bf16" : "f32", e.what()));
+    }
+    auto e = std::make_unique<Entry>();
+    e->prim = dnnl::matmul(pd);
+    e->a = dnnl::memory(a, cpu(), DNNL_MEMORY_NONE);
+    e->b = dnnl::memory(b, cpu(), DNNL_MEMORY_NONE);
+    e->c = dnnl::memory(c, cpu(), DNNL_MEMORY_NONE);
+    e->scratch_bytes.resize(pd.scratchpad_desc().get_size() + 1);
+    e->scratch = dnnl::memory(pd.scratchpad_desc(), cpu(), e->scratch_bytes.data());
+    ++g_created;
+    return *map.emplace(key, std::move(e)).first->second;
+  }
+};
+
+Cache& cache() {
+  thread_local Cache c;
+  return c;
+}
+
+void run(dt in, int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
+         int64_t lda, int64_t sa, const void* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc,
+         int64_t sc) {
+  if (m == 0 || n == 0) return;
+  if (beta != 0.0f && beta != 1.0f) throw std::invalid_argument(fmt::format("engine::gemm: beta {} is not 0 or 1", beta));
+  if (k == 0) {  // an empty sum: C = beta C
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t r = 0; r < m; ++r)
+        if (beta == 0.0f) std::memset(c + i * sc + r * ldc, 0, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  Key key{};  // zeroed, padding included: the key is hashed bytewise
+  key.in = in;
+  key.ta = ta;
+  key.tb = tb;
+  key.accumulate = beta != 0.0f;
+  key.count = count;
+  key.m = m;
+  key.n = n;
+  key.k = k;
+  key.lda = lda;
+  key.ldb = ldb;
+  key.ldc = ldc;
+  key.sa = sa;
+  key.sb = sb;
+  key.sc = sc;
+  key.alpha = alpha;
+  OneOmpThread one;
+  Entry& e = cache().get(key);
+  e.a.set_data_handle(const_cast<void*>(a));
+  e.b.set_data_handle(const_cast<void*>(b));
+  e.c.set_data_handle(c);
+  thread_local dnnl::stream stream(cpu());
+  e.prim.execute(stream, {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c},
+                          {DNNL_ARG_SCRATCHPAD, e.scratch}});
+}
+
+}  // namespace
+
+std::string f32_engine() {
+  const dnnl_version_t* v = dnnl_version();
+  return fmt::format("oneDNN {}.{}.{}", v->major, v->minor, v->patch);
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m * n * k < blas::kSmallProduct) return blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  run(dt::f32, 1, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, m * ldc);
+}
+
+void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc,
+                  int64_t sc) {
+  if (count <= 0) return;
+  if (m * n * k * count < blas::kSmallProduct)
+    return blas::gemm_batched<float>(count, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+  run(dt::f32, count, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+}
+
+std::string bf16_unsupported_reason() {
+  static const std::string reason = [] {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f"))
+      return std::string(
+          "bf16 products need a CPU with AVX-512 and AVX512_BF16 (or AMX); this CPU has no AVX-512, so oneDNN "
+          "would emulate bf16 slower than float32: use float32");
+    if (!__builtin_cpu_supports("avx512bf16"))
+      return std::string(
+          "bf16 products need a CPU with AVX512_BF16 (or AMX); this CPU has AVX-512 but not AVX512_BF16, so "
+          "oneDNN would emulate bf16 at about float32's speed: use float32");
+    return std::string();
+  }();
+  return reason;
+}
+
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bf16_t* a, int64_t lda,
+               const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_bf16_batched(1, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, m * ldc);
+}
+
+void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const bf16_t* a, int64_t lda, int64_t sa, const bf16_t* b, int64_t ldb, int64_t sb, float beta,
+                       float* c, int64_t ldc, int64_t sc) {
+  if (count <= 0) return;
+  const std::string why = bf16_unsupported_reason();
+  if (!why.empty()) throw std::runtime_error(why);
+  run(dt::bf16, count, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+}
+
+CacheStats cache_stats() { return {static_cast<int64_t>(cache().map.size()), g_created.load()}; }
+
+}  // namespace xg::engine

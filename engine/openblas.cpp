@@ -1,0 +1,38 @@
+// The OpenBLAS build (-DXG_GEMM=openblas): float32 on cblas_sgemm, no bf16.
+#include <stdexcept>
+
+#include "engine/blas.h"
+#include "engine/gemm.h"
+
+namespace xg::engine {
+
+std::string f32_engine() { return blas::version(); }
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc,
+                  int64_t sc) {
+  blas::gemm_batched<float>(count, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+}
+
+std::string bf16_unsupported_reason() {
+  return "bf16 products need the oneDNN matrix engine, and this xgrad was configured with -DXG_GEMM=openblas "
+         "(reconfigure with -DXG_GEMM=onednn)";
+}
+
+void gemm_bf16(bool, bool, int64_t, int64_t, int64_t, float, const bf16_t*, int64_t, const bf16_t*, int64_t, float,
+               float*, int64_t) {
+  throw std::runtime_error(bf16_unsupported_reason());
+}
+void gemm_bf16_batched(int64_t, bool, bool, int64_t, int64_t, int64_t, float, const bf16_t*, int64_t, int64_t,
+                       const bf16_t*, int64_t, int64_t, float, float*, int64_t, int64_t) {
+  throw std::runtime_error(bf16_unsupported_reason());
+}
+
+CacheStats cache_stats() { return {}; }
+
+}  // namespace xg::engine
