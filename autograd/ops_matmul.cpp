@@ -2,8 +2,12 @@
 // for float32, OpenBLAS for float64). Transposed operands are passed as
 // transposed forms, never copied. A batched matmul whose batch items lie at
 // regular strides is one engine call per thread (a batch dimension on oneDNN).
+// Under Autocast(bf16), float32 products convert their operands to bf16 and
+// accumulate in float32 (autograd/autocast.h); the same code runs both, with
+// In = float, double or bf16_t the stored type of the operands.
 #include <algorithm>
 
+#include "autograd/autocast.h"
 #include "autograd/detail/impl.h"
 #include "autograd/detail/iter.h"
 #include "autograd/detail/kernels.h"
@@ -12,29 +16,66 @@
 
 namespace xg {
 
+using engine::bf16_t;
+
+std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t) {
+  auto out = std::make_shared<Bf16Buffer>(t.numel());
+  const float* x = t.data<float>();
+  uint16_t* y = out->v.get();
+  parallel_for(t.numel(), 2, [=](int64_t i0, int64_t i1) { engine::to_bf16(x + i0, y + i0, i1 - i0); });
+  return out;
+}
+
 namespace {
 
+// One engine call, for each stored operand type (bf16 accumulates into float).
+void engine_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                 int64_t ldb, float beta, float* c, int64_t ldc) {
+  engine::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+void engine_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+                 int64_t ldb, double beta, double* c, int64_t ldc) {
+  engine::gemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+void engine_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bf16_t* a, int64_t lda, const bf16_t* b,
+                 int64_t ldb, float beta, float* c, int64_t ldc) {
+  engine::gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+void engine_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                    int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc, int64_t sc) {
+  engine::gemm_batched(count, ta, tb, m, n, k, 1.0f, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+}
+void engine_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
+                    int64_t sa, const double* b, int64_t ldb, int64_t sb, double beta, double* c, int64_t ldc,
+                    int64_t sc) {
+  engine::gemm_batched(count, ta, tb, m, n, k, 1.0, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+}
+void engine_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bf16_t* a, int64_t lda,
+                    int64_t sa, const bf16_t* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc,
+                    int64_t sc) {
+  engine::gemm_bf16_batched(count, ta, tb, m, n, k, 1.0f, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+}
 
 // C (m,n) = op(A) op(B) + beta C, split across the thread pool into blocks of
 // rows of C when A is the larger operand (m >= n), else of columns: each
 // thread packs its share of the larger operand and all of the smaller one.
 // (Splitting a 64x512 by 512x512 product by rows made both threads pack all
 // of B: a quarter of decoding's time went to that packing.) Each block is one
-// single-threaded BLAS call; every element of C is computed by the same
+// single-threaded engine call; every element of C is computed by the same
 // kernel over the same k order whatever the split.
-template <class T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-          T beta, T* c, int64_t ldc) {
+template <class In, class Out>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const In* a, int64_t lda, const In* b, int64_t ldb,
+          Out beta, Out* c, int64_t ldc) {
   constexpr int64_t kUnit = 16;  // split on multiples of the kernels' register blocks
   const bool by_rows = m >= n;
   const int64_t units = ((by_rows ? m : n) + kUnit - 1) / kUnit;
   parallel_for(units, 2 * kUnit * (by_rows ? n : m) * k, [=](int64_t u0, int64_t u1) {
     if (by_rows) {
       const int64_t i0 = u0 * kUnit, i1 = std::min(m, u1 * kUnit);
-      engine::gemm(ta, tb, i1 - i0, n, k, T(1), ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
+      engine_gemm(ta, tb, i1 - i0, n, k, ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
     } else {
       const int64_t j0 = u0 * kUnit, j1 = std::min(n, u1 * kUnit);
-      engine::gemm(ta, tb, m, j1 - j0, k, T(1), a, lda, tb ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+      engine_gemm(ta, tb, m, j1 - j0, k, a, lda, tb ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
     }
   });
 }
@@ -50,21 +91,20 @@ int64_t linear_step(const Shape& batch, const std::vector<int64_t>& str, int64_t
 }
 
 // C[i] (+)= op(A[ia]) op(B[ib]) for every batch index; A, B, C row-major
-// matrices stored as (rows, cols) = (ar, ac), (br, bc), (m, n).
-// `astr`/`bstr`/`cstr` map the batch shape to matrix offsets (0 = broadcast).
-template <class T>
+// matrices; `astr`/`bstr`/`cstr` map the batch shape to matrix offsets
+// (0 = broadcast).
+template <class In, class Out>
 void batched_gemm(const Shape& batch, const std::vector<int64_t>& astr, const std::vector<int64_t>& bstr,
-                  const std::vector<int64_t>& cstr, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* A,
-                  int64_t lda, const T* B, int64_t ldb, T* C, bool accumulate) {
-  const T beta = accumulate ? T(1) : T(0);
+                  const std::vector<int64_t>& cstr, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const In* A,
+                  int64_t lda, const In* B, int64_t ldb, Out* C, bool accumulate) {
+  const Out beta = accumulate ? Out(1) : Out(0);
   const int64_t count = shape_numel(batch);
   const int64_t sa = linear_step(batch, astr, m * k), sb = linear_step(batch, bstr, k * n),
                 sc = linear_step(batch, cstr, m * n);
   if (count > 1 && count >= num_threads() && sa >= 0 && sb >= 0 && sc > 0) {
     // One engine call (a batch dimension on oneDNN) per thread's share of the items.
     parallel_for(count, 2 * m * n * k, [=](int64_t i0, int64_t i1) {
-      engine::gemm_batched(i1 - i0, ta, tb, m, n, k, T(1), A + i0 * sa, lda, sa, B + i0 * sb, ldb, sb, beta,
-                           C + i0 * sc, n, sc);
+      engine_batched(i1 - i0, ta, tb, m, n, k, A + i0 * sa, lda, sa, B + i0 * sb, ldb, sb, beta, C + i0 * sc, n, sc);
     });
     return;
   }
@@ -81,6 +121,27 @@ std::vector<int64_t> scaled(std::vector<int64_t> s, int64_t f) {
   return s;
 }
 
+// Matmul's forward and backward products over operands of stored type In
+// (float, double, or bf16 under autocast) and results of type Out.
+struct MatmulPlan {
+  Shape batch;
+  std::vector<int64_t> astr, bstr, cstr;
+  int64_t m, n, k;
+  template <class In, class Out>
+  void forward(const In* a, const In* b, Out* out) const {
+    batched_gemm<In, Out>(batch, astr, bstr, cstr, false, false, m, n, k, a, k, b, n, out, false);
+  }
+  // dA = g Bᵀ (M,N)x(N,K), dB = Aᵀ g (K,M)x(M,N); where an operand was
+  // broadcast over the batch, gemm accumulates (beta = 1) into one slice.
+  template <class In, class Out>
+  void backward(const In* a, const In* b, const In* g, Out* ga, Out* gb) const {
+    batched_gemm<In, Out>(batch, cstr, bstr, astr, false, true, m, k, n, g, n, b, n, ga, true);
+    batched_gemm<In, Out>(batch, astr, cstr, bstr, true, false, k, n, m, a, k, g, n, gb, true);
+  }
+};
+
+bool autocast_bf16(const Tensor& t) { return autocast_precision() == Precision::bf16 && t.dtype() == Dtype::f32; }
+
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
@@ -95,39 +156,74 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     throw ShapeError("matmul: cannot multiply " + shape_str(a.shape()) + " by " + shape_str(b.shape()) +
                      ": inner dimensions " + std::to_string(k) + " != " + std::to_string(k2));
   Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
-  Shape batch;
+  MatmulPlan pl;
   try {
-    batch = detail::broadcast_shapes(ab, bb, "matmul");
+    pl.batch = detail::broadcast_shapes(ab, bb, "matmul");
   } catch (const ShapeError&) {
     throw ShapeError("matmul: cannot multiply " + shape_str(a.shape()) + " by " + shape_str(b.shape()) +
                      ": batch dimensions " + shape_str(ab) + " and " + shape_str(bb) + " do not broadcast");
   }
-  auto astr = scaled(detail::broadcast_strides(ab, batch), m * k);
-  auto bstr = scaled(detail::broadcast_strides(bb, batch), k * n);
-  auto cstr = scaled(contiguous_strides(batch), m * n);
-  Shape out_shape = batch;
+  pl.astr = scaled(detail::broadcast_strides(ab, pl.batch), m * k);
+  pl.bstr = scaled(detail::broadcast_strides(bb, pl.batch), k * n);
+  pl.cstr = scaled(contiguous_strides(pl.batch), m * n);
+  pl.m = m;
+  pl.n = n;
+  pl.k = k;
+  Shape out_shape = pl.batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
   Tensor out = make_tensor(out_shape, a.dtype());
+  if (autocast_bf16(a)) {
+    auto a16 = to_bf16(a), b16 = to_bf16(b);
+    pl.forward(a16->data(), b16->data(), out.data<float>());
+    return record("matmul", out, {a, b}, [a16, b16, pl, as = a.shape(), bs = b.shape()](const Tensor& g) {
+      Tensor ga = zeros(as, f32), gb = zeros(bs, f32);
+      pl.backward(a16->data(), b16->data(), to_bf16(g)->data(), ga.data<float>(), gb.data<float>());
+      return std::vector<Tensor>{ga, gb};
+    });
+  }
   dispatch(a.dtype(), [&](auto z) {
     using T = decltype(z);
-    batched_gemm<T>(batch, astr, bstr, cstr, false, false, m, n, k, a.data<T>(), k, b.data<T>(), n, out.data<T>(), false);
+    pl.forward(a.data<T>(), b.data<T>(), out.data<T>());
   });
-  return record("matmul", out, {a, b},
-                [a = a.detach(), b = b.detach(), batch, astr, bstr, cstr, m, n, k](const Tensor& g) {
-                  // dA = g Bᵀ (M,N)x(N,K), dB = Aᵀ g (K,M)x(M,N); where an operand was
-                  // broadcast over the batch, gemm accumulates (beta = 1) into one slice.
-                  Tensor ga = zeros(a.shape(), a.dtype()), gb = zeros(b.shape(), b.dtype());
-                  dispatch(a.dtype(), [&](auto z) {
-                    using T = decltype(z);
-                    batched_gemm<T>(batch, cstr, bstr, astr, false, true, m, k, n, g.data<T>(), n, b.data<T>(), n,
-                                    ga.data<T>(), true);
-                    batched_gemm<T>(batch, astr, cstr, bstr, true, false, k, n, m, a.data<T>(), k, g.data<T>(), n,
-                                    gb.data<T>(), true);
-                  });
-                  return std::vector<Tensor>{ga, gb};
-                });
+  return record("matmul", out, {a, b}, [a = a.detach(), b = b.detach(), pl](const Tensor& g) {
+    Tensor ga = zeros(a.shape(), a.dtype()), gb = zeros(b.shape(), b.dtype());
+    dispatch(a.dtype(), [&](auto z) {
+      using T = decltype(z);
+      pl.backward(a.data<T>(), b.data<T>(), g.data<T>(), ga.data<T>(), gb.data<T>());
+    });
+    return std::vector<Tensor>{ga, gb};
+  });
 }
+
+namespace {
+
+// linear's products: y (rows,O) = x (rows,I) Wᵀ (+ y); dx = g W; dW = gᵀ x.
+struct LinearPlan {
+  int64_t rows, in, out_f;
+  template <class In, class Out>
+  void forward(const In* x, const In* w, bool accumulate, Out* y) const {
+    gemm<In, Out>(false, true, rows, out_f, in, x, in, w, in, accumulate ? Out(1) : Out(0), y, out_f);
+  }
+  template <class In, class Out>
+  void backward(const In* x, const In* w, const In* g, Out* gx, Out* gw) const {
+    gemm<In, Out>(false, false, rows, in, out_f, g, out_f, w, in, Out(0), gx, in);
+    gemm<In, Out>(true, false, out_f, in, rows, g, out_f, x, in, Out(0), gw, in);
+  }
+};
+
+// db = column sums of g (rows,O), in g's own precision.
+Tensor bias_grad(const Tensor& g, int64_t rows, int64_t out_f) {
+  Tensor gb = zeros({out_f}, g.dtype());
+  dispatch(g.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* pg = g.data<T>();
+    detail::column_sums<T>(rows, out_f, gb.data<T>(), [=](int64_t r, int64_t o) { return pg[r * out_f + o]; });
+  });
+  return gb;
+}
+
+}  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   check_defined(x, "linear");
@@ -144,38 +240,41 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
       throw ShapeError("linear: bias " + shape_str(b.shape()) + " does not fit weight " + shape_str(w.shape()) +
                        ": expected (" + std::to_string(out_f) + ",)");
   }
+  const LinearPlan pl{rows, in, out_f};
   Shape out_shape = x.shape();
   out_shape.back() = out_f;
   Tensor out = make_tensor(out_shape, x.dtype());
+  dispatch(x.dtype(), [&](auto z) {  // y = 1·b, then the product adds to it
+    using T = decltype(z);
+    if (!b.defined()) return;
+    T* y = out.data<T>();
+    const T* pb = b.data<T>();
+    parallel_for(rows, out_f, [=](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) std::copy(pb, pb + out_f, y + r * out_f);
+    });
+  });
+  if (autocast_bf16(x)) {
+    auto x16 = to_bf16(x), w16 = to_bf16(w);
+    pl.forward(x16->data(), w16->data(), b.defined(), out.data<float>());
+    return record("linear", out, {x, w, b},
+                  [x16, w16, pl, xs = x.shape(), ws = w.shape(), has_b = b.defined()](const Tensor& g) {
+                    Tensor gx = make_tensor(xs, f32), gw = make_tensor(ws, f32);
+                    pl.backward(x16->data(), w16->data(), to_bf16(g)->data(), gx.data<float>(), gw.data<float>());
+                    return std::vector<Tensor>{gx, gw, has_b ? bias_grad(g, pl.rows, pl.out_f) : Tensor()};
+                  });
+  }
   dispatch(x.dtype(), [&](auto z) {
     using T = decltype(z);
-    T* y = out.data<T>();
-    if (b.defined()) {  // y = 1·b then y += x Wᵀ
-      const T* pb = b.data<T>();
-      parallel_for(rows, out_f, [=](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) std::copy(pb, pb + out_f, y + r * out_f);
-      });
-    }
-    gemm(false, true, rows, out_f, in, x.data<T>(), in, w.data<T>(), in, b.defined() ? T(1) : T(0), y, out_f);
+    pl.forward(x.data<T>(), w.data<T>(), b.defined(), out.data<T>());
   });
-  return record("linear", out, {x, w, b},
-                [x = x.detach(), w = w.detach(), has_b = b.defined(), rows, in, out_f](const Tensor& g) {
-                  // (rows,O): dx = g W (rows,O)x(O,I); dW = gᵀ x (O,rows)x(rows,I); db = column sums of g.
-                  Tensor gx = make_tensor(x.shape(), x.dtype()), gw = make_tensor(w.shape(), w.dtype());
-                  Tensor gb;
-                  dispatch(x.dtype(), [&](auto z) {
-                    using T = decltype(z);
-                    const T* pg = g.data<T>();
-                    gemm(false, false, rows, in, out_f, pg, out_f, w.data<T>(), in, T(0), gx.data<T>(), in);
-                    gemm(true, false, out_f, in, rows, pg, out_f, x.data<T>(), in, T(0), gw.data<T>(), in);
-                    if (has_b) {
-                      gb = zeros({out_f}, x.dtype());
-                      T* s = gb.data<T>();
-                      detail::column_sums<T>(rows, out_f, s, [=](int64_t r, int64_t o) { return pg[r * out_f + o]; });
-                    }
-                  });
-                  return std::vector<Tensor>{gx, gw, gb};
-                });
+  return record("linear", out, {x, w, b}, [x = x.detach(), w = w.detach(), pl, has_b = b.defined()](const Tensor& g) {
+    Tensor gx = make_tensor(x.shape(), x.dtype()), gw = make_tensor(w.shape(), w.dtype());
+    dispatch(x.dtype(), [&](auto z) {
+      using T = decltype(z);
+      pl.backward(x.data<T>(), w.data<T>(), g.data<T>(), gx.data<T>(), gw.data<T>());
+    });
+    return std::vector<Tensor>{gx, gw, has_b ? bias_grad(g, pl.rows, pl.out_f) : Tensor()};
+  });
 }
 
 }  // namespace xg

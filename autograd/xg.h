@@ -1,5 +1,6 @@
 // Everything in autograd/ in one include.
 #pragma once
+#include "autograd/autocast.h"
 #include "autograd/autograd.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"

@@ -86,6 +86,7 @@ models::Batch random_batch(Generator& g, int64_t rows, int64_t cols, int64_t voc
 int train(const std::map<std::string, std::string>& a) {
   Cfg c = model_cfg(a);
   const int64_t steps = geti(a, "steps", 20), warm = geti(a, "warmup", 3);
+  const Precision precision = parse_precision(a.count("precision") ? a.at("precision") : "f32");
   models::Transformer model(tcfg(c));
   optim::AdamOptions ao;
   ao.lr = 1e-4;
@@ -107,7 +108,11 @@ int train(const std::map<std::string, std::string>& a) {
     auto t0 = clk::now();
     opt.zero_grad();
     const int64_t before = memory_stats().current_bytes;
-    Tensor loss = model.loss(src, tin, tout, 0.1);
+    Tensor loss;
+    {
+      Autocast cast(precision);  // forward and loss, as torch.autocast
+      loss = model.loss(src, tin, tout, 0.1);
+    }
     saved = memory_stats().current_bytes - before;  // what forward keeps for backward
     auto t1 = clk::now();
     loss.backward();
@@ -122,9 +127,9 @@ int train(const std::map<std::string, std::string>& a) {
   // Tensor storage at its peak; what parameters, gradients and Adam's two
   // moments take by themselves; and what the last forward saved for backward.
   const double mb = 1024.0 * 1024.0, state = 4.0 * model.num_parameters() * sizeof(float) / mb;
-  std::printf("{\"mode\":\"train\",\"ms\":%s,\"flops\":%.6g,\"params\":%lld,\"rss_mb\":%.1f,"
+  std::printf("{\"mode\":\"train\",\"precision\":\"%s\",\"ms\":%s,\"flops\":%.6g,\"params\":%lld,\"rss_mb\":%.1f,"
               "\"tensor_peak_mb\":%.1f,\"state_mb\":%.1f,\"activations_mb\":%.1f}\n",
-              list(times).c_str(), 3 * forward_flops(c), (long long)model.num_parameters(), peak_rss_mb(),
+              precision_name(precision), list(times).c_str(), 3 * forward_flops(c), (long long)model.num_parameters(), peak_rss_mb(),
               memory_stats().peak_bytes / mb, state, saved / mb);
   return 0;
 }

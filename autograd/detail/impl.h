@@ -33,6 +33,20 @@ struct Buffer {
   void* raw() { return dtype == Dtype::f32 ? static_cast<void*>(f.data()) : static_cast<void*>(d.data()); }
 };
 
+// A bf16 copy of a float32 tensor's values, saved for backward by the
+// products that run under Autocast(bf16); counted in memory_stats().
+struct Bf16Buffer {
+  int64_t n;
+  std::unique_ptr<uint16_t[]> v;
+  explicit Bf16Buffer(int64_t count) : n(count), v(new uint16_t[static_cast<size_t>(count)]) { count_storage(2 * n); }
+  ~Bf16Buffer() { count_storage(-2 * n); }
+  Bf16Buffer(const Bf16Buffer&) = delete;
+  Bf16Buffer& operator=(const Bf16Buffer&) = delete;
+  const uint16_t* data() const { return v.get(); }
+};
+// Converts (round to nearest even) across the thread pool.
+std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t);
+
 struct TensorImpl {
   Shape shape;
   Dtype dtype;
