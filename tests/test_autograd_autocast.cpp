@@ -1,0 +1,164 @@
+// Autocast(bf16): products take bf16 operands and accumulate in float32,
+// forward and backward; everything else stays float32; float64 is untouched.
+#include <cmath>
+
+#include "engine/gemm.h"
+#include "tests/helpers.h"
+
+using namespace xg;
+using V = std::vector<Tensor>;
+
+namespace {
+
+// The values of t rounded to bf16 (a float32 tensor without history).
+Tensor rounded(const Tensor& t) {
+  Tensor r = t.detach().clone();
+  std::vector<uint16_t> h(static_cast<size_t>(t.numel()));
+  engine::to_bf16(t.data<float>(), h.data(), t.numel());
+  engine::from_bf16(h.data(), r.data<float>(), t.numel());
+  return r;
+}
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  auto va = a.to_vector(), vb = b.to_vector();
+  double d = 0;
+  for (size_t i = 0; i < va.size(); ++i) d = std::max(d, std::abs(va[i] - vb[i]));
+  return d;
+}
+
+// ||a - b|| / ||b||
+double rel_norm_error(const Tensor& a, const Tensor& b) {
+  auto va = a.to_vector(), vb = b.to_vector();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < va.size(); ++i) {
+    num += (va[i] - vb[i]) * (va[i] - vb[i]);
+    den += vb[i] * vb[i];
+  }
+  return std::sqrt(num / den);
+}
+
+bool bf16_here() {
+  const std::string why = bf16_unsupported_reason();
+  if (!why.empty()) MESSAGE("bf16 not available here: " << why);
+  return why.empty();
+}
+
+}  // namespace
+
+TEST_CASE("autocast: precision names, nesting, and the scope is per thread") {
+  CHECK(parse_precision("f32") == Precision::f32);
+  CHECK(parse_precision("bfloat16") == Precision::bf16);
+  CHECK(xgt::contains(XG_THROW_MESSAGE(parse_precision("fp16"), std::invalid_argument), "not one of f32, bf16"));
+  CHECK(autocast_precision() == Precision::f32);
+  if (!bf16_here()) {
+    const std::string msg = XG_THROW_MESSAGE(Autocast(bf16), std::runtime_error);
+    CHECK(xgt::contains(msg, bf16_unsupported_reason()));
+    CHECK(autocast_precision() == Precision::f32);
+    return;
+  }
+  {
+    Autocast outer(bf16);
+    CHECK(autocast_precision() == Precision::bf16);
+    {
+      Autocast inner(Precision::f32);
+      CHECK(autocast_precision() == Precision::f32);
+    }
+    CHECK(autocast_precision() == Precision::bf16);
+  }
+  CHECK(autocast_precision() == Precision::f32);
+}
+
+TEST_CASE("autocast: linear and matmul equal the float32 products of bf16-rounded operands, forward and backward") {
+  if (!bf16_here()) return;
+  Generator g(3);
+  Tensor x = randn({4, 6, 40}, g).requires_grad_(), w = randn({72, 40}, g).requires_grad_(),
+         b = randn({72}, g).requires_grad_();
+  Tensor a = randn({3, 1, 24, 50}, g).requires_grad_(), m = randn({2, 50, 36}, g).requires_grad_();
+  Tensor gy = randn({4, 6, 72}, g), gz = randn({3, 2, 24, 36}, g);
+
+  Tensor y, z;
+  {
+    Autocast cast(bf16);
+    y = linear(x, w, b);
+    z = matmul(a, m);
+  }
+  CHECK(y.dtype() == f32);  // products accumulate and return float32
+  y.backward(gy);
+  z.backward(gz);
+
+  // The reference: float32 products (exact enough here) of the rounded
+  // operands, and of the rounded output gradients in backward.
+  Tensor xr = rounded(x).requires_grad_(), wr = rounded(w).requires_grad_(), br = b.detach().clone().requires_grad_();
+  Tensor ar = rounded(a).requires_grad_(), mr = rounded(m).requires_grad_();
+  Tensor yr = linear(xr, wr, br), zr = matmul(ar, mr);
+  CHECK(max_abs_diff(y, yr) < 1e-4);
+  CHECK(max_abs_diff(z, zr) < 1e-4);
+  linear(xr, wr, br).backward(rounded(gy));
+  matmul(ar, mr).backward(rounded(gz));
+  // Not yr/zr: their backward would run with unrounded gy; the second call above is the reference.
+  CHECK(max_abs_diff(x.grad(), xr.grad()) < 1e-3);
+  CHECK(max_abs_diff(w.grad(), wr.grad()) < 1e-3);
+  CHECK(max_abs_diff(a.grad(), ar.grad()) < 1e-3);
+  CHECK(max_abs_diff(m.grad(), mr.grad()) < 1e-3);
+  // The bias gradient is a float32 sum of the unrounded gradient.
+  CHECK(max_abs_diff(b.grad(), sum(gy, {0, 1})) < 1e-4);
+  // And the operands really were rounded: the float32 result differs by more.
+  CHECK(max_abs_diff(y, linear(x, w, b)) > 1e-3);
+}
+
+TEST_CASE("autocast: the gradients of a small model agree with float32 at bf16 precision; float64 is never cast") {
+  if (!bf16_here()) return;
+  Generator g(5);
+  Tensor x = randn({16, 32}, g), w1 = randn({64, 32}, g, f32, 0, 0.2).requires_grad_(),
+         w2 = randn({10, 64}, g, f32, 0, 0.2).requires_grad_(), b1 = zeros({64}).requires_grad_();
+  std::vector<int64_t> labels;
+  for (int i = 0; i < 16; ++i) labels.push_back(i % 10);
+  auto loss_of = [&] { return cross_entropy(linear(layer_norm(relu(linear(x, w1, b1)), {}, {}), w2), labels); };
+  Tensor l32 = loss_of();
+  l32.backward();
+  std::vector<Tensor> g32{w1.grad(), w2.grad(), b1.grad()};
+  for (Tensor* p : {&w1, &w2, &b1}) p->zero_grad();
+  Tensor l16;
+  {
+    Autocast cast(bf16);
+    l16 = loss_of();
+  }
+  l16.backward();
+  CHECK(l16.item() == doctest::Approx(l32.item()).epsilon(1e-2));
+  CHECK(rel_norm_error(w1.grad(), g32[0]) < 2e-2);
+  CHECK(rel_norm_error(w2.grad(), g32[1]) < 2e-2);
+  CHECK(rel_norm_error(b1.grad(), g32[2]) < 2e-2);
+  CHECK(rel_norm_error(w1.grad(), g32[0]) > 0);  // bf16 really ran
+
+  // float64 products are not cast: bit-identical with and without the scope.
+  Tensor d = randn({8, 40}, g, f64), e = randn({40, 24}, g, f64);
+  Tensor plain = matmul(d, e), cast64;
+  {
+    Autocast cast(bf16);
+    cast64 = matmul(d, e);
+  }
+  CHECK(bit_equal(plain, cast64));
+}
+
+TEST_CASE("autocast: linear's bf16 saved inputs take half the bytes of float32 ones") {
+  if (!bf16_here()) return;
+  Generator g(7);
+  Tensor w = randn({256, 256}, g).requires_grad_();
+  auto saved_by = [&](bool cast) {
+    const int64_t before = memory_stats().current_bytes;
+    Tensor x = randn({512, 256}, g);
+    Tensor y;
+    {
+      Autocast scope(cast ? Precision::bf16 : Precision::f32);
+      y = linear(x, w);
+    }
+    x = Tensor();  // only the tape holds the input now
+    return memory_stats().current_bytes - before;
+  };
+  const int64_t f32_bytes = saved_by(false), bf16_bytes = saved_by(true);
+  // float32: the output and the input (the weight is not counted: it existed before).
+  CHECK(f32_bytes == (512 * 256 + 512 * 256) * 4);
+  // bf16: the output in float32, the input and a copy of the weight in bf16.
+  CHECK(bf16_bytes == 512 * 256 * 4 + (512 * 256 + 256 * 256) * 2);
+}

@@ -1,0 +1,151 @@
+// The matrix engine (engine/gemm.h) against a float64 reference: every
+// transposed form, leading dimensions wider than the matrix, alpha, beta = 1,
+// small products (OpenBLAS) and large ones (oneDNN in the default build),
+// batches with a shared operand, the primitive cache, and bf16.
+#include <cmath>
+#include <vector>
+
+#include "engine/gemm.h"
+#include "tests/helpers.h"
+
+using namespace xg;
+using engine::bf16_t;
+
+namespace {
+
+// Row-major A (m,k) or its transpose stored (k,m), with row stride ld.
+struct Mat {
+  int64_t rows, cols, ld;
+  std::vector<float> v;
+  Mat(int64_t r, int64_t c, int64_t pad, uint64_t seed) : rows(r), cols(c), ld(c + pad), v(r * (c + pad)) {
+    Generator g(seed);
+    for (auto& x : v) x = static_cast<float>(g.uniform(-1, 1));
+  }
+  // Element (i,j) of op(X) where X is this stored matrix and t says transposed.
+  double op(bool t, int64_t i, int64_t j) const { return t ? v[j * ld + i] : v[i * ld + j]; }
+};
+
+double max_rel_error(int64_t m, int64_t n, const std::vector<float>& c, int64_t ldc, const std::vector<double>& ref) {
+  double worst = 0, scale = 1e-30;
+  for (double r : ref) scale = std::max(scale, std::abs(r));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) worst = std::max(worst, std::abs(c[i * ldc + j] - ref[i * n + j]) / scale);
+  return worst;
+}
+
+void check_form(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
+  CAPTURE(ta);
+  CAPTURE(tb);
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(k);
+  CAPTURE(beta);
+  Mat a = ta ? Mat(k, m, 3, 1) : Mat(m, k, 3, 1);
+  Mat b = tb ? Mat(n, k, 5, 2) : Mat(k, n, 5, 2);
+  const int64_t ldc = n + 2;
+  std::vector<float> c(m * ldc, 0.5f);
+  std::vector<double> ref(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) s += a.op(ta, i, p) * b.op(tb, p, j);
+      ref[i * n + j] = alpha * s + beta * 0.5;
+    }
+  engine::gemm(ta, tb, m, n, k, alpha, a.v.data(), a.ld, b.v.data(), b.ld, beta, c.data(), ldc);
+  CHECK(max_rel_error(m, n, c, ldc, ref) < 1e-5);
+  for (int64_t i = 0; i < m; ++i)  // the padding columns of C are untouched
+    for (int64_t j = n; j < ldc; ++j) CHECK(c[i * ldc + j] == 0.5f);
+}
+
+}  // namespace
+
+TEST_CASE("engine: float32 gemm in every transposed form, small and large, alpha and beta") {
+  INFO(engine::describe());
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      check_form(ta, tb, 5, 7, 3, 1.0f, 0.0f);       // OpenBLAS whatever the build
+      check_form(ta, tb, 70, 65, 80, 1.0f, 0.0f);    // the engine (oneDNN by default)
+      check_form(ta, tb, 70, 65, 80, 0.25f, 1.0f);   // scaled and accumulated
+      check_form(ta, tb, 1, 130, 1000, 1.0f, 1.0f);  // a single row
+    }
+}
+
+TEST_CASE("engine: batched gemm with a shared operand, and the primitive cache") {
+  const int64_t count = 6, m = 40, n = 48, k = 64;
+  Mat a(count * m, k, 0, 3), b(k, n, 0, 4);  // B shared by every item (sb = 0)
+  std::vector<float> c(count * m * n, 0.0f);
+  engine::gemm_batched(count, false, false, m, n, k, 1.0f, a.v.data(), k, m * k, b.v.data(), n, 0, 0.0f, c.data(),
+                       n, m * n);
+  const auto before = engine::cache_stats();
+  engine::gemm_batched(count, false, false, m, n, k, 1.0f, a.v.data(), k, m * k, b.v.data(), n, 0, 0.0f, c.data(),
+                       n, m * n);
+  CHECK(engine::cache_stats().created == before.created);  // the second call reuses the primitive
+  for (int64_t i = 0; i < count; ++i) {
+    std::vector<double> ref(m * n);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p) s += a.v[(i * m + r) * k + p] * double(b.v[p * n + j]);
+        ref[r * n + j] = s;
+      }
+    std::vector<float> ci(c.begin() + i * m * n, c.begin() + (i + 1) * m * n);
+    CHECK(max_rel_error(m, n, ci, n, ref) < 1e-5);
+  }
+}
+
+TEST_CASE("engine: bf16 rounding is to nearest even, NaN and infinities kept") {
+  auto round_trip = [](float x) {
+    bf16_t h;
+    float y;
+    engine::to_bf16(&x, &h, 1);
+    engine::from_bf16(&h, &y, 1);
+    return y;
+  };
+  CHECK(round_trip(1.0f) == 1.0f);
+  CHECK(round_trip(1.0f + 0x1p-8f) == 1.0f);                  // a tie rounds to the even 1.0
+  CHECK(round_trip(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);    // a tie rounds to the even neighbour above
+  CHECK(round_trip(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);  // above the tie rounds up
+  CHECK(round_trip(-2.5f) == -2.5f);
+  CHECK(std::isnan(round_trip(std::nanf(""))));
+  CHECK(round_trip(INFINITY) == INFINITY);
+  CHECK(round_trip(-INFINITY) == -INFINITY);
+  CHECK(round_trip(3.0e38f) == 3.0040553e38f);  // the nearest bf16
+  CHECK(round_trip(3.4e38f) == INFINITY);       // past the midpoint above bf16's largest finite value
+}
+
+TEST_CASE("engine: bf16 gemm equals the float64 product of the rounded operands, or says why it cannot run") {
+  const std::string why = engine::bf16_unsupported_reason();
+  const int64_t m = 33, n = 70, k = 96;
+  Mat a(m, k, 0, 5), b(n, k, 0, 6);  // C = A Bᵀ
+  std::vector<bf16_t> a16(a.v.size()), b16(b.v.size());
+  engine::to_bf16(a.v.data(), a16.data(), static_cast<int64_t>(a16.size()));
+  engine::to_bf16(b.v.data(), b16.data(), static_cast<int64_t>(b16.size()));
+  std::vector<float> c(m * n);
+  if (!why.empty()) {
+    MESSAGE("bf16 not available here: " << why);
+    const std::string msg = XG_THROW_MESSAGE(engine::gemm_bf16(false, true, m, n, k, 1.0f, a16.data(), k, b16.data(),
+                                                               k, 0.0f, c.data(), n),
+                                             std::runtime_error);
+    CHECK(msg == why);
+    return;
+  }
+  engine::gemm_bf16(false, true, m, n, k, 1.0f, a16.data(), k, b16.data(), k, 0.0f, c.data(), n);
+  std::vector<float> ar(a.v.size()), br(b.v.size());
+  engine::from_bf16(a16.data(), ar.data(), static_cast<int64_t>(ar.size()));
+  engine::from_bf16(b16.data(), br.data(), static_cast<int64_t>(br.size()));
+  std::vector<double> exact(m * n), unrounded(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0, u = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        s += double(ar[i * k + p]) * br[j * k + p];
+        u += double(a.v[i * k + p]) * b.v[j * k + p];
+      }
+      exact[i * n + j] = s;
+      unrounded[i * n + j] = u;
+    }
+  // Products of bf16 values are exact in float32; only the float32 sums round.
+  CHECK(max_rel_error(m, n, c, n, exact) < 1e-5);
+  // And the operands really were rounded: the result differs from the float32 product.
+  CHECK(max_rel_error(m, n, c, n, unrounded) > 1e-4);
+}
