@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   o.steps = 3000;
   o.target_exact_match = 0.99;
   int threads = 1;
+  std::string precision = "f32";
   int64_t log_every = 50;
   std::string metrics_path;
   bool quiet_samples = false;
@@ -96,7 +97,12 @@ int main(int argc, char** argv) {
   add("smoothing", "label smoothing", num("smoothing", o.label_smoothing), "0.1");
   add("clip", "gradient norm clip (0: off)", num("clip", o.clip_norm), "1");
   add("seed", "random seed", num("seed", o.seed), "1");
-  add("threads", "BLAS threads", num("threads", threads), "1");
+  add("threads",
+      "threads of xgrad's pool, which runs every kernel and splits every matrix product (oneDNN and OpenBLAS run "
+      "at 1 thread inside it); at most the cores this process may use",
+      num("threads", threads), "1");
+  add("precision", "f32, or bf16: matrix products in bf16 with float32 accumulation (needs AVX512_BF16)",
+      [&](const std::string& v) { precision = v; }, "f32");
   add("eval-every", "steps between evaluations", num("eval-every", o.eval_every), "100");
   add("eval-size", "held-out sequences", num("eval-size", o.eval_size), "1000");
   add("log-every", "steps between progress lines when not on a terminal", num("log-every", log_every), "50");
@@ -134,7 +140,13 @@ int main(int argc, char** argv) {
       it->second.set(value);
     }
     if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume needs --checkpoint");
+    if (threads < 1 || threads > available_cores())
+      throw std::invalid_argument(fmt::format("--threads {}: expected 1..{} (the cores this process may use)", threads,
+                                              available_cores()));
     set_num_threads(threads);
+    o.precision = parse_precision(precision);
+    if (o.precision == Precision::bf16 && !bf16_unsupported_reason().empty())
+      throw std::invalid_argument("--precision bf16: " + bf16_unsupported_reason());
 
     seq2seq::Trainer trainer(o);
     if (o.resume && access(o.checkpoint.c_str(), R_OK) == 0) {
@@ -143,12 +155,12 @@ int main(int argc, char** argv) {
     }
     const auto& cfg = trainer.options().model;
     std::printf("task=%s vocab=%lld len=%lld..%lld | Transformer N=%lld d_model=%lld heads=%lld d_ff=%lld dropout=%g "
-                "%s | %lld parameters | batch %lld, %s schedule, %d thread%s\n",
+                "%s | %lld parameters | batch %lld, %s schedule, %d thread%s, %s\n",
                 seq2seq::task_name(o.task.task), (long long)o.task.vocab, (long long)o.task.min_len,
                 (long long)o.task.max_len, (long long)cfg.layers, (long long)cfg.d_model, (long long)cfg.heads,
                 (long long)cfg.d_ff, cfg.dropout, cfg.pre_norm ? "pre-norm" : "post-norm",
                 (long long)trainer.model().num_parameters(), (long long)o.batch_size, o.schedule.c_str(), threads,
-                threads == 1 ? "" : "s");
+                threads == 1 ? "" : "s", precision_name(o.precision));
     std::fflush(stdout);
 
     std::FILE* metrics = nullptr;

@@ -172,7 +172,11 @@ double Trainer::step() {
   last_tokens_ = b.target_tokens;
   model_->train();
   opt_->zero_grad();
-  Tensor loss = model_->loss(b.src, b.tgt_in, b.tgt_out, opts_.label_smoothing);
+  Tensor loss;
+  {
+    Autocast cast(opts_.precision);  // forward and loss only, as torch.autocast
+    loss = model_->loss(b.src, b.tgt_in, b.tgt_out, opts_.label_smoothing);
+  }
   loss.backward();
   if (opts_.clip_norm > 0) optim::clip_grad_norm(model_->parameters(), opts_.clip_norm);
   ++step_;

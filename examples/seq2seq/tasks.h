@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
 
@@ -66,6 +67,7 @@ struct TrainOptions {
   std::string checkpoint;           // "" = no checkpoints
   int64_t checkpoint_every = 0;     // 0 = only at the end
   bool resume = false;
+  Precision precision = Precision::f32;  // bf16: forward and loss under Autocast(bf16)
 };
 
 struct StepLog {
