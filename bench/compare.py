@@ -1,8 +1,16 @@
 """Runs xgrad and PyTorch side by side, alternating, on the same machine in one run.
 
     /usr/bin/python3 bench/compare.py [--configs tiny,small,annotated,base] [--threads 1,2]
-                                      [--steps 20] [--rounds 2] [--skip-converge] [--skip-micro]
-                                      [--skip-decode]
+                                      [--precisions f32,bf16] [--steps 20] [--rounds 2]
+                                      [--skip-converge] [--skip-micro] [--skip-decode]
+                                      [--skip-side-by-side] [--keep-coretype]
+
+Both sides run with OPENBLAS_CORETYPE removed from the environment (what a
+user's machine has; these machines set it to Haswell, which halves
+OpenBLAS's speed): --keep-coretype keeps it. The BLAS core of each side is
+printed. PyTorch runs f32, and bf16 under torch.autocast, each at its best
+thread split: at 2 threads both "torch 1 thread, OpenBLAS 2" and "torch 2
+threads (passive wait), OpenBLAS 1" run, and the faster counts.
 
 Prints a table, and one machine-readable line per comparison:
     ratio <config> <metric> <xgrad/pytorch>
@@ -35,14 +43,27 @@ CONFIGS = {
 }
 
 
-def run(cmd, threads):
+KEEP_CORETYPE = False
+
+# PyTorch's thread splits: (its own OpenMP pool, OpenBLAS). Its bf16 matmuls
+# run on oneDNN in the OpenMP pool, its f32 ones on OpenBLAS, so which split
+# is best depends on the precision.
+SPLITS = {1: [(1, 1)], 2: [(1, 2), (2, 1)]}
+
+
+def env_for(omp, blas):
     env = dict(os.environ)
-    env["OPENBLAS_NUM_THREADS"] = str(threads)
-    # PyTorch's best 2-core setting here: its own pool at 1 thread, OpenBLAS at `threads`
-    # (torch.set_num_threads(2) makes its OpenMP workers spin against OpenBLAS's).
-    env["OMP_NUM_THREADS"] = "1"
-    env["OMP_WAIT_POLICY"] = "passive"
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    if not KEEP_CORETYPE:
+        env.pop("OPENBLAS_CORETYPE", None)
+    env["OPENBLAS_NUM_THREADS"] = str(blas)
+    env["OMP_NUM_THREADS"] = str(omp)
+    env["OMP_WAIT_POLICY"] = "passive"  # torch.set_num_threads(2) spins otherwise
+    return env
+
+
+def run(cmd, threads, split=None):
+    omp, blas = split if split else (1, threads)
+    out = subprocess.run(cmd, env=env_for(omp, blas), capture_output=True, text=True, check=True).stdout
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
 
 
@@ -53,10 +74,21 @@ def model_flags(cfg):
 
 
 def both(args_list, threads):
-    """xgrad then PyTorch, same arguments, same thread count."""
+    """xgrad then PyTorch, same arguments, same thread count (PyTorch's first split)."""
     xg = run([XG] + args_list + ["--threads", str(threads)], threads)
     pt = run(TORCH + args_list + ["--threads", str(threads)], threads)
     return xg, pt
+
+
+def side_by_side(cfg_flags, threads, steps):
+    """Two xgrad training jobs at once, each at `threads`: the median step of each."""
+    cmd = [XG, "train"] + cfg_flags + ["--steps", str(steps), "--threads", str(threads)]
+    procs = [subprocess.Popen(cmd, env=env_for(1, 1), stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    meds = []
+    for p in procs:
+        out, _ = p.communicate()
+        meds.append(med(json.loads(out.splitlines()[-1])["ms"]))
+    return meds
 
 
 def med(ms):
@@ -79,7 +111,13 @@ def main():
     p.add_argument("--skip-converge", action="store_true")
     p.add_argument("--skip-micro", action="store_true")
     p.add_argument("--skip-decode", action="store_true")
+    p.add_argument("--skip-side-by-side", action="store_true")
+    p.add_argument("--precisions", default="f32,bf16")
+    p.add_argument("--keep-coretype", action="store_true")
     a = p.parse_args()
+    global KEEP_CORETYPE
+    KEEP_CORETYPE = a.keep_coretype
+    precisions = a.precisions.split(",")
     if not os.path.exists(XG):
         sys.exit(f"{XG} not found: build first (bash bench/run.sh does)")
     ratios, rows = [], []
@@ -98,53 +136,92 @@ def main():
         return r
 
     print(f"load average at start: {os.getloadavg()}", flush=True)
+    print(f"OPENBLAS_CORETYPE: {'kept as ' + os.environ.get('OPENBLAS_CORETYPE', '(unset)') if KEEP_CORETYPE else 'removed for both sides'}",
+          flush=True)
     for threads in [int(t) for t in a.threads.split(",")]:
-        peak = {}
         xs, ts = both(["sgemm"], threads)
+        print(f"xgrad: {xs[0]['engine']}; PyTorch's OpenBLAS core: {ts[0]['core']}", flush=True)
         # One library measured from both processes: the machine's peak is the better of the two.
-        peak = max(xs[0]["gflops"], ts[0]["gflops"])
-        rows.append((f"sgemm 1024^3 GFLOP/s (peak)", threads, f"{xs[0]['gflops']:.1f}", f"{ts[0]['gflops']:.1f}", ""))
+        rows.append((f"OpenBLAS sgemm 1024^3 GFLOP/s", threads, f"{xs[0]['gflops']:.1f}", f"{ts[0]['gflops']:.1f}", ""))
+        for pk in xs[0]["peaks"]:
+            rows.append((f"peak {pk['shape']} OpenBLAS/f32/bf16", threads,
+                         f"{pk['openblas']:.0f} / {pk['f32']:.0f} / {pk['bf16']:.0f}", "", ""))
+        # The peak of each precision: the engine's rate on 1024^3 split over the pool.
+        big = [pk for pk in xs[0]["peaks"] if pk["shape"] == "1024x1024x1024"][0]
+        peaks = {"f32": max(big["f32"], xs[0]["gflops"], ts[0]["gflops"]), "bf16": big["bf16"]}
         for cfg in a.configs.split(","):
             v, l, c, h, n, f, b = CONFIGS[cfg]
-            x, t = {"ms": [], "rss_mb": 0}, {"ms": [], "rss_mb": 0}
-            for _ in range(a.rounds):
-                xs, ts = both(["train"] + model_flags(cfg) + ["--steps", str(a.steps)], threads)
-                for acc, got in ((x, xs[0]), (t, ts[0])):
-                    acc["ms"] += got["ms"]
-                    acc["rss_mb"] = max(acc["rss_mb"], got["rss_mb"])
-                    acc["flops"] = got["flops"]
+            for prec in precisions:
+                x, t = {"ms": [], "rss_mb": 0}, {}
+                for _ in range(a.rounds):
+                    base = ["train"] + model_flags(cfg) + ["--steps", str(a.steps), "--precision", prec]
+                    xs = run([XG] + base + ["--threads", str(threads)], threads)
+                    got = xs[0]
+                    x["ms"] += got["ms"]
+                    x["rss_mb"] = max(x["rss_mb"], got["rss_mb"])
+                    x["flops"] = got["flops"]
                     for key in ("tensor_peak_mb", "state_mb", "activations_mb"):
-                        if key in got:
-                            acc[key] = max(acc.get(key, 0), got[key])
-            r = ratio(f"{cfg}@{threads}t", "train_ms", med(x["ms"]), med(t["ms"]))
-            rows.append((f"{cfg} train ms/step", threads, f"{med(x['ms']):.1f} ({spread(x['ms'])})",
-                         f"{med(t['ms']):.1f} ({spread(t['ms'])})", f"{r:.3f}"))
-            tok = b * l
-            xt, tt = tok / med(x["ms"]) * 1000, tok / med(t["ms"]) * 1000
-            r = ratio(f"{cfg}@{threads}t", "tokens_per_s", xt, tt)
-            rows.append((f"{cfg} target tokens/s", threads, f"{xt:.0f}", f"{tt:.0f}", f"{r:.3f}"))
-            xg_gf = x["flops"] / (med(x["ms"]) / 1000) / 1e9
-            pt_gf = t["flops"] / (med(t["ms"]) / 1000) / 1e9
-            rows.append((f"{cfg} GFLOP/s (share of sgemm peak)", threads, f"{xg_gf:.1f} ({xg_gf / peak:.0%})",
-                         f"{pt_gf:.1f} ({pt_gf / peak:.0%})", ""))
-            ratios.append(f"ratio {cfg}@{threads}t peak_fraction_xgrad {xg_gf / peak:.3f}")
-            r = ratio(f"{cfg}@{threads}t", "peak_rss", x["rss_mb"], t["rss_mb"])
-            rows.append((f"{cfg} peak RSS MB", threads, f"{x['rss_mb']:.0f}", f"{t['rss_mb']:.0f}", f"{r:.3f}"))
-            # Where xgrad's peak goes: tensor storage at its peak; parameters, gradients
-            # and Adam's two moments (fixed); what one forward saves for backward.
-            rows.append((f"{cfg} tensors peak/fixed/saved MB", threads,
-                         f"{x['tensor_peak_mb']:.0f} / {x['state_mb']:.0f} / {x['activations_mb']:.0f}", "", ""))
+                        x[key] = max(x.get(key, 0), got[key])
+                    for split in SPLITS.get(threads, [(1, threads)]):
+                        got = run(TORCH + base + ["--threads", str(threads)], threads, split)[0]
+                        acc = t.setdefault(split, {"ms": [], "rss_mb": 0})
+                        acc["ms"] += got["ms"]
+                        acc["rss_mb"] = max(acc["rss_mb"], got["rss_mb"])
+                        acc["rss_import_mb"] = got["rss_import_mb"]
+                        acc["flops"] = got["flops"]
+                best_split = min(t, key=lambda k: med(t[k]["ms"]))
+                t = t[best_split]
+                tag = f"{cfg}@{threads}t:{prec}"
+                split_name = f"torch {best_split[0]}/BLAS {best_split[1]}"
+                r = ratio(tag, "train_ms", med(x["ms"]), med(t["ms"]))
+                rows.append((f"{cfg} {prec} train ms/step", threads, f"{med(x['ms']):.1f} ({spread(x['ms'])})",
+                             f"{med(t['ms']):.1f} ({spread(t['ms'])}) {split_name}", f"{r:.3f}"))
+                tok = b * l
+                xt, tt = tok / med(x["ms"]) * 1000, tok / med(t["ms"]) * 1000
+                r = ratio(tag, "tokens_per_s", xt, tt)
+                rows.append((f"{cfg} {prec} target tokens/s", threads, f"{xt:.0f}", f"{tt:.0f}", f"{r:.3f}"))
+                peak = peaks[prec]
+                xg_gf = x["flops"] / (med(x["ms"]) / 1000) / 1e9
+                pt_gf = t["flops"] / (med(t["ms"]) / 1000) / 1e9
+                rows.append((f"{cfg} {prec} GFLOP/s (% of {prec} peak {peak:.0f})", threads,
+                             f"{xg_gf:.1f} ({xg_gf / peak:.0%})", f"{pt_gf:.1f} ({pt_gf / peak:.0%})", ""))
+                ratios.append(f"ratio {tag} peak_fraction_xgrad {xg_gf / peak:.3f}")
+                r = ratio(tag, "peak_rss", x["rss_mb"], t["rss_mb"])
+                rows.append((f"{cfg} {prec} peak RSS MB (torch: less import)", threads, f"{x['rss_mb']:.0f}",
+                             f"{t['rss_mb']:.0f} ({t['rss_mb'] - t['rss_import_mb']:.0f})", f"{r:.3f}"))
+                ratio(tag, "peak_rss_less_import", x["rss_mb"], t["rss_mb"] - t["rss_import_mb"])
+                # Where xgrad's peak goes: tensor storage at its peak; parameters, gradients
+                # and Adam's two moments (fixed); what one forward saves for backward.
+                rows.append((f"{cfg} {prec} tensors peak/fixed/saved MB", threads,
+                             f"{x['tensor_peak_mb']:.0f} / {x['state_mb']:.0f} / {x['activations_mb']:.0f}", "", ""))
             # PyTorch re-runs the decoder on the whole prefix at every step: on base one
             # decode takes minutes, so the large configurations time a single run.
-            if a.skip_decode:
-                continue
-            reps = "3" if cfg in ("tiny", "small") else "1"
-            xs, ts = both(["decode"] + model_flags(cfg) + ["--sequences", "64", "--reps", reps], threads)
-            x, t = xs[0], ts[0]
-            r = ratio(f"{cfg}@{threads}t", "greedy_decode_ms", med(x["ms"]), med(t["ms"]))
-            rows.append((f"{cfg} greedy decode 64 seqs ms", threads, f"{med(x['ms']):.1f} ({spread(x['ms'])})",
-                         f"{med(t['ms']):.1f} ({spread(t['ms'])})", f"{r:.3f}"))
+            if not a.skip_decode:
+                reps = "3" if cfg in ("tiny", "small") else "1"
+                dec = ["decode"] + model_flags(cfg) + ["--sequences", "64", "--reps", reps]
+                xs, ts = both(dec, threads)
+                xn = run([XG] + dec + ["--cache", "0", "--threads", str(threads)], threads)[0]
+                x, t = xs[0], ts[0]
+                r = ratio(f"{cfg}@{threads}t", "greedy_decode_ms_cache_vs_rerun", med(x["ms"]), med(t["ms"]))
+                rows.append((f"{cfg} decode 64: KV cache vs full-prefix rerun", threads,
+                             f"{med(x['ms']):.1f} ({spread(x['ms'])})", f"{med(t['ms']):.1f} ({spread(t['ms'])})",
+                             f"{r:.3f}"))
+                r = ratio(f"{cfg}@{threads}t", "greedy_decode_ms_rerun", med(xn["ms"]), med(t["ms"]))
+                rows.append((f"{cfg} decode 64: both full-prefix rerun", threads,
+                             f"{med(xn['ms']):.1f} ({spread(xn['ms'])})", f"{med(t['ms']):.1f} ({spread(t['ms'])})",
+                             f"{r:.3f}"))
             print(f"  done {cfg} at {threads} thread(s)", file=sys.stderr, flush=True)
+    if not a.skip_side_by_side:
+        # Two xgrad jobs at once on the machine's cores: at 1 thread each, then at
+        # 2 threads each (oversubscribed on 2 cores). The rule: 2 threads each is
+        # never more than 1.25x slower per step than 1 thread each.
+        for cfg in a.configs.split(","):
+            steps = max(5, a.steps // (4 if cfg == "base" else 1))
+            one = side_by_side(model_flags(cfg), 1, steps)
+            two = side_by_side(model_flags(cfg), 2, steps)
+            r = ratio(f"{cfg}:side-by-side", "two_threads_each_vs_one", max(two), max(one))
+            rows.append((f"{cfg} two jobs at once, ms/step (1t, 2t each)", 2,
+                         f"{one[0]:.1f}, {one[1]:.1f} | {two[0]:.1f}, {two[1]:.1f}", "", f"{r:.3f}"))
     if not a.skip_micro:
         xs, ts = both(["micro"], 1)
         for x, t in zip(xs, ts):

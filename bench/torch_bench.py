@@ -5,15 +5,43 @@ shared embedding scaled by sqrt(C), sinusoidal positions and a tied output
 projection; Adam(0.9, 0.98, eps 1e-9); label-smoothed cross-entropy.
 Run with /usr/bin/python3 (Debian's python3-torch). Prints one JSON object per line.
 """
+import contextlib
+import ctypes
 import json
 import math
 import resource
 import sys
 import time
 
+RSS_BEFORE_IMPORT_MB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+# The interpreter and torch's libraries, before any model: reported so that
+# PyTorch's RSS can be read both as measured and less this baseline.
+RSS_IMPORT_MB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def blas_core():
+    """OpenBLAS's kernel family in this process (follows OPENBLAS_CORETYPE)."""
+    for name in ("libopenblas.so.0", "libblas.so.3"):
+        try:
+            lib = ctypes.CDLL(name)
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            return lib.openblas_get_corename().decode()
+        except (OSError, AttributeError):
+            continue
+    return "unknown"
+
+
+def autocast(precision):
+    """torch.autocast around forward and loss, as a PyTorch user writes it for bf16."""
+    if precision == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    if precision != "f32":
+        raise SystemExit(f"torch_bench: precision '{precision}' is not one of f32, bf16")
+    return contextlib.nullcontext()
 
 
 def args(argv):
@@ -79,6 +107,7 @@ def model_of(a):
 def train(a):
     c, m = model_of(a)
     steps, warm = int(a.get("steps", 20)), int(a.get("warmup", 3))
+    precision = a.get("precision", "f32")
     opt = torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     m.train()
     g = torch.Generator().manual_seed(1)
@@ -88,17 +117,19 @@ def train(a):
         tgt = torch.randint(3, c["vocab"], (c["batch"], c["len"] + 1), generator=g)
         t0 = time.perf_counter()
         opt.zero_grad()
-        logits = m(src, tgt[:, :-1])
-        loss = F.cross_entropy(logits.reshape(-1, c["vocab"]), tgt[:, 1:].reshape(-1), ignore_index=0,
-                               label_smoothing=0.1)
+        with autocast(precision):
+            logits = m(src, tgt[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, c["vocab"]), tgt[:, 1:].reshape(-1), ignore_index=0,
+                                   label_smoothing=0.1)
         loss.backward()
         opt.step()
         ms = (time.perf_counter() - t0) * 1000
         if s >= warm:
             times.append(ms)
     flops = 3 * forward_flops(c["batch"], c["len"], c["d_model"], c["d_ff"], c["vocab"], c["layers"])
-    print(json.dumps(dict(mode="train", ms=times, flops=flops, rss_mb=rss_mb(),
-                          params=sum(p.numel() for p in m.parameters()))))
+    print(json.dumps(dict(mode="train", precision=precision, ms=times, flops=flops, rss_mb=rss_mb(),
+                          rss_import_mb=RSS_IMPORT_MB, params=sum(p.numel() for p in m.parameters()),
+                          threads=torch.get_num_threads(), core=blas_core())))
 
 
 @torch.no_grad()
@@ -119,7 +150,7 @@ def decode(a):
         ms = (time.perf_counter() - t0) * 1000
         if r > 0:
             times.append(ms)
-    print(json.dumps(dict(mode="decode", ms=times, rss_mb=rss_mb())))
+    print(json.dumps(dict(mode="decode", ms=times, rss_mb=rss_mb(), rss_import_mb=RSS_IMPORT_MB)))
 
 
 def micro(a):
@@ -167,7 +198,7 @@ def sgemm(a):
         A @ B
         if r >= 3:
             best = max(best, 2 * n ** 3 / (time.perf_counter() - t0) / 1e9)
-    print(json.dumps(dict(mode="sgemm", gflops=best)))
+    print(json.dumps(dict(mode="sgemm", gflops=best, core=blas_core())))
 
 
 def converge(a):

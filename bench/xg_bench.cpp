@@ -3,7 +3,8 @@
 // environment, train also prints each step's forward/backward/step ms to stderr.
 //
 //   xg_bench train  --vocab V --len L --d-model C --heads H --layers N --d-ff F --batch B [--steps K] [--threads T]
-//   xg_bench decode (same model flags) [--sequences 64]
+//                   [--precision f32|bf16]
+//   xg_bench decode (same model flags) [--sequences 64] [--cache 1|0]
 //   xg_bench sgemm  [--threads T]
 //   xg_bench micro  [--threads T]
 //   xg_bench converge --task copy|reverse [--threads T]
@@ -19,7 +20,10 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "autograd/xg.h"
+#include "engine/gemm.h"
 #include "examples/seq2seq/tasks.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
@@ -137,6 +141,7 @@ int train(const std::map<std::string, std::string>& a) {
 int decode(const std::map<std::string, std::string>& a) {
   Cfg c = model_cfg(a);
   const int64_t n = geti(a, "sequences", 64), reps = geti(a, "reps", 3);
+  const bool use_cache = geti(a, "cache", 1) != 0;
   models::Transformer model(tcfg(c));
   model.eval();
   Generator g(2);
@@ -144,8 +149,31 @@ int decode(const std::map<std::string, std::string>& a) {
   std::vector<double> times;
   for (int64_t r = 0; r < reps + 1; ++r) {
     auto t0 = clk::now();
-    // eos = -1: never stops early, so both sides decode exactly `len` tokens
-    auto out = models::greedy_decode(model, src, 1, -1, c.len);
+    std::vector<std::vector<int64_t>> out;
+    if (use_cache) {
+      // eos = -1: never stops early, so both sides decode exactly `len` tokens
+      out = models::greedy_decode(model, src, 1, -1, c.len);
+    } else {
+      // Like for like with PyTorch's side: no KV cache, the decoder reruns on
+      // the whole prefix at every step; the encoder runs once.
+      NoGradGuard no_grad;
+      const Tensor pad = model.padding_mask(src);
+      const Tensor memory = model.encode(src);
+      models::Batch ys{std::vector<int64_t>(static_cast<size_t>(n), 1), n, 1};
+      out.assign(static_cast<size_t>(n), {});
+      for (int64_t t = 0; t < c.len; ++t) {
+        const Tensor logits = model.decode(ys, memory, pad);  // (n, t+1, V)
+        models::Batch next{{}, n, t + 2};
+        for (int64_t r = 0; r < n; ++r) {
+          const float* row = logits.data<float>() + (r * (t + 1) + t) * c.vocab;
+          const int64_t best = std::max_element(row, row + c.vocab) - row;
+          out[static_cast<size_t>(r)].push_back(best);
+          for (int64_t j = 0; j <= t; ++j) next.ids.push_back(ys.at(r, j));
+          next.ids.push_back(best);
+        }
+        ys = std::move(next);
+      }
+    }
     double ms = ms_since(t0);
     if (r > 0) times.push_back(ms);
     if (static_cast<int64_t>(out[0].size()) != c.len) std::fprintf(stderr, "decode: unexpected length\n");
@@ -154,14 +182,18 @@ int decode(const std::map<std::string, std::string>& a) {
   return 0;
 }
 
-// The machine's sgemm peak: OpenBLAS's own threading on one 1024^3 product
-// (the same call PyTorch's side makes), and xgrad's matmul, which splits the
-// product across its own pool with OpenBLAS at one thread.
+// The machine's peaks. "gflops": OpenBLAS's own threading on one 1024^3
+// product (the same call PyTorch's side makes). "peaks": each engine on the
+// Transformer's shapes (M = batch x length), split by rows across xgrad's pool
+// at --threads, one single-threaded engine call per block: OpenBLAS sgemm,
+// the f32 engine of this build (oneDNN by default), and bf16 inputs with f32
+// output (oneDNN; absent where bf16 is unsupported).
 int sgemm(const std::map<std::string, std::string>& a) {
+  const int threads = static_cast<int>(geti(a, "threads", 1));
   const int n = 1024;
   const double flop = 2.0 * n * n * n;
   std::vector<float> A(n * n, 0.5f), B(n * n, 0.25f), C(n * n);
-  openblas_set_num_threads(static_cast<int>(geti(a, "threads", 1)));
+  openblas_set_num_threads(threads);
   double best = 0;
   for (int r = 0; r < 23; ++r) {  // the first 3 wake the BLAS threads
     auto t0 = clk::now();
@@ -170,15 +202,49 @@ int sgemm(const std::map<std::string, std::string>& a) {
     if (r >= 3) best = std::max(best, flop / s / 1e9);
   }
   openblas_set_num_threads(1);
-  Tensor x = full({n, n}, 0.5), y = full({n, n}, 0.25);
-  double best_xg = 0;
-  for (int r = 0; r < 23; ++r) {
-    auto t0 = clk::now();
-    Tensor z = matmul(x, y);
-    double s = ms_since(t0) / 1000;
-    if (r >= 3) best_xg = std::max(best_xg, flop / s / 1e9);
+  set_num_threads(threads);
+  struct Shape3 {
+    int64_t m, n, k;
+  };
+  const std::vector<Shape3> shapes = {{1024, 512, 128}, {800, 2048, 512}, {800, 512, 2048}, {64, 512, 512}, {1024, 1024, 1024}};
+  std::vector<float> X(2048 * 2048, 0.5f), Y(2048 * 2048, 0.25f), Z(2048 * 2048);
+  std::vector<engine::bf16_t> X16(X.size()), Y16(Y.size());
+  engine::to_bf16(X.data(), X16.data(), static_cast<int64_t>(X.size()));
+  engine::to_bf16(Y.data(), Y16.data(), static_cast<int64_t>(Y.size()));
+  // Best GFLOP/s of 20 timed products after 3 warm-up ones.
+  auto peak = [&](const Shape3& sh, const std::function<void(int64_t, int64_t)>& rows) {
+    double top = 0;
+    for (int r = 0; r < 23; ++r) {
+      auto t0 = clk::now();
+      parallel_for((sh.m + 15) / 16, 2 * 16 * sh.n * sh.k, [&](int64_t u0, int64_t u1) {
+        rows(u0 * 16, std::min<int64_t>(sh.m, u1 * 16));
+      });
+      const double s = ms_since(t0) / 1000;
+      if (r >= 3) top = std::max(top, 2.0 * sh.m * sh.n * sh.k / s / 1e9);
+    }
+    return top;
+  };
+  const bool bf16_ok = engine::bf16_unsupported_reason().empty();
+  std::string rows = "[";
+  for (const auto& sh : shapes) {
+    const double ob = peak(sh, [&](int64_t i0, int64_t i1) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, i1 - i0, sh.n, sh.k, 1.0f, X.data() + i0 * sh.k, sh.k,
+                  Y.data(), sh.n, 0.0f, Z.data() + i0 * sh.n, sh.n);
+    });
+    const double f32 = peak(sh, [&](int64_t i0, int64_t i1) {
+      engine::gemm(false, false, i1 - i0, sh.n, sh.k, 1.0f, X.data() + i0 * sh.k, sh.k, Y.data(), sh.n, 0.0f,
+                   Z.data() + i0 * sh.n, sh.n);
+    });
+    const double b16 = !bf16_ok ? 0 : peak(sh, [&](int64_t i0, int64_t i1) {
+      engine::gemm_bf16(false, false, i1 - i0, sh.n, sh.k, 1.0f, X16.data() + i0 * sh.k, sh.k, Y16.data(), sh.n,
+                        0.0f, Z.data() + i0 * sh.n, sh.n);
+    });
+    rows += fmt::format("{}{{\"shape\":\"{}x{}x{}\",\"openblas\":{:.1f},\"f32\":{:.1f},\"bf16\":{:.1f}}}",
+                        rows.size() > 1 ? "," : "", sh.m, sh.n, sh.k, ob, f32, b16);
   }
-  std::printf("{\"mode\":\"sgemm\",\"gflops\":%.2f,\"xg_matmul_gflops\":%.2f}\n", best, best_xg);
+  rows += "]";
+  std::printf("{\"mode\":\"sgemm\",\"gflops\":%.2f,\"core\":\"%s\",\"engine\":\"%s\",\"peaks\":%s}\n", best,
+              engine::blas_core().c_str(), engine::describe().c_str(), rows.c_str());
   return 0;
 }
 
