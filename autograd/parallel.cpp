@@ -28,11 +28,18 @@ namespace {
 
 thread_local bool t_inside_job = false;
 
+// Runs job(part) for part in [0, parts) on the caller and the workers. Parts
+// are claimed from a shared counter, so the caller never waits for a worker
+// that has not started: when another process holds the cores and a worker is
+// descheduled, the caller runs its parts itself. (Waiting for it instead
+// turned an 18 ms step into 660 ms with two jobs side by side.) What part i
+// computes does not depend on which thread runs it, so results depend only
+// on the number of parts.
 class Pool {
  public:
   explicit Pool(int threads) : threads_(threads) {
     try {
-      for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { work(i); });
+      for (int i = 1; i < threads_; ++i) workers_.emplace_back([this] { work(); });
     } catch (const std::system_error& e) {
       stop();  // the workers already started must not outlive this half-built pool
       throw std::runtime_error("set_num_threads: could not start " + std::to_string(threads_ - 1) +
@@ -42,30 +49,49 @@ class Pool {
   ~Pool() { stop(); }
   int threads() const { return threads_; }
 
-  // Runs job(i) for i in [0, threads) and waits; the caller runs i = 0.
-  void run(const std::function<void(int)>& job) {
-    job_ = &job;
+  void run(int parts, const std::function<void(int)>& job) {
+    job_.store(&job, std::memory_order_relaxed);
+    parts_.store(parts, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
-    pending_.store(threads_ - 1, std::memory_order_relaxed);
+    const uint64_t gen = (state_.load(std::memory_order_relaxed) >> 32) + 1;
     {
       std::lock_guard<std::mutex> lk(m_);
-      gen_.fetch_add(1, std::memory_order_release);
+      state_.store(gen << 32, std::memory_order_seq_cst);  // no part claimed yet
     }
     if (sleepers_.load(std::memory_order_seq_cst) > 0) cv_.notify_all();
-    guarded(job, 0);
-    // Wait for the workers: spin briefly, then sleep until the last one wakes
-    // us. Spinning without end on a descheduled worker (another process on
-    // the same cores) turned an 18 ms step into 660 ms.
-    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
+    claim_parts(gen);
+    // Parts a worker claimed and is still running: spin briefly, then sleep
+    // until the last one wakes us.
+    if (!spin_until([&] { return done_.load(std::memory_order_acquire) == parts; })) {
       std::unique_lock<std::mutex> lk(done_m_);
       caller_waiting_.store(true, std::memory_order_seq_cst);
-      done_cv_.wait(lk, [&] { return pending_.load(std::memory_order_seq_cst) == 0; });
+      done_cv_.wait(lk, [&] { return done_.load(std::memory_order_seq_cst) == parts; });
       caller_waiting_.store(false, std::memory_order_relaxed);
     }
     if (error_) std::rethrow_exception(error_);
   }
 
  private:
+  // Claims and runs parts of job `gen` until none is left. A claim succeeds
+  // only while `gen` is the current job, so job_ and parts_ are that job's.
+  void claim_parts(uint64_t gen) {
+    for (;;) {
+      uint64_t s = state_.load(std::memory_order_acquire);
+      if ((s >> 32) != gen) return;
+      const int part = static_cast<int>(s & 0xffffffffu);
+      if (part >= parts_.load(std::memory_order_relaxed)) return;
+      if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
+      guarded(*job_.load(std::memory_order_relaxed), part);
+      const int parts = parts_.load(std::memory_order_relaxed);
+      if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == parts &&
+          caller_waiting_.load(std::memory_order_seq_cst)) {
+        std::lock_guard<std::mutex> lk(done_m_);
+        done_cv_.notify_one();
+      }
+    }
+  }
+
   void guarded(const std::function<void(int)>& job, int i) {
     t_inside_job = true;
     try {
@@ -81,14 +107,14 @@ class Pool {
     {
       std::lock_guard<std::mutex> lk(m_);
       stop_ = true;
-      gen_.fetch_add(1, std::memory_order_release);
+      state_.fetch_add(uint64_t{1} << 32, std::memory_order_seq_cst);
     }
     cv_.notify_all();
     for (auto& w : workers_) w.join();
   }
 
   // Spins on `ready` for up to kSpin, yielding the core between checks after
-  // the first few microseconds; true if it became ready.
+  // kPauseOnly; true if it became ready.
   template <class F>
   static bool spin_until(F ready) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -103,25 +129,22 @@ class Pool {
     }
   }
 
-  void work(int i) {
+  void work() {
     uint64_t seen = 0;
     for (;;) {
       // Wait for the next job: spin for up to kSpin, then sleep. Waking a
       // sleeping thread was measured at ~85 us on these VMs, more than many
       // kernels take, while a training step issues its jobs back to back.
-      if (!spin_until([&] { return gen_.load(std::memory_order_acquire) != seen; })) {
+      auto next_gen = [&] { return state_.load(std::memory_order_acquire) >> 32; };
+      if (!spin_until([&] { return next_gen() != seen; })) {
         std::unique_lock<std::mutex> lk(m_);
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
-        cv_.wait(lk, [&] { return gen_.load(std::memory_order_acquire) != seen; });
+        cv_.wait(lk, [&] { return next_gen() != seen; });
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
       }
-      seen = gen_.load(std::memory_order_acquire);
+      seen = next_gen();
       if (stop_) return;
-      guarded(*job_, i);
-      if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 && caller_waiting_.load(std::memory_order_seq_cst)) {
-        std::lock_guard<std::mutex> lk(done_m_);
-        done_cv_.notify_one();
-      }
+      claim_parts(seen);
     }
   }
 
@@ -132,15 +155,16 @@ class Pool {
 
   const int threads_;
   std::vector<std::thread> workers_;
-  std::atomic<uint64_t> gen_{0};
-  std::atomic<int> pending_{0};
-  const std::function<void(int)>* job_ = nullptr;
+  std::atomic<uint64_t> state_{0};  // (job generation << 32) | parts claimed
+  std::atomic<int> parts_{0};
+  std::atomic<int> done_{0};  // parts finished
+  std::atomic<const std::function<void(int)>*> job_{nullptr};
   std::exception_ptr error_;
   std::mutex error_m_;
-  std::mutex m_;
+  std::mutex m_;  // workers sleep on cv_ until the generation changes
   std::condition_variable cv_;
-  std::atomic<int> sleepers_{0};  // workers asleep on cv_
-  std::mutex done_m_;             // the caller sleeps on done_cv_ until pending_ == 0
+  std::atomic<int> sleepers_{0};
+  std::mutex done_m_;  // the caller sleeps on done_cv_ until every part is done
   std::condition_variable done_cv_;
   std::atomic<bool> caller_waiting_{false};
   std::atomic<bool> stop_{false};
@@ -228,9 +252,8 @@ void parallel_for(int64_t n, int64_t cost, const std::function<void(int64_t, int
   }
   Pool& p = pool_locked();
   const int64_t parts = std::min<int64_t>(p.threads(), n);
-  p.run([&](int i) {
-    if (i >= parts) return;
-    int64_t b = n * i / parts, e = n * (i + 1) / parts;
+  p.run(static_cast<int>(parts), [&](int i) {
+    const int64_t b = n * i / parts, e = n * (i + 1) / parts;
     body(b, e);
   });
 }
