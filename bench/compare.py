@@ -235,6 +235,12 @@ def main():
             rows.append((f"{task}: steps, seconds to 99% exact", 1,
                          f"{x['steps']}, {x['seconds']:.1f}s (em {x['exact_match']:.3f})",
                          f"{t['steps']}, {t['seconds']:.1f}s (em {t['exact_match']:.3f})", f"{r:.3f}"))
+            if "bf16" in precisions:
+                # The bf16 rule: 99% within 1.2x the f32 step count (same seed and data).
+                xb = run([XG, "converge", "--task", task, "--precision", "bf16", "--threads", "1"], 1)[0]
+                r = ratio(f"{task}@1t", "bf16_steps_over_f32", xb["steps"], x["steps"])
+                rows.append((f"{task} bf16: steps, seconds (vs xgrad f32)", 1,
+                             f"{xb['steps']}, {xb['seconds']:.1f}s (em {xb['exact_match']:.3f})", "", f"{r:.3f}"))
 
     print(f"\n{'measurement':<{W}}  thr  {'xgrad':<28} {'pytorch':<28} xgrad/pytorch")
     for name, thr, x, t, r in rows:

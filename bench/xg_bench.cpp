@@ -286,6 +286,7 @@ int converge(const std::map<std::string, std::string>& a) {
   o.target_exact_match = 0.99;
   o.task.task = seq2seq::parse_task(a.count("task") ? a.at("task") : "copy");
   o.steps = geti(a, "max-steps", 4000);
+  o.precision = parse_precision(a.count("precision") ? a.at("precision") : "f32");
   seq2seq::Trainer t(o);
   auto t0 = clk::now();
   double em = 0;
@@ -296,8 +297,9 @@ int converge(const std::map<std::string, std::string>& a) {
       if (em >= 0.99) break;
     }
   }
-  std::printf("{\"mode\":\"converge\",\"task\":\"%s\",\"steps\":%lld,\"seconds\":%.2f,\"exact_match\":%.4f}\n",
-              seq2seq::task_name(o.task.task), (long long)t.steps_done(), ms_since(t0) / 1000, em);
+  std::printf("{\"mode\":\"converge\",\"precision\":\"%s\",\"task\":\"%s\",\"steps\":%lld,\"seconds\":%.2f,\"exact_match\":%.4f}\n",
+              precision_name(o.precision), seq2seq::task_name(o.task.task), (long long)t.steps_done(),
+              ms_since(t0) / 1000, em);
   return 0;
 }
 
