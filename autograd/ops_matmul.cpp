@@ -254,12 +254,17 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     });
   });
   if (autocast_bf16(x)) {
-    auto x16 = to_bf16(x), w16 = to_bf16(w);
-    pl.forward(x16->data(), w16->data(), b.defined(), out.data<float>());
+    // The input is saved as its bf16 copy (half the bytes); the weight, a
+    // parameter that outlives the step anyway, is saved as itself and
+    // converted again in backward (a copy kept from forward to backward
+    // would add 2 bytes per parameter to the peak).
+    auto x16 = to_bf16(x);
+    pl.forward(x16->data(), to_bf16(w)->data(), b.defined(), out.data<float>());
     return record("linear", out, {x, w, b},
-                  [x16, w16, pl, xs = x.shape(), ws = w.shape(), has_b = b.defined()](const Tensor& g) {
-                    Tensor gx = make_tensor(xs, f32), gw = make_tensor(ws, f32);
-                    pl.backward(x16->data(), w16->data(), to_bf16(g)->data(), gx.data<float>(), gw.data<float>());
+                  [x16, w = w.detach(), pl, xs = x.shape(), has_b = b.defined()](const Tensor& g) {
+                    Tensor gx = make_tensor(xs, f32), gw = make_tensor(w.shape(), f32);
+                    pl.backward(x16->data(), to_bf16(w)->data(), to_bf16(g)->data(), gx.data<float>(),
+                                gw.data<float>());
                     return std::vector<Tensor>{gx, gw, has_b ? bias_grad(g, pl.rows, pl.out_f) : Tensor()};
                   });
   }

@@ -15,7 +15,7 @@ namespace xg {
 
 namespace {
 // Large temporaries are the norm here; without this glibc maps and unmaps
-// each one (see shared/XTENSOR.md, trap 4): ~700 page faults per 1M-float op.
+// each one: ~700 page faults per 1M-float op (measured with xtensor 0.24.3).
 struct MallocTuning {
   MallocTuning() {
     mallopt(M_MMAP_THRESHOLD, 256 << 20);
