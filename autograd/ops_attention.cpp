@@ -1,7 +1,8 @@
-// The fused attention core: per (batch row, head), one GEMM for the scores,
-// masking and softmax in place, dropout by hash, one GEMM for the context.
-// Heads are addressed inside the (B,T,C) projections through BLAS leading
-// dimensions, so nothing is permuted or copied, and backward keeps only the
+// The fused attention core: for each thread's block of (batch row, head)
+// pairs, one batched product for the scores, masking and softmax in place,
+// dropout by hash, one batched product for the context. Heads are addressed
+// inside the (B,T,C) projections through strides (batch rows T*C apart, heads
+// D apart), so nothing is permuted or copied; backward keeps q, k, v and the
 // weights. Checked in tests against the composition of matmul, masked_fill,
 // softmax and dropout, and by finite differences.
 #include <algorithm>
@@ -34,121 +35,48 @@ struct Plan {
   std::shared_ptr<const std::vector<uint8_t>> masked;  // (B,S) or empty
   double p;                                            // dropout probability, 0 = none
   uint64_t key;
-  bool own_kernels;  // heads run in parallel: small products avoid BLAS
   bool is_masked(int64_t b, int64_t i, int64_t j) const {
     return (causal && j > i) || (!masked->empty() && (*masked)[static_cast<size_t>(b * g.S + j)]);
   }
 };
 
-// Per-head products. At the short lengths of the toy tasks these are tiny
-// (16x16x32). Run one after another, OpenBLAS is fastest; run on several
-// threads at once, its calls contend on its buffer lock (measured: 640
-// products of 10x10x64 took 478 us on 1 thread, 590 us on 2). So when heads
-// run in parallel, products up to kSmall multiply-adds run here instead: 4 rows
-// by 2 vectors of C accumulate in registers over k, reading B in place (or
-// from a zero-padded panel when B is transposed or its rows are not whole
-// vectors). On small@2t this took the attention core from 0.41/0.55-0.77 ms
-// (forward/backward, plain loops) to 0.23-0.38/0.25-0.55 ms.
-constexpr int64_t kSmall = 64 * 64 * 64;
-
-template <class T>
-struct Lanes;  // 32-byte vectors (GCC vector extensions; plain x86-64 builds split them)
-template <>
-struct Lanes<float> {
-  typedef float V __attribute__((vector_size(32)));
-  static constexpr int64_t n = 8;
-};
-template <>
-struct Lanes<double> {
-  typedef double V __attribute__((vector_size(32)));
-  static constexpr int64_t n = 4;
-};
-
-// Rows [i0, i0+R) of C, columns [j0, j0+nj): alpha * sum_p A(i,p) B(p,j),
-// with B(p, j0..j0+2L) contiguous at b + p*ldb + j0.
-template <class T, int R>
-void tile(int64_t i0, int64_t j0, int64_t nj, int64_t k, T alpha, const T* a, int64_t sai, int64_t sap,
-          const T* b, int64_t ldb, T* c, int64_t ldc) {
-  using V = typename Lanes<T>::V;
-  constexpr int64_t L = Lanes<T>::n;
-  V acc[R][2] = {};
-  const T* bp = b + j0;
-  const T* ap = a + i0 * sai;
-  for (int64_t p = 0; p < k; ++p, bp += ldb, ap += sap) {
-    V b0, b1;
-    std::memcpy(&b0, bp, sizeof(V));
-    std::memcpy(&b1, bp + L, sizeof(V));
-    for (int r = 0; r < R; ++r) {
-      const T ar = ap[r * sai];
-      acc[r][0] += ar * b0;
-      acc[r][1] += ar * b1;
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    const V o[2] = {alpha * acc[r][0], alpha * acc[r][1]};
-    T* cr = c + (i0 + r) * ldc + j0;
-    if (nj == 2 * L) {
-      std::memcpy(cr, o, sizeof(o));
-    } else {  // the last, partial columns
-      T out[2 * L];
-      std::memcpy(out, o, sizeof(o));
-      for (int64_t j = 0; j < nj; ++j) cr[j] = out[j];
+// The heads [bh0, bh1) of the (B, H) grid, as at most three blocks of nb
+// batch rows by nh heads each: f(b, h, nb, nh) with (b, h) the first head.
+template <class F>
+void head_blocks(int64_t bh0, int64_t bh1, int64_t H, F f) {
+  while (bh0 < bh1) {
+    const int64_t b = bh0 / H, h = bh0 % H;
+    if (h != 0 || bh1 - bh0 < H) {
+      const int64_t nh = std::min(H - h, bh1 - bh0);
+      f(b, h, int64_t(1), nh);
+      bh0 += nh;
+    } else {
+      const int64_t nb = (bh1 - bh0) / H;
+      f(b, int64_t(0), nb, H);
+      bh0 += nb * H;
     }
   }
 }
 
-// C (m,n) = alpha A B, C row-major with leading dimension ldc, where
-// A(i,p) = a[i*sai + p*sap] (so A^T is a stride swap, no copy) and B is
-// row-major with leading dimension ldb, or, with b_trans, B^T is (n,k)
-// row-major. B is read in place when its rows hold whole vectors; otherwise
-// it is packed into a zero-padded (k, np) panel first.
+// A matrix of every head of a block: head (i, j) of the block at
+// p + i*s0 + j*s1, rows ld apart.
 template <class T>
-void small_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t sai, int64_t sap, const T* b,
-                int64_t ldb, bool b_trans, T* c, int64_t ldc) {
-  constexpr int64_t NR = 2 * Lanes<T>::n;
-  const int64_t np = (n + NR - 1) / NR * NR;
-  thread_local std::vector<T> panel;
-  if (b_trans || np != n) {
-    panel.assign(static_cast<size_t>(k * np), T(0));
-    T* pp = panel.data();
-    if (b_trans)
-      for (int64_t j = 0; j < n; ++j)
-        for (int64_t p = 0; p < k; ++p) pp[p * np + j] = b[j * ldb + p];
-    else
-      for (int64_t p = 0; p < k; ++p) std::memcpy(pp + p * np, b + p * ldb, static_cast<size_t>(n) * sizeof(T));
-    b = pp;
-    ldb = np;
-  }
-  for (int64_t j0 = 0; j0 < n; j0 += NR) {
-    const int64_t nj = std::min(NR, n - j0);
-    int64_t i0 = 0;
-    for (; i0 + 4 <= m; i0 += 4) tile<T, 4>(i0, j0, nj, k, alpha, a, sai, sap, b, ldb, c, ldc);
-    for (; i0 < m; ++i0) tile<T, 1>(i0, j0, nj, k, alpha, a, sai, sap, b, ldb, c, ldc);
-  }
-}
+struct Heads {
+  T* p;
+  int64_t ld, s0, s1;
+};
 
-// C (m,n) = alpha A B^T: A (m,k), B (n,k), rows contiguous in k.
+// C = alpha op(A) op(B) for every head of an nb x nh block: one batched
+// engine call (oneDNN: one primitive with two batch dimensions). Measured
+// against per-head calls to OpenBLAS and against kernels of our own for the
+// small heads of the toy tasks (an earlier version), fwd+bwd of the core:
+// (B,T)=(16,64) 5.5 ms at 1 thread, 3.6 ms at 2 (own kernels: 4.6 ms);
+// (80,10) 1.6 ms at 1 and 2 threads (own kernels at 2: 3.0 ms).
 template <class T>
-void gemm_nt(bool own, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-             int64_t ldc) {
-  if (!own || m * n * k > kSmall) return engine::gemm(false, true, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
-  small_gemm(m, n, k, alpha, a, lda, 1, b, ldb, true, c, ldc);
-}
-
-// C (m,n) = alpha A B: A (m,k), B (k,n), rows of B and C contiguous in n.
-template <class T>
-void gemm_nn(bool own, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-             int64_t ldc) {
-  if (!own || m * n * k > kSmall) return engine::gemm(false, false, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
-  small_gemm(m, n, k, alpha, a, lda, 1, b, ldb, false, c, ldc);
-}
-
-// C (m,n) = alpha A^T B: A (k,m), B (k,n), rows of B and C contiguous in n.
-template <class T>
-void gemm_tn(bool own, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-             int64_t ldc) {
-  if (!own || m * n * k > kSmall) return engine::gemm(true, false, m, n, k, alpha, a, lda, b, ldb, T(0), c, ldc);
-  small_gemm(m, n, k, alpha, a, 1, lda, b, ldb, false, c, ldc);
+void block_gemm(int64_t nb, int64_t nh, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, Heads<const T> a,
+                Heads<const T> b, Heads<T> c) {
+  engine::gemm_batched(engine::Batch{nb, nh, a.s0, a.s1, b.s0, b.s1, c.s0, c.s1}, ta, tb, m, n, k, alpha, a.p, a.ld,
+                       b.p, b.ld, T(0), c.p, c.ld);
 }
 
 // dst[idx] = src[idx] * dropout scale of flat element base + idx, for idx < n.
@@ -164,40 +92,53 @@ void apply_dropout(const Plan& pl, int64_t base, int64_t n, const T* src, T* dst
   }
 }
 
+// Softmax of each score row in place, masked scores first set to kMasked.
+template <class T>
+void softmax_rows(const Plan& pl, int64_t b, T* P) {
+  const int64_t Tq = pl.g.T, S = pl.g.S;
+  for (int64_t i = 0; i < Tq; ++i) {
+    T* row = P + i * S;
+    T mx = -std::numeric_limits<T>::infinity();  // not kMasked: unmasked scores may lie below it
+    for (int64_t j = 0; j < S; ++j) {
+      if (pl.is_masked(b, i, j)) row[j] = T(kMasked);
+      mx = std::max(mx, row[j]);
+    }
+    T total = 0;
+    for (int64_t j = 0; j < S; ++j) {
+      row[j] = std::exp(row[j] - mx);
+      total += row[j];
+    }
+    const T inv = T(1) / total;
+    for (int64_t j = 0; j < S; ++j) row[j] *= inv;
+  }
+}
+
+// Heads [bh0, bh1): scores into w, softmax in place, then the context into
+// out. Each block of heads is one batched product for the scores and one for
+// the context.
 template <class T>
 void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T* w, int64_t bh0, int64_t bh1) {
   const auto [B, Tq, S, H, D, C] = pl.g;
   (void)B;
-  std::vector<T> dropped(pl.p > 0 ? static_cast<size_t>(Tq * S) : 0);
-  for (int64_t bh = bh0; bh < bh1; ++bh) {
-    const int64_t b = bh / H, h = bh % H;
-    const T* qb = q + b * Tq * C + h * D;
-    const T* kb = k + b * S * C + h * D;
-    const T* vb = v + b * S * C + h * D;
-    T* P = w + bh * Tq * S;
-    gemm_nt<T>(pl.own_kernels, Tq, S, D, T(pl.scale), qb, C, kb, C, P, S);  // (T,S)
-    for (int64_t i = 0; i < Tq; ++i) {
-      T* row = P + i * S;
-      T mx = -std::numeric_limits<T>::infinity();  // not kMasked: unmasked scores may lie below it
-      for (int64_t j = 0; j < S; ++j) {
-        if (pl.is_masked(b, i, j)) row[j] = T(kMasked);
-        mx = std::max(mx, row[j]);
-      }
-      T total = 0;
-      for (int64_t j = 0; j < S; ++j) {
-        row[j] = std::exp(row[j] - mx);
-        total += row[j];
-      }
-      const T inv = T(1) / total;
-      for (int64_t j = 0; j < S; ++j) row[j] *= inv;
-    }
+  const int64_t TS = Tq * S;
+  std::vector<T> dropped(pl.p > 0 ? static_cast<size_t>((bh1 - bh0) * TS) : 0);
+  head_blocks(bh0, bh1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
+    const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * S * C + h * D;
+    T* P = w + bh * TS;
+    block_gemm<T>(nb, nh, false, true, Tq, S, D, T(pl.scale), {q + qo, C, Tq * C, D},
+                  {k + ko, C, S * C, D}, {P, S, H * TS, TS});  // (T,S) per head
+    for (int64_t i = 0; i < nb; ++i)
+      for (int64_t j = 0; j < nh; ++j) softmax_rows(pl, b + i, P + (i * H + j) * TS);
     const T* Pv = P;
     if (pl.p > 0) {
-      apply_dropout(pl, bh * Tq * S, Tq * S, P, dropped.data());
-      Pv = dropped.data();
+      T* d = dropped.data() + (bh - bh0) * TS;
+      for (int64_t i = 0; i < nb; ++i)
+        apply_dropout(pl, (bh + i * H) * TS, nh * TS, P + i * H * TS, d + i * H * TS);
+      Pv = d;
     }
-    gemm_nn<T>(pl.own_kernels, Tq, D, S, T(1), Pv, S, vb, C, out + b * Tq * C + h * D, C);  // (T,D)
-  }
+    block_gemm<T>(nb, nh, false, false, Tq, D, S, T(1), {Pv, S, H * TS, TS}, {v + ko, C, S * C, D},
+                  {out + qo, C, Tq * C, D});  // (T,D) per head
+  });
 }
 
 template <class T>
@@ -205,32 +146,45 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
                     int64_t bh0, int64_t bh1) {
   const auto [B, Tq, S, H, D, C] = pl.g;
   (void)B;
-  std::vector<T> dP(static_cast<size_t>(Tq * S)), dropped(pl.p > 0 ? static_cast<size_t>(Tq * S) : 0);
-  for (int64_t bh = bh0; bh < bh1; ++bh) {
-    const int64_t b = bh / H, h = bh % H;
-    const int64_t qo = b * Tq * C + h * D, ko = b * S * C + h * D;
-    const T* P = w + bh * Tq * S;
+  const int64_t TS = Tq * S;
+  std::vector<T> dPs(static_cast<size_t>((bh1 - bh0) * TS)), dropped(pl.p > 0 ? dPs.size() : 0);
+  head_blocks(bh0, bh1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
+    const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * S * C + h * D;
+    const T* P = w + bh * TS;
+    T* dP = dPs.data() + (bh - bh0) * TS;
     // d(dropped weights) = g v^T; dv = dropped^T g
-    gemm_nt<T>(pl.own_kernels, Tq, S, D, T(1), g + qo, C, v + ko, C, dP.data(), S);
+    block_gemm<T>(nb, nh, false, true, Tq, S, D, T(1), {g + qo, C, Tq * C, D}, {v + ko, C, S * C, D},
+                  {dP, S, H * TS, TS});
     const T* Pv = P;
     if (pl.p > 0) {
-      apply_dropout(pl, bh * Tq * S, Tq * S, P, dropped.data());
-      Pv = dropped.data();
-      apply_dropout(pl, bh * Tq * S, Tq * S, dP.data(), dP.data());
+      T* d = dropped.data() + (bh - bh0) * TS;
+      for (int64_t i = 0; i < nb; ++i) {
+        apply_dropout(pl, (bh + i * H) * TS, nh * TS, P + i * H * TS, d + i * H * TS);
+        apply_dropout(pl, (bh + i * H) * TS, nh * TS, dP + i * H * TS, dP + i * H * TS);
+      }
+      Pv = d;
     }
-    gemm_tn<T>(pl.own_kernels, S, D, Tq, T(1), Pv, S, g + qo, C, dv + ko, C);
+    block_gemm<T>(nb, nh, true, false, S, D, Tq, T(1), {Pv, S, H * TS, TS}, {g + qo, C, Tq * C, D},
+                  {dv + ko, C, S * C, D});
     // softmax backward, zero where the score was masked: dS = P (dP - <dP, P>)
-    for (int64_t i = 0; i < Tq; ++i) {
-      const T* pr = P + i * S;
-      T* dr = dP.data() + i * S;
-      T dot = 0;
-      for (int64_t j = 0; j < S; ++j) dot += dr[j] * pr[j];
-      for (int64_t j = 0; j < S; ++j) dr[j] = pl.is_masked(b, i, j) ? T(0) : pr[j] * (dr[j] - dot);
-    }
+    for (int64_t bi = 0; bi < nb; ++bi)
+      for (int64_t hj = 0; hj < nh; ++hj) {
+        const T* Ph = P + (bi * H + hj) * TS;
+        T* dh = dP + (bi * H + hj) * TS;
+        for (int64_t i = 0; i < Tq; ++i) {
+          const T* pr = Ph + i * S;
+          T* dr = dh + i * S;
+          T dot = 0;
+          for (int64_t j = 0; j < S; ++j) dot += dr[j] * pr[j];
+          for (int64_t j = 0; j < S; ++j) dr[j] = pl.is_masked(b + bi, i, j) ? T(0) : pr[j] * (dr[j] - dot);
+        }
+      }
     // dq = scale dS k; dk = scale dS^T q
-    gemm_nn<T>(pl.own_kernels, Tq, D, S, T(pl.scale), dP.data(), S, k + ko, C, dq + qo, C);
-    gemm_tn<T>(pl.own_kernels, S, D, Tq, T(pl.scale), dP.data(), S, q + qo, C, dk + ko, C);
-  }
+    block_gemm<T>(nb, nh, false, false, Tq, D, S, T(pl.scale), {dP, S, H * TS, TS}, {k + ko, C, S * C, D},
+                  {dq + qo, C, Tq * C, D});
+    block_gemm<T>(nb, nh, true, false, S, D, Tq, T(pl.scale), {dP, S, H * TS, TS}, {q + qo, C, Tq * C, D},
+                  {dk + ko, C, S * C, D});
+  });
 }
 
 }  // namespace
@@ -274,8 +228,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
           o.causal,
           masked,
           o.dropout,
-          o.dropout > 0 ? o.gen->engine()() : 0,
-          num_threads() > 1};
+          o.dropout > 0 ? o.gen->engine()() : 0};
 
   Tensor out = make_tensor({B, Tq, C}, q.dtype());
   Tensor w = make_tensor({B, H, Tq, S}, q.dtype());

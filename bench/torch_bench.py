@@ -154,7 +154,7 @@ def decode(a):
 
 
 def micro(a):
-    B, L, C, H, D, V = 80, 10, 512, 8, 64, 11
+    B, L, C, H, D, V = int(a.get("batch", 80)), int(a.get("len", 10)), 512, 8, 64, 11
     torch.manual_seed(3)
 
     def time_it(name, f, leaves):
@@ -204,12 +204,14 @@ def sgemm(a):
 def converge(a):
     """Steps and seconds to 99% exact match with the training program's defaults."""
     task = a.get("task", "copy")
+    precision = a.get("precision", "f32")
+    seed = int(a.get("seed", 1))
     vocab, max_len, batch = 16, 10, 64
-    torch.manual_seed(1)
+    torch.manual_seed(seed)
     m = Model(vocab, 64, 4, 2, 256, max_len + 2, dropout=0.0)
     opt = torch.optim.Adam(m.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 64 ** -0.5 * min((s + 1) ** -0.5, (s + 1) * 200 ** -1.5))
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(seed)
 
     def batch_of(n, gen):
         lens = torch.randint(1, max_len + 1, (n,), generator=gen)
@@ -231,7 +233,9 @@ def converge(a):
         src, tgt = batch_of(batch, g)
         tin = torch.cat([torch.ones(batch, 1, dtype=torch.long), tgt[:, :-1]], 1)
         opt.zero_grad()
-        loss = F.cross_entropy(m(src, tin).reshape(-1, vocab), tgt.reshape(-1), ignore_index=0, label_smoothing=0.1)
+        with autocast(precision):
+            loss = F.cross_entropy(m(src, tin).reshape(-1, vocab), tgt.reshape(-1), ignore_index=0,
+                                   label_smoothing=0.1)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
@@ -252,7 +256,7 @@ def converge(a):
                 em = ok / 1000
             if em >= 0.99:
                 break
-    print(json.dumps(dict(mode="converge", task=task, steps=step, seconds=time.perf_counter() - t0, exact_match=em)))
+    print(json.dumps(dict(mode="converge", precision=precision, task=task, seed=seed, steps=step, seconds=time.perf_counter() - t0, exact_match=em)))
 
 
 if __name__ == "__main__":

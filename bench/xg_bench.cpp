@@ -248,13 +248,17 @@ int sgemm(const std::map<std::string, std::string>& a) {
   return 0;
 }
 
-// Forward + backward of the hot ops on the "annotated" shapes.
-int micro(const std::map<std::string, std::string>&) {
+// Forward + backward of the hot ops on the "annotated" shapes (--batch 16
+// --len 64: base's).
+int micro(const std::map<std::string, std::string>& a) {
   Generator g(3);
-  const int64_t B = 80, L = 10, C = 512, H = 8, V = 11;  // heads of width D = C / H = 64
+  const int64_t B = geti(a, "batch", 80), L = geti(a, "len", 10), C = 512, H = 8, V = 11;  // heads of width D = C / H = 64
+  const std::string only = a.count("only") ? a.at("only") : "";  // one op (for profiles)
+  const int64_t reps = geti(a, "reps", 20);
   auto time_it = [&](const std::string& name, const std::function<Tensor()>& f, const std::vector<Tensor>& leaves) {
+    if (!only.empty() && name != only) return;
     std::vector<double> times;
-    for (int r = 0; r < 25; ++r) {
+    for (int r = 0; r < reps + 5; ++r) {
       for (const Tensor& t : leaves) const_cast<Tensor&>(t).zero_grad();
       auto t0 = clk::now();
       Tensor y = f();
@@ -287,6 +291,7 @@ int converge(const std::map<std::string, std::string>& a) {
   o.task.task = seq2seq::parse_task(a.count("task") ? a.at("task") : "copy");
   o.steps = geti(a, "max-steps", 4000);
   o.precision = parse_precision(a.count("precision") ? a.at("precision") : "f32");
+  o.seed = static_cast<uint64_t>(geti(a, "seed", 1));
   seq2seq::Trainer t(o);
   auto t0 = clk::now();
   double em = 0;
@@ -297,8 +302,9 @@ int converge(const std::map<std::string, std::string>& a) {
       if (em >= 0.99) break;
     }
   }
-  std::printf("{\"mode\":\"converge\",\"precision\":\"%s\",\"task\":\"%s\",\"steps\":%lld,\"seconds\":%.2f,\"exact_match\":%.4f}\n",
-              precision_name(o.precision), seq2seq::task_name(o.task.task), (long long)t.steps_done(),
+  std::printf("{\"mode\":\"converge\",\"precision\":\"%s\",\"task\":\"%s\",\"seed\":%llu,\"steps\":%lld,\"seconds\":%.2f,\"exact_match\":%.4f}\n",
+              precision_name(o.precision), seq2seq::task_name(o.task.task), (unsigned long long)o.seed,
+              (long long)t.steps_done(),
               ms_since(t0) / 1000, em);
   return 0;
 }

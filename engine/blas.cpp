@@ -46,10 +46,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
   blas::gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-                  int64_t lda, int64_t sa, const double* b, int64_t ldb, int64_t sb, double beta, double* c,
-                  int64_t ldc, int64_t sc) {
-  blas::gemm_batched<double>(count, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                  const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  blas::gemm_batched<double>(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 // Round to nearest even: add 0x7fff plus the lowest kept bit, then truncate.

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <string>
 
+#include "engine/gemm.h"
+
 namespace xg::engine::blas {
 
 template <class T>
@@ -13,11 +15,12 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a
 
 // A loop of gemm calls (OpenBLAS 0.3.21 has no batched API).
 template <class T>
-void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
-                  int64_t lda, int64_t sa, const T* b, int64_t ldb, int64_t sb, T beta, T* c, int64_t ldc,
-                  int64_t sc) {
-  for (int64_t i = 0; i < count; ++i)
-    gemm<T>(ta, tb, m, n, k, alpha, a + i * sa, lda, b + i * sb, ldb, beta, c + i * sc, ldc);
+void gemm_batched(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a,
+                  int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < bt.n0; ++i)
+    for (int64_t j = 0; j < bt.n1; ++j)
+      gemm<T>(ta, tb, m, n, k, alpha, a + i * bt.sa0 + j * bt.sa1, lda, b + i * bt.sb0 + j * bt.sb1, ldb, beta,
+              c + i * bt.sc0 + j * bt.sc1, ldc);
 }
 
 std::string version();  // "OpenBLAS 0.3.21"

@@ -29,15 +29,33 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
+// Where the products of a batch lie: n0 x n1 of them, the (i, j)th reading
+// A at a + i*sa0 + j*sa1 (likewise B) and writing C at c + i*sc0 + j*sc1. A
+// stride of 0 for A or B repeats one matrix along that dimension; C's strides
+// must separate the products. Two levels address the heads of attention
+// inside (B,T,C) projections: batch rows at stride T*C, heads at stride D.
+struct Batch {
+  int64_t n0 = 1, n1 = 1;
+  int64_t sa0 = 0, sa1 = 0, sb0 = 0, sb1 = 0, sc0 = 0, sc1 = 0;
+  // count products at strides sa, sb, sc (one level).
+  static Batch flat(int64_t count, int64_t sa, int64_t sb, int64_t sc) { return {1, count, 0, sa, 0, sb, 0, sc}; }
+};
+
+// The products of `batch`, C = alpha op(A) op(B) + beta C each. On oneDNN this
+// is one call with batch dimensions; on OpenBLAS a loop.
+void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                  const double* a, int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
 // `count` products C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = a + i*sa
 // (and likewise B, C); sa or sb may be 0 (the same matrix for every i), sc
-// may not. On oneDNN this is one call with a batch dimension.
-void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                  int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc,
-                  int64_t sc);
-void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-                  int64_t lda, int64_t sa, const double* b, int64_t ldb, int64_t sb, double beta, double* c,
-                  int64_t ldc, int64_t sc);
+// may not.
+template <class T>
+void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                  int64_t sa, const T* b, int64_t ldb, int64_t sb, T beta, T* c, int64_t ldc, int64_t sc) {
+  if (count > 0) gemm_batched(Batch::flat(count, sa, sb, sc), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 // ---- bfloat16 ---------------------------------------------------------------
 // A bf16 value is the upper 16 bits of a float32 (8-bit exponent, 7-bit mantissa).
@@ -56,9 +74,14 @@ void from_bf16(const bf16_t* x, float* y, int64_t n);
 // that is not empty.
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bf16_t* a, int64_t lda,
                const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
-void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                       const bf16_t* a, int64_t lda, int64_t sa, const bf16_t* b, int64_t ldb, int64_t sb, float beta,
-                       float* c, int64_t ldc, int64_t sc);
+void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+inline void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                              const bf16_t* a, int64_t lda, int64_t sa, const bf16_t* b, int64_t ldb, int64_t sb,
+                              float beta, float* c, int64_t ldc, int64_t sc) {
+  if (count > 0)
+    gemm_bf16_batched(Batch::flat(count, sa, sb, sc), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 // Primitives kept by the calling thread's cache (oneDNN; 0 on OpenBLAS), and
 // how many were created since start-up (each creation costs 0.1-1 ms).

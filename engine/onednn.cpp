@@ -14,6 +14,7 @@
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/blas.h"
@@ -27,8 +28,9 @@ using dt = dnnl::memory::data_type;
 
 struct Key {
   dt in;
-  bool ta, tb, accumulate, a_shared, b_shared;
-  int64_t count, m, n, k, lda, ldb, ldc, sa, sb, sc;
+  bool ta, tb, accumulate;
+  int64_t m, n, k, lda, ldb, ldc;
+  Batch batch;
   float alpha;
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
 };
@@ -65,12 +67,15 @@ struct OneOmpThread {
   }
 };
 
-// (rows, cols) matrices, count of them at stride s (s = 0: one shared matrix),
-// stored transposed when t, with row stride ld.
-dnnl::memory::desc matrix(dt type, int64_t count, int64_t rows, int64_t cols, bool t, int64_t ld, int64_t s) {
-  const int64_t batch = s == 0 ? 1 : count;
-  const int64_t bs = s == 0 ? (t ? cols : rows) * ld : s;
-  return dnnl::memory::desc({batch, rows, cols}, type, t ? dnnl::memory::dims{bs, 1, ld} : dnnl::memory::dims{bs, ld, 1});
+// (rows, cols) matrices, n0 x n1 of them at strides s0, s1 (a stride of 0:
+// one matrix repeated along that dimension, given as a dimension of 1, which
+// oneDNN broadcasts), stored transposed when t, with row stride ld.
+dnnl::memory::desc matrix(dt type, int64_t n0, int64_t n1, int64_t rows, int64_t cols, bool t, int64_t ld, int64_t s0,
+                          int64_t s1) {
+  const int64_t size = (t ? cols : rows) * ld;  // a stride for dimensions of 1 (any value would do)
+  const dnnl::memory::dims dims{s0 == 0 ? 1 : n0, s1 == 0 ? 1 : n1, rows, cols};
+  const dnnl::memory::dim b0 = s0 == 0 ? size : s0, b1 = s1 == 0 ? size : s1;
+  return dnnl::memory::desc(dims, type, t ? dnnl::memory::dims{b0, b1, 1, ld} : dnnl::memory::dims{b0, b1, ld, 1});
 }
 
 constexpr size_t kMaxCached = 512;  // decoding meets a new length every step
@@ -90,15 +95,16 @@ struct Cache {
       po.append_sum(1.0f);
       attr.set_post_ops(po);
     }
-    auto a = matrix(key.in, key.count, key.m, key.k, key.ta, key.lda, key.sa);
-    auto b = matrix(key.in, key.count, key.k, key.n, key.tb, key.ldb, key.sb);
-    auto c = matrix(dt::f32, key.count, key.m, key.n, false, key.ldc, key.sc);
+    const Batch& bt = key.batch;
+    auto a = matrix(key.in, bt.n0, bt.n1, key.m, key.k, key.ta, key.lda, bt.sa0, bt.sa1);
+    auto b = matrix(key.in, bt.n0, bt.n1, key.k, key.n, key.tb, key.ldb, bt.sb0, bt.sb1);
+    auto c = matrix(dt::f32, bt.n0, bt.n1, key.m, key.n, false, key.ldc, bt.sc0, bt.sc1);
     dnnl::matmul::primitive_desc pd;
     try {
       pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu());
     } catch (const dnnl::error& e) {
-      throw std::runtime_error(fmt::format("oneDNN matmul: no implementation for {} x {}x{} by {}x{} ({}): {}",
-                                           key.count, key.m, key.k, key.k, key.n,
+      throw std::runtime_error(fmt::format("oneDNN matmul: no implementation for {}x{} x {}x{} by {}x{} ({}): {}",
+                                           bt.n0, bt.n1, key.m, key.k, key.k, key.n,
                                            key.in == dt::bf16 ? "bf16" : "f32", e.what()));
     }
     auto e = std::make_unique<Entry>();
@@ -118,32 +124,40 @@ Cache& cache() {
   return c;
 }
 
-void run(dt in, int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a,
-         int64_t lda, int64_t sa, const void* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc,
-         int64_t sc) {
-  if (m == 0 || n == 0) return;
+void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
+         const void* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (m == 0 || n == 0 || bt.n0 <= 0 || bt.n1 <= 0) return;
   if (beta != 0.0f && beta != 1.0f) throw std::invalid_argument(fmt::format("engine::gemm: beta {} is not 0 or 1", beta));
   if (k == 0) {  // an empty sum: C = beta C
-    for (int64_t i = 0; i < count; ++i)
-      for (int64_t r = 0; r < m; ++r)
-        if (beta == 0.0f) std::memset(c + i * sc + r * ldc, 0, static_cast<size_t>(n) * sizeof(float));
+    if (beta == 0.0f)
+      for (int64_t i = 0; i < bt.n0; ++i)
+        for (int64_t j = 0; j < bt.n1; ++j)
+          for (int64_t r = 0; r < m; ++r)
+            std::memset(c + i * bt.sc0 + j * bt.sc1 + r * ldc, 0, static_cast<size_t>(n) * sizeof(float));
     return;
   }
+  // One level as the inner one: the same primitive whichever way it came.
+  if (bt.n0 == 1) bt.sa0 = bt.sb0 = bt.sc0 = 0;
+  if (bt.n1 == 1) {
+    std::swap(bt.n0, bt.n1);
+    std::swap(bt.sa0, bt.sa1);
+    std::swap(bt.sb0, bt.sb1);
+    std::swap(bt.sc0, bt.sc1);
+    bt.sa0 = bt.sb0 = bt.sc0 = 0;
+  }
+  if (bt.n1 == 1) bt.sa1 = bt.sb1 = bt.sc1 = 0;
   Key key{};  // zeroed, padding included: the key is hashed bytewise
   key.in = in;
   key.ta = ta;
   key.tb = tb;
   key.accumulate = beta != 0.0f;
-  key.count = count;
   key.m = m;
   key.n = n;
   key.k = k;
   key.lda = lda;
   key.ldb = ldb;
   key.ldc = ldc;
-  key.sa = sa;
-  key.sb = sb;
-  key.sc = sc;
+  key.batch = bt;
   key.alpha = alpha;
   OneOmpThread one;
   Entry& e = cache().get(key);
@@ -165,16 +179,15 @@ std::string f32_engine() {
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m * n * k < blas::kSmallProduct) return blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  run(dt::f32, 1, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, m * ldc);
+  run(dt::f32, Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                  int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc,
-                  int64_t sc) {
-  if (count <= 0) return;
-  if (m * n * k * count < blas::kSmallProduct)
-    return blas::gemm_batched<float>(count, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
-  run(dt::f32, count, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (batch.n0 <= 0 || batch.n1 <= 0) return;
+  if (m * n * k * batch.n0 * batch.n1 < blas::kSmallProduct)
+    return blas::gemm_batched<float>(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  run(dt::f32, batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 std::string bf16_unsupported_reason() {
@@ -195,16 +208,14 @@ std::string bf16_unsupported_reason() {
 
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bf16_t* a, int64_t lda,
                const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm_bf16_batched(1, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, m * ldc);
+  gemm_bf16_batched(Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                       const bf16_t* a, int64_t lda, int64_t sa, const bf16_t* b, int64_t ldb, int64_t sb, float beta,
-                       float* c, int64_t ldc, int64_t sc) {
-  if (count <= 0) return;
+void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const std::string why = bf16_unsupported_reason();
   if (!why.empty()) throw std::runtime_error(why);
-  run(dt::bf16, count, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+  run(dt::bf16, batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 CacheStats cache_stats() { return {static_cast<int64_t>(cache().map.size()), g_created.load()}; }

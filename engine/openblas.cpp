@@ -13,10 +13,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
   blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                  int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc,
-                  int64_t sc) {
-  blas::gemm_batched<float>(count, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  blas::gemm_batched<float>(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 std::string bf16_unsupported_reason() {
@@ -28,8 +27,8 @@ void gemm_bf16(bool, bool, int64_t, int64_t, int64_t, float, const bf16_t*, int6
                float*, int64_t) {
   throw std::runtime_error(bf16_unsupported_reason());
 }
-void gemm_bf16_batched(int64_t, bool, bool, int64_t, int64_t, int64_t, float, const bf16_t*, int64_t, int64_t,
-                       const bf16_t*, int64_t, int64_t, float, float*, int64_t, int64_t) {
+void gemm_bf16_batched(const Batch&, bool, bool, int64_t, int64_t, int64_t, float, const bf16_t*, int64_t,
+                       const bf16_t*, int64_t, float, float*, int64_t) {
   throw std::runtime_error(bf16_unsupported_reason());
 }
 

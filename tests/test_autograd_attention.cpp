@@ -79,7 +79,7 @@ TEST_CASE("attention: equals its composition from primitives, with masks, causal
       }
 }
 
-TEST_CASE("attention: at 1 thread (OpenBLAS) and at 2 (register tiles) it equals its composition, at any length") {
+TEST_CASE("attention: at 1 and 2 threads it equals its composition, at any length") {
   // Lengths that fill 4-row tiles, leave remainder rows, or are a single
   // row (incremental decoding); key counts below, at and above a vector.
   xgt::ThreadsGuard guard;
@@ -107,6 +107,51 @@ TEST_CASE("attention: at 1 thread (OpenBLAS) and at 2 (register tiles) it equals
               in);
           check_close(a, b, 1e-9);
         }
+}
+
+TEST_CASE("attention: float32 on the matrix engine's batched products equals float64, at 1 and 2 threads") {
+  // Big enough for oneDNN (each thread's products exceed 48^3 multiply-adds),
+  // with 3 x 3 heads so that 2 threads split a batch row between them.
+  xgt::ThreadsGuard guard;
+  const int64_t b = 3, h = 3, t = 33, s = 40, d = 32, c = h * d;
+  std::vector<double> hidden(static_cast<size_t>(b * s));  // 3 keys in 10 hidden
+  for (size_t i = 0; i < hidden.size(); ++i) hidden[i] = (i * 7) % 10 < 3 ? 1.0 : 0.0;
+  const Tensor mask = from_vector(hidden, {b, s}, f64);
+  for (int threads : {1, 2})
+    for (int variant = 0; variant < 3; ++variant) {  // plain; padding mask + dropout; causal + dropout
+      CAPTURE(threads);
+      CAPTURE(variant);
+      set_num_threads(threads);
+      auto run = [&](Dtype dt) {
+        const V in{leaf({b, t, c}, 11).detach().to(dt).requires_grad_(),
+                   leaf({b, s, c}, 12).detach().to(dt).requires_grad_(),
+                   leaf({b, s, c}, 13).detach().to(dt).requires_grad_()};
+        return values_and_grads(
+            [&](const V& x) {
+              Generator g(9);
+              AttentionOptions o;
+              o.heads = h;
+              if (variant == 1) o.key_padding_mask = mask;
+              o.causal = variant == 2;
+              o.dropout = variant == 0 ? 0.0 : 0.25;
+              o.gen = &g;
+              return attention(x[0], x[1], x[2], o).to(f64);
+            },
+            in);
+      };
+      auto lo = run(f32), hi = run(f64);
+      for (size_t i = 0; i < hi.size(); ++i) {
+        CAPTURE(i);
+        auto a = lo[i].to_vector(), r = hi[i].to_vector();
+        double err = 0, scale = 0;
+        for (size_t j = 0; j < r.size(); ++j) {
+          err = std::max(err, std::abs(a[j] - r[j]));
+          scale = std::max(scale, std::abs(r[j]));
+        }
+        CHECK(scale > 0);
+        CHECK(err <= 2e-5 * scale);
+      }
+    }
 }
 
 TEST_CASE("attention: finite-difference gradients") {

@@ -93,6 +93,44 @@ TEST_CASE("engine: batched gemm with a shared operand, and the primitive cache")
   }
 }
 
+TEST_CASE("engine: two-level batches address heads inside rows, with an operand shared along one level") {
+  // As attention does: n0 "batch rows" of n1 "heads", each head a column
+  // block of width k (A, transposed B) or n (C) inside wider rows; A is
+  // shared along level 0 in one variant (stride 0).
+  const int64_t n0 = 3, n1 = 4, m = 24, n = 20, k = 32;
+  for (bool a_shared : {false, true})
+    for (bool tb : {false, true}) {
+      CAPTURE(a_shared);
+      CAPTURE(tb);
+      const int64_t lda = n1 * k + 3, ldb = tb ? n1 * k + 1 : n1 * n + 1, ldc = n1 * n + 2;
+      const int64_t brows = tb ? n : k;
+      Mat a(n0 * m, lda, 0, 5), b(n0 * brows, ldb, 0, 6);
+      std::vector<float> c(n0 * m * ldc, 0.5f);
+      engine::Batch bt{n0, n1, a_shared ? 0 : m * lda, k, brows * ldb, tb ? k : n, m * ldc, n};
+      engine::gemm_batched(bt, false, tb, m, n, k, 0.5f, a.v.data(), lda, b.v.data(), ldb, 0.0f, c.data(), ldc);
+      for (int64_t i = 0; i < n0; ++i)
+        for (int64_t j = 0; j < n1; ++j) {
+          CAPTURE(i);
+          CAPTURE(j);
+          const float* ap = a.v.data() + i * bt.sa0 + j * bt.sa1;
+          const float* bp = b.v.data() + i * bt.sb0 + j * bt.sb1;
+          std::vector<double> ref(m * n);
+          for (int64_t r = 0; r < m; ++r)
+            for (int64_t q = 0; q < n; ++q) {
+              double sum = 0;
+              for (int64_t p = 0; p < k; ++p) sum += ap[r * lda + p] * double(tb ? bp[q * ldb + p] : bp[p * ldb + q]);
+              ref[r * n + q] = 0.5 * sum;
+            }
+          std::vector<float> ci(m * ldc);
+          std::copy(c.begin() + i * bt.sc0 + j * bt.sc1, c.begin() + i * bt.sc0 + j * bt.sc1 + (m - 1) * ldc + n,
+                    ci.begin());
+          CHECK(max_rel_error(m, n, ci, ldc, ref) < 1e-5);
+        }
+      for (int64_t r = 0; r < n0 * m; ++r)  // the padding columns of C are untouched
+        for (int64_t q = n1 * n; q < ldc; ++q) CHECK(c[r * ldc + q] == 0.5f);
+    }
+}
+
 TEST_CASE("engine: bf16 rounding is to nearest even, NaN and infinities kept") {
   auto round_trip = [](float x) {
     bf16_t h;
