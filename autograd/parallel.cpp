@@ -4,7 +4,6 @@
 // the caller waiting for its workers does the same.
 #include "autograd/parallel.h"
 
-#include <cblas.h>
 #include <immintrin.h>
 #include <sched.h>
 
@@ -204,7 +203,6 @@ Pool& pool_locked() {
   if (!g_pool) {
     int n = g_threads.load();
     if (n == 0) g_threads = n = default_threads();
-    openblas_set_num_threads(1);  // GEMMs are split by parallel_for instead
     g_pool = std::make_unique<Pool>(n);
   }
   return *g_pool;

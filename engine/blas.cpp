@@ -12,15 +12,26 @@
 namespace xg::engine {
 
 namespace blas {
+namespace {
+// One call is one product on the calling thread (xgrad's pool splits
+// products), so OpenBLAS's own threads are switched off before its first use.
+void single_threaded() {
+  static const bool once = (openblas_set_num_threads(1), true);
+  (void)once;
+}
+}  // namespace
+
 template <>
 void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  single_threaded();
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
               b, ldb, beta, c, ldc);
 }
 template <>
 void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
                   const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  single_threaded();
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
               b, ldb, beta, c, ldc);
 }

@@ -11,6 +11,8 @@
 using namespace xg;
 using engine::bf16_t;
 
+extern "C" int openblas_get_num_threads(void);  // OpenBLAS's, without its header
+
 namespace {
 
 // Row-major A (m,k) or its transpose stored (k,m), with row stride ld.
@@ -68,6 +70,11 @@ TEST_CASE("engine: float32 gemm in every transposed form, small and large, alpha
       check_form(ta, tb, 70, 65, 80, 0.25f, 1.0f);   // scaled and accumulated
       check_form(ta, tb, 1, 130, 1000, 1.0f, 1.0f);  // a single row
     }
+}
+
+TEST_CASE("engine: OpenBLAS runs single-threaded once the engine has used it (xgrad's pool splits products)") {
+  check_form(false, false, 5, 7, 3, 1.0f, 0.0f);  // a small product: OpenBLAS in either build
+  CHECK(openblas_get_num_threads() == 1);
 }
 
 TEST_CASE("engine: batched gemm with a shared operand, and the primitive cache") {
