@@ -65,6 +65,18 @@ struct Heads {
   T* p;
   int64_t ld, s0, s1;
 };
+// Heads inside a (B,rows,C) projection (q, k, v, the output, their gradients):
+// rows C apart, batch rows rows*C apart, heads D apart.
+template <class T>
+Heads<T> in_projection(const Geometry& g, T* p, int64_t rows) {
+  return {p, g.C, rows * g.C, g.D};
+}
+// Heads inside (B,H,T,S) score-shaped storage (the weights, or a thread's
+// dropped or gradient copies of its share, laid out alike).
+template <class T>
+Heads<T> in_scores(const Geometry& g, T* p) {
+  return {p, g.S, g.H * g.T * g.S, g.T * g.S};
+}
 
 // C = alpha op(A) op(B) for every head of an nb x nh block: one batched
 // engine call (oneDNN: one primitive with two batch dimensions). Measured
@@ -125,8 +137,8 @@ void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T
   head_blocks(bh0, bh1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
     const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * S * C + h * D;
     T* P = w + bh * TS;
-    block_gemm<T>(nb, nh, false, true, Tq, S, D, T(pl.scale), {q + qo, C, Tq * C, D},
-                  {k + ko, C, S * C, D}, {P, S, H * TS, TS});  // (T,S) per head
+    block_gemm<T>(nb, nh, false, true, Tq, S, D, T(pl.scale), in_projection(pl.g, q + qo, Tq),
+                  in_projection(pl.g, k + ko, S), in_scores(pl.g, P));  // (T,S) per head
     for (int64_t i = 0; i < nb; ++i)
       for (int64_t j = 0; j < nh; ++j) softmax_rows(pl, b + i, P + (i * H + j) * TS);
     const T* Pv = P;
@@ -136,8 +148,8 @@ void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T
         apply_dropout(pl, (bh + i * H) * TS, nh * TS, P + i * H * TS, d + i * H * TS);
       Pv = d;
     }
-    block_gemm<T>(nb, nh, false, false, Tq, D, S, T(1), {Pv, S, H * TS, TS}, {v + ko, C, S * C, D},
-                  {out + qo, C, Tq * C, D});  // (T,D) per head
+    block_gemm<T>(nb, nh, false, false, Tq, D, S, T(1), in_scores(pl.g, Pv), in_projection(pl.g, v + ko, S),
+                  in_projection(pl.g, out + qo, Tq));  // (T,D) per head
   });
 }
 
@@ -153,8 +165,8 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
     const T* P = w + bh * TS;
     T* dP = dPs.data() + (bh - bh0) * TS;
     // d(dropped weights) = g v^T; dv = dropped^T g
-    block_gemm<T>(nb, nh, false, true, Tq, S, D, T(1), {g + qo, C, Tq * C, D}, {v + ko, C, S * C, D},
-                  {dP, S, H * TS, TS});
+    block_gemm<T>(nb, nh, false, true, Tq, S, D, T(1), in_projection(pl.g, g + qo, Tq),
+                  in_projection(pl.g, v + ko, S), in_scores(pl.g, dP));
     const T* Pv = P;
     if (pl.p > 0) {
       T* d = dropped.data() + (bh - bh0) * TS;
@@ -164,8 +176,8 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
       }
       Pv = d;
     }
-    block_gemm<T>(nb, nh, true, false, S, D, Tq, T(1), {Pv, S, H * TS, TS}, {g + qo, C, Tq * C, D},
-                  {dv + ko, C, S * C, D});
+    block_gemm<T>(nb, nh, true, false, S, D, Tq, T(1), in_scores(pl.g, Pv), in_projection(pl.g, g + qo, Tq),
+                  in_projection(pl.g, dv + ko, S));
     // softmax backward, zero where the score was masked: dS = P (dP - <dP, P>)
     for (int64_t bi = 0; bi < nb; ++bi)
       for (int64_t hj = 0; hj < nh; ++hj) {
@@ -180,10 +192,10 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
         }
       }
     // dq = scale dS k; dk = scale dS^T q
-    block_gemm<T>(nb, nh, false, false, Tq, D, S, T(pl.scale), {dP, S, H * TS, TS}, {k + ko, C, S * C, D},
-                  {dq + qo, C, Tq * C, D});
-    block_gemm<T>(nb, nh, true, false, S, D, Tq, T(pl.scale), {dP, S, H * TS, TS}, {q + qo, C, Tq * C, D},
-                  {dk + ko, C, S * C, D});
+    block_gemm<T>(nb, nh, false, false, Tq, D, S, T(pl.scale), in_scores<const T>(pl.g, dP),
+                  in_projection(pl.g, k + ko, S), in_projection(pl.g, dq + qo, Tq));
+    block_gemm<T>(nb, nh, true, false, S, D, Tq, T(pl.scale), in_scores<const T>(pl.g, dP),
+                  in_projection(pl.g, q + qo, Tq), in_projection(pl.g, dk + ko, S));
   });
 }
 

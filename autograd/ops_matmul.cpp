@@ -29,31 +29,23 @@ std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t) {
 namespace {
 
 // One engine call, for each stored operand type (bf16 accumulates into float).
-void engine_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-                 int64_t ldb, float beta, float* c, int64_t ldc) {
-  engine::gemm(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
-}
-void engine_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
-                 int64_t ldb, double beta, double* c, int64_t ldc) {
-  engine::gemm(ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+template <class T>
+void engine_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
+                 T beta, T* c, int64_t ldc) {
+  engine::gemm(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
 }
 void engine_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bf16_t* a, int64_t lda, const bf16_t* b,
                  int64_t ldb, float beta, float* c, int64_t ldc) {
   engine::gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
-void engine_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
-                    int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc, int64_t sc) {
-  engine::gemm_batched(count, ta, tb, m, n, k, 1.0f, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+template <class T>
+void engine_batched(const engine::Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a,
+                    int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  engine::gemm_batched(bt, ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
 }
-void engine_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda,
-                    int64_t sa, const double* b, int64_t ldb, int64_t sb, double beta, double* c, int64_t ldc,
-                    int64_t sc) {
-  engine::gemm_batched(count, ta, tb, m, n, k, 1.0, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
-}
-void engine_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bf16_t* a, int64_t lda,
-                    int64_t sa, const bf16_t* b, int64_t ldb, int64_t sb, float beta, float* c, int64_t ldc,
-                    int64_t sc) {
-  engine::gemm_bf16_batched(count, ta, tb, m, n, k, 1.0f, a, lda, sa, b, ldb, sb, beta, c, ldc, sc);
+void engine_batched(const engine::Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bf16_t* a,
+                    int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  engine::gemm_bf16_batched(bt, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 
 // C (m,n) = op(A) op(B) + beta C, split across the thread pool into blocks of
@@ -104,7 +96,8 @@ void batched_gemm(const Shape& batch, const std::vector<int64_t>& astr, const st
   if (count > 1 && count >= num_threads() && sa >= 0 && sb >= 0 && sc > 0) {
     // One engine call (a batch dimension on oneDNN) per thread's share of the items.
     parallel_for(count, 2 * m * n * k, [=](int64_t i0, int64_t i1) {
-      engine_batched(i1 - i0, ta, tb, m, n, k, A + i0 * sa, lda, sa, B + i0 * sb, ldb, sb, beta, C + i0 * sc, n, sc);
+      engine_batched(engine::Batch::flat(i1 - i0, sa, sb, sc), ta, tb, m, n, k, A + i0 * sa, lda, B + i0 * sb, ldb,
+                     beta, C + i0 * sc, n);
     });
     return;
   }

@@ -136,15 +136,15 @@ void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
             std::memset(c + i * bt.sc0 + j * bt.sc1 + r * ldc, 0, static_cast<size_t>(n) * sizeof(float));
     return;
   }
-  // One level as the inner one: the same primitive whichever way it came.
-  if (bt.n0 == 1) bt.sa0 = bt.sb0 = bt.sc0 = 0;
+  // One key per product set, whichever way it came: a lone level is the
+  // inner one, and a level of one product has no strides.
   if (bt.n1 == 1) {
     std::swap(bt.n0, bt.n1);
     std::swap(bt.sa0, bt.sa1);
     std::swap(bt.sb0, bt.sb1);
     std::swap(bt.sc0, bt.sc1);
-    bt.sa0 = bt.sb0 = bt.sc0 = 0;
   }
+  if (bt.n0 == 1) bt.sa0 = bt.sb0 = bt.sc0 = 0;
   if (bt.n1 == 1) bt.sa1 = bt.sb1 = bt.sc1 = 0;
   Key key{};  // zeroed, padding included: the key is hashed bytewise
   key.in = in;
