@@ -4,6 +4,7 @@
 #include <cblas.h>
 
 #include <cstring>
+#include <stdexcept>
 #include <fmt/format.h>
 
 #include "engine/blas.h"
@@ -21,9 +22,14 @@ void single_threaded() {
 }
 }  // namespace
 
+void check_beta(double beta) {
+  if (beta != 0.0 && beta != 1.0) throw std::invalid_argument(fmt::format("engine::gemm: beta {} is not 0 or 1", beta));
+}
+
 template <>
 void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  check_beta(beta);
   single_threaded();
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
               b, ldb, beta, c, ldc);
@@ -31,6 +37,7 @@ void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 template <>
 void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
                   const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+  check_beta(beta);
   single_threaded();
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
               b, ldb, beta, c, ldc);

@@ -25,6 +25,10 @@ void gemm_batched(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64
 
 std::string version();  // "OpenBLAS 0.3.21"
 
+// Throws std::invalid_argument unless beta is 0 or 1 (gemm.h's contract; the
+// two leaves, OpenBLAS and oneDNN, both check it, so every build and size does).
+void check_beta(double beta);
+
 // Below this many multiply-adds a oneDNN call costs more than the product.
 constexpr int64_t kSmallProduct = 48 * 48 * 48;
 

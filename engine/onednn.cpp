@@ -127,7 +127,7 @@ Cache& cache() {
 void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
          const void* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (m == 0 || n == 0 || bt.n0 <= 0 || bt.n1 <= 0) return;
-  if (beta != 0.0f && beta != 1.0f) throw std::invalid_argument(fmt::format("engine::gemm: beta {} is not 0 or 1", beta));
+  blas::check_beta(beta);
   if (k == 0) {  // an empty sum: C = beta C
     if (beta == 0.0f)
       for (int64_t i = 0; i < bt.n0; ++i)

@@ -77,6 +77,22 @@ TEST_CASE("engine: OpenBLAS runs single-threaded once the engine has used it (xg
   CHECK(openblas_get_num_threads() == 1);
 }
 
+TEST_CASE("engine: a beta other than 0 or 1 is refused with its value, small or large, float32 or float64") {
+  for (int64_t size : {4, 64}) {  // OpenBLAS, then the engine of this build
+    CAPTURE(size);
+    std::vector<float> a(size * size, 1.0f), c(size * size);
+    std::vector<double> ad(size * size, 1.0), cd(size * size);
+    CHECK(xgt::contains(XG_THROW_MESSAGE(engine::gemm(false, false, size, size, size, 1.0f, a.data(), size, a.data(),
+                                                      size, 0.5f, c.data(), size),
+                                         std::invalid_argument),
+                        "beta 0.5 is not 0 or 1"));
+    CHECK(xgt::contains(XG_THROW_MESSAGE(engine::gemm(false, false, size, size, size, 1.0, ad.data(), size, ad.data(),
+                                                      size, 2.0, cd.data(), size),
+                                         std::invalid_argument),
+                        "beta 2 is not 0 or 1"));
+  }
+}
+
 TEST_CASE("engine: batched gemm with a shared operand, and the primitive cache") {
   const int64_t count = 6, m = 40, n = 48, k = 64;
   Mat a(count * m, k, 0, 3), b(k, n, 0, 4);  // B shared by every item (sb = 0)
