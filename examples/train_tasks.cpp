@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -63,16 +65,26 @@ int main(int argc, char** argv) {
   bool quiet_samples = false;
 
   std::map<std::string, Flag> flags;
+  // A finite number, and for integer targets a whole one in the target's
+  // range: "1.5", "nan" and "1e30" are refused, never truncated or wrapped.
   auto num = [](const std::string& name, auto& target) {
     return [&target, name](const std::string& v) {
+      using T = std::remove_reference_t<decltype(target)>;
+      double d = 0;
       try {
         size_t used = 0;
-        double d = std::stod(v, &used);
+        d = std::stod(v, &used);
         if (used != v.size()) throw std::invalid_argument(v);
-        target = static_cast<std::remove_reference_t<decltype(target)>>(d);
       } catch (const std::exception&) {
         throw std::invalid_argument("--" + name + ": expected a number, got '" + v + "'");
       }
+      if (!std::isfinite(d)) throw std::invalid_argument("--" + name + ": expected a finite number, got '" + v + "'");
+      if constexpr (std::is_integral_v<T>) {
+        constexpr T lo = std::numeric_limits<T>::min(), hi = std::numeric_limits<T>::max();
+        if (d != std::floor(d) || d < double(lo) || d > double(hi))
+          throw std::invalid_argument(fmt::format("--{}: expected a whole number from {} to {}, got '{}'", name, lo, hi, v));
+      }
+      target = static_cast<T>(d);
     };
   };
   auto add = [&](const std::string& name, const std::string& help, std::function<void(const std::string&)> set,
@@ -140,6 +152,8 @@ int main(int argc, char** argv) {
       it->second.set(value);
     }
     if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume needs --checkpoint");
+    for (const auto& [name, value] : {std::pair<const char*, int64_t>{"eval-every", o.eval_every}, {"log-every", log_every}})
+      if (value < 1) throw std::invalid_argument(fmt::format("--{} {}: expected at least 1", name, value));
     if (threads < 1 || threads > available_cores())
       throw std::invalid_argument(fmt::format("--threads {}: expected 1..{} (the cores this process may use)", threads,
                                               available_cores()));
