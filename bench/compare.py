@@ -102,23 +102,45 @@ def spread(ms):
 W = 42  # width of the measurement column
 
 
+def positive(text):
+    """argparse type: a whole number from 1 to 10000."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 10000, got '{text}'")
+    if not 1 <= n <= 10000:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 to 10000, got {n}")
+    return n
+
+
+def one_of(allowed):
+    """argparse type: a comma-separated list, each item one of `allowed`."""
+    def parse(text):
+        items = text.split(",")
+        bad = [x for x in items if x not in allowed]
+        if bad or not text:
+            raise argparse.ArgumentTypeError(f"'{text}': each item must be one of {', '.join(allowed)}")
+        return items
+    return parse
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--configs", default="tiny,small,annotated,base")
-    p.add_argument("--threads", default="1,2")
-    p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--configs", type=one_of(list(CONFIGS)), default="tiny,small,annotated,base")
+    p.add_argument("--threads", type=one_of([str(n) for n in range(1, (os.cpu_count() or 1) + 1)]), default="1,2")
+    p.add_argument("--steps", type=positive, default=20)
+    p.add_argument("--rounds", type=positive, default=2)
     p.add_argument("--skip-converge", action="store_true")
-    p.add_argument("--converge-seeds", type=int, default=3)
+    p.add_argument("--converge-seeds", type=positive, default=3)
     p.add_argument("--skip-micro", action="store_true")
     p.add_argument("--skip-decode", action="store_true")
     p.add_argument("--skip-side-by-side", action="store_true")
-    p.add_argument("--precisions", default="f32,bf16")
+    p.add_argument("--precisions", type=one_of(["f32", "bf16"]), default="f32,bf16")
     p.add_argument("--keep-coretype", action="store_true")
     a = p.parse_args()
     global KEEP_CORETYPE
     KEEP_CORETYPE = a.keep_coretype
-    precisions = a.precisions.split(",")
+    precisions = a.precisions
     if not os.path.exists(XG):
         sys.exit(f"{XG} not found: build first (bash bench/run.sh does)")
     ratios, rows = [], []
@@ -139,7 +161,7 @@ def main():
     print(f"load average at start: {os.getloadavg()}", flush=True)
     print(f"OPENBLAS_CORETYPE: {'kept as ' + os.environ.get('OPENBLAS_CORETYPE', '(unset)') if KEEP_CORETYPE else 'removed for both sides'}",
           flush=True)
-    for threads in [int(t) for t in a.threads.split(",")]:
+    for threads in [int(t) for t in a.threads]:
         xs, ts = both(["sgemm"], threads)
         print(f"xgrad: {xs[0]['engine']}; PyTorch's OpenBLAS core: {ts[0]['core']}", flush=True)
         # One library measured from both processes: the machine's peak is the better of the two.
@@ -150,7 +172,7 @@ def main():
         # The peak of each precision: the engine's rate on 1024^3 split over the pool.
         big = [pk for pk in xs[0]["peaks"] if pk["shape"] == "1024x1024x1024"][0]
         peaks = {"f32": max(big["f32"], xs[0]["gflops"], ts[0]["gflops"]), "bf16": big["bf16"]}
-        for cfg in a.configs.split(","):
+        for cfg in a.configs:
             v, l, c, h, n, f, b = CONFIGS[cfg]
             for prec in precisions:
                 x, t = {"ms": [], "rss_mb": 0}, {}
@@ -216,7 +238,7 @@ def main():
         # Two xgrad jobs at once on the machine's cores: at 1 thread each, then at
         # 2 threads each (oversubscribed on 2 cores). The rule: 2 threads each is
         # never more than 1.25x slower per step than 1 thread each.
-        for cfg in a.configs.split(","):
+        for cfg in a.configs:
             steps = max(5, a.steps // (4 if cfg == "base" else 1))
             one = side_by_side(model_flags(cfg), 1, steps)
             two = side_by_side(model_flags(cfg), 2, steps)

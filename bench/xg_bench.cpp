@@ -2,21 +2,28 @@
 // Every mode prints one JSON object per line. With XG_PHASES=1 in the
 // environment, train also prints each step's forward/backward/step ms to stderr.
 //
-//   xg_bench train  --vocab V --len L --d-model C --heads H --layers N --d-ff F --batch B [--steps K] [--threads T]
-//                   [--precision f32|bf16]
-//   xg_bench decode (same model flags) [--sequences 64] [--cache 1|0]
+//   xg_bench train  --vocab V --len L --d-model C --heads H --layers N --d-ff F --batch B [--steps K] [--warmup W]
+//                   [--threads T] [--precision f32|bf16]
+//   xg_bench decode (same model flags) [--sequences 64] [--reps 3] [--cache 1|0]
 //   xg_bench sgemm  [--threads T]
-//   xg_bench micro  [--threads T]
-//   xg_bench converge --task copy|reverse [--threads T]
+//   xg_bench micro  [--batch 80] [--len 10] [--only attention_core|layer_norm|linear|log_softmax_nll] [--reps 20]
+//   xg_bench converge --task copy|reverse [--precision f32|bf16] [--seed 1] [--max-steps 4000] [--threads T]
+// A flag it does not know, a value that is not a whole number in the flag's
+// range, or an unknown mode ends it with a message and exit code 2.
 #include <cblas.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <new>
+#include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,14 +40,36 @@ using clk = std::chrono::steady_clock;
 
 namespace {
 
+const std::set<std::string> kFlags = {"vocab",  "len",     "d-model", "heads", "layers",   "d-ff", "batch",
+                                       "steps",  "warmup",  "threads", "precision", "sequences", "reps", "cache",
+                                       "only",   "task",    "seed",    "max-steps"};
+
 std::map<std::string, std::string> parse(int argc, char** argv) {
   std::map<std::string, std::string> a;
-  for (int i = 2; i + 1 < argc; i += 2) a[std::string(argv[i]).substr(2)] = argv[i + 1];
+  for (int i = 2; i < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag.rfind("--", 0) != 0 || !kFlags.count(flag.substr(2)))
+      throw std::invalid_argument("unknown option '" + flag + "'");
+    if (i + 1 == argc) throw std::invalid_argument(flag + " needs a value");
+    a[flag.substr(2)] = argv[i + 1];
+  }
   return a;
 }
-int64_t geti(const std::map<std::string, std::string>& a, const std::string& k, int64_t d) {
+// The value of --k (d when absent): a whole number in [lo, hi].
+int64_t geti(const std::map<std::string, std::string>& a, const std::string& k, int64_t d, int64_t lo = 1,
+             int64_t hi = int64_t(1) << 20) {
   auto it = a.find(k);
-  return it == a.end() ? d : std::stoll(it->second);
+  if (it == a.end()) return d;
+  const std::string& v = it->second;
+  int64_t x = 0;
+  const auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (err != std::errc() || end != v.data() + v.size() || x < lo || x > hi)
+    throw std::invalid_argument(fmt::format("--{} {}: expected a whole number from {} to {}", k, v, lo, hi));
+  return x;
+}
+std::string gets(const std::map<std::string, std::string>& a, const std::string& k, const std::string& d) {
+  auto it = a.find(k);
+  return it == a.end() ? d : it->second;
 }
 double ms_since(clk::time_point t) { return std::chrono::duration<double, std::milli>(clk::now() - t).count(); }
 double peak_rss_mb() {
@@ -58,8 +87,21 @@ struct Cfg {
   int64_t vocab, len, d_model, heads, layers, d_ff, batch;
 };
 Cfg model_cfg(const std::map<std::string, std::string>& a) {
-  return {geti(a, "vocab", 16), geti(a, "len", 12),   geti(a, "d-model", 64), geti(a, "heads", 4),
-          geti(a, "layers", 2), geti(a, "d-ff", 256), geti(a, "batch", 64)};
+  const Cfg c{geti(a, "vocab", 16, 4, 1 << 20),    geti(a, "len", 12, 1, 4096),     geti(a, "d-model", 64, 1, 8192),
+          geti(a, "heads", 4, 1, 1024),        geti(a, "layers", 2, 1, 64),     geti(a, "d-ff", 256, 1, 1 << 16),
+          geti(a, "batch", 64, 1, 4096)};
+  // Parameters (embedding, 6 encoder and 10 decoder C x C or C x F matrices
+  // per layer pair) and their gradients and Adam moments, 16 bytes each: a
+  // model that cannot fit is refused before it is built (allocation would
+  // otherwise succeed and the machine page until it runs out).
+  const double params = double(c.vocab) * c.d_model +
+                        double(c.layers) * (12.0 * c.d_model * c.d_model + 4.0 * c.d_model * c.d_ff);
+  const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (16 * params > ram)
+    throw std::invalid_argument(fmt::format("--vocab/--d-model/--d-ff/--layers: {:.0f} parameters need {:.1f} GB with "
+                                            "their gradients and Adam state, more than this machine's {:.1f} GB",
+                                            params, 16 * params / 1e9, ram / 1e9));
+  return c;
 }
 models::TransformerConfig tcfg(const Cfg& c) {
   models::TransformerConfig t;
@@ -89,8 +131,8 @@ models::Batch random_batch(Generator& g, int64_t rows, int64_t cols, int64_t voc
 
 int train(const std::map<std::string, std::string>& a) {
   Cfg c = model_cfg(a);
-  const int64_t steps = geti(a, "steps", 20), warm = geti(a, "warmup", 3);
-  const Precision precision = parse_precision(a.count("precision") ? a.at("precision") : "f32");
+  const int64_t steps = geti(a, "steps", 20), warm = geti(a, "warmup", 3, 0);
+  const Precision precision = parse_precision(gets(a, "precision", "f32"));
   models::Transformer model(tcfg(c));
   optim::AdamOptions ao;
   ao.lr = 1e-4;
@@ -141,7 +183,7 @@ int train(const std::map<std::string, std::string>& a) {
 int decode(const std::map<std::string, std::string>& a) {
   Cfg c = model_cfg(a);
   const int64_t n = geti(a, "sequences", 64), reps = geti(a, "reps", 3);
-  const bool use_cache = geti(a, "cache", 1) != 0;
+  const bool use_cache = geti(a, "cache", 1, 0, 1) != 0;
   models::Transformer model(tcfg(c));
   model.eval();
   Generator g(2);
@@ -253,7 +295,10 @@ int sgemm(const std::map<std::string, std::string>& a) {
 int micro(const std::map<std::string, std::string>& a) {
   Generator g(3);
   const int64_t B = geti(a, "batch", 80), L = geti(a, "len", 10), C = 512, H = 8, V = 11;  // heads of width D = C / H = 64
-  const std::string only = a.count("only") ? a.at("only") : "";  // one op (for profiles)
+  const std::string only = gets(a, "only", "");  // one op (for profiles)
+  const std::set<std::string> ops = {"attention_core", "layer_norm", "linear", "log_softmax_nll"};
+  if (!only.empty() && !ops.count(only))
+    throw std::invalid_argument("--only " + only + ": expected one of attention_core, layer_norm, linear, log_softmax_nll");
   const int64_t reps = geti(a, "reps", 20);
   auto time_it = [&](const std::string& name, const std::function<Tensor()>& f, const std::vector<Tensor>& leaves) {
     if (!only.empty() && name != only) return;
@@ -288,10 +333,10 @@ int converge(const std::map<std::string, std::string>& a) {
   seq2seq::TrainOptions o;  // the training program's defaults
   o.model.dropout = 0;
   o.target_exact_match = 0.99;
-  o.task.task = seq2seq::parse_task(a.count("task") ? a.at("task") : "copy");
+  o.task.task = seq2seq::parse_task(gets(a, "task", "copy"));
   o.steps = geti(a, "max-steps", 4000);
-  o.precision = parse_precision(a.count("precision") ? a.at("precision") : "f32");
-  o.seed = static_cast<uint64_t>(geti(a, "seed", 1));
+  o.precision = parse_precision(gets(a, "precision", "f32"));
+  o.seed = static_cast<uint64_t>(geti(a, "seed", 1, 0));
   seq2seq::Trainer t(o);
   auto t0 = clk::now();
   double em = 0;
@@ -316,14 +361,20 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: xg_bench train|decode|sgemm|micro|converge [--flag value ...]\n");
     return 2;
   }
-  auto a = parse(argc, argv);
-  set_num_threads(static_cast<int>(geti(a, "threads", 1)));
-  std::string mode = argv[1];
-  if (mode == "train") return train(a);
-  if (mode == "decode") return decode(a);
-  if (mode == "sgemm") return sgemm(a);
-  if (mode == "micro") return micro(a);
-  if (mode == "converge") return converge(a);
-  std::fprintf(stderr, "xg_bench: unknown mode %s\n", mode.c_str());
+  try {
+    auto a = parse(argc, argv);
+    set_num_threads(static_cast<int>(geti(a, "threads", 1, 1, available_cores())));
+    const std::string mode = argv[1];
+    if (mode == "train") return train(a);
+    if (mode == "decode") return decode(a);
+    if (mode == "sgemm") return sgemm(a);
+    if (mode == "micro") return micro(a);
+    if (mode == "converge") return converge(a);
+    std::fprintf(stderr, "xg_bench: unknown mode %s (train, decode, sgemm, micro or converge)\n", mode.c_str());
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "xg_bench: out of memory: the model, batch or length is too large for this machine\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xg_bench: %s\n", e.what());
+  }
   return 2;
 }
