@@ -2,7 +2,9 @@
 // backward closure and edges to the nodes of its inputs. backward() walks the
 // nodes in reverse creation order (a valid reverse topological order, since
 // an op's node is always created after its inputs' nodes), with no recursion.
+#include <cmath>
 #include <queue>
+#include <sstream>
 #include <unordered_map>
 
 #include "autograd/detail/impl.h"
@@ -12,6 +14,9 @@ namespace xg {
 
 namespace {
 thread_local bool g_grad_enabled = true;
+thread_local bool g_anomaly = false;
+thread_local std::string g_scope;  // dotted path of the open NameScopes (anomaly mode only)
+thread_local const std::vector<std::shared_ptr<Node>>* g_backward_edges = nullptr;  // of the node running backward
 std::atomic<uint64_t> g_seq{0};
 std::atomic<int64_t> g_live_nodes{0};
 }  // namespace
@@ -21,6 +26,36 @@ void set_grad_enabled(bool on) { g_grad_enabled = on; }
 NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
 int64_t live_nodes() { return g_live_nodes.load(); }
+
+bool anomaly_enabled() { return g_anomaly; }
+DetectAnomalyGuard::DetectAnomalyGuard(bool on) : prev_(g_anomaly) { g_anomaly = on; }
+DetectAnomalyGuard::~DetectAnomalyGuard() { g_anomaly = prev_; }
+
+NameScope::NameScope(const std::string& name) {
+  if (!g_anomaly || name.empty()) return;
+  active_ = true;
+  prev_size_ = g_scope.size();
+  if (!g_scope.empty()) g_scope += '.';
+  g_scope += name;
+}
+NameScope::~NameScope() {
+  if (active_) g_scope.resize(prev_size_);
+}
+std::string current_scope() { return g_anomaly ? g_scope : std::string(); }
+
+bool needs_input_grad(size_t i) {
+  if (!g_backward_edges || i >= g_backward_edges->size()) return true;
+  return (*g_backward_edges)[i] != nullptr;
+}
+
+int64_t first_nonfinite(const Tensor& t) {
+  return dispatch(t.dtype(), [&](auto z) -> int64_t {
+    const auto* p = t.data<decltype(z)>();
+    for (int64_t i = 0, n = t.numel(); i < n; ++i)
+      if (!std::isfinite(p[i])) return i;
+    return -1;
+  });
+}
 
 Node::Node() : seq(g_seq.fetch_add(1)) { g_live_nodes.fetch_add(1); }
 
@@ -63,7 +98,39 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
 
 }  // namespace
 
-Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward) {
+namespace {
+
+std::string value_str(const Tensor& t, int64_t i) {
+  const double v = t.dtype() == Dtype::f32 ? t.data<float>()[i] : t.data<double>()[i];
+  return std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+}
+
+std::string where_str(const std::string& op, const std::string& scope) {
+  return scope.empty() ? op : op + " (in " + scope + ")";
+}
+
+// Anomaly mode, forward: the output of `op` must be finite.
+void check_forward(const char* op, const Tensor& out, const std::vector<Tensor>& inputs) {
+  const int64_t bad = first_nonfinite(out);
+  if (bad < 0) return;
+  std::ostringstream m;
+  m << "anomaly: " << where_str(op, g_scope) << " produced " << value_str(out, bad) << " at flat index " << bad
+    << " of its output " << shape_str(out.shape()) << " " << dtype_name(out.dtype()) << "; inputs:";
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    m << " " << i << " " << shape_str(inputs[i].shape());
+    const int64_t j = first_nonfinite(inputs[i]);
+    if (j >= 0) m << " (already holds " << value_str(inputs[i], j) << " at " << j << ")";
+    else m << " (finite)";
+  }
+  throw AnomalyError(m.str());
+}
+
+}  // namespace
+
+Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
+              const std::vector<Tensor>& saved) {
+  if (g_anomaly) check_forward(op, output, inputs);
   if (!g_grad_enabled) return output;
   bool any = false;
   for (const Tensor& t : inputs) {
@@ -85,6 +152,21 @@ Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, 
   for (const Tensor& t : inputs) {
     node->next.push_back(t.defined() ? gradient_edge(t) : nullptr);
     node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
+  }
+  if (g_anomaly) node->scope = g_scope;
+  node->saved.reserve(saved.size());
+  for (size_t k = 0; k < saved.size(); ++k) {
+    const Tensor& t = saved[k];
+    if (!t.defined()) continue;
+    const auto& buf = t.impl()->buf;
+    std::string what = "saved tensor " + std::to_string(k);
+    if (buf == output.impl()->buf) what = "output";
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].defined() && inputs[i].impl()->buf == buf) {
+        what = "input " + std::to_string(i);
+        break;
+      }
+    node->saved.push_back({buf, buf->version.load(std::memory_order_relaxed), t.shape(), std::move(what)});
   }
   // The output may share storage with an input (reshape); give it its own impl.
   auto impl = std::make_shared<TensorImpl>();
@@ -142,7 +224,30 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     if (node->released)
       throw std::logic_error(std::string("backward: the graph through ") + node->op +
                              " was already freed by an earlier backward(); pass retain_graph=true");
-    std::vector<Tensor> in_grads = node->fn(g);
+    for (const SavedVersion& sv : node->saved) {
+      const uint64_t now = sv.buf->version.load(std::memory_order_relaxed);
+      if (now != sv.version)
+        throw std::logic_error("backward of " + where_str(node->op, node->scope) + ": its " + sv.what + " " +
+                               shape_str(sv.shape) + ", saved for the gradient, was modified in place after " +
+                               node->op + " used it (version " + std::to_string(sv.version) + " when saved, " +
+                               std::to_string(now) + " now). Modify a clone() instead, or only after backward().");
+    }
+    if (g_anomaly) {
+      const int64_t bad = first_nonfinite(g);
+      if (bad >= 0)
+        throw AnomalyError("anomaly: the gradient flowing into " + where_str(node->op, node->scope) +
+                           "'s backward holds " + value_str(g, bad) + " at flat index " + std::to_string(bad) +
+                           " of " + shape_str(g.shape()));
+    }
+    g_backward_edges = &node->next;
+    std::vector<Tensor> in_grads;
+    try {
+      in_grads = node->fn(g);
+    } catch (...) {
+      g_backward_edges = nullptr;
+      throw;
+    }
+    g_backward_edges = nullptr;
     if (in_grads.size() != node->next.size())
       throw std::logic_error(std::string("backward of ") + node->op + " returned " +
                              std::to_string(in_grads.size()) + " gradients for " +
@@ -154,6 +259,15 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
         throw std::logic_error(std::string("backward of ") + node->op + ": gradient for input " + std::to_string(i) +
                                " has shape " + shape_str(in_grads[i].shape()) + ", expected " +
                                shape_str(node->input_shapes[i]));
+      if (g_anomaly) {
+        const int64_t bad = first_nonfinite(in_grads[i]);
+        if (bad >= 0)
+          throw AnomalyError("anomaly: backward of " + where_str(node->op, node->scope) + " produced " +
+                             value_str(in_grads[i], bad) + " at flat index " + std::to_string(bad) +
+                             " of the gradient for input " + std::to_string(i) + " " +
+                             shape_str(in_grads[i].shape()) + " from a finite output gradient " +
+                             shape_str(g.shape()));
+      }
       auto it = grads.find(nx.get());
       if (it == grads.end()) {
         grads.emplace(nx.get(), in_grads[i]);
@@ -165,6 +279,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     }
     if (!retain_graph) {
       node->fn = nullptr;  // drops the saved values
+      node->saved.clear();
       node->released = true;
     }
   }
@@ -202,13 +317,18 @@ Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
   Tensor saved_out = out.detach();
   auto bw = op.backward;
   std::string name = op.name;
-  return record(name.c_str(), out, inputs, [bw, saved, saved_out, name](const Tensor& g) {
-    std::vector<Tensor> grads = bw(saved, saved_out, g);
-    if (grads.size() != saved.size())
-      throw std::logic_error("custom op '" + name + "': backward returned " + std::to_string(grads.size()) +
-                             " gradients for " + std::to_string(saved.size()) + " inputs");
-    return grads;
-  });
+  std::vector<Tensor> versioned = saved;
+  versioned.push_back(saved_out);
+  return record(
+      name.c_str(), out, inputs,
+      [bw, saved, saved_out, name](const Tensor& g) {
+        std::vector<Tensor> grads = bw(saved, saved_out, g);
+        if (grads.size() != saved.size())
+          throw std::logic_error("custom op '" + name + "': backward returned " + std::to_string(grads.size()) +
+                                 " gradients for " + std::to_string(saved.size()) + " inputs");
+        return grads;
+      },
+      versioned);
 }
 
 }  // namespace xg

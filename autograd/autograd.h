@@ -31,9 +31,55 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>
 
 // Links `output` into the tape if grad mode is on and any input requires a
 // gradient; otherwise returns it untouched. `backward` must capture only the
-// values it needs (detached), never the output tensor itself.
+// values it needs (detached), never the output tensor itself. `saved` lists
+// the tensors whose values `backward` reads (inputs, the output, or values of
+// its own): their versions are recorded here, and backward throws
+// std::logic_error naming the op if one was modified in place since.
 // Throws std::logic_error if an input's graph was already freed by backward().
-Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward);
+// In anomaly mode, also checks the output for NaN/Inf (AnomalyError).
+Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
+              const std::vector<Tensor>& saved = {});
+
+// Inside a backward closure: whether the gradient of input i reaches a leaf
+// that requires grad. Backward formulas skip the inputs that return false (their
+// result is dropped anyway); outside backward it returns true.
+bool needs_input_grad(size_t i);
+
+// Anomaly mode (per thread, like grad mode): while a guard is alive, every
+// op's output in forward and every gradient in backward is checked for NaN
+// and Inf, and the first non-finite value throws AnomalyError naming the op,
+// the module that ran it (its dotted path, e.g. "decoder.layers.1.self_attn")
+// and the shapes. Costs one pass over every value; for debugging.
+struct AnomalyError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+bool anomaly_enabled();
+class DetectAnomalyGuard {
+ public:
+  explicit DetectAnomalyGuard(bool on = true);
+  ~DetectAnomalyGuard();
+  DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
+  DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+// A name for the ops created while it is alive, nested scopes joined by '.'.
+// Modules open one with their name in forward, so anomaly messages can say
+// which layer ran an op. Does nothing (no allocation) outside anomaly mode.
+class NameScope {
+ public:
+  explicit NameScope(const std::string& name);
+  ~NameScope();
+  NameScope(const NameScope&) = delete;
+  NameScope& operator=(const NameScope&) = delete;
+
+ private:
+  size_t prev_size_ = 0;
+  bool active_ = false;
+};
+std::string current_scope();  // "" outside any scope or outside anomaly mode
 
 // A user-defined differentiable op. `forward` runs with grad mode off on the
 // inputs; `backward` receives the inputs and the output (detached) and the

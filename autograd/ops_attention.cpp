@@ -267,7 +267,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
                     });
                   });
                   return std::vector<Tensor>{dq, dk, dv};
-                });
+                },
+                {q, k, v, w});
 }
 
 }  // namespace xg

@@ -73,58 +73,78 @@ Tensor scalar_like(double s, const Tensor& a) { return scalar(s, check_defined(a
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("add", a, b, [](auto x, auto y) { return x + y; });
   return record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
-    return std::vector<Tensor>{unbroadcast(g, sa), unbroadcast(g, sb)};
+    return std::vector<Tensor>{needs_input_grad(0) ? unbroadcast(g, sa) : Tensor(),
+                               needs_input_grad(1) ? unbroadcast(g, sb) : Tensor()};
   });
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("sub", a, b, [](auto x, auto y) { return x - y; });
   return record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) {
-    return std::vector<Tensor>{unbroadcast(g, sa), unbroadcast(neg(g), sb)};
+    return std::vector<Tensor>{needs_input_grad(0) ? unbroadcast(g, sa) : Tensor(),
+                               needs_input_grad(1) ? unbroadcast(neg(g), sb) : Tensor()};
   });
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("mul", a, b, [](auto x, auto y) { return x * y; });
-  return record("mul", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
-    return std::vector<Tensor>{unbroadcast(mul(g, b), a.shape()), unbroadcast(mul(g, a), b.shape())};
-  });
+  return record(
+      "mul", out, {a, b},
+      [a = a.detach(), b = b.detach()](const Tensor& g) {
+        return std::vector<Tensor>{needs_input_grad(0) ? unbroadcast(mul(g, b), a.shape()) : Tensor(),
+                                   needs_input_grad(1) ? unbroadcast(mul(g, a), b.shape()) : Tensor()};
+      },
+      {a, b});
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("div", a, b, [](auto x, auto y) { return x / y; });
-  return record("div", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
-    Tensor ga = div(g, b);  // d(a/b)/da = 1/b
-    Tensor gb = neg(mul(ga, div(a, b)));  // d(a/b)/db = -a/b^2
-    return std::vector<Tensor>{unbroadcast(ga, a.shape()), unbroadcast(gb, b.shape())};
-  });
+  return record(
+      "div", out, {a, b},
+      [a = a.detach(), b = b.detach()](const Tensor& g) {
+        Tensor ga = div(g, b);  // d(a/b)/da = 1/b
+        Tensor gb = needs_input_grad(1) ? neg(mul(ga, div(a, b))) : Tensor();  // d(a/b)/db = -a/b^2
+        return std::vector<Tensor>{needs_input_grad(0) ? unbroadcast(ga, a.shape()) : Tensor(),
+                                   gb.defined() ? unbroadcast(gb, b.shape()) : Tensor()};
+      },
+      {a, b});
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("pow", a, b, [](auto x, auto y) { return std::pow(x, y); });
-  return record("pow", out, {a, b}, [a = a.detach(), b = b.detach(), out = out.detach()](const Tensor& g) {
-    // d/da = b a^(b-1); d/db = a^b log a (defined for a > 0)
-    Tensor ga = mul(g, mul(b, pow(a, sub(b, scalar_like(1.0, b)))));
-    Tensor gb = mul(g, mul(out, log(a)));
-    return std::vector<Tensor>{unbroadcast(ga, a.shape()), unbroadcast(gb, b.shape())};
-  });
+  return record(
+      "pow", out, {a, b},
+      [a = a.detach(), b = b.detach(), out = out.detach()](const Tensor& g) {
+        // d/da = b a^(b-1); d/db = a^b log a (defined for a > 0)
+        Tensor ga, gb;
+        if (needs_input_grad(0)) ga = unbroadcast(mul(g, mul(b, pow(a, sub(b, scalar_like(1.0, b))))), a.shape());
+        if (needs_input_grad(1)) gb = unbroadcast(mul(g, mul(out, log(a))), b.shape());
+        return std::vector<Tensor>{ga, gb};
+      },
+      {a, b, out});
 }
 
 Tensor pow(const Tensor& a, double e) {
   Tensor out = detail::map(check_defined(a, "pow"), [e](auto x) { return static_cast<decltype(x)>(std::pow(x, e)); });
-  return record("pow", out, {a}, [a = a.detach(), e](const Tensor& g) {
-    return std::vector<Tensor>{mul(g, mul(pow(a, e - 1.0), scalar_like(e, a)))};
-  });
+  return record(
+      "pow", out, {a},
+      [a = a.detach(), e](const Tensor& g) {
+        return std::vector<Tensor>{mul(g, mul(pow(a, e - 1.0), scalar_like(e, a)))};
+      },
+      {a});
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("maximum", a, b, [](auto x, auto y) { return x >= y ? x : y; });
-  return record("maximum", out, {a, b}, [a = a.detach(), b = b.detach()](const Tensor& g) {
-    Tensor a_wins = binary_kernel("maximum", a, b, [](auto x, auto y) { return decltype(x)(x >= y ? 1 : 0); });
-    Tensor ga = mul(g, a_wins);
-    Tensor gb = sub(g, ga);
-    return std::vector<Tensor>{unbroadcast(ga, a.shape()), unbroadcast(gb, b.shape())};
-  });
+  return record(
+      "maximum", out, {a, b},
+      [a = a.detach(), b = b.detach()](const Tensor& g) {
+        Tensor a_wins = binary_kernel("maximum", a, b, [](auto x, auto y) { return decltype(x)(x >= y ? 1 : 0); });
+        Tensor ga = mul(g, a_wins);
+        Tensor gb = needs_input_grad(1) ? unbroadcast(sub(g, ga), b.shape()) : Tensor();
+        return std::vector<Tensor>{needs_input_grad(0) ? unbroadcast(ga, a.shape()) : Tensor(), gb};
+      },
+      {a, b});
 }
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
@@ -157,19 +177,21 @@ Tensor neg(const Tensor& a) {
 
 Tensor exp(const Tensor& a) {
   Tensor out = map(check_defined(a, "exp"), [](auto x) { return std::exp(x); });
-  return record("exp", out, {a}, [out = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, out)}; });
+  return record(
+      "exp", out, {a}, [out = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, out)}; }, {out});
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = map(check_defined(a, "log"), [](auto x) { return std::log(x); });
-  return record("log", out, {a}, [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; });
+  return record(
+      "log", out, {a}, [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; }, {a});
 }
 
 Tensor sqrt(const Tensor& a) {
   Tensor out = map(check_defined(a, "sqrt"), [](auto x) { return std::sqrt(x); });
   return record("sqrt", out, {a}, [out = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{div(mul(g, scalar_like(0.5, g)), out)};  // 1 / (2 sqrt(a))
-  });
+  }, {out});
 }
 
 Tensor abs(const Tensor& a) {
@@ -177,7 +199,7 @@ Tensor abs(const Tensor& a) {
   return record("abs", out, {a}, [a = a.detach()](const Tensor& g) {
     Tensor sign = map(a, [](auto x) { return decltype(x)((x > 0) - (x < 0)); });
     return std::vector<Tensor>{mul(g, sign)};
-  });
+  }, {a});
 }
 
 Tensor relu(const Tensor& a) {
@@ -185,7 +207,7 @@ Tensor relu(const Tensor& a) {
   // Backward reads the output (out > 0 exactly where a > 0): the input need not stay alive.
   return record("relu", out, {a}, [out = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{binary_kernel("relu", g, out, [](auto gi, auto y) { return y > 0 ? gi : decltype(gi)(0); })};
-  });
+  }, {out});
 }
 
 Tensor gelu(const Tensor& a) {
@@ -202,14 +224,14 @@ Tensor gelu(const Tensor& a) {
       return static_cast<decltype(x)>(cdf + xd * pdf);
     });
     return std::vector<Tensor>{mul(g, d)};
-  });
+  }, {a});
 }
 
 Tensor tanh(const Tensor& a) {
   Tensor out = map(check_defined(a, "tanh"), [](auto x) { return std::tanh(x); });
   return record("tanh", out, {a}, [out = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{mul(g, map(out, [](auto y) { return 1 - y * y; }))};
-  });
+  }, {out});
 }
 
 Tensor sigmoid(const Tensor& a) {
@@ -219,7 +241,7 @@ Tensor sigmoid(const Tensor& a) {
   });
   return record("sigmoid", out, {a}, [out = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{mul(g, map(out, [](auto y) { return y * (1 - y); }))};
-  });
+  }, {out});
 }
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
@@ -235,7 +257,7 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
       return T(x >= T(lo) && x <= T(hi) ? 1 : 0);
     });
     return std::vector<Tensor>{mul(g, inside)};
-  });
+  }, {a});
 }
 
 // ---- where / masked_fill ---------------------------------------------------------------
@@ -262,8 +284,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   });
   return record("where", out, {a, b}, [m = pick_a, sa = a.shape(), sb = b.shape()](const Tensor& g) {
     Tensor ga = mul(g, m);
-    Tensor gb = sub(g, ga);
-    return std::vector<Tensor>{unbroadcast(ga, sa), unbroadcast(gb, sb)};
+    Tensor gb = needs_input_grad(1) ? unbroadcast(sub(g, ga), sb) : Tensor();
+    return std::vector<Tensor>{needs_input_grad(0) ? unbroadcast(ga, sa) : Tensor(), gb};
   });
 }
 

@@ -21,7 +21,7 @@ using engine::bf16_t;
 std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t) {
   auto out = std::make_shared<Bf16Buffer>(t.numel());
   const float* x = t.data<float>();
-  uint16_t* y = out->v.get();
+  uint16_t* y = out->data();
   parallel_for(t.numel(), 2, [=](int64_t i0, int64_t i1) { engine::to_bf16(x + i0, y + i0, i1 - i0); });
   return out;
 }
@@ -126,10 +126,11 @@ struct MatmulPlan {
   }
   // dA = g Bᵀ (M,N)x(N,K), dB = Aᵀ g (K,M)x(M,N); where an operand was
   // broadcast over the batch, gemm accumulates (beta = 1) into one slice.
+  // A null ga or gb is a gradient no one needs: not computed.
   template <class In, class Out>
   void backward(const In* a, const In* b, const In* g, Out* ga, Out* gb) const {
-    batched_gemm<In, Out>(batch, cstr, bstr, astr, false, true, m, k, n, g, n, b, n, ga, true);
-    batched_gemm<In, Out>(batch, astr, cstr, bstr, true, false, k, n, m, a, k, g, n, gb, true);
+    if (ga) batched_gemm<In, Out>(batch, cstr, bstr, astr, false, true, m, k, n, g, n, b, n, ga, true);
+    if (gb) batched_gemm<In, Out>(batch, astr, cstr, bstr, true, false, k, n, m, a, k, g, n, gb, true);
   }
 };
 
@@ -169,9 +170,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (autocast_bf16(a)) {
     auto a16 = to_bf16(a), b16 = to_bf16(b);
     pl.forward(a16->data(), b16->data(), out.data<float>());
+    // Saved as bf16 copies: a later write to a or b cannot reach them.
     return record("matmul", out, {a, b}, [a16, b16, pl, as = a.shape(), bs = b.shape()](const Tensor& g) {
-      Tensor ga = zeros(as, f32), gb = zeros(bs, f32);
-      pl.backward(a16->data(), b16->data(), to_bf16(g)->data(), ga.data<float>(), gb.data<float>());
+      Tensor ga = needs_input_grad(0) ? zeros(as, f32) : Tensor(), gb = needs_input_grad(1) ? zeros(bs, f32) : Tensor();
+      pl.backward(a16->data(), b16->data(), to_bf16(g)->data(), ga.defined() ? ga.data<float>() : nullptr,
+                  gb.defined() ? gb.data<float>() : nullptr);
       return std::vector<Tensor>{ga, gb};
     });
   }
@@ -179,14 +182,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     using T = decltype(z);
     pl.forward(a.data<T>(), b.data<T>(), out.data<T>());
   });
-  return record("matmul", out, {a, b}, [a = a.detach(), b = b.detach(), pl](const Tensor& g) {
-    Tensor ga = zeros(a.shape(), a.dtype()), gb = zeros(b.shape(), b.dtype());
-    dispatch(a.dtype(), [&](auto z) {
-      using T = decltype(z);
-      pl.backward(a.data<T>(), b.data<T>(), g.data<T>(), ga.data<T>(), gb.data<T>());
-    });
-    return std::vector<Tensor>{ga, gb};
-  });
+  return record(
+      "matmul", out, {a, b},
+      [a = a.detach(), b = b.detach(), pl](const Tensor& g) {
+        Tensor ga = needs_input_grad(0) ? zeros(a.shape(), a.dtype()) : Tensor();
+        Tensor gb = needs_input_grad(1) ? zeros(b.shape(), b.dtype()) : Tensor();
+        dispatch(a.dtype(), [&](auto z) {
+          using T = decltype(z);
+          pl.backward(a.data<T>(), b.data<T>(), g.data<T>(), ga.defined() ? ga.data<T>() : nullptr,
+                      gb.defined() ? gb.data<T>() : nullptr);
+        });
+        return std::vector<Tensor>{ga, gb};
+      },
+      {a, b});
 }
 
 namespace {
@@ -200,8 +208,8 @@ struct LinearPlan {
   }
   template <class In, class Out>
   void backward(const In* x, const In* w, const In* g, Out* gx, Out* gw) const {
-    gemm<In, Out>(false, false, rows, in, out_f, g, out_f, w, in, Out(0), gx, in);
-    gemm<In, Out>(true, false, out_f, in, rows, g, out_f, x, in, Out(0), gw, in);
+    if (gx) gemm<In, Out>(false, false, rows, in, out_f, g, out_f, w, in, Out(0), gx, in);
+    if (gw) gemm<In, Out>(true, false, out_f, in, rows, g, out_f, x, in, Out(0), gw, in);
   }
 };
 
@@ -253,26 +261,35 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     // would add 2 bytes per parameter to the peak).
     auto x16 = to_bf16(x);
     pl.forward(x16->data(), to_bf16(w)->data(), b.defined(), out.data<float>());
-    return record("linear", out, {x, w, b},
-                  [x16, w = w.detach(), pl, xs = x.shape(), has_b = b.defined()](const Tensor& g) {
-                    Tensor gx = make_tensor(xs, f32), gw = make_tensor(w.shape(), f32);
-                    pl.backward(x16->data(), to_bf16(w)->data(), to_bf16(g)->data(), gx.data<float>(),
-                                gw.data<float>());
-                    return std::vector<Tensor>{gx, gw, has_b ? bias_grad(g, pl.rows, pl.out_f) : Tensor()};
-                  });
+    return record(
+        "linear", out, {x, w, b},
+        [x16, w = w.detach(), pl, xs = x.shape(), has_b = b.defined()](const Tensor& g) {
+          Tensor gx = needs_input_grad(0) ? make_tensor(xs, f32) : Tensor();
+          Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), f32) : Tensor();
+          pl.backward(x16->data(), needs_input_grad(0) ? to_bf16(w)->data() : nullptr, to_bf16(g)->data(),
+                      gx.defined() ? gx.data<float>() : nullptr, gw.defined() ? gw.data<float>() : nullptr);
+          return std::vector<Tensor>{gx, gw,
+                                     has_b && needs_input_grad(2) ? bias_grad(g, pl.rows, pl.out_f) : Tensor()};
+        },
+        {w});
   }
   dispatch(x.dtype(), [&](auto z) {
     using T = decltype(z);
     pl.forward(x.data<T>(), w.data<T>(), b.defined(), out.data<T>());
   });
-  return record("linear", out, {x, w, b}, [x = x.detach(), w = w.detach(), pl, has_b = b.defined()](const Tensor& g) {
-    Tensor gx = make_tensor(x.shape(), x.dtype()), gw = make_tensor(w.shape(), w.dtype());
-    dispatch(x.dtype(), [&](auto z) {
-      using T = decltype(z);
-      pl.backward(x.data<T>(), w.data<T>(), g.data<T>(), gx.data<T>(), gw.data<T>());
-    });
-    return std::vector<Tensor>{gx, gw, has_b ? bias_grad(g, pl.rows, pl.out_f) : Tensor()};
-  });
+  return record(
+      "linear", out, {x, w, b},
+      [x = x.detach(), w = w.detach(), pl, has_b = b.defined()](const Tensor& g) {
+        Tensor gx = needs_input_grad(0) ? make_tensor(x.shape(), x.dtype()) : Tensor();
+        Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), w.dtype()) : Tensor();
+        dispatch(x.dtype(), [&](auto z) {
+          using T = decltype(z);
+          pl.backward(x.data<T>(), w.data<T>(), g.data<T>(), gx.defined() ? gx.data<T>() : nullptr,
+                      gw.defined() ? gw.data<T>() : nullptr);
+        });
+        return std::vector<Tensor>{gx, gw, has_b && needs_input_grad(2) ? bias_grad(g, pl.rows, pl.out_f) : Tensor()};
+      },
+      {x, w});
 }
 
 }  // namespace xg

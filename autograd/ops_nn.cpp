@@ -85,7 +85,7 @@ Tensor softmax_impl(const Tensor& a, int64_t axis, bool log_form) {
       });
     });
     return std::vector<Tensor>{gx};
-  });
+  }, {out});
 }
 
 }  // namespace
@@ -183,7 +183,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                     if (pgb) detail::column_sums<T>(rows, c, pgb, [=](int64_t r, int64_t j) { return pg[r * c + j]; });
                   });
                   return std::vector<Tensor>{gx, gw, gb};
-                });
+                }, {weight});
 }
 
 Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets, int64_t ignore_index,
@@ -340,7 +340,7 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen) {
   return record("relu_dropout", out, {x}, [out = out.detach(), p](const Tensor& g) {
     const double keep = 1.0 / (1.0 - p);
     return std::vector<Tensor>{binary_kernel_relu_dropout(g, out, keep)};
-  });
+  }, {out});
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {

@@ -1,7 +1,5 @@
 #include "autograd/tensor.h"
 
-#include <malloc.h>
-
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -14,15 +12,6 @@
 namespace xg {
 
 namespace {
-// Large temporaries are the norm here; without this glibc maps and unmaps
-// each one: ~700 page faults per 1M-float op (measured with xtensor 0.24.3).
-struct MallocTuning {
-  MallocTuning() {
-    mallopt(M_MMAP_THRESHOLD, 256 << 20);
-    mallopt(M_TRIM_THRESHOLD, 512 << 20);
-  }
-} malloc_tuning;
-
 const TensorImpl& impl_of(const std::shared_ptr<TensorImpl>& p) {
   if (!p) throw ShapeError("Tensor: operation on an undefined tensor");
   return *p;
@@ -75,7 +64,15 @@ void count_storage(int64_t bytes) {
 }
 
 MemoryStats memory_stats() {
-  return {g_storage_bytes.load(std::memory_order_relaxed), g_storage_peak.load(std::memory_order_relaxed)};
+  const CacheCounters c = cache_counters();
+  MemoryStats m;
+  m.current_bytes = g_storage_bytes.load(std::memory_order_relaxed);
+  m.peak_bytes = g_storage_peak.load(std::memory_order_relaxed);
+  m.cached_bytes = c.cached_bytes;
+  m.cache_limit = c.limit;
+  m.cache_hits = c.hits;
+  m.cache_misses = c.misses;
+  return m;
 }
 
 void reset_peak_memory() { g_storage_peak.store(g_storage_bytes.load(std::memory_order_relaxed)); }
@@ -131,12 +128,12 @@ Dtype Tensor::dtype() const { return impl_of(impl_).dtype; }
 template <>
 float* Tensor::data<float>() {
   if (dtype() != Dtype::f32) throw ShapeError(std::string("data<float>: tensor is ") + dtype_name(dtype()));
-  return impl_->buf->f.data();
+  return static_cast<float*>(impl_->buf->ptr);
 }
 template <>
 double* Tensor::data<double>() {
   if (dtype() != Dtype::f64) throw ShapeError(std::string("data<double>: tensor is ") + dtype_name(dtype()));
-  return impl_->buf->d.data();
+  return static_cast<double*>(impl_->buf->ptr);
 }
 template <>
 const float* Tensor::data<float>() const {
@@ -171,6 +168,18 @@ double Tensor::at(std::initializer_list<int64_t> idx) const {
 void Tensor::set(std::initializer_list<int64_t> idx, double v) {
   int64_t i = flat_index(*this, idx, "set");
   dispatch(dtype(), [&](auto z) { data<decltype(z)>()[i] = static_cast<decltype(z)>(v); });
+  bump_version();
+}
+
+uint64_t Tensor::version() const { return impl_of(impl_).buf->version.load(std::memory_order_relaxed); }
+void Tensor::bump_version() { impl_of(impl_).buf->version.fetch_add(1, std::memory_order_relaxed); }
+
+void Tensor::fill_(double value) {
+  dispatch(dtype(), [&](auto z) {
+    auto* p = data<decltype(z)>();
+    std::fill(p, p + numel(), static_cast<decltype(z)>(value));
+  });
+  bump_version();
 }
 
 double Tensor::item() const {
@@ -224,8 +233,9 @@ Tensor Tensor::detach() const {
 
 Tensor Tensor::clone() const {
   Tensor out = make_tensor(shape(), dtype());
-  std::memcpy(out.impl()->buf->raw(), impl_->buf->raw(),
-              numel() * (dtype() == Dtype::f32 ? sizeof(float) : sizeof(double)));
+  if (numel() > 0)
+    std::memcpy(out.impl()->buf->raw(), impl_->buf->raw(),
+                numel() * (dtype() == Dtype::f32 ? sizeof(float) : sizeof(double)));
   return record("clone", out, {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
@@ -252,6 +262,7 @@ void Tensor::copy_(const Tensor& src) {
     throw ShapeError("copy_: source " + shape_str(src.shape()) + " does not match destination " +
                      shape_str(shape()));
   convert_into(src, *this);
+  bump_version();
 }
 
 void Tensor::convert_(Dtype d) {
@@ -259,6 +270,7 @@ void Tensor::convert_(Dtype d) {
   if (d == dtype()) return;
   Tensor tmp = make_tensor(shape(), d);
   convert_into(*this, tmp);
+  impl_->buf->version.fetch_add(1);  // ops that saved the old values must not run backward on them
   impl_->buf = tmp.impl()->buf;
   impl_->dtype = d;
   impl_->grad = Tensor();
@@ -268,6 +280,17 @@ void Tensor::convert_(Dtype d) {
 // ---- factories ------------------------------------------------------------------
 
 Tensor empty(const Shape& s, Dtype d) { return make_tensor(s, d); }
+
+Tensor from_blob(void* data, const Shape& s, Dtype d, std::shared_ptr<void> owner) {
+  for (int64_t x : s)
+    if (x < 0) throw ShapeError("from_blob: negative dimension in shape " + shape_str(s));
+  if (!data && shape_numel(s) > 0) throw ShapeError("from_blob: null data for shape " + shape_str(s));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = s;
+  impl->dtype = d;
+  impl->buf = std::make_shared<Buffer>(d, shape_numel(s), data, std::move(owner));
+  return Tensor(std::move(impl));
+}
 
 Tensor full(const Shape& s, double value, Dtype d) {
   Tensor t = make_tensor(s, d);
@@ -373,6 +396,7 @@ std::string to_string(const Tensor& t) {
 bool bit_equal(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
   size_t bytes = a.numel() * (a.dtype() == Dtype::f32 ? sizeof(float) : sizeof(double));
+  if (bytes == 0) return true;
   return std::memcmp(a.impl()->buf->raw(), b.impl()->buf->raw(), bytes) == 0;
 }
 

@@ -1,6 +1,6 @@
 // xg::Tensor: a contiguous row-major array (float32 or float64) with an
-// optional link into the autograd tape. Light header: no xtensor here; the
-// storage (an xt::xtensor<T,1>) lives behind a pointer, see detail/impl.h.
+// optional link into the autograd tape. Light header: the storage lives
+// behind a pointer (detail/impl.h); autograd/xtensor.h views it as xtensor.
 #pragma once
 
 #include <cstdint>
@@ -58,11 +58,13 @@ class Tensor {
   Dtype dtype() const;
 
   // Raw contiguous data. T must match dtype() (checked, throws ShapeError).
+  // Writing through this pointer bypasses the version counter: call
+  // bump_version() after such a write if an op may have saved this tensor.
   template <class T> T* data();
   template <class T> const T* data() const;
   double item() const;                                  // single-element tensors
   double at(std::initializer_list<int64_t> idx) const;  // bounds-checked read
-  void set(std::initializer_list<int64_t> idx, double v);  // bounds-checked write (no tape)
+  void set(std::initializer_list<int64_t> idx, double v);  // bounds-checked write (no tape, bumps the version)
   std::vector<double> to_vector() const;                // all elements as double
 
   // Autograd.
@@ -80,10 +82,19 @@ class Tensor {
   Tensor detach() const;  // same storage, no history
   Tensor clone() const;   // new storage, differentiable copy
   Tensor to(Dtype d) const;  // differentiable dtype conversion (a copy)
-  void copy_(const Tensor& src);  // overwrite the values in place (no tape); shapes must match, dtype converts
+  void copy_(const Tensor& src);  // overwrite the values in place (no tape, bumps the version); shapes must match, dtype converts
   // Converts the values to `d` in place, so every handle to this tensor sees
   // it (how Module::to converts a model). Leaves only.
   void convert_(Dtype d);
+
+  // In-place writes through xgrad's API (set, copy_, fill_, convert_, the nn::init
+  // functions, optimiser steps, clipping) add one to the version of the
+  // storage, which views and detached copies share. An op that saves a tensor
+  // for backward records its version; backward throws std::logic_error naming
+  // the op if it changed since (see "Version counters" in the README).
+  uint64_t version() const;
+  void bump_version();                 // after writing through data<T>()
+  void fill_(double value);            // every element = value (no tape, bumps the version)
 
   // Shorthands for the free functions in ops.h.
   Tensor reshape(const Shape& s) const;
@@ -112,6 +123,11 @@ Tensor from_vector(const std::vector<double>& v, const Shape& s, Dtype d = f64);
 Tensor tensor(std::initializer_list<double> v, const Shape& s, Dtype d = f32);
 Tensor randn(const Shape& s, Generator& g, Dtype d = f32, double mean = 0.0, double std = 1.0);
 Tensor rand(const Shape& s, Generator& g, Dtype d = f32, double lo = 0.0, double hi = 1.0);
+// A tensor over memory that xgrad does not own (no copy). `data` must be
+// contiguous row-major `d` values, 64-byte alignment not required, and stay
+// valid while any tensor uses it; `owner` (may be null) is kept alive for as
+// long, and released with the last tensor that shares the storage.
+Tensor from_blob(void* data, const Shape& s, Dtype d, std::shared_ptr<void> owner = nullptr);
 
 // Printing: "tensor(shape=(2,3), dtype=float32)\n[[...]]". For fmt, include autograd/format.h.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
@@ -122,12 +138,23 @@ std::string to_string(const Tensor& t);
 // alive at any moment since start-up or the last reset_peak_memory(). For
 // sizing a model: after a training step, peak_bytes - (parameters, gradients
 // and optimiser state) is what the saved activations took.
+// Freed storage goes back to a caching allocator (size classes, at most 25%
+// above the request) and serves the next request of its class: cached_bytes
+// are held by the process but by no tensor; cache_hits/misses count requests.
 struct MemoryStats {
   int64_t current_bytes = 0;
   int64_t peak_bytes = 0;
+  int64_t cached_bytes = 0;
+  int64_t cache_limit = 0;
+  int64_t cache_hits = 0;
+  int64_t cache_misses = 0;
 };
 MemoryStats memory_stats();
 void reset_peak_memory();  // peak_bytes = current_bytes
+void empty_cache();        // returns every cached block to the system
+// Most bytes the cache may hold (default 4 GiB); blocks freed beyond it go
+// back to the system. 0 disables caching. Throws std::invalid_argument if < 0.
+void set_cache_limit(int64_t bytes);
 
 // Exact comparison of shape, dtype and every bit of the values.
 bool bit_equal(const Tensor& a, const Tensor& b);

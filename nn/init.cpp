@@ -19,6 +19,7 @@ void fill(Tensor& t, const char* op, F f) {
     double* p = t.data<double>();
     for (int64_t i = 0; i < n; ++i) p[i] = f();
   }
+  t.bump_version();
 }
 
 }  // namespace

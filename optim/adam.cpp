@@ -12,11 +12,12 @@ void check(const AdamOptions& o, const char* who) {
   auto bad = [&](const char* what, double v) {
     throw std::invalid_argument(std::string(who) + ": invalid " + what + " " + std::to_string(v));
   };
-  if (!(o.lr >= 0)) bad("lr", o.lr);
-  if (!(o.beta1 >= 0 && o.beta1 < 1)) bad("beta1", o.beta1);
-  if (!(o.beta2 >= 0 && o.beta2 < 1)) bad("beta2", o.beta2);
-  if (!(o.eps >= 0)) bad("eps", o.eps);
-  if (!(o.weight_decay >= 0)) bad("weight_decay", o.weight_decay);
+  if (!(o.lr >= 0 && std::isfinite(o.lr))) bad("lr (need a finite value >= 0)", o.lr);
+  if (!(o.beta1 >= 0 && o.beta1 < 1)) bad("beta1 (need [0, 1))", o.beta1);
+  if (!(o.beta2 >= 0 && o.beta2 < 1)) bad("beta2 (need [0, 1))", o.beta2);
+  if (!(o.eps >= 0 && std::isfinite(o.eps))) bad("eps (need a finite value >= 0)", o.eps);
+  if (!(o.weight_decay >= 0 && std::isfinite(o.weight_decay)))
+    bad("weight_decay (need a finite value >= 0)", o.weight_decay);
 }
 }  // namespace
 

@@ -6,8 +6,9 @@
 
 namespace xg::optim {
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
-  if (!(max_norm > 0)) throw std::invalid_argument("clip_grad_norm: max_norm must be > 0, got " + std::to_string(max_norm));
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool error_if_nonfinite) {
+  if (!(max_norm > 0) || std::isnan(max_norm))
+    throw std::invalid_argument("clip_grad_norm: max_norm must be > 0, got " + std::to_string(max_norm));
   double sq = 0;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
@@ -15,6 +16,20 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     for (double x : g.to_vector()) sq += x * x;
   }
   const double norm = std::sqrt(sq);
+  if (!std::isfinite(norm)) {
+    if (!error_if_nonfinite) return norm;  // gradients left as they are
+    for (size_t i = 0; i < params.size(); ++i) {
+      Tensor g = params[i].grad();
+      if (!g.defined()) continue;
+      for (double x : g.to_vector())
+        if (!std::isfinite(x))
+          throw NonFiniteError("clip_grad_norm: the total gradient norm is " + std::to_string(norm) +
+                               "; the gradient of parameter " + std::to_string(i) + " " + shape_str(g.shape()) +
+                               " holds " + std::to_string(x) + ". Gradients left unclipped.");
+    }
+    throw NonFiniteError("clip_grad_norm: the total gradient norm overflows to " + std::to_string(norm) +
+                         " though every gradient is finite");
+  }
   if (norm > max_norm) {
     const double scale = max_norm / (norm + 1e-6);
     for (const Tensor& p : params) {
@@ -27,6 +42,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
         double* d = g.data<double>();
         for (int64_t i = 0, n = g.numel(); i < n; ++i) d[i] *= scale;
       }
+      g.bump_version();
     }
   }
   return norm;

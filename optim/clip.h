@@ -1,13 +1,22 @@
 #pragma once
+#include <stdexcept>
 #include <vector>
 
 #include "autograd/tensor.h"
 
 namespace xg::optim {
 
+// A NaN or Inf where a finite number was needed (a gradient norm, a loss).
+struct NonFiniteError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 // The L2 norm of all gradients together (computed in double), before
 // clipping; when it exceeds max_norm, every gradient is scaled in place by
-// max_norm / (norm + 1e-6), as PyTorch's clip_grad_norm_.
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// max_norm / (norm + 1e-6), as PyTorch's clip_grad_norm_. A non-finite norm
+// throws NonFiniteError naming the first parameter whose gradient holds a NaN
+// or Inf, gradients untouched (PyTorch's error_if_nonfinite=True); with
+// error_if_nonfinite = false it is returned and the gradients left as they are.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool error_if_nonfinite = true);
 
 }  // namespace xg::optim

@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <cmath>
 #include <set>
 #include <stdexcept>
 
@@ -23,7 +24,8 @@ Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(
 }
 
 void Optimizer::set_lr(double lr) {
-  if (!(lr >= 0)) throw std::invalid_argument("optimizer: learning rate must be >= 0, got " + std::to_string(lr));
+  if (!(lr >= 0) || !std::isfinite(lr))
+    throw std::invalid_argument("optimizer: learning rate must be finite and >= 0, got " + std::to_string(lr));
   lr_ = lr;
 }
 
@@ -33,6 +35,7 @@ void Optimizer::step() {
     Tensor g = params_[i].grad();
     if (!g.defined()) continue;
     update(params_[i], g, state_[i]);
+    params_[i].bump_version();  // an op that saved the old values must not run backward on the new ones
   }
 }
 

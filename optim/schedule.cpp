@@ -15,11 +15,17 @@ void check_step(int64_t step) {
 }
 }  // namespace
 
-void Schedule::apply(Optimizer& opt, int64_t step) const { opt.set_lr(lr(step)); }
+void Schedule::apply(Optimizer& opt, int64_t step) const {
+  const double v = lr(step);
+  if (!std::isfinite(v))
+    throw std::invalid_argument("schedule: learning rate at step " + std::to_string(step) + " is " +
+                                std::to_string(v) + " (not finite); check the schedule's parameters");
+  opt.set_lr(v);
+}
 
 Noam::Noam(int64_t d_model, int64_t warmup, double factor) : d_model_(d_model), warmup_(warmup), factor_(factor) {
-  if (d_model <= 0 || warmup <= 0 || factor < 0)
-    throw std::invalid_argument("Noam: need d_model > 0, warmup > 0, factor >= 0; got " + std::to_string(d_model) +
+  if (d_model <= 0 || warmup <= 0 || !(factor >= 0) || !std::isfinite(factor))
+    throw std::invalid_argument("Noam: need d_model > 0, warmup > 0, a finite factor >= 0; got " + std::to_string(d_model) +
                                 ", " + std::to_string(warmup) + ", " + std::to_string(factor));
 }
 
@@ -31,7 +37,8 @@ double Noam::lr(int64_t step) const {
 }
 
 Constant::Constant(double lr) : lr_(lr) {
-  if (!(lr >= 0)) throw std::invalid_argument("Constant: learning rate must be >= 0, got " + std::to_string(lr));
+  if (!(lr >= 0) || !std::isfinite(lr))
+    throw std::invalid_argument("Constant: learning rate must be finite and >= 0, got " + std::to_string(lr));
 }
 
 double Constant::lr(int64_t step) const {
@@ -41,8 +48,8 @@ double Constant::lr(int64_t step) const {
 
 WarmupLinearDecay::WarmupLinearDecay(double peak, int64_t warmup, int64_t total)
     : peak_(peak), warmup_(warmup), total_(total) {
-  if (!(peak >= 0) || warmup < 0 || total <= warmup)
-    throw std::invalid_argument("WarmupLinearDecay: need peak >= 0 and 0 <= warmup < total; got " +
+  if (!(peak >= 0) || !std::isfinite(peak) || warmup < 0 || total <= warmup)
+    throw std::invalid_argument("WarmupLinearDecay: need a finite peak >= 0 and 0 <= warmup < total; got " +
                                 std::to_string(peak) + ", " + std::to_string(warmup) + ", " + std::to_string(total));
 }
 

@@ -1,12 +1,18 @@
 #include "optim/sgd.h"
 
+#include <cmath>
+
 #include <stdexcept>
 
 namespace xg::optim {
 
 SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params), o.lr), o_(o) {
-  if (o.momentum < 0) throw std::invalid_argument("SGD: momentum must be >= 0, got " + std::to_string(o.momentum));
-  if (o.weight_decay < 0) throw std::invalid_argument("SGD: weight_decay must be >= 0, got " + std::to_string(o.weight_decay));
+  if (!(o.momentum >= 0) || !std::isfinite(o.momentum))
+    throw std::invalid_argument("SGD: momentum must be finite and >= 0, got " + std::to_string(o.momentum));
+  if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay))
+    throw std::invalid_argument("SGD: weight_decay must be finite and >= 0, got " + std::to_string(o.weight_decay));
+  if (!(o.dampening >= 0 && o.dampening <= 1))
+    throw std::invalid_argument("SGD: dampening must be in [0, 1], got " + std::to_string(o.dampening));
   if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
     throw std::invalid_argument("SGD: nesterov needs momentum > 0 and dampening 0");
 }

@@ -5,44 +5,72 @@
 #include <cstring>
 #include <string>
 #include <utility>
-#include <xtensor/xtensor.hpp>
 
 #include "autograd/autograd.h"
 #include "autograd/tensor.h"
 
 namespace xg {
 
-// The values: one flat xtensor per dtype, of which only the one matching
-// `dtype` is allocated. Shared by tensors that are reshapes or detached
-// copies of each other.
+// Storage blocks come from the caching allocator (allocator.cpp): `bytes` is
+// the block's size class, at least what was asked for.
+struct Block {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+};
+Block storage_alloc(size_t bytes);  // 64-byte aligned; throws std::bad_alloc
+void storage_free(Block b);         // back to the cache (or the system past the limit)
+struct CacheCounters {
+  int64_t cached_bytes, limit, hits, misses;
+};
+CacheCounters cache_counters();
+
 void count_storage(int64_t bytes);  // memory_stats(): + on allocation, - on release
 
+// The values: one flat contiguous array of `dtype`, shared by tensors that are
+// reshapes or detached copies of each other. Its version counts the in-place
+// writes made through xgrad's API; backward compares it with the version a
+// saved tensor had when its op ran.
 struct Buffer {
   Dtype dtype;
   int64_t bytes;
-  xt::xtensor<float, 1> f;
-  xt::xtensor<double, 1> d;
-  Buffer(Dtype dt, int64_t n) : dtype(dt), bytes(n * (dt == Dtype::f32 ? 4 : 8)) {
-    if (dt == Dtype::f32) f = xt::xtensor<float, 1>::from_shape({static_cast<size_t>(n)});
-    else d = xt::xtensor<double, 1>::from_shape({static_cast<size_t>(n)});
+  Block block;                  // storage from the cache, or
+  std::shared_ptr<void> owner;  // storage that belongs to someone else (from_blob)
+  void* ptr;
+  std::atomic<uint64_t> version{0};
+  Buffer(Dtype dt, int64_t n)
+      : dtype(dt), bytes(n * (dt == Dtype::f32 ? 4 : 8)), block(storage_alloc(static_cast<size_t>(bytes))),
+        ptr(block.ptr) {
     count_storage(bytes);
   }
-  ~Buffer() { count_storage(-bytes); }
+  Buffer(Dtype dt, int64_t n, void* p, std::shared_ptr<void> keep)
+      : dtype(dt), bytes(n * (dt == Dtype::f32 ? 4 : 8)), owner(std::move(keep)), ptr(p) {
+    count_storage(bytes);
+  }
+  ~Buffer() {
+    count_storage(-bytes);
+    storage_free(block);
+  }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  void* raw() { return dtype == Dtype::f32 ? static_cast<void*>(f.data()) : static_cast<void*>(d.data()); }
+  void* raw() { return ptr; }
 };
 
 // A bf16 copy of a float32 tensor's values, saved for backward by the
 // products that run under Autocast(bf16); counted in memory_stats().
 struct Bf16Buffer {
   int64_t n;
-  std::unique_ptr<uint16_t[]> v;
-  explicit Bf16Buffer(int64_t count) : n(count), v(new uint16_t[static_cast<size_t>(count)]) { count_storage(2 * n); }
-  ~Bf16Buffer() { count_storage(-2 * n); }
+  Block block;
+  explicit Bf16Buffer(int64_t count) : n(count), block(storage_alloc(static_cast<size_t>(2 * count))) {
+    count_storage(2 * n);
+  }
+  ~Bf16Buffer() {
+    count_storage(-2 * n);
+    storage_free(block);
+  }
   Bf16Buffer(const Bf16Buffer&) = delete;
   Bf16Buffer& operator=(const Bf16Buffer&) = delete;
-  const uint16_t* data() const { return v.get(); }
+  uint16_t* data() { return static_cast<uint16_t*>(block.ptr); }
+  const uint16_t* data() const { return static_cast<const uint16_t*>(block.ptr); }
 };
 // Converts (round to nearest even) across the thread pool.
 std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t);
@@ -59,17 +87,30 @@ struct TensorImpl {
 
 // One recorded op. `next[i]` is the node producing input i's gradient path
 // (the op that made it, or a leaf's accumulator), null if none.
+// A tensor an op saved for backward, and the version its storage had then.
+struct SavedVersion {
+  std::shared_ptr<Buffer> buf;
+  uint64_t version;
+  Shape shape;
+  std::string what;  // "input 1", "output", "saved tensor 2"
+};
+
 struct Node {
   std::string op;
+  std::string scope;  // module path when recorded in anomaly mode
   uint64_t seq = 0;  // creation order: a node is always created after its inputs' nodes
   std::vector<std::shared_ptr<Node>> next;
   std::vector<Shape> input_shapes;
   BackwardFn fn;
+  std::vector<SavedVersion> saved;
   std::shared_ptr<TensorImpl> leaf;  // accumulator nodes only
   bool released = false;
   Node();
   ~Node();  // iterative: a 1M-node chain must not overflow the stack
 };
+
+// Index of the first NaN or Inf in t, -1 if every value is finite.
+int64_t first_nonfinite(const Tensor& t);
 
 inline const Tensor& check_defined(const Tensor& t, const char* op) {
   if (!t.defined()) throw ShapeError(std::string(op) + ": input tensor is undefined");
