@@ -15,8 +15,9 @@ namespace xg {
 namespace {
 thread_local bool g_grad_enabled = true;
 thread_local bool g_anomaly = false;
-thread_local std::string g_scope;  // dotted path of the open NameScopes (anomaly mode only)
+thread_local std::string g_scope;  // the innermost NameScope (anomaly mode only)
 thread_local const std::vector<std::shared_ptr<Node>>* g_backward_edges = nullptr;  // of the node running backward
+// (the ops a backward formula runs are not checked one by one: its results are)
 std::atomic<uint64_t> g_seq{0};
 std::atomic<int64_t> g_live_nodes{0};
 }  // namespace
@@ -31,15 +32,14 @@ bool anomaly_enabled() { return g_anomaly; }
 DetectAnomalyGuard::DetectAnomalyGuard(bool on) : prev_(g_anomaly) { g_anomaly = on; }
 DetectAnomalyGuard::~DetectAnomalyGuard() { g_anomaly = prev_; }
 
-NameScope::NameScope(const std::string& name) {
+NameScope::NameScope(std::string name) {
   if (!g_anomaly || name.empty()) return;
   active_ = true;
-  prev_size_ = g_scope.size();
-  if (!g_scope.empty()) g_scope += '.';
-  g_scope += name;
+  prev_ = std::move(g_scope);
+  g_scope = std::move(name);
 }
 NameScope::~NameScope() {
-  if (active_) g_scope.resize(prev_size_);
+  if (active_) g_scope = std::move(prev_);
 }
 std::string current_scope() { return g_anomaly ? g_scope : std::string(); }
 
@@ -130,7 +130,7 @@ void check_forward(const char* op, const Tensor& out, const std::vector<Tensor>&
 
 Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
               const std::vector<Tensor>& saved) {
-  if (g_anomaly) check_forward(op, output, inputs);
+  if (g_anomaly && !g_backward_edges) check_forward(op, output, inputs);
   if (!g_grad_enabled) return output;
   bool any = false;
   for (const Tensor& t : inputs) {

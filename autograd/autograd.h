@@ -65,18 +65,19 @@ class DetectAnomalyGuard {
   bool prev_;
 };
 
-// A name for the ops created while it is alive, nested scopes joined by '.'.
-// Modules open one with their name in forward, so anomaly messages can say
-// which layer ran an op. Does nothing (no allocation) outside anomaly mode.
+// Names the ops created while it is alive, for anomaly messages; the previous
+// name comes back when it ends. Modules open one in forward (Module::scope(),
+// "MultiHeadAttention 'decoder.layers.1.self_attn'"). Does nothing outside
+// anomaly mode.
 class NameScope {
  public:
-  explicit NameScope(const std::string& name);
+  explicit NameScope(std::string name);
   ~NameScope();
   NameScope(const NameScope&) = delete;
   NameScope& operator=(const NameScope&) = delete;
 
  private:
-  size_t prev_size_ = 0;
+  std::string prev_;
   bool active_ = false;
 };
 std::string current_scope();  // "" outside any scope or outside anomaly mode

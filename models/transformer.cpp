@@ -40,6 +40,7 @@ EncoderLayer::EncoderLayer(const TransformerConfig& cfg, Generator& init, std::s
 }
 
 Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_pad) {
+  const auto named = scope();
   if (pre_norm_) {  // x + f(norm(x))
     Tensor n = norm1->forward(x);
     Tensor h = x + drop1->forward(self_attn->forward(n, n, n, src_pad));
@@ -66,6 +67,7 @@ DecoderLayer::DecoderLayer(const TransformerConfig& cfg, Generator& init, std::s
 }
 
 Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory, const Tensor& tgt_pad, const Tensor& src_pad) {
+  const auto named = scope();
   if (pre_norm_) {
     Tensor n = norm1->forward(y);
     Tensor h = y + drop1->forward(self_attn->forward(n, n, n, tgt_pad, /*causal=*/true));
@@ -80,6 +82,7 @@ Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory, const Tensor
 
 Tensor DecoderLayer::forward_step(const Tensor& y, nn::MultiHeadAttention::KVCache& self_kv,
                                   const nn::MultiHeadAttention::KVCache& cross_kv, const Tensor& src_pad) {
+  const auto named = scope();
   // As forward(), with the causal self-attention reading the cache: the new
   // position sees every earlier one, which is exactly what the mask allowed.
   if (pre_norm_) {
@@ -130,6 +133,7 @@ Tensor Transformer::padding_mask(const Batch& b) const {
 }
 
 Tensor Transformer::embed(nn::Embedding& e, const Batch& b) {
+  const auto named = scope();
   if (b.cols > cfg_.max_len)
     throw std::invalid_argument("Transformer: sequence length " + std::to_string(b.cols) + " exceeds max_len " +
                                 std::to_string(cfg_.max_len));
@@ -140,12 +144,14 @@ Tensor Transformer::embed(nn::Embedding& e, const Batch& b) {
 Tensor Transformer::encode(const Batch& src) { return encode(src, padding_mask(src)); }
 
 Tensor Transformer::encode(const Batch& src, const Tensor& src_pad) {
+  const auto named = scope();
   Tensor x = embed(*src_embed, src);  // (B,S,C)
   for (size_t i = 0; i < encoder->size(); ++i) x = encoder->at<EncoderLayer>(i)->forward(x, src_pad);
   return cfg_.pre_norm ? enc_norm->forward(x) : x;
 }
 
 Tensor Transformer::decode(const Batch& tgt, const Tensor& memory, const Tensor& src_pad) {
+  const auto named = scope();
   Tensor tgt_pad = padding_mask(tgt);
   Tensor y = embed(*tgt_embed, tgt);  // (B,T,C)
   for (size_t i = 0; i < decoder->size(); ++i) y = decoder->at<DecoderLayer>(i)->forward(y, memory, tgt_pad, src_pad);
@@ -208,6 +214,7 @@ void Transformer::select_rows(DecodeState& st, const std::vector<int64_t>& rows)
 }
 
 Tensor Transformer::loss(const Batch& src, const Batch& tgt_in, const Batch& tgt_out, double label_smoothing) {
+  const auto named = scope();
   if (tgt_in.rows != tgt_out.rows || tgt_in.cols != tgt_out.cols)
     throw std::invalid_argument("Transformer::loss: target input (" + std::to_string(tgt_in.rows) + "," +
                                 std::to_string(tgt_in.cols) + ") and output (" + std::to_string(tgt_out.rows) + "," +

@@ -54,6 +54,7 @@ Tensor MultiHeadAttention::forward(const Tensor& query, const Tensor& key, const
 }
 
 MultiHeadAttention::KVCache MultiHeadAttention::project_kv(const Tensor& key, const Tensor& value) {
+  const auto named = scope();
   if (!key.defined() || !value.defined() || key.dim() != 3 || key.size(2) != d_model_ ||
       key.shape() != value.shape())
     throw ShapeError(describe() + ".project_kv: expected key and value (B,S,C) with C=" + std::to_string(d_model_) +
@@ -80,6 +81,7 @@ void MultiHeadAttention::extend_kv(KVCache& cache, const Tensor& key, const Tens
 
 Tensor MultiHeadAttention::attend(const Tensor& query, const KVCache& kv, const Tensor& key_padding_mask,
                                   bool causal) {
+  const auto named = scope();
   const auto op = [this] { return describe() + ".attend"; };
   if (!query.defined() || query.dim() != 3 || query.size(2) != d_model_)
     throw ShapeError(op() + ": expected query (B,T,C) with C=" + std::to_string(d_model_) + ", got " +

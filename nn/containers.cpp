@@ -11,6 +11,7 @@ void Sequential::push_back(std::shared_ptr<Module> m) {
 }
 
 Tensor Sequential::forward(const Tensor& x) {
+  const auto named = scope();
   Tensor h = x;
   for (auto& m : modules_) h = m->forward(h);
   return h;

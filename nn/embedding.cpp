@@ -26,6 +26,7 @@ std::string Embedding::type_name() const {
 }
 
 Tensor Embedding::forward(const std::vector<int64_t>& ids, const Shape& ids_shape) {
+  const auto named = scope();
   if (static_cast<int64_t>(ids.size()) != shape_numel(ids_shape))
     throw ShapeError(describe() + ": " + std::to_string(ids.size()) + " ids do not fill ids_shape " +
                      shape_str(ids_shape));

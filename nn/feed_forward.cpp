@@ -20,6 +20,7 @@ std::string PositionwiseFeedForward::type_name() const {
 }
 
 Tensor PositionwiseFeedForward::forward(const Tensor& x) {
+  const auto named = scope();
   Tensor h = linear1->forward(x);  // (..., F)
   h = act_ == Activation::relu ? dropout->forward_relu(h) : dropout->forward(gelu(h));
   return linear2->forward(h);  // (..., C)

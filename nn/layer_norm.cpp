@@ -16,6 +16,7 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool elementwise_affine) : dim_(di
 std::string LayerNorm::type_name() const { return "LayerNorm(dim=" + std::to_string(dim_) + ")"; }
 
 Tensor LayerNorm::forward(const Tensor& x) {
+  const auto named = scope();
   if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
   if (x.dim() < 1 || x.size(-1) != dim_)
     throw ShapeError(describe() + ": input of shape " + shape_str(x.shape()) + " must end in dim=" +

@@ -25,6 +25,7 @@ std::string Linear::type_name() const {
 }
 
 Tensor Linear::forward(const Tensor& x) {
+  const auto named = scope();
   if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
   if (x.dim() < 1 || x.size(-1) != in_)
     throw ShapeError(describe() + ": input of shape " + shape_str(x.shape()) +

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/autograd.h"
 #include "autograd/tensor.h"
 
 namespace xg::nn {
@@ -74,6 +75,9 @@ class Module {
   const std::string& path() const { return path_; }
   // "Linear 'decoder.out'" (type and path), for error messages.
   std::string describe() const;
+  // Names the ops of this module's forward in anomaly mode (see NameScope):
+  // `auto s = scope();` first thing in forward. Free outside anomaly mode.
+  NameScope scope() const { return NameScope(anomaly_enabled() ? describe() : std::string()); }
 
  private:
   struct Entry {

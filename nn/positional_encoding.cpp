@@ -31,6 +31,7 @@ std::string PositionalEncoding::type_name() const {
 Tensor PositionalEncoding::forward(const Tensor& x) { return forward(x, 0); }
 
 Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
+  const auto named = scope();
   if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
   if (x.dim() != 3 || x.size(2) != d_model_)
     throw ShapeError(describe() + ": expected input (B,T,C) with C=" + std::to_string(d_model_) + ", got " +

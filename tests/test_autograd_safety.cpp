@@ -1,0 +1,246 @@
+// Gradients that cannot silently be wrong: version counters, anomaly mode,
+// needs-grad per input, non-finite values refused by optim.
+#include <cmath>
+#include <limits>
+
+#include "autograd/xg.h"
+#include "helpers.h"
+#include "nn/nn.h"
+#include "optim/optim.h"
+
+using namespace xg;
+
+namespace {
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+}  // namespace
+
+TEST_CASE("version: writing to a saved input after the op throws at backward, naming the op and versions") {
+  Tensor x = xgt::leaf({2, 3}, 1);
+  Tensor w = xgt::leaf({2, 3}, 2);
+  Tensor y = sum(x * w);
+  w.detach().set({0, 1}, 5.0);  // the case: w changes between forward and backward
+  std::string m = XG_THROW_MESSAGE(y.backward(), std::logic_error);
+  CHECK(contains(m, "backward of mul"));
+  CHECK(contains(m, "input 1 (2,3)"));
+  CHECK(contains(m, "version 0 when saved, 1 now"));
+  CHECK(!x.grad().defined());  // nothing accumulated from a wrong gradient
+}
+
+TEST_CASE("version: every in-place write through the API counts, views share the counter") {
+  Tensor t = zeros({2, 2}, f64);
+  Tensor view = t.reshape({4});
+  CHECK(t.version() == 0);
+  t.set({0, 0}, 1.0);
+  t.fill_(2.0);
+  t.copy_(ones({2, 2}, f64));
+  view.bump_version();
+  CHECK(t.version() == 4);
+  CHECK(view.version() == 4);
+  Tensor c = t.clone();  // new storage, own counter
+  CHECK(c.version() == 0);
+}
+
+TEST_CASE("version: an op that saved nothing of its input does not mind later writes (as PyTorch)") {
+  Tensor x = xgt::leaf({3}, 3);
+  Tensor b = xgt::leaf({3}, 4);
+  Tensor y = sum(x + b);
+  b.detach().fill_(7.0);
+  y.backward();
+  CHECK(x.grad().at({0}) == 1.0);
+}
+
+TEST_CASE("version: a saved output modified in place is caught (exp saves its output)") {
+  Tensor x = xgt::leaf({4}, 5);
+  Tensor e = exp(x);
+  Tensor y = sum(e);
+  e.set({2}, 0.0);
+  std::string m = XG_THROW_MESSAGE(y.backward(), std::logic_error);
+  CHECK(contains(m, "backward of exp"));
+  CHECK(contains(m, "output (4,)"));
+}
+
+TEST_CASE("version: an optimiser step between forward and backward is caught") {
+  Generator g(1);
+  nn::Linear lin(3, 2, g);
+  optim::SGDOptions so;
+  so.lr = 0.1;
+  optim::SGD opt(lin.parameters(), so);
+  Tensor x = xgt::leaf({4, 3}, 6).to(f32).detach();
+  Tensor loss = sum(lin.forward(x));
+  loss.backward(true);
+  opt.step();  // the weight changes
+  std::string m = XG_THROW_MESSAGE(loss.backward(), std::logic_error);
+  CHECK(contains(m, "backward of linear"));
+}
+
+TEST_CASE("version: the attention weights MultiHeadAttention hands out are guarded") {
+  Generator g(7);
+  nn::MultiHeadAttention mha(8, 2, 0.0, g, nullptr);
+  mha.to(f64);
+  mha.set_store_attention(true);
+  Tensor x = xgt::leaf({2, 3, 8}, 8);
+  Tensor y = sum(mha.forward(x));
+  Tensor w = mha.attention_weights(false);  // (B,H,T,S): the buffer backward reads
+  w.set({0, 0, 0, 0}, 0.5);
+  std::string m = XG_THROW_MESSAGE(y.backward(), std::logic_error);
+  CHECK(contains(m, "backward of attention"));
+  CHECK(contains(m, "(2,2,3,3)"));
+  // Averaged weights are a new tensor: writing to them is harmless.
+  Tensor y2 = sum(mha.forward(x));
+  mha.attention_weights(true).set({0, 0, 0}, 0.5);
+  y2.backward();
+  CHECK(x.grad().defined());
+}
+
+TEST_CASE("version: a raw-pointer write is seen only after bump_version()") {
+  Tensor x = xgt::leaf({3}, 9);
+  Tensor w = xgt::leaf({3}, 10);
+  Tensor y = sum(x * w);
+  w.detach().data<double>()[0] = 3.0;  // bypasses the counter (documented)
+  Tensor w2 = w.detach();
+  w2.bump_version();
+  CHECK_THROWS_AS(y.backward(), std::logic_error);
+}
+
+TEST_CASE("needs_input_grad: a backward closure learns which inputs need a gradient") {
+  std::vector<int> seen;
+  CustomOp op;
+  op.name = "probe";
+  op.forward = [](const std::vector<Tensor>& in) { return in[0] * in[1]; };
+  op.backward = [&](const std::vector<Tensor>& in, const Tensor&, const Tensor& g) {
+    seen = {needs_input_grad(0), needs_input_grad(1)};
+    return std::vector<Tensor>{needs_input_grad(0) ? g * in[1] : Tensor(), needs_input_grad(1) ? g * in[0] : Tensor()};
+  };
+  Tensor a = xgt::leaf({2}, 11);
+  Tensor b = xgt::leaf({2}, 12).detach();  // requires no grad
+  sum(apply(op, {a, b})).backward();
+  CHECK(seen == std::vector<int>{1, 0});
+  sum(apply(op, {b, a})).backward();
+  CHECK(seen == std::vector<int>{0, 1});
+  CHECK(needs_input_grad(0));  // outside backward
+}
+
+TEST_CASE("needs_input_grad: matmul and linear gradients stay right when only one input needs one") {
+  Tensor a = xgt::leaf({3, 4}, 13), b = xgt::leaf({4, 2}, 14);
+  Tensor bd = b.detach();
+  sum(matmul(a, bd)).backward();
+  Tensor ga_only = a.grad();
+  a.zero_grad();
+  sum(matmul(a, b)).backward();
+  CHECK(bit_equal(ga_only, a.grad()));
+  Tensor x = xgt::leaf({5, 4}, 15).detach(), w = xgt::leaf({3, 4}, 16), bias = xgt::leaf({3}, 17);
+  sum(linear(x, w, bias)).backward();
+  CHECK(w.grad().defined());
+  CHECK(bias.grad().defined());
+}
+
+TEST_CASE("anomaly: forward names the op, the module path and the shapes of a NaN") {
+  Generator g(18);
+  nn::Module root;
+  auto net = root.register_module(
+      "body", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+                  std::make_shared<nn::Linear>(4, 3, g), std::make_shared<nn::Linear>(3, 2, g)}));
+  root.to(f64);
+  Tensor x = xgt::leaf({5, 4}, 19).detach();
+  // A NaN injected into a weight mid-training.
+  root.named_parameters()[2].second.detach().set({1, 1}, std::nan(""));
+  CHECK_NOTHROW(net->forward(x));  // no anomaly mode: no check
+  DetectAnomalyGuard guard;
+  std::string m = XG_THROW_MESSAGE(net->forward(x), AnomalyError);
+  CHECK(contains(m, "linear (in Linear(in=3, out=2) 'body.1')"));
+  CHECK(contains(m, "produced nan"));
+  CHECK(contains(m, "(5,2)"));
+  CHECK(contains(m, "1 (2,3) (already holds nan at 4)"));
+}
+
+TEST_CASE("anomaly: backward names the op whose gradient is not finite") {
+  DetectAnomalyGuard guard;
+  Tensor x = tensor({0.0, 1.0}, {2}, f64).requires_grad_();
+  Tensor y = sum(sqrt(x));  // sqrt(0) is finite, its derivative is not
+  std::string m = XG_THROW_MESSAGE(y.backward(), AnomalyError);
+  INFO(m);
+  CHECK(contains(m, "backward of sqrt produced inf"));
+  CHECK(contains(m, "input 0 (2,)"));
+}
+
+TEST_CASE("anomaly: the guard restores the previous mode and is per thread") {
+  CHECK(!anomaly_enabled());
+  {
+    DetectAnomalyGuard on;
+    CHECK(anomaly_enabled());
+    {
+      DetectAnomalyGuard off(false);
+      CHECK(!anomaly_enabled());
+    }
+    CHECK(anomaly_enabled());
+  }
+  CHECK(!anomaly_enabled());
+}
+
+TEST_CASE("optim: clipping reports a non-finite norm instead of skipping, naming the parameter") {
+  Tensor p = zeros({3}, f64).requires_grad_();
+  Tensor q = zeros({2}, f64).requires_grad_();
+  p.set_grad(tensor({1.0, 2.0, 3.0}, {3}, f64));
+  q.set_grad(tensor({1.0, std::nan("")}, {2}, f64));
+  std::string m = XG_THROW_MESSAGE(optim::clip_grad_norm({p, q}, 1.0), optim::NonFiniteError);
+  CHECK(contains(m, "parameter 1 (2,)"));
+  CHECK(p.grad().at({2}) == 3.0);  // untouched
+  CHECK(std::isnan(optim::clip_grad_norm({p, q}, 1.0, false)));
+}
+
+TEST_CASE("optim: non-finite or out-of-range hyper-parameters are refused at construction") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  Tensor p = zeros({2}).requires_grad_();
+  optim::AdamOptions bad_lr;
+  bad_lr.lr = inf;
+  CHECK(contains(XG_THROW_MESSAGE(optim::Adam({p}, bad_lr), std::invalid_argument), "learning rate"));
+  optim::AdamOptions bad_eps;
+  bad_eps.eps = nan;
+  CHECK(contains(XG_THROW_MESSAGE(optim::AdamW({p}, bad_eps), std::invalid_argument), "eps"));
+  optim::AdamOptions bad_wd;
+  bad_wd.weight_decay = inf;
+  CHECK_THROWS_AS(optim::Adam({p}, bad_wd), std::invalid_argument);
+  CHECK_THROWS_AS(optim::Noam(512, 4000, nan), std::invalid_argument);
+  CHECK_THROWS_AS(optim::Noam(512, 4000, inf), std::invalid_argument);
+  CHECK_THROWS_AS(optim::Constant{inf}, std::invalid_argument);
+  CHECK_THROWS_AS(optim::WarmupLinearDecay(nan, 10, 100), std::invalid_argument);
+  optim::SGD sgd({p}, optim::SGDOptions{});
+  CHECK_THROWS_AS(sgd.set_lr(inf), std::invalid_argument);
+  CHECK_THROWS_AS(sgd.set_lr(nan), std::invalid_argument);
+}
+
+TEST_CASE("memory: freed storage is reused from the cache, empty_cache releases it") {
+  empty_cache();
+  const MemoryStats before = memory_stats();
+  CHECK(before.cached_bytes == 0);
+  { Tensor t = empty({1000, 250}); }  // 1 MB, back to the cache
+  const MemoryStats mid = memory_stats();
+  CHECK(mid.cached_bytes >= 1000 * 250 * 4);
+  CHECK(mid.cached_bytes <= 1000 * 250 * 5);  // size classes waste at most 25%
+  { Tensor t = empty({250, 1000}); }  // the same size class: a hit, no new block
+  const MemoryStats after = memory_stats();
+  CHECK(after.cache_hits == mid.cache_hits + 1);
+  CHECK(after.cache_misses == mid.cache_misses);
+  CHECK(after.current_bytes == before.current_bytes);
+  empty_cache();
+  CHECK(memory_stats().cached_bytes == 0);
+  set_cache_limit(0);  // no caching
+  { Tensor t = empty({1000}); }
+  CHECK(memory_stats().cached_bytes == 0);
+  set_cache_limit(int64_t{4} << 30);
+  CHECK_THROWS_AS(set_cache_limit(-1), std::invalid_argument);
+}
+
+TEST_CASE("memory: from_blob wraps memory it does not own, and keeps the owner alive") {
+  auto owner = std::make_shared<std::vector<double>>(std::vector<double>{1, 2, 3, 4, 5, 6});
+  Tensor t = from_blob(owner->data(), {2, 3}, f64, owner);
+  std::weak_ptr<std::vector<double>> watch = owner;
+  owner.reset();
+  CHECK(!watch.expired());
+  CHECK(t.at({1, 2}) == 6.0);
+  t.set({0, 0}, 10.0);
+  CHECK(watch.lock()->at(0) == 10.0);  // same memory
+  t = Tensor();
+  CHECK(watch.expired());
+  CHECK_THROWS_AS(from_blob(nullptr, {2}, f32), ShapeError);
+}
