@@ -123,6 +123,10 @@ int main(int argc, char** argv) {
   add("resume", "1: continue from --checkpoint if it exists",
       [&](const std::string& v) { o.resume = v == "1" || v == "true"; }, "0");
   add("metrics", "CSV file of evaluation rows", [&](const std::string& v) { metrics_path = v; }, "");
+  add("detect-anomaly",
+      "1: check every op's output and every gradient for NaN/Inf and stop at the first, naming the op and module "
+      "(slower; without it a non-finite loss or gradient norm still stops the run, naming the step)",
+      [&](const std::string& v) { o.detect_anomaly = v == "1" || v == "true"; }, "0");
   add("no-samples", "1: do not print sample decodes",
       [&](const std::string& v) { quiet_samples = v == "1" || v == "true"; }, "0");
 
@@ -141,7 +145,7 @@ int main(int argc, char** argv) {
       if (auto eq = name.find('='); eq != std::string::npos) {
         value = name.substr(eq + 1);
         name = name.substr(0, eq);
-      } else if (name == "resume" || name == "pre-norm" || name == "no-samples") {
+      } else if (name == "resume" || name == "pre-norm" || name == "no-samples" || name == "detect-anomaly") {
         value = (i + 1 < argc && (std::string(argv[i + 1]) == "0" || std::string(argv[i + 1]) == "1")) ? argv[++i] : "1";
       } else {
         if (i + 1 >= argc) throw std::invalid_argument("--" + name + " needs a value");
@@ -194,9 +198,22 @@ int main(int argc, char** argv) {
     seq2seq::EvalResult last;
     bool evaluated = false;
     const int64_t first = trainer.steps_done();
+    int64_t saved_at = -1;  // step of the last checkpoint this run wrote
     while (trainer.steps_done() < o.steps) {
       auto t0 = clock::now();
-      double loss = trainer.step();
+      double loss = 0;
+      try {
+        loss = trainer.step();
+      } catch (const std::runtime_error& e) {  // NonFiniteError, AnomalyError: the parameters are those of the last step
+        if (tty) std::printf("\n");
+        if (metrics) std::fclose(metrics);
+        std::fprintf(stderr, "train_tasks: %s\n", e.what());
+        if (!o.checkpoint.empty())
+          std::fprintf(stderr, "train_tasks: nothing saved at this step; %s\n",
+                       saved_at >= 0 ? fmt::format("{} holds step {}", o.checkpoint, saved_at).c_str()
+                                     : fmt::format("{} was not written by this run", o.checkpoint).c_str());
+        return 1;
+      }
       train_seconds += since(t0);
       tokens += trainer.last_batch_tokens();
       loss_sum += loss;
@@ -234,8 +251,10 @@ int main(int argc, char** argv) {
       }
       const bool reached = evaluated && o.target_exact_match > 0 && last.exact_match >= o.target_exact_match &&
                            step % o.eval_every == 0;
-      if (!o.checkpoint.empty() && ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || at_end || reached))
+      if (!o.checkpoint.empty() && ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || at_end || reached)) {
         trainer.save(o.checkpoint);
+        saved_at = step;
+      }
       if (reached) break;
     }
     if (!evaluated) last = trainer.evaluate(0);

@@ -6,16 +6,26 @@
 
 namespace xg::optim {
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool error_if_nonfinite) {
-  if (!(max_norm > 0) || std::isnan(max_norm))
-    throw std::invalid_argument("clip_grad_norm: max_norm must be > 0, got " + std::to_string(max_norm));
+double grad_norm(const std::vector<Tensor>& params) {
   double sq = 0;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    for (double x : g.to_vector()) sq += x * x;
+    if (g.dtype() == f32) {
+      const float* d = g.data<float>();
+      for (int64_t i = 0, n = g.numel(); i < n; ++i) sq += double(d[i]) * d[i];
+    } else {
+      const double* d = g.data<double>();
+      for (int64_t i = 0, n = g.numel(); i < n; ++i) sq += d[i] * d[i];
+    }
   }
-  const double norm = std::sqrt(sq);
+  return std::sqrt(sq);
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool error_if_nonfinite) {
+  if (!(max_norm > 0) || std::isnan(max_norm))
+    throw std::invalid_argument("clip_grad_norm: max_norm must be > 0, got " + std::to_string(max_norm));
+  const double norm = grad_norm(params);
   if (!std::isfinite(norm)) {
     if (!error_if_nonfinite) return norm;  // gradients left as they are
     for (size_t i = 0; i < params.size(); ++i) {

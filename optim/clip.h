@@ -18,5 +18,8 @@ struct NonFiniteError : std::runtime_error {
 // or Inf, gradients untouched (PyTorch's error_if_nonfinite=True); with
 // error_if_nonfinite = false it is returned and the gradients left as they are.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool error_if_nonfinite = true);
+// The L2 norm of all gradients together, in double (parameters without a
+// gradient count as zero); NaN or Inf if any gradient holds one.
+double grad_norm(const std::vector<Tensor>& params);
 
 }  // namespace xg::optim

@@ -114,3 +114,38 @@ TEST_CASE("seq2seq: a checkpoint of a different model is refused with a clear er
   Trainer c(constant);
   CHECK(xgt::contains(XG_THROW_MESSAGE(c.load(path), std::invalid_argument), "noam schedule"));
 }
+
+TEST_CASE("seq2seq: a NaN injected into a weight mid-training stops the step, named by step or by op") {
+  set_num_threads(1);
+  TrainOptions o = small(Task::copy);
+  o.model.dropout = 0;
+  Trainer t(o);
+  for (int i = 0; i < 3; ++i) t.step();
+  Tensor w;
+  for (auto& [name, p] : t.model().named_parameters())
+    if (name == "decoder.0.self_attn.w_q.weight") w = p;
+  REQUIRE(w.defined());
+  w.detach().set({0, 0}, std::nan(""));
+  const std::map<std::string, Tensor> before = t.model().state_dict();
+  std::vector<Tensor> kept;
+  for (auto& [name, p] : before) kept.push_back(p.clone());
+  // Default: the step is named, and the parameters are left as they were.
+  std::string m = XG_THROW_MESSAGE(t.step(), optim::NonFiniteError);
+  CHECK(m.find("step 4: the loss is nan") != std::string::npos);
+  CHECK(t.steps_done() == 3);
+  size_t i = 0;
+  for (auto& [name, p] : t.model().state_dict()) {
+    CAPTURE(name);
+    CHECK(bit_equal(p, kept[i++]));  // no update was applied
+  }
+  // Anomaly mode: the first op to make a NaN, and its module.
+  TrainOptions oa = o;
+  oa.detect_anomaly = true;
+  Trainer ta(oa);
+  ta.step();
+  for (auto& [name, p] : ta.model().named_parameters())
+    if (name == "decoder.0.self_attn.w_q.weight") p.detach().set({0, 0}, std::nan(""));
+  m = XG_THROW_MESSAGE(ta.step(), AnomalyError);
+  CHECK(m.find("linear (in Linear(in=32, out=32) 'decoder.0.self_attn.w_q')") != std::string::npos);
+  CHECK(!anomaly_enabled());  // the guard ended with the step
+}

@@ -1,6 +1,7 @@
 #include "examples/seq2seq/tasks.h"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "autograd/autograd.h"
@@ -164,6 +165,14 @@ Trainer::Trainer(const TrainOptions& opts) : opts_(opts), data_gen_(opts.seed) {
 
 double Trainer::current_lr() const { return schedule_->lr(std::max<int64_t>(step_, 1)); }
 
+namespace {
+bool first_nonfinite_value(const Tensor& t) {
+  for (double x : t.to_vector())
+    if (!std::isfinite(x)) return true;
+  return false;
+}
+}  // namespace
+
 double Trainer::step() {
   std::vector<Example> ex;
   ex.reserve(opts_.batch_size);
@@ -172,13 +181,34 @@ double Trainer::step() {
   last_tokens_ = b.target_tokens;
   model_->train();
   opt_->zero_grad();
+  DetectAnomalyGuard anomaly(opts_.detect_anomaly);
   Tensor loss;
   {
     Autocast cast(opts_.precision);  // forward and loss only, as torch.autocast
     loss = model_->loss(b.src, b.tgt_in, b.tgt_out, opts_.label_smoothing);
   }
+  // A non-finite loss or gradient stops here, before the optimiser step: the
+  // parameters stay those after step `step_`, and nothing non-finite is saved.
+  const int64_t at = step_ + 1;
+  const std::string hint = opts_.detect_anomaly ? "" : " (run with --detect-anomaly to find the op that made it)";
+  if (!std::isfinite(loss.item()))
+    throw optim::NonFiniteError("step " + std::to_string(at) + ": the loss is " + std::to_string(loss.item()) +
+                                "; stopped before updating the parameters" + hint);
   loss.backward();
-  if (opts_.clip_norm > 0) optim::clip_grad_norm(model_->parameters(), opts_.clip_norm);
+  // Clipping leaves non-finite gradients as they are and returns the norm.
+  const double norm = opts_.clip_norm > 0 ? optim::clip_grad_norm(model_->parameters(), opts_.clip_norm, false)
+                                          : optim::grad_norm(model_->parameters());
+  if (!std::isfinite(norm)) {
+    std::string who = "?";
+    for (const auto& [name, p] : model_->named_parameters())
+      if (p.grad().defined() && first_nonfinite_value(p.grad())) {
+        who = name;
+        break;
+      }
+    throw optim::NonFiniteError("step " + std::to_string(at) + ": the gradient norm is " + std::to_string(norm) +
+                                " (first non-finite gradient: " + who +
+                                "); stopped before updating the parameters" + hint);
+  }
   ++step_;
   opt_->set_lr(schedule_->lr(step_));
   opt_->step();

@@ -68,6 +68,7 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;     // 0 = only at the end
   bool resume = false;
   Precision precision = Precision::f32;  // bf16: forward and loss under Autocast(bf16)
+  bool detect_anomaly = false;           // step() under DetectAnomalyGuard
 };
 
 struct StepLog {
