@@ -152,6 +152,7 @@ Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, 
   for (const Tensor& t : inputs) {
     node->next.push_back(t.defined() ? gradient_edge(t) : nullptr);
     node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
+    node->input_dtypes.push_back(t.defined() ? t.dtype() : Dtype::f32);
   }
   if (g_anomaly) node->scope = g_scope;
   node->saved.reserve(saved.size());
@@ -255,6 +256,10 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     for (size_t i = 0; i < node->next.size(); ++i) {
       const auto& nx = node->next[i];
       if (!nx || !in_grads[i].defined()) continue;
+      if (in_grads[i].dtype() != node->input_dtypes[i])
+        throw std::logic_error(std::string("backward of ") + node->op + ": gradient for input " + std::to_string(i) +
+                               " is " + dtype_name(in_grads[i].dtype()) + ", the input is " +
+                               dtype_name(node->input_dtypes[i]));
       if (in_grads[i].shape() != node->input_shapes[i])
         throw std::logic_error(std::string("backward of ") + node->op + ": gradient for input " + std::to_string(i) +
                                " has shape " + shape_str(in_grads[i].shape()) + ", expected " +

@@ -133,7 +133,7 @@ void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T
   const auto [B, Tq, S, H, D, C] = pl.g;
   (void)B;
   const int64_t TS = Tq * S;
-  std::vector<T> dropped(pl.p > 0 ? static_cast<size_t>((bh1 - bh0) * TS) : 0);
+  Scratch<T> dropped(pl.p > 0 ? (bh1 - bh0) * TS : 0);
   head_blocks(bh0, bh1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
     const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * S * C + h * D;
     T* P = w + bh * TS;
@@ -159,7 +159,7 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
   const auto [B, Tq, S, H, D, C] = pl.g;
   (void)B;
   const int64_t TS = Tq * S;
-  std::vector<T> dPs(static_cast<size_t>((bh1 - bh0) * TS)), dropped(pl.p > 0 ? dPs.size() : 0);
+  Scratch<T> dPs((bh1 - bh0) * TS), dropped(pl.p > 0 ? (bh1 - bh0) * TS : 0);
   head_blocks(bh0, bh1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
     const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * S * C + h * D;
     const T* P = w + bh * TS;

@@ -138,9 +138,10 @@ std::string to_string(const Tensor& t);
 // alive at any moment since start-up or the last reset_peak_memory(). For
 // sizing a model: after a training step, peak_bytes - (parameters, gradients
 // and optimiser state) is what the saved activations took.
-// Freed storage goes back to a caching allocator (size classes, at most 25%
-// above the request) and serves the next request of its class: cached_bytes
-// are held by the process but by no tensor; cache_hits/misses count requests.
+// Freed storage goes back to a caching allocator and serves the next request
+// it fits (at most 1/8 larger): cached_bytes are held by the process but by no
+// tensor, at most the most bytes ever alive at once (and cache_limit);
+// cache_hits/misses count requests.
 struct MemoryStats {
   int64_t current_bytes = 0;
   int64_t peak_bytes = 0;

@@ -1,5 +1,6 @@
 // The Transformer: a float64 gradient check of a tiny complete model, masks,
 // decoding, and every parameter receiving a gradient.
+#include <cmath>
 #include "models/transformer.h"
 #include "tests/helpers.h"
 
@@ -143,6 +144,55 @@ TEST_CASE("transformer: beam search with beam 1 equals greedy decoding") {
     CHECK(wide.size() <= 8);
   }
   CHECK(m.is_training());  // decoding restores the mode it found
+}
+
+TEST_CASE("transformer: a beam wide enough to keep every hypothesis finds the brute-force best") {
+  // Every sequence of at most max_len tokens is scored from a full decoder
+  // run (no KV cache): log-probability / ((5 + |Y|) / 6)^alpha, |Y| counting
+  // EOS for finished ones. A beam of 1000 never prunes (at most 7^3 + 57
+  // candidates), so beam search must return the same argmax: a wrong length
+  // penalty, a wrong log-probability or a KV cache row mixed up across beams
+  // changes it.
+  Transformer m(tiny());
+  m.to(f64);
+  m.eval();
+  const int64_t bos = 1, eos = 2, max_len = 3, V = 7;
+  for (double alpha : {0.0, 0.6, 2.0}) {
+    for (const auto& src : std::vector<std::vector<int64_t>>{{3, 4, 5}, {6, 3}}) {
+      CAPTURE(alpha);
+      Batch sb{src, 1, static_cast<int64_t>(src.size())};
+      std::vector<int64_t> best;
+      double best_score = -1e300;
+      {
+        NoGradGuard ng;
+        Tensor memory = m.encode(sb), pad = m.padding_mask(sb);
+        // All token sequences up to max_len (EOS only last), by counting in base V.
+        for (int64_t len = 1; len <= max_len; ++len) {
+          int64_t total = 1;
+          for (int64_t i = 0; i < len; ++i) total *= V;
+          for (int64_t code = 0; code < total; ++code) {
+            std::vector<int64_t> seq;
+            for (int64_t i = 0, c = code; i < len; ++i, c /= V) seq.push_back(c % V);
+            bool ok = true;
+            for (int64_t i = 0; i + 1 < len; ++i) ok = ok && seq[i] != eos;
+            const bool done = seq.back() == eos;
+            if (!ok || (!done && len < max_len)) continue;  // unfinished only at max_len
+            Batch in{{bos}, 1, len};
+            for (int64_t i = 0; i + 1 < len; ++i) in.ids.push_back(seq[i]);
+            std::vector<double> lp = log_softmax(m.decode(in, memory, pad), -1).to_vector();  // (1,len,V)
+            double logp = 0;
+            for (int64_t i = 0; i < len; ++i) logp += lp[i * V + seq[i]];
+            const double score = logp / std::pow((5.0 + len) / 6.0, alpha);
+            if (score > best_score) {
+              best_score = score;
+              best.assign(seq.begin(), done ? seq.end() - 1 : seq.end());
+            }
+          }
+        }
+      }
+      CHECK(models::beam_search(m, src, bos, eos, max_len, 1000, alpha) == best);
+    }
+  }
 }
 
 TEST_CASE("transformer: configuration and input errors are clear") {

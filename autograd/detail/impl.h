@@ -55,6 +55,29 @@ struct Buffer {
   void* raw() { return ptr; }
 };
 
+// Uninitialised scratch memory for a kernel, from the caching allocator (a
+// std::vector would zero it, and glibc would map and unmap a large one on
+// every call). Counted in memory_stats() while alive.
+template <class T>
+class Scratch {
+ public:
+  explicit Scratch(int64_t n)
+      : bytes_(n * static_cast<int64_t>(sizeof(T))), block_(n > 0 ? storage_alloc(static_cast<size_t>(bytes_)) : Block{}) {
+    count_storage(bytes_);
+  }
+  ~Scratch() {
+    count_storage(-bytes_);
+    storage_free(block_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  T* data() { return static_cast<T*>(block_.ptr); }
+
+ private:
+  int64_t bytes_;
+  Block block_;
+};
+
 // A bf16 copy of a float32 tensor's values, saved for backward by the
 // products that run under Autocast(bf16); counted in memory_stats().
 struct Bf16Buffer {
@@ -101,6 +124,7 @@ struct Node {
   uint64_t seq = 0;  // creation order: a node is always created after its inputs' nodes
   std::vector<std::shared_ptr<Node>> next;
   std::vector<Shape> input_shapes;
+  std::vector<Dtype> input_dtypes;
   BackwardFn fn;
   std::vector<SavedVersion> saved;
   std::shared_ptr<TensorImpl> leaf;  // accumulator nodes only
