@@ -1,21 +1,31 @@
 // The caching allocator behind every tensor's storage. A training step frees
-// and allocates the same sizes step after step; handing a freed block to the
-// next request that fits it avoids the page faults and zero-filling of fresh
-// memory (glibc maps every request above its mmap threshold anew, and unmaps
-// it on free: ~700 page faults per 1M-float temporary).
+// and allocates the same sizes step after step; handing freed memory to the
+// next request avoids the page faults and zero-filling of fresh memory (glibc
+// maps every request above its mmap threshold anew and unmaps it on free:
+// ~700 page faults per 1M-float temporary).
 //
-// Sizes are rounded to 64 bytes (below 64 KiB) or to pages. A request takes
-// the smallest free block that is at least as large and at most 1/8 larger
-// (best fit, no splitting). Free blocks are kept while the cache holds no more
-// than the most tensor bytes ever alive at once (and the cache limit): a
-// training step then reuses its own blocks, and a run whose sizes keep
-// changing (decoding longer and longer sequences) returns the least recently
-// freed blocks to the system instead of piling them up.
+// Large requests (256 KiB and more) are carved out of segments mapped from
+// the system, as in PyTorch's CUDA caching allocator: a request takes the
+// smallest free block that holds it (best fit), splitting off the rest when
+// that is at least 64 KiB; a freed block merges with its free neighbours. So
+// the memory the gradients free at zero_grad() can hold the next forward's
+// activations, whatever their sizes. Small requests keep exact-size free lists
+// over aligned_alloc.
+//
+// The cache (free bytes held) never exceeds the most bytes ever handed out at
+// once, nor its limit: past that, wholly free segments go back to the system,
+// least recently freed first, and small blocks are freed.
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <list>
 #include <map>
 #include <mutex>
 #include <new>
+#include <set>
+#include <unordered_map>
+#include <vector>
 
 #include "autograd/detail/impl.h"
 
@@ -23,53 +33,175 @@ namespace xg {
 
 namespace {
 
-constexpr size_t kAlign = 64;  // a cache line, and what AVX-512 loads prefer
+constexpr size_t kAlign = 64;          // a cache line, and what AVX-512 loads prefer
+constexpr size_t kLarge = 256 << 10;   // from segments at and above this
+constexpr size_t kMinSplit = 64 << 10; // a remainder smaller than this stays with the block
 
-size_t round_size(size_t bytes) {
-  if (bytes == 0) return kAlign;
-  const size_t unit = bytes < (64 << 10) ? kAlign : 4096;
-  return (bytes + unit - 1) / unit * unit;
-}
+struct Segment;
+struct Span {  // a block of a segment, free or handed out
+  Segment* seg;
+  size_t offset, size;
+  bool free = false;
+  Span *prev = nullptr, *next = nullptr;  // neighbours in address order
+  uint64_t freed_at = 0;
+  char* ptr() const;
+};
+struct Segment {
+  char* base;
+  size_t size;
+};
+char* Span::ptr() const { return seg->base + offset; }
+
+struct BySize {
+  bool operator()(const Span* a, const Span* b) const {
+    if (a->size != b->size) return a->size < b->size;
+    return reinterpret_cast<uintptr_t>(a->ptr()) < reinterpret_cast<uintptr_t>(b->ptr());
+  }
+};
 
 struct Cache {
   std::mutex m;
-  std::list<Block> lru;  // free blocks, least recently freed first
-  std::multimap<size_t, std::list<Block>::iterator> by_size;
-  int64_t cached = 0;  // bytes in free blocks
+  std::set<Span*, BySize> free_spans;
+  std::unordered_map<size_t, std::vector<void*>> small;  // size -> free small blocks
+  int64_t cached = 0;  // free bytes held
   int64_t limit = int64_t{4} << 30;
-  int64_t high_water = 0;  // most bytes handed out at once
-  int64_t out = 0;         // bytes handed out now
+  int64_t high_water = 0, out = 0;  // most bytes / bytes handed out
   int64_t hits = 0, misses = 0;
+  uint64_t clock = 0;
 
-  void take(std::multimap<size_t, std::list<Block>::iterator>::iterator it) {
-    cached -= static_cast<int64_t>(it->first);
-    lru.erase(it->second);
-    by_size.erase(it);
-  }
-  // Drops the least recently freed blocks until `cached` fits `bound`; returns them.
-  std::list<Block> trim(int64_t bound) {
-    std::list<Block> gone;
-    while (cached > bound && !lru.empty()) {
-      const Block b = lru.front();
-      auto range = by_size.equal_range(b.bytes);
-      for (auto it = range.first; it != range.second; ++it)
-        if (it->second == lru.begin()) {
-          take(it);
-          break;
-        }
-      gone.push_back(b);
-    }
-    return gone;
+  void hand_out(int64_t bytes) {
+    out += bytes;
+    high_water = std::max(high_water, out);
   }
 };
 
 Cache& cache() {
-  static Cache* c = new Cache;  // never destroyed: tensors may outlive static destructors
+  static Cache* c = [] {
+    auto* made = new Cache;  // never destroyed: tensors may outlive static destructors
+    // XG_CACHE_LIMIT_MB: the cache limit from the environment (0 turns caching off).
+    if (const char* v = std::getenv("XG_CACHE_LIMIT_MB")) {
+      char* end = nullptr;
+      const long long mb = std::strtoll(v, &end, 10);
+      if (end != v && *end == '\0' && mb >= 0 && mb < (1LL << 40)) made->limit = mb << 20;
+    }
+    return made;
+  }();
   return *c;
 }
 
-void release(const std::list<Block>& blocks) {
-  for (const Block& b : blocks) std::free(b.ptr);
+size_t round_size(size_t bytes) {
+  if (bytes == 0) return kAlign;
+  const size_t unit = bytes < kLarge ? kAlign : 4096;
+  return (bytes + unit - 1) / unit * unit;
+}
+
+// What to give back to the system once the lock is released.
+struct Garbage {
+  std::vector<Segment*> segments;
+  std::vector<void*> small;
+  void release() {
+    for (Segment* s : segments) {
+      munmap(s->base, s->size);
+      delete s;
+    }
+    for (void* p : small) std::free(p);
+  }
+};
+
+// Unmaps wholly free segments (least recently freed first), then small
+// blocks, until the cache holds at most `bound` bytes. Lock held.
+void trim(Cache& c, int64_t bound, Garbage& g) {
+  if (c.cached <= bound) return;
+  std::vector<Span*> whole;
+  for (Span* s : c.free_spans)
+    if (!s->prev && !s->next) whole.push_back(s);
+  std::sort(whole.begin(), whole.end(), [](Span* a, Span* b) { return a->freed_at < b->freed_at; });
+  for (Span* s : whole) {
+    if (c.cached <= bound) return;
+    c.free_spans.erase(s);
+    c.cached -= static_cast<int64_t>(s->size);
+    g.segments.push_back(s->seg);
+    delete s;
+  }
+  for (auto& [size, list] : c.small)
+    while (c.cached > bound && !list.empty()) {
+      g.small.push_back(list.back());
+      list.pop_back();
+      c.cached -= static_cast<int64_t>(size);
+    }
+}
+
+Block alloc_large(Cache& c, size_t size) {
+  {
+    std::lock_guard<std::mutex> lk(c.m);
+    Span key{nullptr, 0, size};
+    Segment probe{nullptr, 0};
+    key.seg = &probe;  // ptr() = offset 0 of a null base: sorts before any real span of this size
+    auto it = c.free_spans.lower_bound(&key);
+    if (it != c.free_spans.end()) {
+      Span* s = *it;
+      c.free_spans.erase(it);
+      c.cached -= static_cast<int64_t>(s->size);
+      if (s->size - size >= kMinSplit) {  // the rest becomes a free span of its own
+        auto* rest = new Span{s->seg, s->offset + size, s->size - size};
+        rest->free = true;
+        rest->freed_at = s->freed_at;
+        rest->prev = s;
+        rest->next = s->next;
+        if (s->next) s->next->prev = rest;
+        s->next = rest;
+        s->size = size;
+        c.free_spans.insert(rest);
+        c.cached += static_cast<int64_t>(rest->size);
+      }
+      s->free = false;
+      ++c.hits;
+      c.hand_out(static_cast<int64_t>(s->size));
+      return {s->ptr(), s->size, s};
+    }
+    ++c.misses;
+  }
+  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) {
+    empty_cache();  // the cached segments may be what stands in the way
+    p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+  }
+  auto* seg = new Segment{static_cast<char*>(p), size};
+  auto* s = new Span{seg, 0, size};
+  std::lock_guard<std::mutex> lk(c.m);
+  c.hand_out(static_cast<int64_t>(size));
+  return {p, size, s};
+}
+
+void free_large(Cache& c, Span* s) {
+  Garbage g;
+  {
+    std::lock_guard<std::mutex> lk(c.m);
+    c.out -= static_cast<int64_t>(s->size);
+    s->free = true;
+    s->freed_at = ++c.clock;
+    // Merge with free neighbours.
+    for (Span* n : {s->prev, s->next}) {
+      if (!n || !n->free) continue;
+      c.free_spans.erase(n);
+      c.cached -= static_cast<int64_t>(n->size);
+      if (n == s->prev) {
+        s->offset = n->offset;
+        s->prev = n->prev;
+        if (n->prev) n->prev->next = s;
+      } else {
+        s->next = n->next;
+        if (n->next) n->next->prev = s;
+      }
+      s->size += n->size;
+      delete n;
+    }
+    c.free_spans.insert(s);
+    c.cached += static_cast<int64_t>(s->size);
+    trim(c, std::min(c.limit, c.high_water), g);
+  }
+  g.release();
 }
 
 }  // namespace
@@ -77,73 +209,66 @@ void release(const std::list<Block>& blocks) {
 Block storage_alloc(size_t bytes) {
   const size_t size = round_size(bytes);
   Cache& c = cache();
+  if (size >= kLarge) return alloc_large(c, size);
   {
     std::lock_guard<std::mutex> lk(c.m);
-    auto it = c.by_size.lower_bound(size);
-    if (it != c.by_size.end() && it->first <= size + size / 8) {
-      const Block b{it->second->ptr, it->first};
-      c.take(it);
+    auto it = c.small.find(size);
+    if (it != c.small.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.cached -= static_cast<int64_t>(size);
       ++c.hits;
-      c.out += static_cast<int64_t>(b.bytes);
-      c.high_water = std::max(c.high_water, c.out);
-      return b;
+      c.hand_out(static_cast<int64_t>(size));
+      return {p, size, nullptr};
     }
     ++c.misses;
   }
   void* p = std::aligned_alloc(kAlign, size);
   if (!p) {
-    empty_cache();  // the cached blocks may be what stands in the way
+    empty_cache();
     p = std::aligned_alloc(kAlign, size);
     if (!p) throw std::bad_alloc();
   }
   std::lock_guard<std::mutex> lk(c.m);
-  c.out += static_cast<int64_t>(size);
-  c.high_water = std::max(c.high_water, c.out);
-  return {p, size};
+  c.hand_out(static_cast<int64_t>(size));
+  return {p, size, nullptr};
 }
 
 void storage_free(Block b) {
   if (!b.ptr) return;
   Cache& c = cache();
-  std::list<Block> gone;
+  if (b.span) return free_large(c, static_cast<Span*>(b.span));
+  Garbage g;
   {
     std::lock_guard<std::mutex> lk(c.m);
     c.out -= static_cast<int64_t>(b.bytes);
-    const int64_t bound = std::min(c.limit, c.high_water);
-    if (static_cast<int64_t>(b.bytes) > bound) {
-      gone.push_back(b);
-    } else {
-      c.lru.push_back(b);
-      c.by_size.emplace(b.bytes, std::prev(c.lru.end()));
-      c.cached += static_cast<int64_t>(b.bytes);
-      gone = c.trim(bound);
-    }
+    c.small[b.bytes].push_back(b.ptr);
+    c.cached += static_cast<int64_t>(b.bytes);
+    trim(c, std::min(c.limit, c.high_water), g);
   }
-  release(gone);
+  g.release();
 }
 
 void empty_cache() {
-  std::list<Block> gone;
+  Garbage g;
   {
     Cache& c = cache();
     std::lock_guard<std::mutex> lk(c.m);
-    gone.swap(c.lru);
-    c.by_size.clear();
-    c.cached = 0;
+    trim(c, 0, g);
   }
-  release(gone);
+  g.release();
 }
 
 void set_cache_limit(int64_t bytes) {
   if (bytes < 0) throw std::invalid_argument("set_cache_limit: need 0 or more bytes, got " + std::to_string(bytes));
-  std::list<Block> gone;
+  Garbage g;
   {
     Cache& c = cache();
     std::lock_guard<std::mutex> lk(c.m);
     c.limit = bytes;
-    gone = c.trim(bytes);
+    trim(c, bytes, g);
   }
-  release(gone);
+  g.release();
 }
 
 CacheCounters cache_counters() {

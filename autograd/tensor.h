@@ -139,7 +139,7 @@ std::string to_string(const Tensor& t);
 // sizing a model: after a training step, peak_bytes - (parameters, gradients
 // and optimiser state) is what the saved activations took.
 // Freed storage goes back to a caching allocator and serves the next request
-// it fits (at most 1/8 larger): cached_bytes are held by the process but by no
+// it fits (at most 1/4 larger): cached_bytes are held by the process but by no
 // tensor, at most the most bytes ever alive at once (and cache_limit);
 // cache_hits/misses count requests.
 struct MemoryStats {

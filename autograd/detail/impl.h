@@ -16,6 +16,7 @@ namespace xg {
 struct Block {
   void* ptr = nullptr;
   size_t bytes = 0;
+  void* span = nullptr;  // the allocator's record of a large block
 };
 Block storage_alloc(size_t bytes);  // 64-byte aligned; throws std::bad_alloc
 void storage_free(Block b);         // back to the cache (or the system past the limit)
