@@ -110,6 +110,13 @@ void Module::to(Dtype d) {
     p.convert_(d);
   }
   for (auto& b : named_buffers()) b.second.convert_(d);
+  std::vector<Module*> todo{this};
+  while (!todo.empty()) {
+    Module* m = todo.back();
+    todo.pop_back();
+    m->on_dtype(d);
+    for (auto& [name, child] : m->children_) todo.push_back(child.get());
+  }
 }
 
 std::map<std::string, Tensor> Module::state_dict() const {

@@ -68,6 +68,12 @@ class Module {
   void save(const std::string& path) const;
   void load(const std::string& path, bool strict = true);
 
+  // Called on every module of the tree after to(d) has converted the
+  // tensors: a module whose buffers are derived values recomputes them in the
+  // new precision here (rather than keep float32-rounded values in a float64
+  // model).
+  virtual void on_dtype(Dtype) {}
+
   // The default forward throws std::logic_error naming type_name().
   virtual Tensor forward(const Tensor& x);
   virtual std::string type_name() const { return "Module"; }

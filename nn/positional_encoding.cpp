@@ -13,16 +13,23 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, int64_t max_len, double 
   if (d_model <= 0 || max_len <= 0)
     throw std::invalid_argument("PositionalEncoding: d_model and max_len must be positive, got d_model=" +
                                 std::to_string(d_model) + ", max_len=" + std::to_string(max_len));
-  std::vector<double> pe(static_cast<size_t>(max_len * d_model));  // (max_len, C)
-  for (int64_t t = 0; t < max_len; ++t)
-    for (int64_t c = 0; c < d_model; ++c) {
-      const double freq = std::pow(10000.0, -static_cast<double>(c - c % 2) / static_cast<double>(d_model));
-      const double angle = static_cast<double>(t) * freq;
-      pe[static_cast<size_t>(t * d_model + c)] = c % 2 == 0 ? std::sin(angle) : std::cos(angle);
-    }
-  pe_ = register_buffer("pe", from_vector(pe, {max_len, d_model}, f32), /*persistent=*/false);
+  pe_ = register_buffer("pe", table(f32), /*persistent=*/false);
   dropout = register_module("dropout", std::make_shared<Dropout>(p, std::move(dropout_gen)));
 }
+
+// (max_len, C), computed in double and rounded once to d.
+Tensor PositionalEncoding::table(Dtype d) const {
+  std::vector<double> pe(static_cast<size_t>(max_len_ * d_model_));
+  for (int64_t t = 0; t < max_len_; ++t)
+    for (int64_t c = 0; c < d_model_; ++c) {
+      const double freq = std::pow(10000.0, -static_cast<double>(c - c % 2) / static_cast<double>(d_model_));
+      const double angle = static_cast<double>(t) * freq;
+      pe[static_cast<size_t>(t * d_model_ + c)] = c % 2 == 0 ? std::sin(angle) : std::cos(angle);
+    }
+  return from_vector(pe, {max_len_, d_model_}, d);
+}
+
+void PositionalEncoding::on_dtype(Dtype d) { pe_.copy_(table(d)); }
 
 std::string PositionalEncoding::type_name() const {
   return "PositionalEncoding(d_model=" + std::to_string(d_model_) + ", max_len=" + std::to_string(max_len_) + ")";

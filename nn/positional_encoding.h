@@ -19,10 +19,12 @@ class PositionalEncoding : public Module {
   Tensor forward(const Tensor& x, int64_t start);
   std::string type_name() const override;  // "PositionalEncoding(d_model=.., max_len=..)"
   const Tensor& pe() const { return pe_; }
+  void on_dtype(Dtype d) override;  // recomputes pe in d: exact in float64, not float32 values widened
 
   std::shared_ptr<Dropout> dropout;
 
  private:
+  Tensor table(Dtype d) const;
   int64_t d_model_, max_len_;
   Tensor pe_;  // (max_len, C)
 };

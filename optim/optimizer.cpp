@@ -1,9 +1,11 @@
 #include "optim/optimizer.h"
 
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <stdexcept>
 
+#include "autograd/autograd.h"
 #include "autograd/serialize.h"
 
 namespace xg::optim {
@@ -37,6 +39,24 @@ void Optimizer::step() {
     update(params_[i], g, state_[i]);
     params_[i].bump_version();  // an op that saved the old values must not run backward on the new ones
   }
+  check_graph_growth();
+}
+
+// A graph that survives every step and keeps growing is almost always a
+// running total kept with its history (`running = running + loss` before
+// backward()): the record() guard only sees it once backward has freed a graph
+// it reaches. Warn once, after 20 steps of growth in a row.
+void Optimizer::check_graph_growth() {
+  const int64_t live = live_nodes();
+  growth_streak_ = last_live_nodes_ >= 0 && live > last_live_nodes_ ? growth_streak_ + 1 : 0;
+  last_live_nodes_ = live;
+  if (growth_streak_ < kLeakSteps || warned_leak_) return;
+  warned_leak_ = true;
+  std::fprintf(stderr,
+               "xgrad warning: %lld autograd graph nodes are alive after optimiser step %lld, more after each of the "
+               "last %d steps. A tensor that depends on every step's loss is being kept with its history (for "
+               "example running = running + loss): accumulate loss.item() or loss.detach() instead.\n",
+               static_cast<long long>(live), static_cast<long long>(steps_), kLeakSteps);
 }
 
 void Optimizer::zero_grad() {

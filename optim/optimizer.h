@@ -17,7 +17,9 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // Updates every parameter that has a gradient (no tape involved).
+  // Updates every parameter that has a gradient (no tape involved). Warns
+  // once on stderr if more autograd nodes are alive after each of 20 steps
+  // in a row (a running loss kept with its history).
   void step();
   void zero_grad();  // drops every parameter's gradient
   double lr() const { return lr_; }
@@ -44,10 +46,15 @@ class Optimizer {
   Tensor& buffer(std::map<std::string, Tensor>& state, const std::string& key, const Tensor& param);
 
  private:
+  static constexpr int kLeakSteps = 20;
+  void check_graph_growth();  // warns once on stderr when the tape keeps growing across steps
   std::vector<Tensor> params_;
   std::vector<std::map<std::string, Tensor>> state_;
   double lr_;
   int64_t steps_ = 0;
+  int64_t last_live_nodes_ = -1;  // tape nodes alive after the previous step
+  int64_t growth_streak_ = 0;     // consecutive steps after which more nodes were alive
+  bool warned_leak_ = false;
 };
 
 }  // namespace xg::optim

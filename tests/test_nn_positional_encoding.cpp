@@ -25,6 +25,20 @@ TEST_CASE("nn PositionalEncoding: the paper's sinusoids, not in the state dict")
   CHECK(odd.pe().at({3, 4}) == doctest::Approx(std::sin(3.0 / std::pow(10000.0, 4.0 / 5.0))));
 }
 
+TEST_CASE("nn PositionalEncoding: a float64 model gets float64 sinusoids, not widened float32 ones") {
+  nn::PositionalEncoding pos(6, 50, 0.0, nullptr);
+  pos.to(f64);
+  REQUIRE(pos.pe().dtype() == f64);
+  for (int64_t t = 0; t < 50; ++t)
+    for (int64_t i = 0; i < 3; ++i) {
+      const double angle = static_cast<double>(t) * std::pow(10000.0, -static_cast<double>(2 * i) / 6.0);
+      CHECK(pos.pe().at({t, 2 * i}) == std::sin(angle));  // exact, not to float32 precision
+      CHECK(pos.pe().at({t, 2 * i + 1}) == std::cos(angle));
+    }
+  pos.to(f32);
+  CHECK(pos.pe().at({7, 0}) == static_cast<double>(static_cast<float>(std::sin(7.0))));
+}
+
 TEST_CASE("nn PositionalEncoding: forward adds pe(:T), gradcheck w.r.t. x in float64") {
   nn::PositionalEncoding pos(4, 8, 0.0, nullptr);
   Tensor x = xgnt::input({2, 3, 4}, 1, f32);

@@ -1,6 +1,10 @@
 // Optimisers against hand-computed steps, schedules against their formulas,
 // clipping, and optimiser state on disk.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdio>
 
 #include "optim/optim.h"
 #include "tests/helpers.h"
@@ -202,4 +206,43 @@ TEST_CASE("optim: state round trip through a file continues bit-identically") {
   bad = state;
   bad["7.exp_avg"] = zeros({1});
   CHECK(contains(XG_THROW_MESSAGE(same.load_state_dict(bad), std::invalid_argument), "7.exp_avg"));
+}
+
+TEST_CASE("optim: a running loss kept with its history before backward is warned about once") {
+  Tensor w = zeros({3}, f64).requires_grad_();
+  optim::SGDOptions so;
+  so.lr = 0.01;
+  optim::SGD opt({w}, so);
+  Tensor x = tensor({1, 2, 3}, {3}, f64);
+  Tensor running = scalar(0.0, f64);
+  std::string err;
+  {
+    // stderr (fd 2) goes to a file for the loop, then back.
+    const std::string path = std::string(XG_TEST_TMPDIR) + "/leak_warning.txt";
+    std::fflush(stderr);
+    const int saved = dup(2);
+    const int file = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(saved >= 0);
+    REQUIRE(file >= 0);
+    dup2(file, 2);
+    close(file);
+    for (int i = 0; i < 25; ++i) {
+      opt.zero_grad();
+      Tensor loss = sum(w * x);
+      running = running + loss;  // the leak: before backward, with history
+      loss.backward();
+      opt.step();
+    }
+    std::fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    REQUIRE(f != nullptr);
+    char buf[1024];
+    while (std::fgets(buf, sizeof buf, f)) err += buf;
+    std::fclose(f);
+  }
+  CHECK(err.find("xgrad warning:") != std::string::npos);
+  CHECK(err.find("running = running + loss") != std::string::npos);
+  CHECK(err.find("xgrad warning:", err.find("xgrad warning:") + 1) == std::string::npos);  // once
 }
