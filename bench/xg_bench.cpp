@@ -8,8 +8,14 @@
 //   xg_bench sgemm  [--threads T]
 //   xg_bench micro  [--batch 80] [--len 10] [--only attention_core|layer_norm|linear|log_softmax_nll] [--reps 20]
 //   xg_bench converge --task copy|reverse [--precision f32|bf16] [--seed 1] [--max-steps 4000] [--threads T]
+//   xg_bench xtensor [--batch 80] [--len 10] [--reps 20] [--threads T]: xgrad's kernels vs xtensor expressions
 // A flag it does not know, a value that is not a whole number in the flag's
 // range, or an unknown mode ends it with a message and exit code 2.
+#include <xtensor/xmath.hpp>
+#include <xtensor/xnoalias.hpp>
+#include <xtensor/xreducer.hpp>
+
+#include "autograd/xtensor.h"
 #include <cblas.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -329,6 +335,38 @@ int micro(const std::map<std::string, std::string>& a) {
   return 0;
 }
 
+// xgrad's elementwise kernels against the same expression evaluated by
+// xtensor (forward only, no tape), on annotated's feed-forward activations
+// (B*L, 4C) = (800, 2048): a broadcast bias add, exp, a row sum.
+int xtensor_vs_kernels(const std::map<std::string, std::string>& a) {
+  NoGradGuard ng;
+  Generator g(4);
+  const int64_t R = geti(a, "batch", 80) * geti(a, "len", 10), F = 2048, reps = geti(a, "reps", 20);
+  Tensor x = randn({R, F}, g), b = randn({F}, g);
+  auto xx = as_xtensor<float>(x);
+  auto xb = as_xtensor<float>(b);
+  xt::xtensor<float, 2> out = xt::zeros<float>({static_cast<size_t>(R), static_cast<size_t>(F)});
+  xt::xtensor<float, 1> rows = xt::zeros<float>({static_cast<size_t>(R)});
+  auto time_it = [&](const char* op, const char* side, const std::function<void()>& f) {
+    std::vector<double> times;
+    for (int64_t r = 0; r < reps + 3; ++r) {
+      auto t0 = clk::now();
+      f();
+      if (r >= 3) times.push_back(ms_since(t0));
+    }
+    std::printf("{\"mode\":\"xtensor\",\"op\":\"%s\",\"side\":\"%s\",\"threads\":%d,\"ms\":%s}\n", op, side,
+                num_threads(), list(times).c_str());
+  };
+  Tensor keep;
+  time_it("bias_add", "xgrad", [&] { keep = x + b; });
+  time_it("bias_add", "xtensor", [&] { xt::noalias(out) = xx + xb; });
+  time_it("exp", "xgrad", [&] { keep = exp(x); });
+  time_it("exp", "xtensor", [&] { xt::noalias(out) = xt::exp(xx); });
+  time_it("row_sum", "xgrad", [&] { keep = sum(x, {1}); });
+  time_it("row_sum", "xtensor", [&] { xt::noalias(rows) = xt::sum(xx, {1}); });
+  return 0;
+}
+
 int converge(const std::map<std::string, std::string>& a) {
   seq2seq::TrainOptions o;  // the training program's defaults
   o.model.dropout = 0;
@@ -358,7 +396,7 @@ int converge(const std::map<std::string, std::string>& a) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: xg_bench train|decode|sgemm|micro|converge [--flag value ...]\n");
+    std::fprintf(stderr, "usage: xg_bench train|decode|sgemm|micro|converge|xtensor [--flag value ...]\n");
     return 2;
   }
   try {
@@ -370,7 +408,8 @@ int main(int argc, char** argv) {
     if (mode == "sgemm") return sgemm(a);
     if (mode == "micro") return micro(a);
     if (mode == "converge") return converge(a);
-    std::fprintf(stderr, "xg_bench: unknown mode %s (train, decode, sgemm, micro or converge)\n", mode.c_str());
+    if (mode == "xtensor") return xtensor_vs_kernels(a);
+    std::fprintf(stderr, "xg_bench: unknown mode %s (train, decode, sgemm, micro, converge or xtensor)\n", mode.c_str());
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "xg_bench: out of memory: the model, batch or length is too large for this machine\n");
   } catch (const std::exception& e) {
