@@ -101,7 +101,9 @@ def main():
     build = os.path.join(scratch, "build")
     if os.path.exists(src):
         shutil.rmtree(src)
-    shutil.copytree(root, src, ignore=shutil.ignore_patterns(".git", "build*", "__pycache__"))
+    # shutil.copy, not copy2: fresh modification times, so a reused build
+    # directory rebuilds every object from this copy rather than keep stale ones.
+    shutil.copytree(root, src, ignore=shutil.ignore_patterns(".git", "build*", "__pycache__"), copy_function=shutil.copy)
     # Every original must be found exactly once before anything is built.
     for name, path, old, _ in chosen:
         n = open(os.path.join(src, path)).read().count(old)

@@ -149,16 +149,18 @@ TEST_CASE("transformer: beam search with beam 1 equals greedy decoding") {
 TEST_CASE("transformer: a beam wide enough to keep every hypothesis finds the brute-force best") {
   // Every sequence of at most max_len tokens is scored from a full decoder
   // run (no KV cache): log-probability / ((5 + |Y|) / 6)^alpha, |Y| counting
-  // EOS for finished ones. A beam of 1000 never prunes (at most 7^3 + 57
+  // EOS for finished ones. A beam of 3000 never prunes (at most 7^4 + 400
   // candidates), so beam search must return the same argmax: a wrong length
   // penalty, a wrong log-probability or a KV cache row mixed up across beams
   // changes it.
   Transformer m(tiny());
   m.to(f64);
   m.eval();
-  const int64_t bos = 1, eos = 2, max_len = 3, V = 7;
+  const int64_t bos = 1, eos = 2, V = 7;
+  for (int64_t max_len : {3, 4})
   for (double alpha : {0.0, 0.6, 2.0}) {
-    for (const auto& src : std::vector<std::vector<int64_t>>{{3, 4, 5}, {6, 3}}) {
+    for (const auto& src : std::vector<std::vector<int64_t>>{{3, 4, 5}, {6, 3}, {5, 5, 5, 4}, {4}, {6, 6, 3}}) {
+      CAPTURE(max_len);
       CAPTURE(alpha);
       Batch sb{src, 1, static_cast<int64_t>(src.size())};
       std::vector<int64_t> best;
@@ -190,7 +192,7 @@ TEST_CASE("transformer: a beam wide enough to keep every hypothesis finds the br
           }
         }
       }
-      CHECK(models::beam_search(m, src, bos, eos, max_len, 1000, alpha) == best);
+      CHECK(models::beam_search(m, src, bos, eos, max_len, 3000, alpha) == best);
     }
   }
 }
