@@ -263,6 +263,11 @@ std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Batch&
 
 std::vector<int64_t> beam_search(Transformer& model, const std::vector<int64_t>& src, int64_t bos, int64_t eos,
                                  int64_t max_len, int64_t beam_size, double alpha) {
+  return beam_search_nbest(model, src, bos, eos, max_len, beam_size, alpha).front().tokens;
+}
+
+std::vector<Hypothesis> beam_search_nbest(Transformer& model, const std::vector<int64_t>& src, int64_t bos,
+                                          int64_t eos, int64_t max_len, int64_t beam_size, double alpha) {
   if (beam_size < 1) throw std::invalid_argument("beam_search: beam_size must be at least 1, got " + std::to_string(beam_size));
   NoGradGuard no_grad;
   EvalScope eval(model);
@@ -306,10 +311,10 @@ std::vector<int64_t> beam_search(Transformer& model, const std::vector<int64_t>&
     cand.resize(std::min<size_t>(cand.size(), beam_size));
     beams = std::move(cand);
   }
-  const Hyp* best = &beams[0];
-  for (const Hyp& h : beams)
-    if (score(h) > score(*best)) best = &h;
-  return best->toks;
+  std::stable_sort(beams.begin(), beams.end(), [&](const Hyp& a, const Hyp& b) { return score(a) > score(b); });
+  std::vector<Hypothesis> out;
+  for (const Hyp& h : beams) out.push_back({h.toks, h.logp, score(h), h.done});
+  return out;
 }
 
 }  // namespace xg::models

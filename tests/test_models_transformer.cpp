@@ -1,6 +1,7 @@
 // The Transformer: a float64 gradient check of a tiny complete model, masks,
 // decoding, and every parameter receiving a gradient.
 #include <cmath>
+#include <map>
 #include "models/transformer.h"
 #include "tests/helpers.h"
 
@@ -147,10 +148,12 @@ TEST_CASE("transformer: beam search with beam 1 equals greedy decoding") {
 }
 
 TEST_CASE("transformer: a beam wide enough to keep every hypothesis finds the brute-force best") {
-  // Every sequence of at most max_len tokens is scored from a full decoder
-  // run (no KV cache): log-probability / ((5 + |Y|) / 6)^alpha, |Y| counting
+  // Every sequence of at most max_len tokens is scored by decoding it alone,
+  // one row fed token after token (the cache itself is checked against full
+  // decoder runs above): log-probability / ((5 + |Y|) / 6)^alpha, |Y| counting
   // EOS for finished ones. A beam of 3000 never prunes (at most 7^4 + 400
-  // candidates), so beam search must return the same argmax: a wrong length
+  // candidates), so beam search must return the same argmax, and every final
+  // hypothesis its brute-force score: a wrong length
   // penalty, a wrong log-probability or a KV cache row mixed up across beams
   // changes it.
   Transformer m(tiny());
@@ -165,9 +168,9 @@ TEST_CASE("transformer: a beam wide enough to keep every hypothesis finds the br
       Batch sb{src, 1, static_cast<int64_t>(src.size())};
       std::vector<int64_t> best;
       double best_score = -1e300;
+      std::map<std::pair<std::vector<int64_t>, bool>, double> scores;  // (tokens, finished) -> score
       {
         NoGradGuard ng;
-        Tensor memory = m.encode(sb), pad = m.padding_mask(sb);
         // All token sequences up to max_len (EOS only last), by counting in base V.
         for (int64_t len = 1; len <= max_len; ++len) {
           int64_t total = 1;
@@ -179,12 +182,15 @@ TEST_CASE("transformer: a beam wide enough to keep every hypothesis finds the br
             for (int64_t i = 0; i + 1 < len; ++i) ok = ok && seq[i] != eos;
             const bool done = seq.back() == eos;
             if (!ok || (!done && len < max_len)) continue;  // unfinished only at max_len
-            Batch in{{bos}, 1, len};
-            for (int64_t i = 0; i + 1 < len; ++i) in.ids.push_back(seq[i]);
-            std::vector<double> lp = log_softmax(m.decode(in, memory, pad), -1).to_vector();  // (1,len,V)
+            // One row of its own, fed token after token: no beams, no row selection.
+            models::DecodeState st = m.start_decode(sb);
             double logp = 0;
-            for (int64_t i = 0; i < len; ++i) logp += lp[i * V + seq[i]];
+            for (int64_t i = 0; i < len; ++i) {
+              std::vector<double> lp = log_softmax(m.decode_step(st, {i == 0 ? bos : seq[i - 1]}), -1).to_vector();
+              logp += lp[seq[i]];
+            }
             const double score = logp / std::pow((5.0 + len) / 6.0, alpha);
+            scores[{std::vector<int64_t>(seq.begin(), done ? seq.end() - 1 : seq.end()), done}] = score;
             if (score > best_score) {
               best_score = score;
               best.assign(seq.begin(), done ? seq.end() - 1 : seq.end());
@@ -193,6 +199,14 @@ TEST_CASE("transformer: a beam wide enough to keep every hypothesis finds the br
         }
       }
       CHECK(models::beam_search(m, src, bos, eos, max_len, 3000, alpha) == best);
+      // Every final hypothesis, not only the best, has the brute-force score.
+      const auto nbest = models::beam_search_nbest(m, src, bos, eos, max_len, 3000, alpha);
+      CHECK(nbest.size() == scores.size());
+      for (const auto& h : nbest) {
+        auto it = scores.find({h.tokens, h.finished});
+        REQUIRE(it != scores.end());
+        CHECK(h.score == doctest::Approx(it->second).epsilon(1e-9));
+      }
     }
   }
 }
