@@ -116,6 +116,10 @@ struct AttentionOptions {
   double dropout = 0;          // on the weights, in [0, 1); needs gen when > 0.
   Generator* gen = nullptr;    // one draw per call keys the dropout hash (as dropout())
   Tensor* weights = nullptr;   // if set, receives the (B,H,T,S) weights before dropout (no history)
+  // > 0: k and v are (B,Smax,C) buffers of which only the first kv_length
+  // positions are keys (a preallocated key/value cache); S = kv_length. The
+  // gradients of k and v are zero past it.
+  int64_t kv_length = 0;
 };
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts);
 

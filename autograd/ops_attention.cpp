@@ -25,6 +25,7 @@ constexpr double kMasked = -1e9;
 
 struct Geometry {
   int64_t B, T, S, H, D, C;
+  int64_t Skv;  // positions per batch row in the k and v buffers (S, or more for a preallocated cache)
 };
 
 // Everything backward needs besides the tensors.
@@ -130,15 +131,15 @@ void softmax_rows(const Plan& pl, int64_t b, T* P) {
 // the context.
 template <class T>
 void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T* w, int64_t bh0, int64_t bh1) {
-  const auto [B, Tq, S, H, D, C] = pl.g;
+  const auto [B, Tq, S, H, D, C, Skv] = pl.g;
   (void)B;
   const int64_t TS = Tq * S;
   Scratch<T> dropped(pl.p > 0 ? (bh1 - bh0) * TS : 0);
   head_blocks(bh0, bh1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
-    const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * S * C + h * D;
+    const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
     T* P = w + bh * TS;
     block_gemm<T>(nb, nh, false, true, Tq, S, D, T(pl.scale), in_projection(pl.g, q + qo, Tq),
-                  in_projection(pl.g, k + ko, S), in_scores(pl.g, P));  // (T,S) per head
+                  in_projection(pl.g, k + ko, Skv), in_scores(pl.g, P));  // (T,S) per head
     for (int64_t i = 0; i < nb; ++i)
       for (int64_t j = 0; j < nh; ++j) softmax_rows(pl, b + i, P + (i * H + j) * TS);
     const T* Pv = P;
@@ -148,7 +149,7 @@ void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T
         apply_dropout(pl, (bh + i * H) * TS, nh * TS, P + i * H * TS, d + i * H * TS);
       Pv = d;
     }
-    block_gemm<T>(nb, nh, false, false, Tq, D, S, T(1), in_scores(pl.g, Pv), in_projection(pl.g, v + ko, S),
+    block_gemm<T>(nb, nh, false, false, Tq, D, S, T(1), in_scores(pl.g, Pv), in_projection(pl.g, v + ko, Skv),
                   in_projection(pl.g, out + qo, Tq));  // (T,D) per head
   });
 }
@@ -156,17 +157,17 @@ void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T
 template <class T>
 void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T* w, const T* g, T* dq, T* dk, T* dv,
                     int64_t bh0, int64_t bh1) {
-  const auto [B, Tq, S, H, D, C] = pl.g;
+  const auto [B, Tq, S, H, D, C, Skv] = pl.g;
   (void)B;
   const int64_t TS = Tq * S;
   Scratch<T> dPs((bh1 - bh0) * TS), dropped(pl.p > 0 ? (bh1 - bh0) * TS : 0);
   head_blocks(bh0, bh1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
-    const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * S * C + h * D;
+    const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
     const T* P = w + bh * TS;
     T* dP = dPs.data() + (bh - bh0) * TS;
     // d(dropped weights) = g v^T; dv = dropped^T g
     block_gemm<T>(nb, nh, false, true, Tq, S, D, T(1), in_projection(pl.g, g + qo, Tq),
-                  in_projection(pl.g, v + ko, S), in_scores(pl.g, dP));
+                  in_projection(pl.g, v + ko, Skv), in_scores(pl.g, dP));
     const T* Pv = P;
     if (pl.p > 0) {
       T* d = dropped.data() + (bh - bh0) * TS;
@@ -177,7 +178,7 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
       Pv = d;
     }
     block_gemm<T>(nb, nh, true, false, S, D, Tq, T(1), in_scores(pl.g, Pv), in_projection(pl.g, g + qo, Tq),
-                  in_projection(pl.g, dv + ko, S));
+                  in_projection(pl.g, dv + ko, Skv));
     // softmax backward, zero where the score was masked: dS = P (dP - <dP, P>)
     for (int64_t bi = 0; bi < nb; ++bi)
       for (int64_t hj = 0; hj < nh; ++hj) {
@@ -193,9 +194,9 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
       }
     // dq = scale dS k; dk = scale dS^T q
     block_gemm<T>(nb, nh, false, false, Tq, D, S, T(pl.scale), in_scores<const T>(pl.g, dP),
-                  in_projection(pl.g, k + ko, S), in_projection(pl.g, dq + qo, Tq));
+                  in_projection(pl.g, k + ko, Skv), in_projection(pl.g, dq + qo, Tq));
     block_gemm<T>(nb, nh, true, false, S, D, Tq, T(pl.scale), in_scores<const T>(pl.g, dP),
-                  in_projection(pl.g, q + qo, Tq), in_projection(pl.g, dk + ko, S));
+                  in_projection(pl.g, q + qo, Tq), in_projection(pl.g, dk + ko, Skv));
   });
 }
 
@@ -212,7 +213,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     throw ShapeError("attention: expected q (B,T,C) and k, v (B,S,C), got " + shapes());
   detail::check_same_dtype(q, k, "attention");
   detail::check_same_dtype(q, v, "attention");
-  const int64_t B = q.size(0), Tq = q.size(1), S = k.size(1), C = q.size(2), H = o.heads;
+  const int64_t B = q.size(0), Tq = q.size(1), Skv = k.size(1), C = q.size(2), H = o.heads;
+  if (o.kv_length < 0 || o.kv_length > Skv)
+    throw ShapeError("attention: kv_length " + std::to_string(o.kv_length) + " must be in [0, " +
+                     std::to_string(Skv) + "] for " + shapes());
+  const int64_t S = o.kv_length > 0 ? o.kv_length : Skv;
   if (H < 1 || C < 1 || C % H != 0)
     throw ShapeError("attention: width C=" + std::to_string(C) + " does not split into " + std::to_string(H) +
                      " heads of positive width (" + shapes() + ")");
@@ -235,7 +240,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
       for (int64_t i = 0; i < B * S; ++i) (*masked)[static_cast<size_t>(i)] = pm[i] != T(0);
     });
   }
-  Plan pl{{B, Tq, S, H, D, C},
+  Plan pl{{B, Tq, S, H, D, C, Skv},
           o.scale != 0 ? o.scale : 1.0 / std::sqrt(static_cast<double>(D)),
           o.causal,
           masked,
@@ -255,8 +260,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   return record("attention", out, {q, k, v},
                 [q = q.detach(), k = k.detach(), v = v.detach(), w, pl, cost](const Tensor& g) {
                   Tensor dq = make_tensor(q.shape(), q.dtype());
-                  Tensor dk = make_tensor(k.shape(), k.dtype());
-                  Tensor dv = make_tensor(v.shape(), v.dtype());
+                  const bool partial = pl.g.Skv != pl.g.S;  // positions past kv_length get 0
+                  Tensor dk = partial ? zeros(k.shape(), k.dtype()) : make_tensor(k.shape(), k.dtype());
+                  Tensor dv = partial ? zeros(v.shape(), v.dtype()) : make_tensor(v.shape(), v.dtype());
                   dispatch(q.dtype(), [&](auto z) {
                     using T = decltype(z);
                     const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>(), *pw = w.data<T>(),

@@ -175,6 +175,7 @@ DecodeState Transformer::start_decode(const Batch& src) {
   for (size_t i = 0; i < decoder->size(); ++i) {
     st.cross_kv.push_back(decoder->at<DecoderLayer>(i)->cross_attn->project_kv(memory, memory));
     st.self_kv.emplace_back();
+    st.self_kv.back().reserve = cfg_.max_len;  // the most positions decode_step allows
   }
   return st;
 }

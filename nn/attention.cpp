@@ -1,8 +1,10 @@
 #include "nn/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+#include "autograd/autograd.h"
 #include "autograd/ops.h"
 
 namespace xg::nn {
@@ -63,20 +65,59 @@ MultiHeadAttention::KVCache MultiHeadAttention::project_kv(const Tensor& key, co
   KVCache kv;
   kv.k = w_k->forward(key);    // (B,S,C)
   kv.v = w_v->forward(value);  // (B,S,C)
+  kv.len = kv.k.size(1);
   return kv;
 }
 
+namespace {
+// dst[:, at:at+n, :] = src (B,n,C) for dst (B,cap,C); no tape, bumps dst's version.
+template <class T>
+void copy_rows(Tensor& dst, int64_t at, const Tensor& src) {
+  const int64_t B = src.size(0), n = src.size(1), C = src.size(2), cap = dst.size(1);
+  const T* s = src.data<T>();
+  T* d = dst.data<T>();
+  for (int64_t b = 0; b < B; ++b) std::copy(s + b * n * C, s + (b + 1) * n * C, d + (b * cap + at) * C);
+}
+void write_positions(Tensor& dst, int64_t at, const Tensor& src) {
+  if (src.dtype() == f32) copy_rows<float>(dst, at, src);
+  else copy_rows<double>(dst, at, src);
+  dst.bump_version();
+}
+}  // namespace
+
 void MultiHeadAttention::extend_kv(KVCache& cache, const Tensor& key, const Tensor& value) {
   KVCache step = project_kv(key, value);
-  if (!cache.k.defined()) {
-    cache = step;
-    return;
-  }
-  if (cache.k.size(0) != step.k.size(0))
+  if (cache.k.defined() && cache.k.size(0) != step.k.size(0))
     throw ShapeError(describe() + ".extend_kv: cache holds " + std::to_string(cache.k.size(0)) +
                      " rows, new keys " + shape_str(key.shape()));
-  cache.k = concat({cache.k, step.k}, 1);  // (B,S+S',C)
-  cache.v = concat({cache.v, step.v}, 1);
+  const int64_t add = step.len;
+  if (grad_enabled() && (!step.k.is_leaf() || step.k.requires_grad())) {
+    // Differentiable: concatenate the positions in use (O(T^2 C) over a decode).
+    if (!cache.k.defined()) {
+      cache.k = step.k, cache.v = step.v, cache.len = add;
+      return;
+    }
+    Tensor k = cache.len == cache.k.size(1) ? cache.k : slice(cache.k, 1, 0, cache.len);
+    Tensor v = cache.len == cache.v.size(1) ? cache.v : slice(cache.v, 1, 0, cache.len);
+    cache.k = concat({k, step.k}, 1);  // (B,S+S',C)
+    cache.v = concat({v, step.v}, 1);
+    cache.len += add;
+    return;
+  }
+  const int64_t have = cache.length(), need = have + add;
+  if (!cache.k.defined() || need > cache.k.size(1)) {
+    const int64_t cap = std::max({need, cache.reserve, cache.k.defined() ? 2 * cache.k.size(1) : int64_t(0)});
+    const int64_t B = step.k.size(0), C = step.k.size(2);
+    Tensor k = empty({B, cap, C}, step.k.dtype()), v = empty({B, cap, C}, step.v.dtype());
+    if (have > 0) {
+      write_positions(k, 0, slice(cache.k, 1, 0, have).detach());
+      write_positions(v, 0, slice(cache.v, 1, 0, have).detach());
+    }
+    cache.k = k, cache.v = v;
+  }
+  write_positions(cache.k, have, step.k.detach());
+  write_positions(cache.v, have, step.v.detach());
+  cache.len = need;
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& query, const KVCache& kv, const Tensor& key_padding_mask,
@@ -86,7 +127,7 @@ Tensor MultiHeadAttention::attend(const Tensor& query, const KVCache& kv, const 
   if (!query.defined() || query.dim() != 3 || query.size(2) != d_model_)
     throw ShapeError(op() + ": expected query (B,T,C) with C=" + std::to_string(d_model_) + ", got " +
                      (query.defined() ? shape_str(query.shape()) : std::string("undefined")));
-  if (!kv.k.defined() || kv.k.size(0) != query.size(0))
+  if (!kv.k.defined() || kv.k.size(0) != query.size(0) || kv.len < 1 || kv.len > kv.k.size(1))
     throw ShapeError(op() + ": key/value cache does not match query " + shape_str(query.shape()));
   const int64_t B = query.size(0), S = kv.length();
   if (key_padding_mask.defined() && key_padding_mask.shape() != Shape{B, S})
@@ -97,6 +138,7 @@ Tensor MultiHeadAttention::attend(const Tensor& query, const KVCache& kv, const 
   o.heads = heads_;
   o.key_padding_mask = key_padding_mask.defined() ? key_padding_mask.detach() : Tensor();
   o.causal = causal;
+  o.kv_length = kv.len < kv.k.size(1) ? kv.len : 0;
   o.dropout = is_training() ? dropout_ : 0.0;
   o.gen = dropout_gen_.get();
   o.weights = store_attention_ ? &attention_ : nullptr;

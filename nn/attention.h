@@ -29,10 +29,21 @@ class MultiHeadAttention : public Module {
   // Incremental decoding. Keys and values projected once and kept:
   // cross-attention projects the encoder memory once per input,
   // self-attention appends one position per decoding step.
+  // Self-attention's cache is preallocated: k and v are (B,capacity,C)
+  // buffers of which the first `len` positions hold keys and values; extend_kv
+  // writes the new positions in place (capacity `reserve` at the first call,
+  // doubled when full), so a decode of T steps copies O(T C), not O(T^2 C).
+  // Under grad mode with projections that require grad it concatenates
+  // instead, so gradients reach w_k and w_v. A caller must not keep a tensor
+  // of an earlier step's cache and expect it unchanged: the buffer is shared
+  // and written in place (its version is bumped, so backward through it
+  // throws rather than use the new values).
   struct KVCache {
-    Tensor k;  // (B,S,C), head h in columns [h*D, (h+1)*D)
-    Tensor v;  // (B,S,C)
-    int64_t length() const { return v.defined() ? v.size(1) : 0; }
+    Tensor k;  // (B,capacity,C), head h in columns [h*D, (h+1)*D)
+    Tensor v;  // (B,capacity,C)
+    int64_t len = 0;      // positions in use
+    int64_t reserve = 0;  // capacity to allocate at the first extend_kv (0: what it needs)
+    int64_t length() const { return k.defined() ? len : 0; }
   };
   KVCache project_kv(const Tensor& key, const Tensor& value);  // (B,S,C) each
   void extend_kv(KVCache& cache, const Tensor& key, const Tensor& value);  // appends (B,S',C) positions

@@ -266,3 +266,19 @@ TEST_CASE("threads: one and two threads give the same values and gradients") {
   // ~1e-11 relative here). A wrong split or a race is off by far more.
   check_close(one, two, 1e-9);
 }
+
+TEST_CASE("attention: kv_length reads the first positions of longer key/value buffers, gradients zero past them") {
+  // (B,Smax,C) buffers of which 3 of 5 positions are keys, as a preallocated cache.
+  Tensor q = leaf({2, 2, 8}, 71), k = leaf({2, 5, 8}, 72), v = leaf({2, 5, 8}, 73);
+  AttentionOptions o;
+  o.heads = 2;
+  o.kv_length = 3;
+  AttentionOptions plain;
+  plain.heads = 2;
+  auto with_length = [&](const V& x) { return attention(x[0], x[1], x[2], o); };
+  auto sliced = [&](const V& x) { return attention(x[0], slice(x[1], 1, 0, 3), slice(x[2], 1, 0, 3), plain); };
+  check_close(values_and_grads(with_length, {q, k, v}), values_and_grads(sliced, {q, k, v}), 1e-12);
+  XG_CHECK_GRAD(with_length, q, k, v);
+  o.kv_length = 6;
+  CHECK_THROWS_AS(attention(q, k, v, o), ShapeError);
+}

@@ -165,3 +165,39 @@ TEST_CASE("nn MultiHeadAttention: errors name the op and the shapes") {
   CHECK(xgnt::contains(msg, "(2,5)"));
   CHECK_THROWS_AS(mha.forward(zeros({3, 8}), k, k), ShapeError);
 }
+
+TEST_CASE("nn MultiHeadAttention: the self-attention cache is written in place, preallocated, and differentiable under grad") {
+  auto mha = make_mha(31);
+  mha.to(f64);
+  Tensor x = xgt::leaf({2, 4, 8}, 32).detach();
+  nn::MultiHeadAttention::KVCache cache;
+  cache.reserve = 6;
+  {
+    NoGradGuard ng;
+    const double* storage = nullptr;
+    for (int64_t t = 0; t < 4; ++t) {
+      Tensor step = slice(x, 1, t, t + 1);
+      mha.extend_kv(cache, step, step);
+      CHECK(cache.length() == t + 1);
+      CHECK(cache.k.size(1) == 6);  // the reserved capacity, allocated once
+      if (t == 0) storage = cache.k.data<double>();
+      CHECK(cache.k.data<double>() == storage);  // no reallocation, no copy of earlier positions
+    }
+    // The cached projections equal projecting the whole prefix at once.
+    nn::MultiHeadAttention::KVCache whole = mha.project_kv(x, x);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t t = 0; t < 4; ++t)
+        for (int64_t c = 0; c < 8; ++c) CHECK(cache.k.at({b, t, c}) == doctest::Approx(whole.k.at({b, t, c})).epsilon(1e-14));
+    // Attending to it equals attending to the whole prefix.
+    Tensor q = xgt::leaf({2, 1, 8}, 33).detach();
+    xgt::check_close({mha.attend(q, cache)}, {mha.attend(q, whole)}, 1e-12);
+    for (int64_t t = 4; t < 8; ++t) mha.extend_kv(cache, slice(x, 1, 0, 1), slice(x, 1, 0, 1));
+    CHECK(cache.length() == 8);
+    CHECK(cache.k.size(1) == 12);  // doubled once full
+  }
+  // Under grad mode the cache concatenates, so gradients reach w_k and w_v.
+  nn::MultiHeadAttention::KVCache grad_cache;
+  for (int64_t t = 0; t < 2; ++t) mha.extend_kv(grad_cache, slice(x, 1, t, t + 1), slice(x, 1, t, t + 1));
+  sum(mha.attend(slice(x, 1, 1, 2), grad_cache)).backward();
+  CHECK(mha.w_v->weight().grad().defined());
+}
