@@ -157,6 +157,9 @@ void empty_cache();        // returns every cached block to the system
 // back to the system. 0 disables caching. Throws std::invalid_argument if < 0.
 void set_cache_limit(int64_t bytes);
 
+// Flat index of the first NaN or Inf in t, -1 if every value is finite.
+int64_t first_nonfinite(const Tensor& t);
+
 // Exact comparison of shape, dtype and every bit of the values.
 bool bit_equal(const Tensor& a, const Tensor& b);
 

@@ -31,11 +31,12 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool e
     for (size_t i = 0; i < params.size(); ++i) {
       Tensor g = params[i].grad();
       if (!g.defined()) continue;
-      for (double x : g.to_vector())
-        if (!std::isfinite(x))
-          throw NonFiniteError("clip_grad_norm: the total gradient norm is " + std::to_string(norm) +
-                               "; the gradient of parameter " + std::to_string(i) + " " + shape_str(g.shape()) +
-                               " holds " + std::to_string(x) + ". Gradients left unclipped.");
+      const int64_t bad = first_nonfinite(g);
+      if (bad >= 0)
+        throw NonFiniteError("clip_grad_norm: the total gradient norm is " + std::to_string(norm) +
+                             "; the gradient of parameter " + std::to_string(i) + " " + shape_str(g.shape()) +
+                             " holds " + std::to_string(g.to_vector()[static_cast<size_t>(bad)]) +
+                             ". Gradients left unclipped.");
     }
     throw NonFiniteError("clip_grad_norm: the total gradient norm overflows to " + std::to_string(norm) +
                          " though every gradient is finite");

@@ -134,9 +134,6 @@ struct Node {
   ~Node();  // iterative: a 1M-node chain must not overflow the stack
 };
 
-// Index of the first NaN or Inf in t, -1 if every value is finite.
-int64_t first_nonfinite(const Tensor& t);
-
 inline const Tensor& check_defined(const Tensor& t, const char* op) {
   if (!t.defined()) throw ShapeError(std::string(op) + ": input tensor is undefined");
   return t;

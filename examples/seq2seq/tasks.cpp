@@ -165,14 +165,6 @@ Trainer::Trainer(const TrainOptions& opts) : opts_(opts), data_gen_(opts.seed) {
 
 double Trainer::current_lr() const { return schedule_->lr(std::max<int64_t>(step_, 1)); }
 
-namespace {
-bool first_nonfinite_value(const Tensor& t) {
-  for (double x : t.to_vector())
-    if (!std::isfinite(x)) return true;
-  return false;
-}
-}  // namespace
-
 double Trainer::step() {
   std::vector<Example> ex;
   ex.reserve(opts_.batch_size);
@@ -201,7 +193,7 @@ double Trainer::step() {
   if (!std::isfinite(norm)) {
     std::string who = "?";
     for (const auto& [name, p] : model_->named_parameters())
-      if (p.grad().defined() && first_nonfinite_value(p.grad())) {
+      if (p.grad().defined() && first_nonfinite(p.grad()) >= 0) {
         who = name;
         break;
       }
