@@ -56,9 +56,10 @@ struct Buffer {
   void* raw() { return ptr; }
 };
 
-// Uninitialised scratch memory for a kernel, from the caching allocator (a
-// std::vector would zero it, and glibc would map and unmap a large one on
-// every call). Counted in memory_stats() while alive.
+// Uninitialised memory for a kernel's scratch or a value saved beside the
+// tensors, from the caching allocator (a std::vector would zero it, and glibc
+// would map and unmap a large one on every call). Counted in memory_stats()
+// while alive.
 template <class T>
 class Scratch {
  public:
@@ -73,6 +74,7 @@ class Scratch {
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
   T* data() { return static_cast<T*>(block_.ptr); }
+  const T* data() const { return static_cast<const T*>(block_.ptr); }
 
  private:
   int64_t bytes_;
@@ -81,21 +83,7 @@ class Scratch {
 
 // A bf16 copy of a float32 tensor's values, saved for backward by the
 // products that run under Autocast(bf16); counted in memory_stats().
-struct Bf16Buffer {
-  int64_t n;
-  Block block;
-  explicit Bf16Buffer(int64_t count) : n(count), block(storage_alloc(static_cast<size_t>(2 * count))) {
-    count_storage(2 * n);
-  }
-  ~Bf16Buffer() {
-    count_storage(-2 * n);
-    storage_free(block);
-  }
-  Bf16Buffer(const Bf16Buffer&) = delete;
-  Bf16Buffer& operator=(const Bf16Buffer&) = delete;
-  uint16_t* data() { return static_cast<uint16_t*>(block.ptr); }
-  const uint16_t* data() const { return static_cast<const uint16_t*>(block.ptr); }
-};
+using Bf16Buffer = Scratch<uint16_t>;
 // Converts (round to nearest even) across the thread pool.
 std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t);
 
