@@ -134,6 +134,12 @@ struct MatmulPlan {
   }
 };
 
+// A gradient's storage, or null for one no input needs (the plans skip it).
+template <class T>
+T* data_or_null(Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
 bool autocast_bf16(const Tensor& t) { return autocast_precision() == Precision::bf16 && t.dtype() == Dtype::f32; }
 
 }  // namespace
@@ -173,8 +179,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     // Saved as bf16 copies: a later write to a or b cannot reach them.
     return record("matmul", out, {a, b}, [a16, b16, pl, as = a.shape(), bs = b.shape()](const Tensor& g) {
       Tensor ga = needs_input_grad(0) ? zeros(as, f32) : Tensor(), gb = needs_input_grad(1) ? zeros(bs, f32) : Tensor();
-      pl.backward(a16->data(), b16->data(), to_bf16(g)->data(), ga.defined() ? ga.data<float>() : nullptr,
-                  gb.defined() ? gb.data<float>() : nullptr);
+      pl.backward(a16->data(), b16->data(), to_bf16(g)->data(), data_or_null<float>(ga),
+                  data_or_null<float>(gb));
       return std::vector<Tensor>{ga, gb};
     });
   }
@@ -189,8 +195,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         Tensor gb = needs_input_grad(1) ? zeros(b.shape(), b.dtype()) : Tensor();
         dispatch(a.dtype(), [&](auto z) {
           using T = decltype(z);
-          pl.backward(a.data<T>(), b.data<T>(), g.data<T>(), ga.defined() ? ga.data<T>() : nullptr,
-                      gb.defined() ? gb.data<T>() : nullptr);
+          pl.backward(a.data<T>(), b.data<T>(), g.data<T>(), data_or_null<T>(ga),
+                      data_or_null<T>(gb));
         });
         return std::vector<Tensor>{ga, gb};
       },
@@ -267,7 +273,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
           Tensor gx = needs_input_grad(0) ? make_tensor(xs, f32) : Tensor();
           Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), f32) : Tensor();
           pl.backward(x16->data(), needs_input_grad(0) ? to_bf16(w)->data() : nullptr, to_bf16(g)->data(),
-                      gx.defined() ? gx.data<float>() : nullptr, gw.defined() ? gw.data<float>() : nullptr);
+                      data_or_null<float>(gx), data_or_null<float>(gw));
           return std::vector<Tensor>{gx, gw,
                                      has_b && needs_input_grad(2) ? bias_grad(g, pl.rows, pl.out_f) : Tensor()};
         },
@@ -284,8 +290,8 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
         Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), w.dtype()) : Tensor();
         dispatch(x.dtype(), [&](auto z) {
           using T = decltype(z);
-          pl.backward(x.data<T>(), w.data<T>(), g.data<T>(), gx.defined() ? gx.data<T>() : nullptr,
-                      gw.defined() ? gw.data<T>() : nullptr);
+          pl.backward(x.data<T>(), w.data<T>(), g.data<T>(), data_or_null<T>(gx),
+                      data_or_null<T>(gw));
         });
         return std::vector<Tensor>{gx, gw, has_b && needs_input_grad(2) ? bias_grad(g, pl.rows, pl.out_f) : Tensor()};
       },
