@@ -131,6 +131,19 @@ void trim(Cache& c, int64_t bound, Garbage& g) {
     }
 }
 
+// get() (null on failure), retried once after emptying the cache, whose
+// blocks may be what stands in the way; std::bad_alloc if it fails again.
+template <class Get>
+void* from_system(Get get) {
+  void* p = get();
+  if (!p) {
+    empty_cache();
+    p = get();
+    if (!p) throw std::bad_alloc();
+  }
+  return p;
+}
+
 Block alloc_large(Cache& c, size_t size) {
   {
     std::lock_guard<std::mutex> lk(c.m);
@@ -161,12 +174,10 @@ Block alloc_large(Cache& c, size_t size) {
     }
     ++c.misses;
   }
-  void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) {
-    empty_cache();  // the cached segments may be what stands in the way
-    p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-  }
+  void* p = from_system([size] {
+    void* m = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return m == MAP_FAILED ? nullptr : m;
+  });
   auto* seg = new Segment{static_cast<char*>(p), size};
   auto* s = new Span{seg, 0, size};
   std::lock_guard<std::mutex> lk(c.m);
@@ -223,12 +234,7 @@ Block storage_alloc(size_t bytes) {
     }
     ++c.misses;
   }
-  void* p = std::aligned_alloc(kAlign, size);
-  if (!p) {
-    empty_cache();
-    p = std::aligned_alloc(kAlign, size);
-    if (!p) throw std::bad_alloc();
-  }
+  void* p = from_system([size] { return std::aligned_alloc(kAlign, size); });
   std::lock_guard<std::mutex> lk(c.m);
   c.hand_out(static_cast<int64_t>(size));
   return {p, size, nullptr};
