@@ -174,11 +174,16 @@ void Tensor::set(std::initializer_list<int64_t> idx, double v) {
 uint64_t Tensor::version() const { return impl_of(impl_).buf->version.load(std::memory_order_relaxed); }
 void Tensor::bump_version() { impl_of(impl_).buf->version.fetch_add(1, std::memory_order_relaxed); }
 
-void Tensor::fill_(double value) {
-  dispatch(dtype(), [&](auto z) {
-    auto* p = data<decltype(z)>();
-    std::fill(p, p + numel(), static_cast<decltype(z)>(value));
+// Every element = value, no version bump (full() makes a fresh tensor).
+static void fill_values(Tensor& t, double value) {
+  dispatch(t.dtype(), [&](auto z) {
+    auto* p = t.data<decltype(z)>();
+    std::fill(p, p + t.numel(), static_cast<decltype(z)>(value));
   });
+}
+
+void Tensor::fill_(double value) {
+  fill_values(*this, value);
   bump_version();
 }
 
@@ -294,10 +299,7 @@ Tensor from_blob(void* data, const Shape& s, Dtype d, std::shared_ptr<void> owne
 
 Tensor full(const Shape& s, double value, Dtype d) {
   Tensor t = make_tensor(s, d);
-  dispatch(d, [&](auto z) {
-    auto* p = t.data<decltype(z)>();
-    std::fill(p, p + t.numel(), static_cast<decltype(z)>(value));
-  });
+  fill_values(t, value);
   return t;
 }
 Tensor zeros(const Shape& s, Dtype d) { return full(s, 0.0, d); }
