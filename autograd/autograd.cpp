@@ -160,14 +160,14 @@ Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, 
     const Tensor& t = saved[k];
     if (!t.defined()) continue;
     const auto& buf = t.impl()->buf;
-    std::string what = "saved tensor " + std::to_string(k);
-    if (buf == output.impl()->buf) what = "output";
+    int64_t which = SavedVersion::kSavedOther - static_cast<int64_t>(k);
+    if (buf == output.impl()->buf) which = SavedVersion::kSavedOutput;
     for (size_t i = 0; i < inputs.size(); ++i)
       if (inputs[i].defined() && inputs[i].impl()->buf == buf) {
-        what = "input " + std::to_string(i);
+        which = static_cast<int64_t>(i);
         break;
       }
-    node->saved.push_back({buf, buf->version.load(std::memory_order_relaxed), t.shape(), std::move(what)});
+    node->saved.push_back({buf, buf->version.load(std::memory_order_relaxed), which, which >= 0 ? Shape{} : t.shape()});
   }
   // The output may share storage with an input (reshape); give it its own impl.
   auto impl = std::make_shared<TensorImpl>();
@@ -227,11 +227,16 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
                              " was already freed by an earlier backward(); pass retain_graph=true");
     for (const SavedVersion& sv : node->saved) {
       const uint64_t now = sv.buf->version.load(std::memory_order_relaxed);
-      if (now != sv.version)
-        throw std::logic_error("backward of " + where_str(node->op, node->scope) + ": its " + sv.what + " " +
-                               shape_str(sv.shape) + ", saved for the gradient, was modified in place after " +
-                               node->op + " used it (version " + std::to_string(sv.version) + " when saved, " +
-                               std::to_string(now) + " now). Modify a clone() instead, or only after backward().");
+      if (now == sv.version) continue;
+      const std::string what =
+          sv.which >= 0 ? "input " + std::to_string(sv.which) + " " + shape_str(node->input_shapes[sv.which])
+          : sv.which == SavedVersion::kSavedOutput
+              ? "output " + shape_str(sv.shape)
+              : "saved tensor " + std::to_string(SavedVersion::kSavedOther - sv.which) + " " + shape_str(sv.shape);
+      throw std::logic_error("backward of " + where_str(node->op, node->scope) + ": its " + what +
+                             ", saved for the gradient, was modified in place after " + node->op +
+                             " used it (version " + std::to_string(sv.version) + " when saved, " +
+                             std::to_string(now) + " now). Modify a clone() instead, or only after backward().");
     }
     if (g_anomaly) {
       const int64_t bad = first_nonfinite(g);

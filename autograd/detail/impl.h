@@ -100,11 +100,15 @@ struct TensorImpl {
 // One recorded op. `next[i]` is the node producing input i's gradient path
 // (the op that made it, or a leaf's accumulator), null if none.
 // A tensor an op saved for backward, and the version its storage had then.
+// Only the error message needs to know which tensor it was: `which` is the
+// input's index, kSavedOutput, or kSavedOther - k for the k-th saved tensor,
+// whose shape is kept only when it is not an input's (those are in the node).
 struct SavedVersion {
+  static constexpr int64_t kSavedOutput = -1, kSavedOther = -2;
   std::shared_ptr<Buffer> buf;
   uint64_t version;
+  int64_t which;
   Shape shape;
-  std::string what;  // "input 1", "output", "saved tensor 2"
 };
 
 struct Node {
