@@ -87,6 +87,15 @@ int main(int argc, char** argv) {
       target = static_cast<T>(d);
     };
   };
+  // A switch: --name alone, or --name 0/1 (=false/true); anything else is refused
+  // (`--resume=yes` used to mean "no").
+  auto flag = [](const std::string& name, bool& target) {
+    return [&target, name](const std::string& v) {
+      if (v == "1" || v == "true") target = true;
+      else if (v == "0" || v == "false") target = false;
+      else throw std::invalid_argument("--" + name + ": expected 0 or 1 (or true/false), got '" + v + "'");
+    };
+  };
   auto add = [&](const std::string& name, const std::string& help, std::function<void(const std::string&)> set,
                  std::string def) { flags[name] = Flag{help, std::move(set), std::move(def)}; };
   add("task", "copy or reverse", [&](const std::string& v) { o.task.task = seq2seq::parse_task(v); }, "copy");
@@ -99,7 +108,7 @@ int main(int argc, char** argv) {
   add("d-ff", "feed-forward width", num("d-ff", o.model.d_ff), "256");
   add("dropout", "dropout probability", num("dropout", o.model.dropout), "0");
   add("pre-norm", "1: pre-norm layers, 0: the paper's post-norm",
-      [&](const std::string& v) { o.model.pre_norm = v == "1" || v == "true"; }, "0");
+      flag("pre-norm", o.model.pre_norm), "0");
   add("batch", "sequences per step (B)", num("batch", o.batch_size), "64");
   add("steps", "most training steps", num("steps", o.steps), "3000");
   add("target", "stop at this held-out exact match (0: run all steps)", num("target", o.target_exact_match), "0.99");
@@ -121,14 +130,14 @@ int main(int argc, char** argv) {
   add("checkpoint", "checkpoint file (safetensors)", [&](const std::string& v) { o.checkpoint = v; }, "");
   add("checkpoint-every", "steps between checkpoints (0: at the end only)", num("checkpoint-every", o.checkpoint_every), "0");
   add("resume", "1: continue from --checkpoint if it exists",
-      [&](const std::string& v) { o.resume = v == "1" || v == "true"; }, "0");
+      flag("resume", o.resume), "0");
   add("metrics", "CSV file of evaluation rows", [&](const std::string& v) { metrics_path = v; }, "");
   add("detect-anomaly",
       "1: check every op's output and every gradient for NaN/Inf and stop at the first, naming the op and module "
       "(slower; without it a non-finite loss or gradient norm still stops the run, naming the step)",
-      [&](const std::string& v) { o.detect_anomaly = v == "1" || v == "true"; }, "0");
+      flag("detect-anomaly", o.detect_anomaly), "0");
   add("no-samples", "1: do not print sample decodes",
-      [&](const std::string& v) { quiet_samples = v == "1" || v == "true"; }, "0");
+      flag("no-samples", quiet_samples), "0");
 
   try {
     for (int i = 1; i < argc; ++i) {
