@@ -37,7 +37,7 @@
 
 #include "autograd/xg.h"
 #include "engine/gemm.h"
-#include "examples/seq2seq/tasks.h"
+#include "train/trainer.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
 
@@ -135,7 +135,7 @@ models::Batch random_batch(Generator& g, int64_t rows, int64_t cols, int64_t voc
   return b;
 }
 
-int train(const std::map<std::string, std::string>& a) {
+int train_mode(const std::map<std::string, std::string>& a) {
   Cfg c = model_cfg(a);
   const int64_t steps = geti(a, "steps", 20), warm = geti(a, "warmup", 3, 0);
   const Precision precision = parse_precision(gets(a, "precision", "f32"));
@@ -368,14 +368,14 @@ int xtensor_vs_kernels(const std::map<std::string, std::string>& a) {
 }
 
 int converge(const std::map<std::string, std::string>& a) {
-  seq2seq::TrainOptions o;  // the training program's defaults
+  train::TrainOptions o;  // the training program's defaults
   o.model.dropout = 0;
   o.target_exact_match = 0.99;
-  o.task.task = seq2seq::parse_task(gets(a, "task", "copy"));
+  o.task.task = train::parse_task(gets(a, "task", "copy"));
   o.steps = geti(a, "max-steps", 4000);
   o.precision = parse_precision(gets(a, "precision", "f32"));
   o.seed = static_cast<uint64_t>(geti(a, "seed", 1, 0));
-  seq2seq::Trainer t(o);
+  train::Trainer t(o);
   auto t0 = clk::now();
   double em = 0;
   while (t.steps_done() < o.steps) {
@@ -386,7 +386,7 @@ int converge(const std::map<std::string, std::string>& a) {
     }
   }
   std::printf("{\"mode\":\"converge\",\"precision\":\"%s\",\"task\":\"%s\",\"seed\":%llu,\"steps\":%lld,\"seconds\":%.2f,\"exact_match\":%.4f}\n",
-              precision_name(o.precision), seq2seq::task_name(o.task.task), (unsigned long long)o.seed,
+              precision_name(o.precision), train::task_name(o.task.task), (unsigned long long)o.seed,
               (long long)t.steps_done(),
               ms_since(t0) / 1000, em);
   return 0;
@@ -403,7 +403,7 @@ int main(int argc, char** argv) {
     auto a = parse(argc, argv);
     set_num_threads(static_cast<int>(geti(a, "threads", 1, 1, available_cores())));
     const std::string mode = argv[1];
-    if (mode == "train") return train(a);
+    if (mode == "train") return train_mode(a);
     if (mode == "decode") return decode(a);
     if (mode == "sgemm") return sgemm(a);
     if (mode == "micro") return micro(a);

@@ -26,6 +26,15 @@ void TransformerConfig::validate() const {
   need(pad_id >= 0 && pad_id < std::min(src_vocab, tgt_vocab), "pad_id must be a valid token id");
 }
 
+double TransformerConfig::parameter_count() const {
+  const double c = static_cast<double>(d_model), f = static_cast<double>(d_ff);
+  const double attention = 4 * (c * c + c), feed_forward = c * f + f + f * c + c, norm = 2 * c;
+  const double encoder = attention + feed_forward + 2 * norm, decoder = 2 * attention + feed_forward + 3 * norm;
+  const double sv = static_cast<double>(src_vocab), tv = static_cast<double>(tgt_vocab);
+  const double embeddings = tie_weights ? sv * c : sv * c + tv * c + (c * tv + tv);
+  return static_cast<double>(layers) * (encoder + decoder) + embeddings + (pre_norm ? 2 * norm : 0);
+}
+
 // ---- layers -------------------------------------------------------------------
 
 EncoderLayer::EncoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop)

@@ -24,6 +24,10 @@ struct TransformerConfig {
   int64_t pad_id = 0;
   uint64_t seed = 0;      // initialisation and dropout
   void validate() const;  // throws std::invalid_argument naming the bad field
+  // The number of parameters a Transformer of this configuration has, computed
+  // without building it (in double: exact below 2^53, and never overflowing),
+  // e.g. to check a checkpoint's configuration against the file's size.
+  double parameter_count() const;
 };
 
 // A batch of token ids, row-major (B, L), rows padded with pad_id.

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Dependencies point one way: engine <- autograd <- {nn, optim} <- models <- train
+# <- programs (examples/, bench/). Fails listing every #include that points back.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+declare -A allowed=(
+  [engine]="engine"
+  [autograd]="engine autograd"
+  [nn]="engine autograd nn"
+  [optim]="engine autograd optim"
+  [models]="engine autograd nn models"
+  [train]="engine autograd nn optim models train"
+)
+bad=0
+for layer in "${!allowed[@]}"; do
+  while IFS= read -r hit; do
+    file=${hit%%:*}
+    target=$(sed -E 's/.*#include "([a-z_]+)\/.*/\1/' <<<"$hit")
+    if [[ " ${allowed[$layer]} " != *" $target "* ]]; then
+      echo "check_layers: $file includes $target/, which $layer/ may not use: ${hit#*:}"
+      bad=1
+    fi
+  done < <(grep -rnE '^#include "[a-z_]+/' "$layer" --include='*.h' --include='*.cpp' || true)
+done
+# The library, tests and bench never include a program.
+if grep -rnE '^#include "examples/' engine autograd nn optim models train tests bench; then
+  echo "check_layers: the lines above include examples/ (programs are thin, nothing depends on them)"
+  bad=1
+fi
+[ $bad = 0 ] && echo "check_layers: every #include points down the layers"
+exit $bad

@@ -1,0 +1,207 @@
+#include "train/cli.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+
+#include "autograd/autograd.h"
+
+namespace xg::train {
+
+namespace {
+
+// A whole number written as digits (optional '-'), within [lo, hi]: "1.5",
+// "1e3", "0x10", "nan" and "" are refused, never truncated or reinterpreted.
+int64_t parse_int(const std::string& name, const std::string& v, int64_t lo, int64_t hi) {
+  const size_t sign = !v.empty() && v[0] == '-';
+  const size_t digits = v.size() - sign;
+  const bool shaped = digits > 0 && digits <= 18 && v.find_first_not_of("0123456789", sign) == std::string::npos;
+  const int64_t x = shaped ? std::stoll(v) : 0;
+  if (!shaped || x < lo || x > hi)
+    throw CLI::ValidationError(fmt::format("{} {}: expected a whole number from {} to {}", name, v, lo, hi));
+  return x;
+}
+
+// A finite decimal number within [lo, hi] ("nan", "inf", "1x" are refused).
+double parse_real(const std::string& name, const std::string& v, double lo, double hi) {
+  char* end = nullptr;
+  errno = 0;
+  const double x = v.empty() ? NAN : std::strtod(v.c_str(), &end);
+  const bool ok = !v.empty() && end == v.c_str() + v.size() && errno == 0 && std::isfinite(x) && x >= lo && x <= hi &&
+                  v.find_first_of("xXnN") == std::string::npos;  // no hexadecimal floats, nan or inf
+  if (!ok) throw CLI::ValidationError(fmt::format("{} {}: expected a number from {:g} to {:g}", name, v, lo, hi));
+  return x;
+}
+
+template <class T>
+CLI::Option* add_int(CLI::App& app, const std::string& name, T& target, int64_t lo, int64_t hi,
+                     const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name, [&target, name, lo, hi](const std::string& v) { target = static_cast<T>(parse_int(name, v, lo, hi)); },
+          fmt::format("{} [{}..{}]", help, lo, hi))
+      ->type_name("INT")
+      ->default_str(std::to_string(target));
+}
+
+CLI::Option* add_real(CLI::App& app, const std::string& name, double& target, double lo, double hi,
+                      const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name, [&target, name, lo, hi](const std::string& v) { target = parse_real(name, v, lo, hi); },
+          fmt::format("{} [{:g}..{:g}]", help, lo, hi))
+      ->type_name("REAL")
+      ->default_str(fmt::format("{:g}", target));
+}
+
+// One of a few words.
+CLI::Option* add_word(CLI::App& app, const std::string& name, std::string& target, std::vector<std::string> words,
+                      const std::string& help) {
+  std::string list;
+  for (const auto& w : words) list += (list.empty() ? "" : ", ") + w;
+  return app
+      .add_option_function<std::string>(
+          name,
+          [&target, name, words, list](const std::string& v) {
+            if (std::find(words.begin(), words.end(), v) == words.end())
+              throw CLI::ValidationError(fmt::format("{} '{}': expected one of {}", name, v, list));
+            target = v;
+          },
+          fmt::format("{} ({})", help, list))
+      ->type_name("WORD")
+      ->default_str(target);
+}
+
+// Runs CLI11 and turns its outcome, or a check after it, into a Parsed.
+template <class Setup, class Check>
+Parsed parse_with(const char* program, int argc, const char* const* argv, Setup setup, Check check) {
+  CLI::App app;
+  app.name(program);
+  setup(app);
+  Parsed p;
+  try {
+    app.parse(argc, argv);
+    check();
+    p.run = true;
+  } catch (const CLI::CallForHelp&) {
+    p.message = app.help();
+  } catch (const CLI::ParseError& e) {
+    p.exit_code = 2;
+    p.message = fmt::format("{}: {} (try --help)", program, e.what());
+  } catch (const std::invalid_argument& e) {
+    p.exit_code = 2;
+    p.message = fmt::format("{}: {}", program, e.what());
+  }
+  return p;
+}
+
+}  // namespace
+
+TrainCommand::TrainCommand() {
+  TrainOptions& o = train;
+  o.model.d_model = 64;
+  o.model.heads = 4;
+  o.model.layers = 2;
+  o.model.d_ff = 256;
+  o.model.dropout = 0.0;
+  o.task.vocab = 16;
+  o.task.min_len = 1;
+  o.task.max_len = 10;
+  o.steps = 3000;
+  o.target_exact_match = 0.99;
+}
+
+Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd) {
+  using L = OptionLimits;
+  TrainOptions& o = cmd.train;
+  std::string task = task_name(o.task.task), precision = precision_name(o.precision);
+  bool no_samples = false;
+  int64_t threads = cmd.threads;
+  auto setup = [&](CLI::App& app) {
+    app.description(
+        "Trains the Transformer on the copy or reverse task. Prints a progress line, an evaluation by greedy decoding "
+        "every --eval-every steps, and a last line for scripts: final task=copy steps=N exact_match=... seconds=...");
+    add_word(app, "--task", task, {"copy", "reverse"}, "the task");
+    add_int(app, "--vocab", o.task.vocab, kFirstSymbol + 1, L::vocab, "vocabulary size, with the 3 special tokens");
+    add_int(app, "--min-len", o.task.min_len, 1, L::length, "shortest sequence");
+    add_int(app, "--max-len", o.task.max_len, 1, L::length, "longest sequence");
+    add_int(app, "--layers", o.model.layers, 1, L::layers, "encoder and decoder layers (N)");
+    add_int(app, "--d-model", o.model.d_model, 1, L::d_model, "model width (C), a multiple of --heads");
+    add_int(app, "--heads", o.model.heads, 1, L::heads, "attention heads (H)");
+    add_int(app, "--d-ff", o.model.d_ff, 1, L::d_ff, "feed-forward width");
+    add_real(app, "--dropout", o.model.dropout, 0, 0.99, "dropout probability");
+    app.add_flag("--pre-norm", o.model.pre_norm, "pre-norm layers (default: the paper's post-norm)");
+    add_int(app, "--batch", o.batch_size, 1, L::batch, "sequences per step (B)");
+    add_int(app, "--steps", o.steps, 1, L::steps, "most training steps");
+    add_real(app, "--target", o.target_exact_match, 0, 1, "stop at this held-out exact match (0: run all steps)");
+    add_word(app, "--schedule", o.schedule, {"noam", "constant", "warmup_linear"}, "learning-rate schedule");
+    add_real(app, "--lr", o.lr, 0, 1e30, "noam: the factor; otherwise the peak learning rate");
+    add_int(app, "--warmup", o.warmup, 0, L::steps, "warmup steps");
+    add_real(app, "--smoothing", o.label_smoothing, 0, 0.999, "label smoothing");
+    add_real(app, "--clip", o.clip_norm, 0, 1e6, "gradient norm clip (0: off)");
+    add_int(app, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max() / 2, "random seed");
+    add_int(app, "--threads", threads, 1, available_cores(),
+            "threads of xgrad's pool, which runs every kernel and splits every matrix product; at most the cores "
+            "this process may use");
+    add_word(app, "--precision", precision, {"f32", "bf16"},
+             "bf16: matrix products in bf16 with float32 accumulation (needs AVX512_BF16)");
+    add_int(app, "--eval-every", o.eval_every, 1, L::steps, "steps between evaluations");
+    add_int(app, "--eval-size", o.eval_size, 1, L::eval_size, "held-out sequences");
+    add_int(app, "--log-every", cmd.loop.log_every, 1, L::steps, "steps between progress lines when not on a terminal");
+    app.add_option("--checkpoint", o.checkpoint, "checkpoint file (safetensors), checked writable before step 1")
+        ->type_name("PATH");
+    add_int(app, "--checkpoint-every", o.checkpoint_every, 0, L::steps, "steps between checkpoints (0: at the end only)");
+    app.add_flag("--resume", o.resume,
+                 "continue from --checkpoint when that file exists (same task and model, else an error listing what "
+                 "differs); without it, an existing checkpoint is overwritten");
+    app.add_option("--metrics", cmd.loop.metrics, "CSV file of evaluation rows (appended to when resuming)")
+        ->type_name("PATH");
+    app.add_flag("--detect-anomaly", o.detect_anomaly,
+                 "check every op's output and gradient for NaN/Inf and stop at the first, naming the op and module "
+                 "(slower; without it a non-finite loss or gradient norm still stops the run, naming the step)");
+    app.add_flag("--no-samples", no_samples, "do not print sample decodes");
+  };
+  auto check = [&] {
+    o.task.task = parse_task(task);
+    o.precision = parse_precision(precision);
+    cmd.threads = static_cast<int>(threads);
+    cmd.loop.samples = no_samples ? 0 : 3;
+    if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume needs --checkpoint PATH");
+    if (o.task.max_len < o.task.min_len)
+      throw std::invalid_argument(fmt::format("--max-len {} is below --min-len {}", o.task.max_len, o.task.min_len));
+    if (o.model.d_model % o.model.heads != 0)
+      throw std::invalid_argument(
+          fmt::format("--d-model {} is not a multiple of --heads {}", o.model.d_model, o.model.heads));
+    if (o.precision == Precision::bf16 && !bf16_unsupported_reason().empty())
+      throw std::invalid_argument("--precision bf16: " + bf16_unsupported_reason());
+    o.validate();
+  };
+  return parse_with("train_tasks", argc, argv, setup, check);
+}
+
+Parsed parse_decode_command(int argc, const char* const* argv, DecodeCommand& cmd) {
+  int64_t threads = cmd.threads;
+  auto setup = [&](CLI::App& app) {
+    app.description(
+        "Decodes sequences with a checkpoint written by train_tasks: one output line per input line. Each argument "
+        "after the options is one source sequence of token ids (\"3 4 5\"); with none, one sequence per line of "
+        "stdin.");
+    app.add_option("--checkpoint", cmd.checkpoint, "checkpoint file written by train_tasks")
+        ->required()
+        ->type_name("PATH");
+    add_int(app, "--beam", cmd.beam, 1, OptionLimits::beam, "beam size (1: greedy)");
+    add_real(app, "--alpha", cmd.alpha, 0, 10, "beam search length penalty ((5 + |Y|) / 6)^alpha");
+    add_int(app, "--max-len", cmd.max_len, 0, ModelLimits::max_len,
+            "most output tokens (0: twice the input plus 5; never past the model's positions)");
+    add_int(app, "--threads", threads, 1, available_cores(), "threads of xgrad's pool");
+    app.add_option("sequences", cmd.inputs, "source sequences (default: read stdin)")->type_name("IDS");
+  };
+  auto check = [&] { cmd.threads = static_cast<int>(threads); };
+  return parse_with("decode", argc, argv, setup, check);
+}
+
+}  // namespace xg::train

@@ -1,0 +1,143 @@
+#include "train/loop.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+
+#include "autograd/autograd.h"
+
+namespace xg::train {
+
+namespace {
+
+std::string join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? " " : "") + std::to_string(v[i]);
+  return s;
+}
+
+std::string duration(double s) {
+  if (s < 60) return fmt::format("{:.1f}s", s);
+  return fmt::format("{}m{:02d}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+}
+
+struct File {
+  std::FILE* f = nullptr;
+  ~File() {
+    if (f) std::fclose(f);
+  }
+};
+
+}  // namespace
+
+RunResult run(Trainer& trainer, const LoopOptions& loop) {
+  const TrainOptions& o = trainer.options();
+  if (loop.log_every < 1) throw std::invalid_argument(fmt::format("log_every {}: expected at least 1", loop.log_every));
+  std::FILE* out = loop.out;
+  if (!o.checkpoint.empty()) {
+    check_writable(o.checkpoint);
+    if (o.resume && ::access(o.checkpoint.c_str(), F_OK) == 0) {
+      trainer.load(o.checkpoint);
+      fmt::print(out, "resumed from {} at step {}\n", o.checkpoint, trainer.steps_done());
+    } else if (o.resume) {
+      fmt::print(out, "no checkpoint at {} yet: starting from step 0\n", o.checkpoint);
+    }
+  }
+  const auto& cfg = trainer.model().config();
+  const int threads = num_threads();
+  fmt::print(out,
+             "task={} vocab={} len={}..{} | Transformer N={} d_model={} heads={} d_ff={} dropout={:g} {} | {} "
+             "parameters | batch {}, {} schedule, {} thread{}, {}\n",
+             task_name(o.task.task), o.task.vocab, o.task.min_len, o.task.max_len, cfg.layers, cfg.d_model, cfg.heads,
+             cfg.d_ff, cfg.dropout, cfg.pre_norm ? "pre-norm" : "post-norm", trainer.model().num_parameters(),
+             o.batch_size, o.schedule, threads, threads == 1 ? "" : "s", precision_name(o.precision));
+  std::fflush(out);
+
+  File metrics;
+  if (!loop.metrics.empty()) {
+    const bool fresh = !(trainer.steps_done() > 0 && ::access(loop.metrics.c_str(), F_OK) == 0);
+    metrics.f = std::fopen(loop.metrics.c_str(), fresh ? "w" : "a");
+    if (!metrics.f) throw std::runtime_error("cannot open the metrics file " + loop.metrics);
+    if (fresh) std::fprintf(metrics.f, "step,loss,lr,exact_match,token_acc,tokens_per_s\n");
+  }
+
+  const bool tty = ::isatty(::fileno(out));
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
+  double train_seconds = 0, loss_sum = 0;
+  int64_t tokens = 0, window_steps = 0;
+  RunResult r;
+  bool evaluated = false;
+  const int64_t first = trainer.steps_done();
+  while (trainer.steps_done() < o.steps) {
+    auto t0 = clock::now();
+    double loss = 0;
+    try {
+      loss = trainer.step();
+    } catch (const std::runtime_error& e) {  // NonFiniteError, AnomalyError: the parameters are those of the last step
+      if (tty) fmt::print(out, "\n");
+      std::fflush(out);
+      if (o.checkpoint.empty()) throw;
+      const std::string held = r.saved_at >= 0 ? fmt::format("{} holds step {}", o.checkpoint, r.saved_at)
+                                               : fmt::format("{} was not written by this run", o.checkpoint);
+      if (dynamic_cast<const AnomalyError*>(&e)) throw AnomalyError(std::string(e.what()) + "; nothing saved at this step; " + held);
+      throw optim::NonFiniteError(std::string(e.what()) + "; nothing saved at this step; " + held);
+    }
+    train_seconds += since(t0);
+    tokens += trainer.last_batch_tokens();
+    loss_sum += loss;
+    ++window_steps;
+    const int64_t step = trainer.steps_done();
+    const double tps = tokens / std::max(train_seconds, 1e-9);
+    const double elapsed = since(start);
+    const double eta = elapsed / static_cast<double>(step - first) * static_cast<double>(o.steps - step);
+    const std::string line = fmt::format("step {}/{} loss {:.4f} lr {:.2e} {:.0f} tok/s elapsed {} ETA {}", step,
+                                         o.steps, loss, trainer.current_lr(), tps, duration(elapsed), duration(eta));
+    if (tty) {
+      fmt::print(out, "\r{}\x1b[K", line);
+      std::fflush(out);
+    } else if (step % loop.log_every == 0) {
+      fmt::print(out, "{}\n", line);
+      std::fflush(out);
+    }
+    const bool at_end = step == o.steps;
+    if (step % o.eval_every == 0 || at_end) {
+      r.last = trainer.evaluate(loop.samples);
+      evaluated = true;
+      if (tty) fmt::print(out, "\n");
+      fmt::print(out, "eval step {}: exact_match {:.4f} token_acc {:.4f} ({} held-out sequences)\n", step,
+                 r.last.exact_match, r.last.token_acc, trainer.eval_set().size());
+      for (auto& [ex, got] : r.last.samples)
+        fmt::print(out, "  {} -> {}{}\n", join(ex.src), join(got), got == ex.tgt ? "" : "  (wrong)");
+      if (metrics.f) {
+        std::fprintf(metrics.f, "%lld,%.6f,%.6g,%.6f,%.6f,%.1f\n", static_cast<long long>(step),
+                     loss_sum / static_cast<double>(window_steps), trainer.current_lr(), r.last.exact_match,
+                     r.last.token_acc, tps);
+        std::fflush(metrics.f);
+      }
+      loss_sum = 0;
+      window_steps = 0;
+      std::fflush(out);
+    }
+    const bool reached = evaluated && o.target_exact_match > 0 && r.last.exact_match >= o.target_exact_match &&
+                         step % o.eval_every == 0;
+    if (!o.checkpoint.empty() && ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || at_end || reached)) {
+      trainer.save(o.checkpoint);
+      r.saved_at = step;
+    }
+    if (reached) break;
+  }
+  if (!evaluated) r.last = trainer.evaluate(0);
+  r.steps = trainer.steps_done();
+  r.seconds = since(start);
+  fmt::print(out, "final task={} steps={} exact_match={:.3f} token_acc={:.3f} seconds={:.1f}\n", task_name(o.task.task),
+             r.steps, r.last.exact_match, r.last.token_acc, r.seconds);
+  std::fflush(out);
+  return r;
+}
+
+}  // namespace xg::train
