@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs xgrad from BUILD_DIR into a temporary prefix, then builds and runs
 # tests/consumer/main.cpp twice, out of tree: with find_package(xgrad) and with
-# `pkg-config --cflags --libs xgrad`.   Usage: run.sh BUILD_DIR cmake|pkg-config
+# `pkg-config --cflags --libs xgrad`; with "deb", packs the .deb (cpack), unpacks
+# it into a temporary root (dpkg-deb -x, no root needed) and builds against that.
+#   Usage: run.sh BUILD_DIR cmake|pkg-config|deb
 set -euo pipefail
 build=$(cd "$1" && pwd)
 how=$2
@@ -9,7 +11,17 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$build/consumer-$how
 rm -rf "$work"
 mkdir -p "$work"
-cmake --install "$build" --prefix "$work/prefix" >/dev/null
+if [ "$how" = deb ]; then
+  (cd "$work" && cpack -G DEB --config "$build/CPackConfig.cmake" >/dev/null)
+  deb=$(ls "$work"/libxgrad-dev_*.deb)
+  echo "package: $(basename "$deb"), depends: $(dpkg-deb -f "$deb" Depends)"
+  dpkg-deb -x "$deb" "$work/root"
+  mkdir -p "$work/prefix"
+  ln -s "$work/root/usr"/* "$work/prefix/"
+  how=cmake
+else
+  cmake --install "$build" --prefix "$work/prefix" >/dev/null
+fi
 case $how in
   cmake)
     cmake -S "$here" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -22,5 +34,5 @@ case $how in
     # shellcheck disable=SC2086
     g++ -O2 "$here/main.cpp" -o "$work/consumer" $flags
     "$work/consumer" ;;
-  *) echo "run.sh: expected cmake or pkg-config, got '$how'" >&2; exit 2 ;;
+  *) echo "run.sh: expected cmake, pkg-config or deb, got '$how'" >&2; exit 2 ;;
 esac
