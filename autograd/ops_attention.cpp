@@ -131,7 +131,8 @@ void softmax_rows(const Plan& pl, int64_t b, T* P) {
 // the context.
 template <class T>
 void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T* w, int64_t bh0, int64_t bh1) {
-  const auto [B, Tq, S, H, D, C, Skv] = pl.g;
+  // Plain copies, not a structured binding: lambdas may not capture those before C++20 (clang refuses).
+  const int64_t B = pl.g.B, Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
   (void)B;
   const int64_t TS = Tq * S;
   Scratch<T> dropped(pl.p > 0 ? (bh1 - bh0) * TS : 0);
@@ -157,7 +158,8 @@ void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T
 template <class T>
 void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T* w, const T* g, T* dq, T* dk, T* dv,
                     int64_t bh0, int64_t bh1) {
-  const auto [B, Tq, S, H, D, C, Skv] = pl.g;
+  // Plain copies, not a structured binding: lambdas may not capture those before C++20 (clang refuses).
+  const int64_t B = pl.g.B, Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
   (void)B;
   const int64_t TS = Tq * S;
   Scratch<T> dPs((bh1 - bh0) * TS), dropped(pl.p > 0 ? (bh1 - bh0) * TS : 0);

@@ -1,0 +1,101 @@
+// Writes the fuzzers' seed corpora: valid inputs of each harness, from which
+// libFuzzer mutates. Usage: make_seeds DIR (creates DIR/<harness>/...).
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "autograd/serialize.h"
+#include "models/transformer.h"
+#include "optim/optim.h"
+#include "train/trainer.h"
+
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void put(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// An argument list as the CLI harness reads it: arguments separated by NUL.
+std::string args(const std::vector<std::string>& a) {
+  std::string s;
+  for (size_t i = 0; i < a.size(); ++i) s += (i ? std::string(1, '\0') : "") + a[i];
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_seeds DIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  for (const char* h : {"", "/tensor_loader", "/module_loader", "/optim_loader", "/cli_train", "/cli_decode"})
+    ::mkdir((dir + h).c_str(), 0755);
+
+  // A whole training checkpoint (tensors + metadata), tiny.
+  xg::train::TrainOptions o;
+  o.task.vocab = 8;
+  o.task.max_len = 4;
+  o.model.layers = 1;
+  o.model.d_model = 8;
+  o.model.heads = 2;
+  o.model.d_ff = 16;
+  o.eval_size = 4;
+  o.batch_size = 4;
+  xg::train::Trainer trainer(o);
+  trainer.step();
+  trainer.save(dir + "/tensor_loader/checkpoint.safetensors");
+  put(dir + "/module_loader/checkpoint.safetensors", slurp(dir + "/tensor_loader/checkpoint.safetensors"));
+
+  // The module harness's own model, as its state_dict.
+  xg::models::TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = 8;
+  c.layers = 1;
+  c.d_model = 8;
+  c.heads = 2;
+  c.d_ff = 16;
+  c.max_len = 16;
+  xg::models::Transformer model(c);
+  xg::save_tensors(dir + "/module_loader/transformer.safetensors", model.state_dict());
+  xg::save_tensors(dir + "/tensor_loader/transformer.safetensors", model.state_dict());
+
+  // Optimiser state of the optimiser harness's parameters after one step.
+  std::vector<xg::Tensor> params{xg::zeros({3, 2}), xg::zeros({2})};
+  for (auto& t : params) {
+    t.requires_grad_(true);
+    t.set_grad(xg::ones(t.shape()));
+  }
+  xg::optim::Adam adam(params, xg::optim::AdamOptions{});
+  adam.step();
+  xg::save_tensors(dir + "/optim_loader/adam.safetensors", adam.state_dict());
+  xg::optim::SGDOptions so;
+  so.momentum = 0.9;
+  xg::optim::SGD sgd(params, so);
+  sgd.step();
+  xg::save_tensors(dir + "/optim_loader/sgd.safetensors", sgd.state_dict());
+
+  put(dir + "/cli_train/defaults", args({}));
+  put(dir + "/cli_train/full",
+      args({"--task", "reverse", "--vocab", "12", "--min-len", "2", "--max-len", "8", "--layers", "1", "--d-model", "32",
+            "--heads", "4", "--d-ff", "64", "--dropout", "0.1", "--pre-norm", "--batch", "16", "--steps", "100",
+            "--target", "0.9", "--schedule", "warmup_linear", "--lr", "0.001", "--warmup", "10", "--smoothing", "0",
+            "--clip", "0", "--seed", "3", "--threads", "1", "--precision", "f32", "--eval-every", "10", "--eval-size",
+            "50", "--log-every", "5", "--checkpoint", "x.safetensors", "--checkpoint-every", "10", "--resume",
+            "--metrics", "m.csv", "--detect-anomaly", "--no-samples"}));
+  put(dir + "/cli_train/equals", args({"--steps=10", "--lr=0.5", "--resume=true", "--checkpoint=c"}));
+  put(dir + "/cli_train/help", args({"--help"}));
+  put(dir + "/cli_decode/beam", args({"--checkpoint", "c.safetensors", "--beam", "4", "--alpha", "0.6", "--max-len",
+                                      "20", "--threads", "1", "3 4 5", "6 7"}));
+  put(dir + "/cli_decode/greedy", args({"--checkpoint=c", "3"}));
+  std::printf("make_seeds: wrote the seed corpora under %s\n", dir.c_str());
+  return 0;
+}

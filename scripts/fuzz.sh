@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses (clang-14, ASan + UBSan) into build-fuzz/ and
+# runs each from a seed corpus of valid files for SECONDS (default 60), or
+# until RUNS executions when given. Exits 1 at the first crash, leak, timeout
+# or out-of-memory (the input is kept under build-fuzz/findings/).
+#   scripts/fuzz.sh [SECONDS] [RUNS]      e.g. scripts/fuzz.sh 3600 1000000
+# Harnesses: tensor_loader (safetensors bytes; then the checkpoint metadata),
+# module_loader (a Transformer's load_state_dict), optim_loader (Adam and SGD
+# state), cli_train and cli_decode (the programs' command lines).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds=${1:-60}
+runs=${2:--1}
+dir=build-fuzz
+# The float32 engine is OpenBLAS here: oneDNN's OpenMP runtime is GCC's, and
+# no harness multiplies matrices.
+cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXG_FUZZ=ON \
+      -DXG_GEMM=openblas -DXG_BUILD_TESTS=OFF >/dev/null
+harnesses=(tensor_loader module_loader optim_loader cli_train cli_decode)
+start=$(date +%s)
+cmake --build "$dir" -j"$(nproc)" --target make_seeds "${harnesses[@]/#/fuzz_}" >/dev/null
+echo "fuzz: built in $(( $(date +%s) - start )) s"
+"$dir/fuzz/make_seeds" "$dir/seeds" >/dev/null
+mkdir -p "$dir/findings"
+status=0
+for h in "${harnesses[@]}"; do
+  dict=fuzz/safetensors.dict
+  [[ $h == cli_* ]] && dict=fuzz/cli.dict
+  mkdir -p "$dir/corpus/$h"
+  log="$dir/fuzz_$h.log"
+  # -rss_limit_mb / -malloc_limit_mb: an input that allocates past 2 GiB is a finding.
+  if ! "$dir/fuzz/fuzz_$h" "$dir/corpus/$h" "$dir/seeds/$h" -dict="$dict" -max_total_time="$seconds" \
+       -runs="$runs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1 \
+       -artifact_prefix="$dir/findings/$h-" >"$log" 2>&1; then
+    echo "fuzz: $h FAILED (log: $log, input under $dir/findings/):"
+    grep -E "ERROR|SUMMARY|==[0-9]+==" "$log" | head -5
+    status=1
+    continue
+  fi
+  execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$log" | tail -1)
+  secs=$(sed -nE 's/^Done [0-9]+ runs in ([0-9]+) second.*/\1/p' "$log" | tail -1)
+  echo "fuzz: $h: ${execs:-?} executions in ${secs:-?} s, no crash (corpus $(ls "$dir/corpus/$h" | wc -l) inputs)"
+done
+exit $status
