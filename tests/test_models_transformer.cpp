@@ -236,3 +236,21 @@ TEST_CASE("transformer: configuration and input errors are clear") {
   Batch toolong{std::vector<int64_t>(20, 3), 1, 20};
   CHECK(xgt::contains(XG_THROW_MESSAGE(m.forward(toolong, Batch{{1}, 1, 1}), std::invalid_argument), "max_len"));
 }
+
+TEST_CASE("transformer: parameter_count() equals the built model's count, tied or not, pre- or post-norm") {
+  for (bool tie : {true, false})
+    for (bool pre : {false, true}) {
+      models::TransformerConfig c;
+      c.src_vocab = 11;
+      c.tgt_vocab = tie ? 11 : 13;
+      c.layers = 2;
+      c.d_model = 12;
+      c.heads = 3;
+      c.d_ff = 20;
+      c.tie_weights = tie;
+      c.pre_norm = pre;
+      CAPTURE(tie);
+      CAPTURE(pre);
+      CHECK(c.parameter_count() == static_cast<double>(models::Transformer(c).num_parameters()));
+    }
+}
