@@ -35,6 +35,8 @@
 
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
+
 #include "autograd/xg.h"
 #include "engine/gemm.h"
 #include "train/trainer.h"
@@ -50,14 +52,21 @@ const std::set<std::string> kFlags = {"vocab",  "len",     "d-model", "heads", "
                                        "steps",  "warmup",  "threads", "precision", "sequences", "reps", "cache",
                                        "only",   "task",    "seed",    "max-steps"};
 
-std::map<std::string, std::string> parse(int argc, char** argv) {
+// The command line (CLI11): a mode, then --flag value pairs, kept as text and
+// checked where they are read (geti: a whole number in range).
+std::map<std::string, std::string> parse(int argc, char** argv, std::string& mode) {
+  CLI::App app;
+  app.name("xg_bench");
+  app.description("xgrad's side of bench/run.sh: one JSON line of timings per run.");
+  app.add_option("mode", mode, "train, decode, sgemm, micro, converge or xtensor")->required();
   std::map<std::string, std::string> a;
-  for (int i = 2; i < argc; i += 2) {
-    const std::string flag = argv[i];
-    if (flag.rfind("--", 0) != 0 || !kFlags.count(flag.substr(2)))
-      throw std::invalid_argument("unknown option '" + flag + "'");
-    if (i + 1 == argc) throw std::invalid_argument(flag + " needs a value");
-    a[flag.substr(2)] = argv[i + 1];
+  for (const auto& f : kFlags)
+    app.add_option_function<std::string>("--" + f, [&a, f](const std::string& v) { a[f] = v; })->type_name("VALUE");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::printf("%s", app.help().c_str());
+    std::exit(0);
   }
   return a;
 }
@@ -96,17 +105,15 @@ Cfg model_cfg(const std::map<std::string, std::string>& a) {
   const Cfg c{geti(a, "vocab", 16, 4, 1 << 20),    geti(a, "len", 12, 1, 4096),     geti(a, "d-model", 64, 1, 8192),
           geti(a, "heads", 4, 1, 1024),        geti(a, "layers", 2, 1, 64),     geti(a, "d-ff", 256, 1, 1 << 16),
           geti(a, "batch", 64, 1, 4096)};
-  // Parameters (embedding, 6 encoder and 10 decoder C x C or C x F matrices
-  // per layer pair) and their gradients and Adam moments, 16 bytes each: a
-  // model that cannot fit is refused before it is built (allocation would
+  // A model that cannot fit is refused before it is built (allocation would
   // otherwise succeed and the machine page until it runs out).
-  const double params = double(c.vocab) * c.d_model +
-                        double(c.layers) * (12.0 * c.d_model * c.d_model + 4.0 * c.d_model * c.d_ff);
-  const double ram = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
-  if (16 * params > ram)
-    throw std::invalid_argument(fmt::format("--vocab/--d-model/--d-ff/--layers: {:.0f} parameters need {:.1f} GB with "
-                                            "their gradients and Adam state, more than this machine's {:.1f} GB",
-                                            params, 16 * params / 1e9, ram / 1e9));
+  models::TransformerConfig t;
+  t.src_vocab = t.tgt_vocab = c.vocab;
+  t.d_model = c.d_model;
+  t.heads = c.heads;
+  t.layers = c.layers;
+  t.d_ff = c.d_ff;
+  train::check_fits_in_memory(t);
   return c;
 }
 models::TransformerConfig tcfg(const Cfg& c) {
@@ -395,14 +402,10 @@ int converge(const std::map<std::string, std::string>& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: xg_bench train|decode|sgemm|micro|converge|xtensor [--flag value ...]\n");
-    return 2;
-  }
   try {
-    auto a = parse(argc, argv);
+    std::string mode;
+    auto a = parse(argc, argv, mode);
     set_num_threads(static_cast<int>(geti(a, "threads", 1, 1, available_cores())));
-    const std::string mode = argv[1];
     if (mode == "train") return train_mode(a);
     if (mode == "decode") return decode(a);
     if (mode == "sgemm") return sgemm(a);
@@ -410,6 +413,8 @@ int main(int argc, char** argv) {
     if (mode == "converge") return converge(a);
     if (mode == "xtensor") return xtensor_vs_kernels(a);
     std::fprintf(stderr, "xg_bench: unknown mode %s (train, decode, sgemm, micro, converge or xtensor)\n", mode.c_str());
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "xg_bench: %s (modes: train, decode, sgemm, micro, converge, xtensor)\n", e.what());
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "xg_bench: out of memory: the model, batch or length is too large for this machine\n");
   } catch (const std::exception& e) {
