@@ -209,7 +209,7 @@ TEST_CASE("decode: F10, a checkpoint's configuration is checked before any model
   CHECK(ok.model().num_parameters() == 1568);
 }
 
-TEST_CASE("decode: F14, every line decodes to one line; bad tokens are named; long inputs are flagged") {
+TEST_CASE("decode: F14, every line decodes to one line, bad tokens are named, long inputs are flagged") {
   Decoder d(checkpoint("f14.safetensors"));
   CHECK(d.parse("").empty());
   CHECK(d.decode({}).empty());  // the program prints an empty line for it
