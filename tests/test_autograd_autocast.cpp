@@ -107,7 +107,7 @@ TEST_CASE("autocast: linear and matmul equal the float32 products of bf16-rounde
   CHECK(max_abs_diff(y, linear(x, w, b)) > 1e-3);
 }
 
-TEST_CASE("autocast: the gradients of a small model agree with float32 at bf16 precision; float64 is never cast") {
+TEST_CASE("autocast: the gradients of a small model agree with float32 at bf16 precision, float64 is never cast") {
   if (!bf16_here()) return;
   Generator g(5);
   Tensor x = randn({16, 32}, g), w1 = randn({64, 32}, g, f32, 0, 0.2).requires_grad_(),
