@@ -14,6 +14,9 @@ namespace {
 // dst (contiguous, `shape`) = src read at `offset` with `strides`.
 Tensor gather_strided(const Tensor& src, const Shape& shape, int64_t offset, const std::vector<int64_t>& strides) {
   Tensor out = make_tensor(shape, src.dtype());
+  // Nothing to copy; and the rows below would be memcpy'd with length 0 from
+  // a source that may be null (an empty from_blob tensor).
+  if (out.numel() == 0) return out;
   dispatch(src.dtype(), [&](auto z) {
     using T = decltype(z);
     const T* s = src.data<T>() + offset;
@@ -173,9 +176,10 @@ Tensor concat(const std::vector<Tensor>& ts, int64_t axis) {
     for (const Tensor& t : ts) {
       const int64_t w = t.shape()[ax] * inner;
       const T* s = t.data<T>();
+      sizes.push_back(t.shape()[ax]);
+      if (w == 0) continue;  // an empty tensor's data may be null: memcpy must not see it
       for (int64_t o = 0; o < outer; ++o) std::memcpy(d + o * row + col, s + o * w, w * sizeof(T));
       col += w;
-      sizes.push_back(t.shape()[ax]);
     }
   });
   return record("concat", out, ts, [sizes, ax](const Tensor& g) { return split(g, sizes, ax); });

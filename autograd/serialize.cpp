@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "autograd/detail/impl.h"
@@ -23,6 +25,26 @@ size_t elem_size(Dtype d) { return d == Dtype::f32 ? 4 : 8; }
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw FormatError("load_tensors: " + path + ": " + what);
+}
+
+// A name for a message: control bytes (NUL among them) as \xNN, and at most
+// 200 bytes of it.
+std::string show_name(const std::string& s) {
+  constexpr size_t kShown = 200;
+  size_t n = std::min(s.size(), kShown);
+  while (n < s.size() && n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) --n;  // whole UTF-8 characters
+  std::string r = "'";
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      r += hex;
+    } else {
+      r += static_cast<char>(c);
+    }
+  }
+  return r + (n < s.size() ? "...'" : "'");
 }
 
 void write_all(int fd, const void* p, size_t n, const std::string& tmp) {
@@ -47,12 +69,21 @@ void save_tensors(const std::string& path, const std::map<std::string, Tensor>& 
   for (const auto& [name, t] : tensors) {
     if (!t.defined()) throw std::invalid_argument("save_tensors: tensor '" + name + "' is undefined");
     if (name == "__metadata__") throw std::invalid_argument("save_tensors: '__metadata__' is a reserved name");
+    if (name.find('\0') != std::string::npos)
+      throw std::invalid_argument("save_tensors: tensor name " + show_name(name) + " contains a NUL byte");
+    if (t.shape().size() > kMaxTensorDims)
+      throw std::invalid_argument("save_tensors: tensor " + show_name(name) + " has " +
+                                  std::to_string(t.shape().size()) + " dimensions; load_tensors reads at most " +
+                                  std::to_string(kMaxTensorDims));
     const uint64_t bytes = t.numel() * elem_size(t.dtype());
     header[name] = {{"dtype", t.dtype() == Dtype::f32 ? "F32" : "F64"},
                     {"shape", t.shape()},
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
+  for (const auto& kv : metadata)
+    if (kv.first.find('\0') != std::string::npos)
+      throw std::invalid_argument("save_tensors: metadata key " + show_name(kv.first) + " contains a NUL byte");
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
@@ -81,14 +112,151 @@ void save_tensors(const std::string& path, const std::map<std::string, Tensor>& 
   }
 }
 
-std::map<std::string, Tensor> load_tensors(const std::string& path, std::map<std::string, std::string>* metadata) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail(path, "cannot open file");
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
-  in.seekg(0);
+namespace {
+
+constexpr uint64_t kMaxElements = 1ull << 40;  // per tensor, counting only its non-zero dimensions
+
+// Where a file's bytes come from: an open file or a span of memory. Nothing
+// is read until the header has been checked, and each tensor's bytes go
+// straight into that tensor.
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual uint64_t size() const = 0;
+  // Copies the `n` bytes at `offset` into `dst`; false if they are not all there.
+  virtual bool read(uint64_t offset, uint64_t n, void* dst) = 0;
+};
+
+class FileSource final : public Source {
+ public:
+  explicit FileSource(const std::string& path) : in_(path, std::ios::binary) {
+    if (!in_) fail(path, "cannot open file");
+    in_.seekg(0, std::ios::end);
+    const std::streamoff end = in_.tellg();
+    if (!in_ || end < 0) fail(path, "cannot tell the file's size (not a regular file?)");
+    size_ = static_cast<uint64_t>(end);
+  }
+  uint64_t size() const override { return size_; }
+  bool read(uint64_t offset, uint64_t n, void* dst) override {
+    if (n == 0) return true;
+    if (offset > size_ || n > size_ - offset) return false;
+    in_.clear();
+    in_.seekg(static_cast<std::streamoff>(offset));
+    in_.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
+    return in_ && in_.gcount() == static_cast<std::streamsize>(n);
+  }
+
+ private:
+  std::ifstream in_;
+  uint64_t size_ = 0;
+};
+
+class MemorySource final : public Source {
+ public:
+  MemorySource(const void* data, uint64_t size) : p_(static_cast<const unsigned char*>(data)), size_(size) {}
+  uint64_t size() const override { return size_; }
+  bool read(uint64_t offset, uint64_t n, void* dst) override {
+    if (n == 0) return true;  // before memcpy: p_ (or dst) may be null then
+    if (offset > size_ || n > size_ - offset) return false;
+    std::memcpy(dst, p_ + offset, n);
+    return true;
+  }
+
+ private:
+  const unsigned char* p_;
+  uint64_t size_;
+};
+
+// A first pass over the header text that builds nothing: nlohmann::json
+// keeps the last of two equal keys silently, and would build an array of
+// any length, nested to any depth, before either could be checked. Stops at
+// the first JSON syntax error, key repeated in an object, array longer than
+// kMaxTensorDims (a shape; no array in a valid header is longer) or nesting
+// deeper than kMaxDepth.
+class HeaderScan final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::string error;  // empty if the header passed
+
+  bool null() override { return element(); }
+  bool boolean(bool) override { return element(); }
+  bool number_integer(number_integer_t) override { return element(); }
+  bool number_unsigned(number_unsigned_t) override { return element(); }
+  bool number_float(number_float_t, const string_t&) override { return element(); }
+  bool string(string_t&) override { return element(); }
+  bool binary(binary_t&) override { return element(); }
+  bool start_object(std::size_t) override { return open(false); }
+  bool start_array(std::size_t) override { return open(true); }
+  bool end_object() override { return close(); }
+  bool end_array() override { return close(); }
+  bool key(string_t& k) override {
+    Frame& f = stack_.back();
+    if (!f.keys.insert(k).second) {
+      error =
+          "duplicate key " + show_name(k) + (stack_.size() == 1 ? " at the top level of the header" : " in " + where());
+      return false;
+    }
+    f.pending = k;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    error = std::string("header is not valid JSON: ") + e.what();
+    return false;
+  }
+
+ private:
+  struct Frame {
+    bool array;
+    std::string key;      // this container's key in its parent object ("" in an array or at the top)
+    std::string pending;  // objects: the key whose value comes next
+    std::set<std::string> keys;
+    size_t count = 0;     // arrays: elements so far
+  };
+  static constexpr size_t kMaxDepth = 16;  // so that the stack stays small
+  std::vector<Frame> stack_;
+
+  // "'w' / 'shape'": the keys down to the innermost container.
+  std::string where() const {
+    std::string r;
+    for (size_t i = 1; i < stack_.size(); ++i) r += (r.empty() ? "" : " / ") + show_name(stack_[i].key);
+    return r;
+  }
+  bool element() {
+    if (stack_.empty() || !stack_.back().array || ++stack_.back().count <= kMaxTensorDims) return true;
+    const bool shape =
+        stack_.size() == 3 && !stack_[1].array && stack_[1].key != "__metadata__" && stack_[2].key == "shape";
+    error = shape ? "tensor " + show_name(stack_[1].key) + ": shape has more than " + std::to_string(kMaxTensorDims) +
+                        " dimensions (the most xgrad reads)"
+                  : "array " + where() + " in the header has more than " + std::to_string(kMaxTensorDims) +
+                        " elements (no array in a valid header is that long)";
+    return false;
+  }
+  bool open(bool array) {
+    if (stack_.empty() && array) {
+      error = "header is not a JSON object";
+      return false;
+    }
+    if (!element()) return false;
+    if (stack_.size() == kMaxDepth) {
+      error = "header nests JSON more than " + std::to_string(kMaxDepth) + " levels deep (a valid header nests 3)";
+      return false;
+    }
+    Frame f;
+    f.array = array;
+    if (!stack_.empty() && !stack_.back().array) f.key = stack_.back().pending;
+    stack_.push_back(std::move(f));
+    return true;
+  }
+  bool close() {
+    stack_.pop_back();
+    return true;
+  }
+};
+
+std::map<std::string, Tensor> load(Source& src, const std::string& path, std::map<std::string, std::string>* metadata) {
+  const uint64_t size = src.size();
   if (size < 8) fail(path, "truncated: " + std::to_string(size) + " bytes, too short for the 8-byte header length");
   unsigned char len[8];
-  in.read(reinterpret_cast<char*>(len), 8);
+  if (!src.read(0, 8, len)) fail(path, "could not read the 8-byte header length");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(len[i]) << (8 * i);
   if (n > kMaxHeader) fail(path, "header length " + std::to_string(n) + " exceeds the 100 MiB limit");
@@ -96,8 +264,10 @@ std::map<std::string, Tensor> load_tensors(const std::string& path, std::map<std
     fail(path, "header length " + std::to_string(n) + " points past the end of the file (" + std::to_string(size) +
                    " bytes): truncated or corrupt");
   std::string text(n, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(n));
-  if (!in) fail(path, "could not read the header");
+  if (!src.read(8, n, text.data())) fail(path, "could not read the header");
+  HeaderScan scan;
+  nlohmann::json::sax_parse(text, &scan);
+  if (!scan.error.empty()) fail(path, scan.error);
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(text);
@@ -114,67 +284,125 @@ std::map<std::string, Tensor> load_tensors(const std::string& path, std::map<std
     uint64_t begin, end;
   };
   std::vector<Entry> entries;
+  std::map<std::string, std::string> meta;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     const auto& v = it.value();
     if (name == "__metadata__") {
       if (!v.is_object()) fail(path, "__metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) fail(path, "__metadata__ entry '" + m.key() + "' is not a string");
-        if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
+        if (m.key().find('\0') != std::string::npos)
+          fail(path, "__metadata__ key " + show_name(m.key()) + " contains a NUL byte");
+        if (!m.value().is_string()) fail(path, "__metadata__ entry " + show_name(m.key()) + " is not a string");
+        meta[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
+    const std::string t = "tensor " + show_name(name) + ": ";
+    if (name.find('\0') != std::string::npos) fail(path, "tensor name " + show_name(name) + " contains a NUL byte");
     if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
-      fail(path, "tensor '" + name + "': entry needs dtype, shape and data_offsets");
+      fail(path, t + "entry needs dtype, shape and data_offsets");
     Entry e;
     e.name = name;
-    if (!v["dtype"].is_string()) fail(path, "tensor '" + name + "': dtype is not a string");
+    if (!v["dtype"].is_string()) fail(path, t + "dtype is not a string");
     const std::string dt = v["dtype"].get<std::string>();
     if (dt == "F32") e.dtype = Dtype::f32;
     else if (dt == "F64") e.dtype = Dtype::f64;
-    else fail(path, "tensor '" + name + "': unsupported dtype " + dt + " (xgrad reads F32 and F64)");
-    if (!v["shape"].is_array()) fail(path, "tensor '" + name + "': shape is not an array");
-    uint64_t count = 1;
-    for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) fail(path, "tensor '" + name + "': shape has a non-integer or negative entry");
+    else fail(path, t + "unsupported dtype " + show_name(dt) + " (xgrad reads F32 and F64)");
+    const auto& shape = v["shape"];
+    if (!shape.is_array()) fail(path, t + "shape is not an array");
+    // The scan capped the array at kMaxTensorDims. The count of elements
+    // ignores zero dimensions, so that (0, 2^40, 2^40) is refused like
+    // (2^40, 2^40): the strides of such a shape would overflow.
+    uint64_t nonzero = 1;
+    bool empty = false;
+    for (const auto& d : shape) {
+      if (!d.is_number_unsigned()) fail(path, t + "shape has a non-integer or negative entry");
       const uint64_t dim = d.get<uint64_t>();
-      if (dim > (1ull << 40) || (dim && count > (1ull << 40) / dim)) fail(path, "tensor '" + name + "': shape too large");
-      count *= dim;
+      if (dim == 0) empty = true;
+      else if (dim > kMaxElements / nonzero)
+        fail(path, t + "shape " + shape.dump() + " is too large: its non-zero dimensions multiply to more than 2^40 (" +
+                       std::to_string(kMaxElements) + ") elements");
+      else nonzero *= dim;
       e.shape.push_back(static_cast<int64_t>(dim));
     }
+    const uint64_t count = empty ? 0 : nonzero;
     const auto& off = v["data_offsets"];
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail(path, "tensor '" + name + "': data_offsets must be two non-negative integers");
+      fail(path, t + "data_offsets must be two non-negative integers");
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
-    if (e.begin > e.end || e.end > data_size)
-      fail(path, "tensor '" + name + "': data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                     "] fall outside the " + std::to_string(data_size) + " data bytes (file offset " +
-                     std::to_string(data_start + e.end) + " > size " + std::to_string(size) + ")");
+    const std::string range = "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
+    if (e.begin > e.end)
+      fail(path, t + range + " are reversed: begin " + std::to_string(e.begin) + " > end " + std::to_string(e.end));
+    if (e.end > data_size)
+      fail(path, t + range + " fall outside the " + std::to_string(data_size) + " data bytes (end at file offset " +
+                     std::to_string(data_start) + " + " + std::to_string(e.end) + " > file size " +
+                     std::to_string(size) + ")");
     if (e.end - e.begin != count * elem_size(e.dtype))
-      fail(path, "tensor '" + name + "': shape " + shape_str(e.shape) + " of " + dt + " needs " +
+      fail(path, t + "shape " + shape_str(e.shape) + " of " + dt + " needs " +
                      std::to_string(count * elem_size(e.dtype)) + " bytes but data_offsets span " +
                      std::to_string(e.end - e.begin));
     entries.push_back(std::move(e));
   }
+  // The format: the data buffer is indexed entirely, without holes. Sorted by
+  // offset (an empty tensor before one that starts where it is), each tensor
+  // begins where the previous one ended, the first at 0, and the last ends
+  // with the file.
   std::vector<const Entry*> order;
   for (const auto& e : entries) order.push_back(&e);
-  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < order.size(); ++i)
-    if (order[i]->begin < order[i - 1]->end)
-      fail(path, "tensors '" + order[i - 1]->name + "' and '" + order[i]->name + "' overlap at byte offset " +
-                     std::to_string(data_start + order[i]->begin));
+  std::sort(order.begin(), order.end(), [](const Entry* a, const Entry* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end != b->end ? a->end < b->end : a->name < b->name;
+  });
+  uint64_t covered = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Entry& e = *order[i];
+    if (e.begin < covered)
+      fail(path, "tensors " + show_name(order[i - 1]->name) + " and " + show_name(e.name) + " overlap at byte offset " +
+                     std::to_string(data_start + e.begin) + " (data offset " + std::to_string(e.begin) + ")");
+    if (e.begin > covered)
+      fail(path, "tensor " + show_name(e.name) + " starts at data offset " + std::to_string(e.begin) + ", but " +
+                     (i == 0 ? std::string("the data starts at 0")
+                             : "the previous tensor " + show_name(order[i - 1]->name) + " ends at " +
+                                   std::to_string(covered)) +
+                     ": the data buffer has a hole of " + std::to_string(e.begin - covered) + " bytes");
+    covered = e.end;
+  }
+  if (covered != data_size)
+    fail(path, (order.empty() ? std::string("no tensor is stored")
+                              : "the last tensor " + show_name(order.back()->name) + " ends at data offset " +
+                                    std::to_string(covered)) +
+                   ", but the data runs to " + std::to_string(data_size) + ": " + std::to_string(data_size - covered) +
+                   " bytes at file offset " + std::to_string(data_start + covered) + " belong to no tensor");
 
+  // Everything checked: allocate, exactly the data bytes in all.
   std::map<std::string, Tensor> out;
   for (const auto& e : entries) {
     Tensor t = make_tensor(e.shape, e.dtype);
-    in.seekg(static_cast<std::streamoff>(data_start + e.begin));
-    in.read(static_cast<char*>(t.impl()->buf->raw()), static_cast<std::streamsize>(e.end - e.begin));
-    if (!in) fail(path, "tensor '" + e.name + "': could not read bytes at offset " + std::to_string(data_start + e.begin));
+    if (!src.read(data_start + e.begin, e.end - e.begin, t.impl()->buf->raw()))
+      fail(path,
+           "tensor " + show_name(e.name) + ": could not read bytes at offset " + std::to_string(data_start + e.begin));
     out.emplace(e.name, std::move(t));
   }
+  if (metadata)
+    for (auto& [k, v] : meta) (*metadata)[k] = std::move(v);
   return out;
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> load_tensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  FileSource src(path);
+  return load(src, path, metadata);
+}
+
+std::map<std::string, Tensor> load_tensors_from_memory(const void* data, size_t size,
+                                                       std::map<std::string, std::string>* metadata,
+                                                       const std::string& name) {
+  if (!data && size > 0)
+    throw std::invalid_argument("load_tensors_from_memory: " + name + ": null data with size " + std::to_string(size));
+  MemorySource src(data, size);
+  return load(src, name, metadata);
 }
 
 }  // namespace xg

@@ -19,10 +19,31 @@ struct FormatError : std::runtime_error {
 // the header's "__metadata__" (string values only, as the format says).
 void save_tensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                   const std::map<std::string, std::string>& metadata = {});
-// Reads and validates everything: header size and JSON, dtypes (F32, F64),
-// shapes against byte ranges, ranges inside the file and not overlapping.
-// Throws FormatError naming the file, the key or the byte offset.
+// The most dimensions a tensor in a file may have (the error says so).
+inline constexpr size_t kMaxTensorDims = 64;
+
+// Reads and validates everything before allocating any tensor: the header
+// length (at most 100 MiB) and JSON (no key twice in one object, no array
+// longer than kMaxTensorDims, no NUL byte in a tensor name or metadata key),
+// dtypes (F32, F64), shapes (at most kMaxTensorDims dimensions, at most 2^40
+// elements counting only the non-zero dimensions) against their byte ranges,
+// and the ranges themselves: sorted by offset they must cover the data
+// buffer exactly, from 0 to the end of the file, with no hole, overlap or
+// trailing byte (as the format requires). Reads only the header and then
+// each tensor's bytes into that tensor. Throws FormatError naming the file,
+// the key or the byte offset. `metadata`, if given, receives the
+// "__metadata__" entries (added to what it holds) only when the whole file
+// loads.
 std::map<std::string, Tensor> load_tensors(const std::string& path,
                                            std::map<std::string, std::string>* metadata = nullptr);
+
+// The same checks and result over `size` bytes in memory holding a whole
+// file (`data` may be null when `size` is 0), e.g. for a fuzzer or a file
+// that was received rather than opened. The bytes are copied into the
+// tensors; `data` need not outlive the call. Error messages say `name` where
+// load_tensors says the path ("load_tensors: <memory>: ...").
+std::map<std::string, Tensor> load_tensors_from_memory(const void* data, size_t size,
+                                                       std::map<std::string, std::string>* metadata = nullptr,
+                                                       const std::string& name = "<memory>");
 
 }  // namespace xg

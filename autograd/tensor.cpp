@@ -22,14 +22,23 @@ const char* dtype_name(Dtype d) { return d == Dtype::f32 ? "float32" : "float64"
 
 std::string shape_str(const Shape& s) {
   std::string r = "(";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) r += ',';
+    r += std::to_string(s[i]);
+  }
   if (s.size() == 1) r += ",";
   return r + ")";
 }
 
+// A zero dimension makes the count 0 whatever the others are; past 2^63 it
+// throws rather than wrap (signed overflow is undefined).
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (d == 0) return 0;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw ShapeError("shape_numel: shape " + shape_str(s) + " has more elements than an int64 can count");
   return n;
 }
 
@@ -77,9 +86,31 @@ MemoryStats memory_stats() {
 
 void reset_peak_memory() { g_storage_peak.store(g_storage_bytes.load(std::memory_order_relaxed)); }
 
-Tensor make_tensor(const Shape& s, Dtype d) {
+namespace {
+// The most elements a tensor may have, so that its byte count (8 per float64)
+// fits an int64.
+constexpr int64_t kMaxNumel = INT64_MAX / 8;
+
+// Dimensions >= 0 whose non-zero ones multiply to at most kMaxNumel: checked
+// past a zero dimension too, since a shape's strides multiply every
+// dimension after it (those of (0, 2^40, 2^40) would overflow).
+void check_new_shape(const Shape& s, const char* op) {
   for (int64_t x : s)
-    if (x < 0) throw ShapeError("empty: negative dimension in shape " + shape_str(s));
+    if (x < 0) throw ShapeError(std::string(op) + ": negative dimension in shape " + shape_str(s));
+  int64_t nonzero = 1;
+  for (int64_t x : s) {
+    if (x == 0) continue;
+    if (x > kMaxNumel / nonzero)
+      throw ShapeError(std::string(op) + ": shape " + shape_str(s) +
+                       " is too large: its non-zero dimensions multiply to more than " + std::to_string(kMaxNumel) +
+                       " elements");
+    nonzero *= x;
+  }
+}
+}  // namespace
+
+Tensor make_tensor(const Shape& s, Dtype d) {
+  check_new_shape(s, "empty");
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = s;
   impl->dtype = d;
@@ -287,8 +318,7 @@ void Tensor::convert_(Dtype d) {
 Tensor empty(const Shape& s, Dtype d) { return make_tensor(s, d); }
 
 Tensor from_blob(void* data, const Shape& s, Dtype d, std::shared_ptr<void> owner) {
-  for (int64_t x : s)
-    if (x < 0) throw ShapeError("from_blob: negative dimension in shape " + shape_str(s));
+  check_new_shape(s, "from_blob");
   if (!data && shape_numel(s) > 0) throw ShapeError("from_blob: null data for shape " + shape_str(s));
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = s;
@@ -365,27 +395,42 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   const int64_t limit = 6;  // elements shown at each end of a long dimension
   std::ostringstream body;
   body << std::setprecision(t.dtype() == Dtype::f32 ? 6 : 10);
-  // Recursive over dimensions (depth = ndim, small).
-  std::function<void(size_t, int64_t)> rec = [&](size_t d, int64_t off) {
-    if (d == s.size()) {
-      body << v[off];
-      return;
-    }
-    int64_t stride = 1;
-    for (size_t k = d + 1; k < s.size(); ++k) stride *= s[k];
-    body << '[';
-    for (int64_t i = 0; i < s[d]; ++i) {
-      if (s[d] > 2 * limit && i == limit) {
+  if (s.empty()) {
+    body << v[0];
+    return os << body.str();
+  }
+  // Nested brackets, one level per dimension, walked with an explicit stack
+  // of indices: a tensor may have as many dimensions as memory allows, far
+  // more than a recursive walk's stack could take.
+  const size_t nd = s.size();
+  // idx[k]: the index being printed at open level k; base[k]: the flat
+  // index of level k's first element.
+  std::vector<int64_t> idx(nd, 0), base(nd, 0);
+  size_t d = 0;
+  body << '[';
+  while (true) {
+    const int64_t n = s[d];
+    if (idx[d] < n) {
+      if (n > 2 * limit && idx[d] == limit) {
         body << "..., ";
-        i = s[d] - limit;
+        idx[d] = n - limit;
+      } else if (idx[d] > 0) {
+        body << (d + 1 == nd ? ", " : ",\n" + std::string(d + 1, ' '));
       }
-      if (i > 0 && !(s[d] > 2 * limit && i == s[d] - limit))
-        body << (d + 1 == s.size() ? ", " : ",\n" + std::string(d + 1, ' '));
-      rec(d + 1, off + i * stride);
+      if (d + 1 == nd) {
+        body << v[base[d] + idx[d]];
+        ++idx[d];
+      } else {
+        base[d + 1] = (base[d] + idx[d]) * s[d + 1];
+        idx[++d] = 0;
+        body << '[';
+      }
+      continue;
     }
     body << ']';
-  };
-  rec(0, 0);
+    if (d == 0) break;
+    ++idx[--d];
+  }
   return os << body.str();
 }
 

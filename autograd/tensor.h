@@ -21,7 +21,7 @@ const char* dtype_name(Dtype d);  // "float32", "float64"
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);  // "(2,3)"
-int64_t shape_numel(const Shape& s);
+int64_t shape_numel(const Shape& s);  // 0 if any dimension is 0; throws ShapeError past int64
 
 // Every shape, dtype or index error thrown by xgrad derives from
 // std::invalid_argument and names the op and the shapes involved.
