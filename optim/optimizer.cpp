@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -79,54 +80,93 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
   return out;
 }
 
+namespace {
+
+// Shortest text that reads back as v: "nan", "-inf", "0.5", "1e+30".
+std::string number_text(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+// A parameter index as state_dict writes it: decimal digits, no sign, no
+// leading zero, no space, so that "01.exp_avg" or " 1.exp_avg" cannot stand
+// for "1.exp_avg" (and be overwritten by it, or overwrite it). -1 if not.
+int64_t param_index(const std::string& s) {
+  if (s.empty() || s.size() > 18 || (s.size() > 1 && s[0] == '0')) return -1;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+// state[key], which must be there and hold one value.
+double state_value(const char* who, const std::map<std::string, Tensor>& state, const std::string& key) {
+  auto it = state.find(key);
+  if (it == state.end()) throw std::invalid_argument(std::string(who) + " state: missing key '" + key + "'");
+  const Tensor& t = it->second;
+  if (!t.defined() || t.numel() != 1)
+    throw std::invalid_argument(
+        std::string(who) + " state: '" + key + "' must hold one value, not " +
+        (t.defined() ? "a tensor of shape " + shape_str(t.shape()) : std::string("an undefined tensor")));
+  return t.item();
+}
+
+// An integer kept in state as float64 (as PyTorch does): a whole number that
+// a double holds exactly, checked before the conversion (casting NaN, Inf or
+// a value beyond int64 is undefined behaviour).
+int64_t state_int(const char* who, const std::map<std::string, Tensor>& state, const std::string& key) {
+  const double v = state_value(who, state, key);
+  if (!(v >= 0 && v <= 9007199254740992.0 && v == std::floor(v)))
+    throw std::invalid_argument(std::string(who) + " state: '" + key + "' is " + number_text(v) +
+                                ", expected a whole number from 0 to 9007199254740992 (2^53)");
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
 void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
-  auto need = [&](const std::string& key) -> const Tensor& {
-    auto it = state.find(key);
-    if (it == state.end()) throw std::invalid_argument(std::string(name()) + " state: missing key '" + key + "'");
-    return it->second;
-  };
-  const int64_t n = static_cast<int64_t>(need("num_params").item());
+  const int64_t n = state_int(name(), state, "num_params");
   if (n != static_cast<int64_t>(params_.size()))
     throw std::invalid_argument(std::string(name()) + " state: saved for " + std::to_string(n) +
                                 " parameters, this optimizer has " + std::to_string(params_.size()));
+  const int64_t steps = state_int(name(), state, "step");
+  const double lr = state_value(name(), state, "lr");
+  if (!(lr >= 0) || !std::isfinite(lr))
+    throw std::invalid_argument(std::string(name()) + " state: 'lr' is " + number_text(lr) +
+                                ", expected a finite value >= 0");
   std::vector<std::map<std::string, Tensor>> fresh(params_.size());
   const auto names = state_names();
   for (const auto& [key, t] : state) {
     if (key == "step" || key == "lr" || key == "num_params") continue;
-    auto dot = key.find('.');
-    size_t idx = 0;
-    std::string buf;
-    bool ok = dot != std::string::npos;
-    if (ok) {
-      try {
-        size_t used = 0;
-        idx = std::stoul(key.substr(0, dot), &used);
-        ok = used == dot && idx < params_.size();
-      } catch (const std::exception&) {
-        ok = false;
-      }
-      buf = key.substr(dot + 1);
-      bool known = false;
-      for (const auto& nm : names) known = known || nm == buf;
-      ok = ok && known;
-    }
-    if (!ok) throw std::invalid_argument(std::string(name()) + " state: unexpected key '" + key + "'");
-    const Tensor& p = params_[idx];
-    if (t.shape() != p.shape() || t.dtype() != p.dtype())
-      throw std::invalid_argument(std::string(name()) + " state: '" + key + "' is " + shape_str(t.shape()) + " " +
-                                  dtype_name(t.dtype()) + ", parameter " + std::to_string(idx) + " is " +
-                                  shape_str(p.shape()) + " " + dtype_name(p.dtype()));
-    fresh[idx][buf] = t.clone().detach();
+    const auto dot = key.find('.');
+    const int64_t idx = dot == std::string::npos ? -1 : param_index(key.substr(0, dot));
+    const std::string buf = dot == std::string::npos ? "" : key.substr(dot + 1);
+    bool known = false;
+    for (const auto& nm : names) known = known || nm == buf;
+    if (idx < 0 || idx >= static_cast<int64_t>(params_.size()) || !known)
+      throw std::invalid_argument(std::string(name()) + " state: unexpected key '" + key + "'");
+    const Tensor& p = params_[static_cast<size_t>(idx)];
+    if (!t.defined() || t.shape() != p.shape() || t.dtype() != p.dtype())
+      throw std::invalid_argument(std::string(name()) + " state: '" + key + "' is " +
+                                  (t.defined() ? shape_str(t.shape()) + " " + dtype_name(t.dtype()) : "undefined") +
+                                  ", parameter " + std::to_string(idx) + " is " + shape_str(p.shape()) + " " +
+                                  dtype_name(p.dtype()));
+    fresh[static_cast<size_t>(idx)][buf] = t.clone().detach();
   }
   // A parameter has either all of its buffers or none (never stepped).
   for (size_t i = 0; i < fresh.size(); ++i)
     if (!fresh[i].empty())
       for (const auto& nm : names)
         if (!fresh[i].count(nm))
-          throw std::invalid_argument(std::string(name()) + " state: missing key '" + std::to_string(i) + "." + nm + "'");
+          throw std::invalid_argument(std::string(name()) + " state: missing key '" + std::to_string(i) + "." + nm +
+                                      "'");
+  // Everything checked: only now does anything change.
   state_ = std::move(fresh);
-  steps_ = static_cast<int64_t>(need("step").item());
-  set_lr(need("lr").item());
+  steps_ = steps;
+  set_lr(lr);
 }
 
 void Optimizer::save(const std::string& path) const { save_tensors(path, state_dict()); }

@@ -30,7 +30,9 @@ class Optimizer {
   // "<index>.<name>" for per-parameter state, plus "step" and "lr" (0-d float64).
   std::map<std::string, Tensor> state_dict() const;
   // Checks counts, missing/unexpected keys, shapes and dtypes before changing
-  // anything; throws std::invalid_argument naming the key.
+  // anything; throws std::invalid_argument naming the key. "num_params" and
+  // "step" must be whole numbers from 0 to 2^53, "lr" finite and >= 0, and a
+  // buffer's key "<index>.<name>" with the index as state_dict writes it.
   void load_state_dict(const std::map<std::string, Tensor>& state);
   void save(const std::string& path) const;  // atomic (save_tensors)
   void load(const std::string& path);
