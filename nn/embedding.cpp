@@ -1,11 +1,21 @@
 #include "nn/embedding.h"
 
+#include <charconv>
 #include <cmath>
 
 #include "autograd/ops.h"
 #include "nn/init.h"
 
 namespace xg::nn {
+
+namespace {
+// Shortest text that reads back as v: "7", "0.5", "inf", "1e+30".
+std::string number_text(double v) {
+  char buf[64];
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+}  // namespace
 
 Embedding::Embedding(int64_t num, int64_t dim, Generator& gen, int64_t padding_idx)
     : num_(num), dim_(dim), padding_idx_(padding_idx) {
@@ -54,8 +64,13 @@ Tensor Embedding::forward(const Tensor& ids) {
   std::vector<int64_t> v;
   v.reserve(static_cast<size_t>(ids.numel()));
   for (double x : ids.to_vector()) {
-    if (x != std::floor(x))
-      throw ShapeError(describe() + ": id " + std::to_string(x) + " is not an integer");
+    // Checked before the cast: converting Inf, NaN or a value past int64's
+    // range is undefined behaviour.
+    if (!std::isfinite(x) || x != std::floor(x))
+      throw ShapeError(describe() + ": id " + number_text(x) + " is not an integer");
+    if (x < 0 || x >= static_cast<double>(num_))
+      throw ShapeError(describe() + ": id " + number_text(x) + " at position " + std::to_string(v.size()) +
+                       " is outside the vocabulary of size " + std::to_string(num_));
     v.push_back(static_cast<int64_t>(x));
   }
   return forward(v, ids.shape());

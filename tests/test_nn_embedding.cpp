@@ -1,6 +1,8 @@
 // nn/embedding.h
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "test_nn_helpers.h"
 
 using namespace xg;
@@ -53,4 +55,21 @@ TEST_CASE("nn Embedding: a bad id names Embedding, the id and the vocabulary siz
   CHECK(xgnt::contains(msg, "id -1"));
   CHECK_THROWS_AS(emb.forward({1, 2, 3}, {2, 2}), ShapeError);
   CHECK_THROWS_AS(nn::Embedding(5, 3, g, 5), std::invalid_argument);
+}
+
+TEST_CASE("nn Embedding: ids from a tensor are checked before the cast to an integer (Inf, NaN, 1e30)") {
+  Generator g(2);
+  nn::Embedding emb(5, 3, g);
+  const std::string who = XGN_THROW_MESSAGE(emb.forward({7}, {1}), ShapeError);
+  const std::string prefix = who.substr(0, who.find(": id "));  // describe(), as the other id errors say it
+  const double inf = std::numeric_limits<double>::infinity();
+  auto msg = [&](double id) { return XGN_THROW_MESSAGE(emb.forward(tensor({1, id}, {2}, f64)), ShapeError); };
+  CHECK(msg(inf) == prefix + ": id inf is not an integer");
+  CHECK(msg(-inf) == prefix + ": id -inf is not an integer");
+  CHECK(msg(std::numeric_limits<double>::quiet_NaN()) == prefix + ": id nan is not an integer");
+  CHECK(msg(0.5) == prefix + ": id 0.5 is not an integer");
+  CHECK(msg(1e30) == prefix + ": id 1e+30 at position 1 is outside the vocabulary of size 5");
+  CHECK(msg(-1) == prefix + ": id -1 at position 1 is outside the vocabulary of size 5");
+  CHECK(msg(5) == prefix + ": id 5 at position 1 is outside the vocabulary of size 5");
+  CHECK(emb.forward(tensor({1, 4}, {2}, f64)).shape() == Shape{2, 3});
 }
