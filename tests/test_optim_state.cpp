@@ -124,3 +124,17 @@ TEST_CASE("optim state: a parameter index in a key is plain decimal (01, +1, -0 
           "Adam state: unexpected key '" + key + "'");
   }
 }
+
+TEST_CASE("optim state: an undefined tensor in the state is named, not dereferenced") {
+  const auto good = stepped_state<Adam>(AdamOptions{});
+  std::vector<Tensor> ps{param({1, 2}), param({3})};
+  Adam opt(ps, AdamOptions{});
+  auto bad = good;
+  bad["0.exp_avg"] = Tensor();
+  CHECK(XG_THROW_MESSAGE(opt.load_state_dict(bad), std::invalid_argument) ==
+        "Adam state: '0.exp_avg' is undefined, parameter 0 is (2,) float64");
+  bad = good;
+  bad["step"] = Tensor();
+  CHECK(XG_THROW_MESSAGE(opt.load_state_dict(bad), std::invalid_argument) ==
+        "Adam state: 'step' must hold one value, not an undefined tensor");
+}
