@@ -1,6 +1,8 @@
 #include "autograd/serialize.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +64,26 @@ void write_all(int fd, const void* p, size_t n, const std::string& tmp) {
 
 }  // namespace
 
+// Removes PATH.tmp.PID files of `path` whose writer process is gone (a crash
+// mid-save leaves one behind); files of live processes are left alone.
+static void remove_stale_temporaries(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp.";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return;  // the save itself reports an unusable directory
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long p = std::stol(pid);
+    if (p == ::getpid() || (p > 0 && (::kill(static_cast<pid_t>(p), 0) == 0 || errno == EPERM))) continue;
+    ::unlink((dir + "/" + name).c_str());
+  }
+  ::closedir(d);
+}
+
 void save_tensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                   const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
@@ -89,6 +111,7 @@ void save_tensors(const std::string& path, const std::map<std::string, Tensor>& 
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
   const uint64_t n = text.size();
 
+  remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   if (fd < 0) throw std::runtime_error("save_tensors: cannot create " + tmp + ": " + std::strerror(errno));

@@ -15,7 +15,8 @@ struct FormatError : std::runtime_error {
 };
 
 // Writes atomically: a temporary file beside `path`, flushed, then renamed,
-// so a crash mid-write leaves any previous file intact. `metadata` goes into
+// so a crash mid-write leaves any previous file intact. Temporary files of
+// `path` left by writers that crashed (their process is gone) are removed. `metadata` goes into
 // the header's "__metadata__" (string values only, as the format says).
 void save_tensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                   const std::map<std::string, std::string>& metadata = {});

@@ -272,3 +272,18 @@ TEST_CASE("loaders: load_tensors_from_memory reads what load_tensors reads, with
   CHECK_THROWS_AS(load_bytes(bad, &untouched), FormatError);
   CHECK(untouched == std::map<std::string, std::string>{{"kept", "1"}});
 }
+
+TEST_CASE("loaders: F6, a save removes the temporary files that crashed writers left beside its target") {
+  const std::string path = std::string(XG_TEST_TMPDIR) + "/f6.safetensors";
+  const std::string stale = path + ".tmp.999999999";  // above any pid_max: no such process
+  const std::string live = path + ".tmp.1";           // init: alive, not ours to remove
+  const std::string other = path + ".tmp.backup";     // not a PID: not a temporary of ours
+  for (const auto& f : {stale, live, other}) std::ofstream(f) << "partial";
+  xg::save_tensors(path, {{"w", xg::ones({2})}});
+  CHECK_FALSE(std::ifstream(stale).good());
+  CHECK(std::ifstream(live).good());
+  CHECK(std::ifstream(other).good());
+  CHECK(xg::load_tensors(path).at("w").numel() == 2);
+  std::remove(live.c_str());
+  std::remove(other.c_str());
+}
