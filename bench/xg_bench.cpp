@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -76,11 +75,10 @@ int64_t geti(const std::map<std::string, std::string>& a, const std::string& k, 
   auto it = a.find(k);
   if (it == a.end()) return d;
   const std::string& v = it->second;
-  int64_t x = 0;
-  const auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), x);
-  if (err != std::errc() || end != v.data() + v.size() || x < lo || x > hi)
+  const std::optional<int64_t> x = train::parse_whole_number(v);
+  if (!x || *x < lo || *x > hi)
     throw std::invalid_argument(fmt::format("--{} {}: expected a whole number from {} to {}", k, v, lo, hi));
-  return x;
+  return *x;
 }
 std::string gets(const std::map<std::string, std::string>& a, const std::string& k, const std::string& d) {
   auto it = a.find(k);
@@ -101,21 +99,6 @@ std::string list(const std::vector<double>& v) {
 struct Cfg {
   int64_t vocab, len, d_model, heads, layers, d_ff, batch;
 };
-Cfg model_cfg(const std::map<std::string, std::string>& a) {
-  const Cfg c{geti(a, "vocab", 16, 4, 1 << 20),    geti(a, "len", 12, 1, 4096),     geti(a, "d-model", 64, 1, 8192),
-          geti(a, "heads", 4, 1, 1024),        geti(a, "layers", 2, 1, 64),     geti(a, "d-ff", 256, 1, 1 << 16),
-          geti(a, "batch", 64, 1, 4096)};
-  // A model that cannot fit is refused before it is built (allocation would
-  // otherwise succeed and the machine page until it runs out).
-  models::TransformerConfig t;
-  t.src_vocab = t.tgt_vocab = c.vocab;
-  t.d_model = c.d_model;
-  t.heads = c.heads;
-  t.layers = c.layers;
-  t.d_ff = c.d_ff;
-  train::check_fits_in_memory(t);
-  return c;
-}
 models::TransformerConfig tcfg(const Cfg& c) {
   models::TransformerConfig t;
   t.src_vocab = t.tgt_vocab = c.vocab;
@@ -126,6 +109,15 @@ models::TransformerConfig tcfg(const Cfg& c) {
   t.dropout = 0.1;
   t.max_len = c.len + 2;
   return t;
+}
+Cfg model_cfg(const std::map<std::string, std::string>& a) {
+  const Cfg c{geti(a, "vocab", 16, 4, 1 << 20),    geti(a, "len", 12, 1, 4096),     geti(a, "d-model", 64, 1, 8192),
+          geti(a, "heads", 4, 1, 1024),        geti(a, "layers", 2, 1, 64),     geti(a, "d-ff", 256, 1, 1 << 16),
+          geti(a, "batch", 64, 1, 4096)};
+  // A model that cannot fit is refused before it is built (allocation would
+  // otherwise succeed and the machine page until it runs out).
+  train::check_fits_in_memory(tcfg(c));
+  return c;
 }
 // Matmul FLOPs of one forward pass (S = T = L), the same formula in torch_bench.py.
 double forward_flops(const Cfg& c) {

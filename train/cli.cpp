@@ -14,16 +14,12 @@ namespace xg::train {
 
 namespace {
 
-// A whole number written as digits (optional '-'), within [lo, hi]: "1.5",
-// "1e3", "0x10", "nan" and "" are refused, never truncated or reinterpreted.
+// A whole number (parse_whole_number) within [lo, hi].
 int64_t parse_int(const std::string& name, const std::string& v, int64_t lo, int64_t hi) {
-  const size_t sign = !v.empty() && v[0] == '-';
-  const size_t digits = v.size() - sign;
-  const bool shaped = digits > 0 && digits <= 18 && v.find_first_not_of("0123456789", sign) == std::string::npos;
-  const int64_t x = shaped ? std::stoll(v) : 0;
-  if (!shaped || x < lo || x > hi)
+  const std::optional<int64_t> x = parse_whole_number(v);
+  if (!x || *x < lo || *x > hi)
     throw CLI::ValidationError(fmt::format("{} {}: expected a whole number from {} to {}", name, v, lo, hi));
-  return x;
+  return *x;
 }
 
 // A finite decimal number within [lo, hi] ("nan", "inf", "1x" are refused).

@@ -38,8 +38,7 @@ std::vector<int64_t> Decoder::parse(const std::string& line) const {
   std::string tok;
   const int64_t vocab = info_.model.src_vocab;
   while (in >> tok) {
-    const bool digits = tok.size() <= 18 && tok.find_first_not_of("0123456789") == std::string::npos;
-    const int64_t v = digits ? std::stoll(tok) : -1;
+    const int64_t v = parse_whole_number(tok).value_or(-1);
     if (v < kFirstSymbol || v >= vocab)
       throw std::invalid_argument(
           fmt::format("'{}' is not a symbol id: symbols are {}..{}", tok.substr(0, 40), kFirstSymbol, vocab - 1));

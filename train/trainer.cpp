@@ -43,19 +43,16 @@ std::map<std::string, std::string> identity_meta(const models::TransformerConfig
           {"task.max_len", std::to_string(t.max_len)}};
 }
 
-// A metadata integer: all digits (an optional leading '-'), within [lo, hi].
+// A metadata integer (parse_whole_number) within [lo, hi].
 int64_t meta_int(const std::map<std::string, std::string>& m, const std::string& key, const std::string& path,
                  int64_t lo, int64_t hi) {
   auto it = m.find(key);
   if (it == m.end()) throw FormatError("checkpoint " + path + ": metadata has no '" + key + "'");
-  const std::string& v = it->second;
-  const size_t digits = v.size() - (!v.empty() && v[0] == '-');
-  const bool shaped = digits > 0 && digits <= 18 && v.find_first_not_of("0123456789", v.size() - digits) == std::string::npos;
-  const int64_t x = shaped ? std::stoll(v) : 0;
-  if (!shaped || x < lo || x > hi)
-    throw FormatError("checkpoint " + path + ": metadata '" + key + "' is '" + v + "', expected a whole number from " +
-                      std::to_string(lo) + " to " + std::to_string(hi));
-  return x;
+  const std::optional<int64_t> x = parse_whole_number(it->second);
+  if (!x || *x < lo || *x > hi)
+    throw FormatError("checkpoint " + path + ": metadata '" + key + "' is '" + it->second +
+                      "', expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return *x;
 }
 
 void check(bool ok, const std::string& what) {
@@ -63,6 +60,13 @@ void check(bool ok, const std::string& what) {
 }
 
 }  // namespace
+
+std::optional<int64_t> parse_whole_number(const std::string& s) {
+  const size_t sign = !s.empty() && s[0] == '-';
+  const size_t digits = s.size() - sign;
+  if (digits == 0 || digits > 18 || s.find_first_not_of("0123456789", sign) != std::string::npos) return std::nullopt;
+  return std::stoll(s);
+}
 
 void TrainOptions::validate() const {
   task.validate();

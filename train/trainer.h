@@ -12,6 +12,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,13 @@ class Trainer {
   int64_t step_ = 0;
   int64_t last_tokens_ = 0;
 };
+
+// A whole number written as decimal digits with an optional leading '-' (at
+// most 18 digits, so it fits in int64): the one reading of integers in
+// command lines, checkpoint metadata and decode's input. "1.5", "1e3",
+// "0x10", "+1", " 1", "nan" and "" give nullopt: nothing is truncated or
+// reinterpreted.
+std::optional<int64_t> parse_whole_number(const std::string& s);
 
 // What a checkpoint says about its model and task, read from its metadata and
 // checked against limits (every size from 1 to its bound below) before anything
