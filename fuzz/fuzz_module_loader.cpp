@@ -6,19 +6,10 @@
 #include <stdexcept>
 
 #include "autograd/serialize.h"
-#include "models/transformer.h"
+#include "fuzz/fuzz_model.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static xg::models::Transformer* model = [] {
-    xg::models::TransformerConfig c;
-    c.src_vocab = c.tgt_vocab = 8;
-    c.layers = 1;
-    c.d_model = 8;
-    c.heads = 2;
-    c.d_ff = 16;
-    c.max_len = 16;
-    return new xg::models::Transformer(c);
-  }();
+  static xg::models::Transformer* model = new xg::models::Transformer(fuzz_model_config());
   std::map<std::string, xg::Tensor> state;
   try {
     state = xg::load_tensors_from_memory(data, size);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "autograd/serialize.h"
+#include "fuzz/fuzz_model.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
 #include "train/trainer.h"
@@ -57,14 +58,7 @@ int main(int argc, char** argv) {
   put(dir + "/module_loader/checkpoint.safetensors", slurp(dir + "/tensor_loader/checkpoint.safetensors"));
 
   // The module harness's own model, as its state_dict.
-  xg::models::TransformerConfig c;
-  c.src_vocab = c.tgt_vocab = 8;
-  c.layers = 1;
-  c.d_model = 8;
-  c.heads = 2;
-  c.d_ff = 16;
-  c.max_len = 16;
-  xg::models::Transformer model(c);
+  xg::models::Transformer model(fuzz_model_config());
   xg::save_tensors(dir + "/module_loader/transformer.safetensors", model.state_dict());
   xg::save_tensors(dir + "/tensor_loader/transformer.safetensors", model.state_dict());
 
