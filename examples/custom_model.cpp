@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   uint64_t seed = 2024;
   app.add_option("--steps", steps, "full-batch Adam steps")->check(CLI::Range(int64_t{1}, int64_t{100000}))->capture_default_str();
   app.add_option("--hidden", hidden, "hidden width")->check(CLI::Range(int64_t{1}, int64_t{4096}))->capture_default_str();
-  app.add_option("--seed", seed, "data and initialisation seed")->capture_default_str();
+  app.add_option("--seed", seed, "data and initialisation seed")->check(CLI::Range(int64_t{0}, int64_t{1} << 62))->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
