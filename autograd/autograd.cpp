@@ -20,6 +20,8 @@ thread_local const std::vector<std::shared_ptr<Node>>* g_backward_edges = nullpt
 // (the ops a backward formula runs are not checked one by one: its results are)
 std::atomic<uint64_t> g_seq{0};
 std::atomic<int64_t> g_live_nodes{0};
+std::atomic<int64_t> g_hooks{0};     // post-accumulate-grad hooks registered, process-wide
+std::atomic<int64_t> g_hook_id{0};
 }  // namespace
 
 bool grad_enabled() { return g_grad_enabled; }
@@ -204,6 +206,31 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
   // node drops the last reference to one of its inputs' nodes.
   std::vector<std::shared_ptr<Node>> visited;
 
+  // Leaves with post-accumulate hooks: how many edges still owe them a
+  // gradient. A leaf's node may run more than once (its seq is that of its
+  // first use), so its hooks fire when the count reaches zero.
+  std::unordered_map<Node*, int64_t> pending;
+  if (g_hooks.load(std::memory_order_relaxed) > 0) {
+    std::vector<Node*> stack{root_node.get()};
+    std::unordered_map<Node*, bool> seen{{root_node.get(), true}};
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const auto& nx : n->next) {
+        if (!nx) continue;
+        if (nx->leaf && !nx->leaf->post_accumulate_hooks.empty()) ++pending[nx.get()];
+        if (seen.emplace(nx.get(), true).second) stack.push_back(nx.get());
+      }
+    }
+    if (root_node->leaf && !root_node->leaf->post_accumulate_hooks.empty()) pending[root_node.get()] = 0;
+  }
+  auto fire_hooks = [](Node* leaf_node) {
+    const Tensor leaf(leaf_node->leaf);
+    // A copy: a hook may add or remove hooks.
+    const auto hooks = leaf_node->leaf->post_accumulate_hooks;
+    for (const auto& h : hooks) h.second(leaf);
+  };
+
   grads[root_node.get()] = grad_output;
   ready.push(root_node.get());
   visited.push_back(root_node);
@@ -220,6 +247,10 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
         leaf.grad = std::move(g);  // no other tensor sees these values: keep them, no copy
       else
         leaf.grad = g.clone();  // g shares storage with another tensor (a pass-through, a reshape, the seed)
+      if (!pending.empty()) {
+        auto it = pending.find(node);
+        if (it != pending.end() && it->second == 0) fire_hooks(node);
+      }
       continue;
     }
     if (node->released)
@@ -260,6 +291,13 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
                              std::to_string(node->next.size()) + " inputs");
     for (size_t i = 0; i < node->next.size(); ++i) {
       const auto& nx = node->next[i];
+      if (nx && !pending.empty()) {
+        auto it = pending.find(nx.get());
+        // The last edge into a hooked leaf: fire now unless a gradient is
+        // still queued for it (its node then fires after accumulating).
+        if (it != pending.end() && --it->second == 0 && !in_grads[i].defined() && !grads.count(nx.get()))
+          fire_hooks(nx.get());
+      }
       if (!nx || !in_grads[i].defined()) continue;
       if (in_grads[i].dtype() != node->input_dtypes[i])
         throw std::logic_error(std::string("backward of ") + node->op + ": gradient for input " + std::to_string(i) +
@@ -298,6 +336,27 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
 }
 
 }  // namespace
+
+int64_t Tensor::add_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) {
+  if (!defined() || !impl_->requires_grad || impl_->grad_fn)
+    throw std::logic_error("add_post_accumulate_grad_hook: only leaves that require grad accumulate a gradient");
+  if (!hook) throw std::invalid_argument("add_post_accumulate_grad_hook: the hook is empty");
+  const int64_t id = g_hook_id.fetch_add(1) + 1;
+  impl_->post_accumulate_hooks.emplace_back(id, std::move(hook));
+  g_hooks.fetch_add(1);
+  return id;
+}
+
+void Tensor::remove_post_accumulate_grad_hook(int64_t id) {
+  if (!defined()) return;
+  auto& hooks = impl_->post_accumulate_hooks;
+  for (auto it = hooks.begin(); it != hooks.end(); ++it)
+    if (it->first == id) {
+      hooks.erase(it);
+      g_hooks.fetch_sub(1);
+      return;
+    }
+}
 
 void Tensor::backward(bool retain_graph) const {
   if (numel() != 1)

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
@@ -79,6 +80,13 @@ class Tensor {
   // Unless retain_graph, the saved values are released as backward goes.
   void backward(bool retain_graph = false) const;
   void backward(const Tensor& grad_output, bool retain_graph = false) const;
+  // Leaves: `hook(leaf)` runs during every backward() that reaches this leaf,
+  // as soon as its grad() holds all of that backward's contributions (before
+  // the rest of the graph is done), in the thread that runs backward. What
+  // DataParallel starts its gradient exchange from. Returns an id for
+  // remove_post_accumulate_grad_hook (an unknown id is ignored).
+  int64_t add_post_accumulate_grad_hook(std::function<void(const Tensor& leaf)> hook);
+  void remove_post_accumulate_grad_hook(int64_t id);
   Tensor detach() const;  // same storage, no history
   Tensor clone() const;   // new storage, differentiable copy
   Tensor to(Dtype d) const;  // differentiable dtype conversion (a copy)

@@ -38,6 +38,7 @@
 
 #include "autograd/xg.h"
 #include "engine/gemm.h"
+#include "dist/data_parallel.h"
 #include "train/trainer.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
@@ -49,7 +50,7 @@ namespace {
 
 const std::set<std::string> kFlags = {"vocab",  "len",     "d-model", "heads", "layers",   "d-ff", "batch",
                                        "steps",  "warmup",  "threads", "precision", "sequences", "reps", "cache",
-                                       "only",   "task",    "seed",    "max-steps"};
+                                       "only",   "task",    "seed",    "max-steps", "bucket-mb"};
 
 // The command line (CLI11): a mode, then --flag value pairs, kept as text and
 // checked where they are read (geti: a whole number in range).
@@ -57,7 +58,7 @@ std::map<std::string, std::string> parse(int argc, char** argv, std::string& mod
   CLI::App app;
   app.name("xg_bench");
   app.description("xgrad's side of bench/run.sh: one JSON line of timings per run.");
-  app.add_option("mode", mode, "train, decode, sgemm, micro, converge or xtensor")->required();
+  app.add_option("mode", mode, "train, ddp (under mpirun), decode, sgemm, micro, converge or xtensor")->required();
   std::map<std::string, std::string> a;
   for (const auto& f : kFlags)
     app.add_option_function<std::string>("--" + f, [&a, f](const std::string& v) { a[f] = v; })->type_name("VALUE");
@@ -393,12 +394,84 @@ int converge(const std::map<std::string, std::string>& a) {
 
 }  // namespace
 
+// Data-parallel training under `mpirun -np P` (weak scaling: --batch per
+// process, global batch P*B), each process on its own random batches. Rank 0
+// prints the step times, the time each step blocked in DataParallel::wait()
+// (communication not hidden behind backward) and the time one blocking
+// allreduce of all the gradients takes by itself.
+int ddp_mode(const std::map<std::string, std::string>& a) {
+  Cfg c = model_cfg(a);
+  const int64_t steps = geti(a, "steps", 20), warm = geti(a, "warmup", 3, 0);
+  const Precision precision = parse_precision(gets(a, "precision", "f32"));
+  models::Transformer model(tcfg(c));
+  dist::DataParallelOptions o;
+  o.bucket_bytes = geti(a, "bucket-mb", 25, 1, 4096) << 20;
+  dist::DataParallel ddp(model, o);
+  optim::AdamOptions ao;
+  ao.lr = 1e-4;
+  ao.beta2 = 0.98;
+  ao.eps = 1e-9;
+  optim::Adam opt(model.parameters(), ao);
+  Generator g(1 + static_cast<uint64_t>(dist::rank()));
+  std::vector<double> times, waits;
+  for (int64_t s = 0; s < warm + steps; ++s) {
+    models::Batch src = random_batch(g, c.batch, c.len, c.vocab, 3);
+    models::Batch tgt = random_batch(g, c.batch, c.len + 1, c.vocab, 3);
+    models::Batch tin{{}, c.batch, c.len}, tout{{}, c.batch, c.len};
+    for (int64_t r = 0; r < c.batch; ++r)
+      for (int64_t j = 0; j < c.len; ++j) {
+        tin.ids.push_back(tgt.at(r, j));
+        tout.ids.push_back(tgt.at(r, j + 1));
+      }
+    dist::barrier();  // every process starts the step together
+    const double waited = ddp.stats().wait_seconds;
+    auto t0 = clk::now();
+    opt.zero_grad();
+    Tensor loss;
+    {
+      Autocast cast(precision);
+      loss = model.loss(src, tin, tout, 0.1);
+    }
+    loss.backward();
+    ddp.wait();
+    opt.step();
+    if (s >= warm) {
+      times.push_back(ms_since(t0));
+      waits.push_back(1e3 * (ddp.stats().wait_seconds - waited));
+    }
+  }
+  // One blocking allreduce of every gradient byte, alone: what wait() would
+  // cost if nothing overlapped.
+  std::vector<double> alone;
+  Tensor all = zeros({ddp.stats().bytes / 4});
+  for (int i = 0; i < 5; ++i) {
+    dist::barrier();
+    auto t0 = clk::now();
+    dist::allreduce(all);
+    alone.push_back(ms_since(t0));
+  }
+  std::sort(alone.begin(), alone.end());
+  if (dist::rank() == 0)
+    std::printf("{\"mode\":\"ddp\",\"side\":\"xgrad\",\"processes\":%d,\"threads\":%d,\"precision\":\"%s\","
+                "\"ms\":%s,\"wait_ms\":%s,\"allreduce_ms\":%.3f,\"bytes\":%lld,\"buckets\":%lld,"
+                "\"started_in_backward\":%lld,\"tokens_per_step\":%lld,\"core\":\"%s\"}\n",
+                dist::world_size(), num_threads(), precision_name(precision), list(times).c_str(),
+                list(waits).c_str(), alone[alone.size() / 2], (long long)ddp.stats().bytes,
+                (long long)ddp.stats().buckets, (long long)ddp.stats().started_in_backward,
+                (long long)(dist::world_size() * c.batch * c.len), engine::blas_core().c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   try {
     std::string mode;
     auto a = parse(argc, argv, mode);
     set_num_threads(static_cast<int>(geti(a, "threads", 1, 1, available_cores())));
     if (mode == "train") return train_mode(a);
+    if (mode == "ddp") {
+      dist::Environment env(&argc, &argv);
+      return ddp_mode(a);
+    }
     if (mode == "decode") return decode(a);
     if (mode == "sgemm") return sgemm(a);
     if (mode == "micro") return micro(a);

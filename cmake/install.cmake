@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 set(XG_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/xgrad)
 
 install(TARGETS xgrad EXPORT xgradTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY autograd engine nn optim models train
+install(DIRECTORY autograd engine nn optim models dist train
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad FILES_MATCHING PATTERN "*.h")
 install(EXPORT xgradTargets NAMESPACE xgrad:: DESTINATION ${XG_CMAKE_DIR})
 configure_package_config_file(cmake/xgradConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/xgradConfig.cmake
@@ -24,6 +24,10 @@ if(XG_GEMM STREQUAL "onednn")
 endif()
 string(APPEND XG_PC_LIBS " -lopenblas -lpthread")
 file(RELATIVE_PATH XG_PC_TO_PREFIX ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
+set(XG_PC_REQUIRES "fmt")
+if(XG_HAVE_MPI)
+  string(APPEND XG_PC_REQUIRES " ompi-c")  # Open MPI's own .pc
+endif()
 configure_file(cmake/xgrad.pc.in ${CMAKE_CURRENT_BINARY_DIR}/xgrad.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/xgrad.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
@@ -38,5 +42,8 @@ set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, pkg-config")
 if(XG_GEMM STREQUAL "onednn")
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libdnnl-dev, libgomp1")
+endif()
+if(XG_HAVE_MPI)
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libopenmpi-dev")
 endif()
 include(CPack)

@@ -2,9 +2,10 @@
 # Installs what xgrad needs from Debian 12's packages, if anything is missing.
 # Runs apt-get as root (directly, or through sudo when available).
 set -euo pipefail
-# clang-14 + libfuzzer-14-dev build the fuzzers (scripts/fuzz.sh).
+# clang-14 + libfuzzer-14-dev build the fuzzers (scripts/fuzz.sh); OpenMPI builds
+# xg::dist (data-parallel training) and runs its tests.
 PACKAGES=(g++ cmake make pkg-config xtensor-dev libopenblas-dev libdnnl-dev libfmt-dev doctest-dev nlohmann-json3-dev
-          libcli11-dev clang-14 libfuzzer-14-dev)
+          libcli11-dev clang-14 libfuzzer-14-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

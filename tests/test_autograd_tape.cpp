@@ -155,3 +155,56 @@ TEST_CASE("tape: a custom op takes part like a built-in one") {
   std::string msg = XG_THROW_MESSAGE(sum(z).backward(), std::logic_error);
   CHECK(xgt::contains(msg, "bad"));
 }
+
+TEST_CASE("tape: a post-accumulate hook fires once per backward, after every contribution") {
+  // w is used early and late in the graph: its accumulator node runs twice
+  // in one backward; the hook must see the full gradient, once.
+  Tensor w = tensor({2.0}, {1}, f64).requires_grad_();
+  Tensor x = tensor({3.0}, {1}, f64).requires_grad_();
+  std::vector<double> seen_w;
+  int calls_x = 0;
+  const int64_t id = w.add_post_accumulate_grad_hook([&](const Tensor& leaf) { seen_w.push_back(leaf.grad().item()); });
+  x.add_post_accumulate_grad_hook([&](const Tensor&) { ++calls_x; });
+  Tensor a = w * x;            // dw: x = 3
+  Tensor b = a * a;
+  Tensor y = b + w * 10.0;     // dw: 2 a x + 10 = 2*6*3 + 10 = 46
+  sum(y).backward();
+  REQUIRE(seen_w.size() == 1);
+  CHECK(seen_w[0] == doctest::Approx(46));
+  CHECK(calls_x == 1);
+  // A second backward accumulates: the hook sees the sum.
+  sum(w * 1.0).backward();
+  REQUIRE(seen_w.size() == 2);
+  CHECK(seen_w[1] == doctest::Approx(47));
+  CHECK(calls_x == 1);  // not reached
+  w.remove_post_accumulate_grad_hook(id);
+  sum(w * 1.0).backward();
+  CHECK(seen_w.size() == 2);
+}
+
+TEST_CASE("tape: a post-accumulate hook fires when the last path brings no gradient") {
+  // where() gives its condition no gradient; here the leaf's last edge is
+  // that one, after its gradient arrived through another path.
+  Tensor c = tensor({1.0, 0.0}, {2}, f64).requires_grad_();
+  int calls = 0;
+  double got = 0;
+  c.add_post_accumulate_grad_hook([&](const Tensor& leaf) {
+    ++calls;
+    got = leaf.grad().defined() ? sum(leaf.grad()).item() : -1;
+  });
+  // where() runs first (lowest seq), so its edge into c is processed last.
+  Tensor y1 = where(c, tensor({5.0, 7.0}, {2}, f64), tensor({8.0, 9.0}, {2}, f64));  // (5, 9)
+  Tensor y = y1 * (c * 2.0);
+  sum(y).backward();
+  CHECK(calls == 1);
+  CHECK(got == doctest::Approx(2 * (5 + 9)));
+}
+
+TEST_CASE("tape: post-accumulate hooks only on leaves that require grad") {
+  Tensor x = ones({2});
+  CHECK(XG_THROW_MESSAGE(x.add_post_accumulate_grad_hook([](const Tensor&) {}), std::logic_error)
+            .find("only leaves that require grad") != std::string::npos);
+  Tensor w = ones({2}).requires_grad_();
+  Tensor y = w * 2.0;
+  CHECK_THROWS_AS(y.add_post_accumulate_grad_hook([](const Tensor&) {}), std::logic_error);
+}

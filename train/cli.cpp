@@ -142,7 +142,8 @@ Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd)
     add_int(app, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max() / 2, "random seed");
     add_int(app, "--threads", threads, 1, available_cores(),
             "threads of xgrad's pool, which runs every kernel and splits every matrix product; at most the cores "
-            "this process may use");
+            "this process may use (default: all of them; under mpirun, this process's share of the host's cores)")
+        ->default_str("cores per process");
     add_word(app, "--precision", precision, {"f32", "bf16"},
              "bf16: matrix products in bf16 with float32 accumulation (needs AVX512_BF16)");
     add_int(app, "--eval-every", o.eval_every, 1, L::steps, "steps between evaluations");

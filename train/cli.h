@@ -22,7 +22,7 @@ struct Parsed {
 struct TrainCommand {
   TrainOptions train;  // the program's defaults: the copy task, N=2, d_model 64
   LoopOptions loop;
-  int threads = 1;
+  int threads = 0;  // 0: dist::cores_per_rank() (every core of one process; under mpirun, its share)
   TrainCommand();
 };
 Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "autograd/autograd.h"
+#include "dist/dist.h"
 
 namespace xg::train {
 
@@ -36,9 +37,17 @@ struct File {
 RunResult run(Trainer& trainer, const LoopOptions& loop) {
   const TrainOptions& o = trainer.options();
   if (loop.log_every < 1) throw std::invalid_argument(fmt::format("log_every {}: expected at least 1", loop.log_every));
-  std::FILE* out = loop.out;
+  // Data parallel: rank 0 alone prints, evaluates, writes metrics and
+  // checkpoints; every process loads the checkpoint it resumes from.
+  const bool lead = dist::rank() == 0, many = dist::world_size() > 1;
+  File devnull;
+  if (!lead) {
+    devnull.f = std::fopen("/dev/null", "w");
+    if (!devnull.f) throw std::runtime_error("cannot open /dev/null");
+  }
+  std::FILE* out = lead ? loop.out : devnull.f;
   if (!o.checkpoint.empty()) {
-    check_writable(o.checkpoint);
+    if (lead) check_writable(o.checkpoint);
     if (o.resume && ::access(o.checkpoint.c_str(), F_OK) == 0) {
       trainer.load(o.checkpoint);
       fmt::print(out, "resumed from {} at step {}\n", o.checkpoint, trainer.steps_done());
@@ -50,14 +59,15 @@ RunResult run(Trainer& trainer, const LoopOptions& loop) {
   const int threads = num_threads();
   fmt::print(out,
              "task={} vocab={} len={}..{} | Transformer N={} d_model={} heads={} d_ff={} dropout={:g} {} | {} "
-             "parameters | batch {}, {} schedule, {} thread{}, {}\n",
+             "parameters | batch {}, {} schedule, {} thread{}{}, {}\n",
              task_name(o.task.task), o.task.vocab, o.task.min_len, o.task.max_len, cfg.layers, cfg.d_model, cfg.heads,
              cfg.d_ff, cfg.dropout, cfg.pre_norm ? "pre-norm" : "post-norm", trainer.model().num_parameters(),
-             o.batch_size, o.schedule, threads, threads == 1 ? "" : "s", precision_name(o.precision));
+             o.batch_size, o.schedule, threads, threads == 1 ? "" : "s",
+             many ? fmt::format(" x {} processes", dist::world_size()) : "", precision_name(o.precision));
   std::fflush(out);
 
   File metrics;
-  if (!loop.metrics.empty()) {
+  if (!loop.metrics.empty() && lead) {
     const bool fresh = !(trainer.steps_done() > 0 && ::access(loop.metrics.c_str(), F_OK) == 0);
     metrics.f = std::fopen(loop.metrics.c_str(), fresh ? "w" : "a");
     if (!metrics.f) throw std::runtime_error("cannot open the metrics file " + loop.metrics);
@@ -105,7 +115,7 @@ RunResult run(Trainer& trainer, const LoopOptions& loop) {
       std::fflush(out);
     }
     const bool at_end = step == o.steps;
-    if (step % o.eval_every == 0 || at_end) {
+    if ((step % o.eval_every == 0 || at_end) && lead) {
       r.last = trainer.evaluate(loop.samples);
       evaluated = true;
       if (tty) fmt::print(out, "\n");
@@ -123,15 +133,17 @@ RunResult run(Trainer& trainer, const LoopOptions& loop) {
       window_steps = 0;
       std::fflush(out);
     }
-    const bool reached = evaluated && o.target_exact_match > 0 && r.last.exact_match >= o.target_exact_match &&
-                         step % o.eval_every == 0;
-    if (!o.checkpoint.empty() && ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || at_end || reached)) {
+    bool reached = evaluated && o.target_exact_match > 0 && r.last.exact_match >= o.target_exact_match &&
+                   step % o.eval_every == 0;
+    if (many && o.target_exact_match > 0 && step % o.eval_every == 0)  // rank 0 decides for all
+      reached = dist::allreduce(reached ? 1.0 : 0.0) > 0;
+    if (lead && !o.checkpoint.empty() && ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || at_end || reached)) {
       trainer.save(o.checkpoint);
       r.saved_at = step;
     }
     if (reached) break;
   }
-  if (!evaluated) r.last = trainer.evaluate(0);
+  if (!evaluated && lead) r.last = trainer.evaluate(0);
   r.steps = trainer.steps_done();
   r.seconds = since(start);
   fmt::print(out, "final task={} steps={} exact_match={:.3f} token_acc={:.3f} seconds={:.1f}\n", task_name(o.task.task),

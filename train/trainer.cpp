@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "autograd/autograd.h"
+#include "autograd/ops.h"
 #include "autograd/serialize.h"
 
 namespace xg::train {
@@ -80,6 +81,9 @@ void TrainOptions::validate() const {
               " to " + std::to_string(hi));
   };
   range("batch_size", batch_size, 1, 1 << 20);
+  check(batch_size >= dist::world_size(),
+        "batch_size " + std::to_string(batch_size) + ": expected at least one example per process (" +
+            std::to_string(dist::world_size()) + " processes)");
   range("steps", steps, 1, int64_t{1} << 40);
   range("warmup", warmup, 0, int64_t{1} << 40);
   range("eval_every", eval_every, 1, int64_t{1} << 40);
@@ -109,6 +113,10 @@ Trainer::Trainer(const TrainOptions& opts) : opts_(opts), data_gen_(opts.seed) {
   ao.eps = 1e-9;
   opt_ = std::make_unique<optim::Adam>(model_->parameters(), ao);
   schedule_ = make_schedule(opts_);
+  if (dist::world_size() > 1) {
+    ddp_ = std::make_unique<dist::DataParallel>(*model_);
+    if (dist::rank() > 0) model_->dropout_generator() = Generator(rank_seed(opts_.seed, dist::rank(), 0));
+  }
   // The held-out set comes from its own generator: training never sees its draws.
   Generator eval_gen(opts_.seed ^ 0x5eed5eedULL);
   for (int64_t i = 0; i < opts_.eval_size; ++i) eval_set_.push_back(sample(opts_.task, eval_gen));
@@ -116,12 +124,30 @@ Trainer::Trainer(const TrainOptions& opts) : opts_(opts), data_gen_(opts.seed) {
 
 double Trainer::current_lr() const { return schedule_->lr(std::max<int64_t>(step_, 1)); }
 
+uint64_t rank_seed(uint64_t seed, int rank, int64_t step) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (static_cast<uint64_t>(rank) + 1) + (static_cast<uint64_t>(step) << 20);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 double Trainer::step() {
+  // The same global batch on every process (one data generator, the same
+  // seed); each keeps its slice.
   std::vector<Example> ex;
   ex.reserve(opts_.batch_size);
   for (int64_t i = 0; i < opts_.batch_size; ++i) ex.push_back(sample(opts_.task, data_gen_));
+  const int world = dist::world_size(), rank = dist::rank();
+  double weight = 1;  // this process's share of the batch's target tokens, times world
+  if (world > 1) {
+    const int64_t all_tokens = make_batch(ex).target_tokens;
+    const int64_t lo = opts_.batch_size * rank / world, hi = opts_.batch_size * (rank + 1) / world;
+    ex = std::vector<Example>(ex.begin() + lo, ex.begin() + hi);
+    last_tokens_ = all_tokens;
+    weight = static_cast<double>(make_batch(ex).target_tokens) * world / static_cast<double>(all_tokens);
+  }
   TrainBatch b = make_batch(ex);
-  last_tokens_ = b.target_tokens;
+  if (world == 1) last_tokens_ = b.target_tokens;
   model_->train();
   opt_->zero_grad();
   DetectAnomalyGuard anomaly(opts_.detect_anomaly);
@@ -129,15 +155,19 @@ double Trainer::step() {
   {
     Autocast cast(opts_.precision);  // forward and loss only, as torch.autocast
     loss = model_->loss(b.src, b.tgt_in, b.tgt_out, opts_.label_smoothing);
+    if (world > 1) loss = loss * weight;
   }
+  // The batch's loss: the same value, and so the same decisions, everywhere.
+  const double value = world > 1 ? dist::allreduce(loss.item(), dist::ReduceOp::mean) : loss.item();
   // A non-finite loss or gradient stops here, before the optimiser step: the
   // parameters stay those after step `step_`, and nothing non-finite is saved.
   const int64_t at = step_ + 1;
   const std::string hint = opts_.detect_anomaly ? "" : " (run with --detect-anomaly to find the op that made it)";
-  if (!std::isfinite(loss.item()))
-    throw optim::NonFiniteError("step " + std::to_string(at) + ": the loss is " + std::to_string(loss.item()) +
+  if (!std::isfinite(value))
+    throw optim::NonFiniteError("step " + std::to_string(at) + ": the loss is " + std::to_string(value) +
                                 "; stopped before updating the parameters" + hint);
   loss.backward();
+  if (ddp_) ddp_->wait();  // the gradients of the whole batch, on every process
   // Clipping leaves non-finite gradients as they are and returns the norm.
   const double norm = opts_.clip_norm > 0 ? optim::clip_grad_norm(model_->parameters(), opts_.clip_norm, false)
                                           : optim::grad_norm(model_->parameters());
@@ -155,7 +185,7 @@ double Trainer::step() {
   ++step_;
   opt_->set_lr(schedule_->lr(step_));
   opt_->step();
-  return loss.item();
+  return value;
 }
 
 EvalResult Trainer::evaluate(int64_t n_samples) {
@@ -206,7 +236,7 @@ void Trainer::load(const std::string& path) {
   opt_->load_state_dict(optim_state);
   step_ = step;
   data_gen_ = data_gen;
-  model_->dropout_generator() = dropout_gen;
+  model_->dropout_generator() = dist::rank() > 0 ? Generator(rank_seed(opts_.seed, dist::rank(), step)) : dropout_gen;
 }
 
 CheckpointInfo read_checkpoint_info(const std::map<std::string, std::string>& m, const std::string& path) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "autograd/autocast.h"
+#include "dist/data_parallel.h"
 #include "optim/optim.h"
 #include "train/tasks.h"
 
@@ -46,6 +47,15 @@ struct TrainOptions {
 };
 
 // The whole training state: model, optimiser, step and data generator.
+//
+// Under `mpirun -np N` (dist::Environment alive, N > 1) a Trainer trains data
+// parallel (dist::DataParallel): every process draws the same global batch of
+// batch_size examples and keeps its own slice, rows [r*B/N, (r+1)*B/N); each
+// process's loss is weighted by its share of the batch's target tokens, so the
+// update equals one process's on the whole batch. Rank 0's dropout draws are
+// those of a single process; rank r > 0 draws from a generator seeded with
+// rank_seed(seed, r, step at start or resume). Checkpoints hold no rank-specific state:
+// a run resumes at any process count.
 class Trainer {
  public:
   explicit Trainer(const TrainOptions& opts);  // validates opts
@@ -65,18 +75,23 @@ class Trainer {
 
   models::Transformer& model() { return *model_; }
   const TrainOptions& options() const { return opts_; }
-  int64_t last_batch_tokens() const { return last_tokens_; }  // target tokens of the last step's batch
+  int64_t last_batch_tokens() const { return last_tokens_; }  // target tokens of the last step's (global) batch
+  const dist::DataParallel* data_parallel() const { return ddp_.get(); }  // null in one process
 
  private:
   TrainOptions opts_;
   std::shared_ptr<models::Transformer> model_;
   std::unique_ptr<optim::Adam> opt_;
   std::unique_ptr<optim::Schedule> schedule_;
+  std::unique_ptr<dist::DataParallel> ddp_;
   Generator data_gen_;
   std::vector<Example> eval_set_;
   int64_t step_ = 0;
   int64_t last_tokens_ = 0;
 };
+
+// The dropout seed of rank r > 0 (splitmix64 of seed, rank and step).
+uint64_t rank_seed(uint64_t seed, int rank, int64_t step);
 
 // A whole number written as decimal digits with an optional leading '-' (at
 // most 18 digits, so it fits in int64): the one reading of integers in

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -95,6 +96,9 @@ struct TensorImpl {
   Tensor grad;                         // leaves only
   std::shared_ptr<Node> grad_fn;       // set on op outputs that are on the tape
   std::weak_ptr<Node> grad_accumulator;  // leaves: the node that accumulates into `grad`
+  // Leaves: called after each backward() that reaches them, once `grad` holds
+  // every contribution of that backward (Tensor::add_post_accumulate_grad_hook).
+  std::vector<std::pair<int64_t, std::function<void(const Tensor&)>>> post_accumulate_hooks;
 };
 
 // One recorded op. `next[i]` is the node producing input i's gradient path

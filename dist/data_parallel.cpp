@@ -1,0 +1,273 @@
+#include "dist/data_parallel.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "autograd/autograd.h"
+#include "dist/detail/mpi.h"
+
+namespace xg::dist {
+
+namespace {
+
+// A bucket's flat buffer: the gradients of its parameters one after another,
+// then one flag per parameter (1: this process has a gradient for it).
+struct Bucket {
+  Dtype dtype = Dtype::f32;
+  std::vector<int64_t> params;   // indices into State::params
+  std::vector<int64_t> offsets;  // of each parameter's values in `flat`
+  int64_t values = 0;            // gradient elements (the flags follow)
+  Tensor flat;
+  int64_t pending = 0;  // parameters whose gradient this backward has not finished
+  bool started = false;
+#ifdef XG_HAVE_MPI
+  std::vector<MPI_Request> requests;
+#endif
+};
+
+template <class T>
+T* ptr(Tensor& t) {
+  return t.data<T>();
+}
+
+}  // namespace
+
+struct DataParallel::State {
+  DataParallelOptions opts;
+  std::vector<Tensor> params;
+  std::vector<int64_t> bucket_of;  // per parameter
+  std::vector<bool> ready;         // per parameter, this backward
+  std::vector<Bucket> buckets;
+  std::vector<int64_t> hook_ids;
+  size_t next_start = 0;  // buckets start in index order on every process
+  bool sync = true;
+  DataParallelStats stats;
+
+  void on_ready(int64_t i);
+  void start(Bucket& b);
+  void progress();
+  void finish();
+};
+
+DataParallel::DataParallel(nn::Module& module, DataParallelOptions o)
+    : DataParallel(module.parameters(),
+                   [&] {
+                     std::vector<Tensor> bufs;
+                     for (auto& [name, t] : module.named_buffers()) bufs.push_back(t);
+                     return bufs;
+                   }(),
+                   o) {}
+
+DataParallel::DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffers, DataParallelOptions o)
+    : s_(std::make_unique<State>()) {
+  if (o.bucket_bytes < 1)
+    throw std::invalid_argument("DataParallel: bucket_bytes " + std::to_string(o.bucket_bytes) +
+                                ": expected at least 1 (bytes of gradients per allreduce)");
+  s_->opts = o;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].defined() || !params[i].requires_grad() || !params[i].is_leaf())
+      throw std::invalid_argument("DataParallel: parameter " + std::to_string(i) +
+                                  " is not a leaf that requires grad");
+    for (size_t j = 0; j < i; ++j)
+      if (params[j].impl() == params[i].impl())
+        throw std::invalid_argument("DataParallel: parameter " + std::to_string(i) + " is parameter " +
+                                    std::to_string(j) + " again");
+  }
+  s_->params = std::move(params);
+  const int64_t n = static_cast<int64_t>(s_->params.size());
+
+  // Every process must hold the same parameters: compare a hash of count,
+  // shapes and dtypes.
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ULL; };
+  mix(n);
+  for (const Tensor& p : s_->params) {
+    mix(p.dim());
+    for (int64_t d : p.shape()) mix(d);
+    mix(p.dtype() == Dtype::f32 ? 4 : 8);
+  }
+  if (!all_equal(static_cast<int64_t>(h >> 1)))
+    throw std::invalid_argument("DataParallel: the processes' models differ (rank " + std::to_string(rank()) +
+                                " has " + std::to_string(n) +
+                                " parameters; their number, shapes or dtypes differ on some rank)");
+
+  {
+    NoGradGuard no_grad;
+    for (Tensor& p : s_->params) broadcast(p, 0);
+    for (Tensor& b : buffers) broadcast(b, 0);
+  }
+
+  // Buckets: parameters in reverse order, one dtype a bucket, up to bucket_bytes.
+  s_->bucket_of.assign(n, -1);
+  s_->ready.assign(n, false);
+  int64_t bytes = 0;
+  for (int64_t i = n - 1; i >= 0; --i) {
+    const Tensor& p = s_->params[i];
+    const int64_t pb = p.numel() * (p.dtype() == Dtype::f32 ? 4 : 8);
+    if (s_->buckets.empty() || s_->buckets.back().dtype != p.dtype() || bytes + pb > o.bucket_bytes) {
+      if (s_->buckets.empty() || !s_->buckets.back().params.empty()) s_->buckets.emplace_back();
+      s_->buckets.back().dtype = p.dtype();
+      bytes = 0;
+    }
+    Bucket& b = s_->buckets.back();
+    b.offsets.push_back(b.values);
+    b.values += p.numel();
+    b.params.push_back(i);
+    s_->bucket_of[i] = static_cast<int64_t>(s_->buckets.size()) - 1;
+    bytes += pb;
+  }
+  for (Bucket& b : s_->buckets) {
+    b.flat = zeros({b.values + static_cast<int64_t>(b.params.size())}, b.dtype);
+    b.pending = static_cast<int64_t>(b.params.size());
+    s_->stats.bytes += b.flat.numel() * (b.dtype == Dtype::f32 ? 4 : 8);
+  }
+  s_->stats.buckets = static_cast<int64_t>(s_->buckets.size());
+
+  if (world_size() > 1) {
+    State* s = s_.get();
+    for (int64_t i = 0; i < n; ++i)
+      s_->hook_ids.push_back(s_->params[i].add_post_accumulate_grad_hook([s, i](const Tensor&) { s->on_ready(i); }));
+  }
+}
+
+DataParallel::~DataParallel() {
+  for (size_t i = 0; i < s_->hook_ids.size(); ++i) s_->params[i].remove_post_accumulate_grad_hook(s_->hook_ids[i]);
+#ifdef XG_HAVE_MPI
+  // Requests in flight must complete before their buffers go away.
+  for (Bucket& b : s_->buckets)
+    if (!b.requests.empty()) MPI_Waitall(static_cast<int>(b.requests.size()), b.requests.data(), MPI_STATUSES_IGNORE);
+#endif
+}
+
+void DataParallel::set_sync(bool on) { s_->sync = on; }
+bool DataParallel::sync() const { return s_->sync; }
+const DataParallelStats& DataParallel::stats() const { return s_->stats; }
+
+std::vector<std::vector<int64_t>> DataParallel::buckets() const {
+  std::vector<std::vector<int64_t>> out;
+  for (const Bucket& b : s_->buckets) out.push_back(b.params);
+  return out;
+}
+
+void DataParallel::State::on_ready(int64_t i) {
+  if (!sync) return;
+  if (ready[i])
+    throw std::logic_error("DataParallel: a second backward() reached parameter " + std::to_string(i) + " " +
+                           shape_str(params[i].shape()) +
+                           " before wait() reduced the first one's gradients. Call wait() after each backward, "
+                           "or set_sync(false) for the backward passes that only accumulate");
+  ready[i] = true;
+  Bucket& b = buckets[bucket_of[i]];
+  --b.pending;
+  // Start the buckets that are full, in order: collectives must be issued in
+  // the same order on every process.
+  while (next_start < buckets.size() && buckets[next_start].pending == 0) {
+    start(buckets[next_start++]);
+    ++stats.started_in_backward;
+  }
+  progress();
+}
+
+void DataParallel::State::start(Bucket& b) {
+  b.started = true;
+  const int64_t nv = b.values;
+  auto pack = [&](auto zero) {
+    using T = decltype(zero);
+    T* flat = ptr<T>(b.flat);
+    for (size_t k = 0; k < b.params.size(); ++k) {
+      const Tensor g = params[b.params[k]].grad();
+      const int64_t len = params[b.params[k]].numel();
+      T* dst = flat + b.offsets[k];
+      if (g.defined()) {
+        if (len) std::memcpy(dst, g.data<T>(), static_cast<size_t>(len) * sizeof(T));
+        flat[nv + static_cast<int64_t>(k)] = 1;
+      } else {
+        std::fill(dst, dst + len, T(0));
+        flat[nv + static_cast<int64_t>(k)] = 0;
+      }
+    }
+  };
+  if (b.dtype == Dtype::f32) pack(float{});
+  else pack(double{});
+#ifdef XG_HAVE_MPI
+  const int64_t total = b.flat.numel(), elem = b.dtype == Dtype::f32 ? 4 : 8;
+  char* base = b.dtype == Dtype::f32 ? reinterpret_cast<char*>(ptr<float>(b.flat))
+                                     : reinterpret_cast<char*>(ptr<double>(b.flat));
+  for (int64_t at = 0; at < total; at += kMaxCount) {
+    const int count = static_cast<int>(std::min<int64_t>(kMaxCount, total - at));
+    b.requests.emplace_back();
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, base + at * elem, count, mpi_type(b.dtype), MPI_SUM, MPI_COMM_WORLD,
+                             &b.requests.back()),
+              "MPI_Iallreduce");
+  }
+#endif
+}
+
+// MPI moves a non-blocking collective forward only inside MPI calls: test the
+// buckets in flight each time a gradient is ready.
+void DataParallel::State::progress() {
+#ifdef XG_HAVE_MPI
+  for (size_t k = 0; k < next_start; ++k) {
+    Bucket& b = buckets[k];
+    if (b.requests.empty()) continue;
+    int done = 0;
+    check_mpi(MPI_Testall(static_cast<int>(b.requests.size()), b.requests.data(), &done, MPI_STATUSES_IGNORE),
+              "MPI_Testall");
+    if (done) b.requests.clear();
+  }
+#endif
+}
+
+void DataParallel::wait() {
+  State& s = *s_;
+  if (world_size() == 1) {  // nothing to exchange: the gradients are the batch's
+    ++s.stats.steps;
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  // Buckets no hook started: parameters this backward did not reach, a
+  // backward under set_sync(false), or no backward at all.
+  while (s.next_start < s.buckets.size()) s.start(s.buckets[s.next_start++]);
+#ifdef XG_HAVE_MPI
+  for (Bucket& b : s.buckets)
+    if (!b.requests.empty()) {
+      check_mpi(MPI_Waitall(static_cast<int>(b.requests.size()), b.requests.data(), MPI_STATUSES_IGNORE),
+                "MPI_Waitall");
+      b.requests.clear();
+    }
+#endif
+  const double scale = s.opts.average ? 1.0 / world_size() : 1.0;
+  NoGradGuard no_grad;
+  for (Bucket& b : s.buckets) {
+    auto unpack = [&](auto zero) {
+      using T = decltype(zero);
+      const T* flat = ptr<T>(b.flat);
+      for (size_t k = 0; k < b.params.size(); ++k) {
+        Tensor& p = s.params[b.params[k]];
+        if (flat[b.values + static_cast<int64_t>(k)] == 0) continue;  // no process had a gradient
+        Tensor g = p.grad();
+        if (!g.defined()) {
+          g = empty(p.shape(), p.dtype());
+          p.set_grad(g);
+        }
+        T* dst = g.data<T>();
+        const T* src = flat + b.offsets[k];
+        const T f = static_cast<T>(scale);
+        for (int64_t j = 0, len = p.numel(); j < len; ++j) dst[j] = src[j] * f;
+        g.bump_version();
+      }
+    };
+    if (b.dtype == Dtype::f32) unpack(float{});
+    else unpack(double{});
+    b.started = false;
+    b.pending = static_cast<int64_t>(b.params.size());
+  }
+  s.ready.assign(s.ready.size(), false);
+  s.next_start = 0;
+  ++s.stats.steps;
+  s.stats.wait_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace xg::dist

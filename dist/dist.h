@@ -1,0 +1,77 @@
+// xg::dist: processes that train together over MPI (OpenMPI 4.1 here).
+//
+//   int main(int argc, char** argv) {
+//     xg::dist::Environment env(&argc, &argv);   // MPI_Init_thread ... MPI_Finalize
+//     if (xg::dist::rank() == 0) fmt::print("{} processes\n", xg::dist::world_size());
+//     xg::dist::allreduce(t, xg::dist::ReduceOp::mean);
+//   }
+//
+// Launched with `mpirun -np N program ...`; started directly, a program is one
+// process of world size 1. Built without MPI (-DXG_MPI=OFF, or no MPI found),
+// every call here works for that single process (compiled_with_mpi() says
+// which) and Environment refuses only a launch by mpirun with N > 1.
+//
+// Only the thread that created the Environment may call these functions (MPI
+// is initialised with MPI_THREAD_FUNNELED); xgrad's kernel threads never do.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "autograd/tensor.h"
+
+namespace xg::dist {
+
+// An MPI call that returned an error: the message names the call and carries
+// MPI's own description.
+struct MpiError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+bool compiled_with_mpi();
+
+// Initialises MPI for the life of the object (once per process; a second
+// Environment while one is alive throws std::logic_error). Errors from MPI
+// then come back as MpiError instead of aborting the job. The destructor
+// calls MPI_Finalize, or MPI_Abort when destroyed by an exception in flight
+// (so the other processes stop instead of waiting forever for this one).
+class Environment {
+ public:
+  Environment(int* argc, char*** argv);
+  ~Environment();
+  Environment(const Environment&) = delete;
+  Environment& operator=(const Environment&) = delete;
+
+ private:
+  int uncaught_;
+};
+
+bool initialized();  // an Environment is alive
+int rank();          // 0..world_size()-1; 0 without an Environment
+int world_size();    // 1 without an Environment
+int local_rank();    // rank among the processes on this host
+int local_size();    // processes on this host
+// The cores each process on this host should use: the cores this process may
+// run on (mpirun's binding narrows them), shared among the processes of this
+// host that see the same cores. At least 1. What the trainers default to, so
+// that N processes never oversubscribe the machine.
+int cores_per_rank();
+
+enum class ReduceOp { sum, mean };
+// In place, over every process: each ends with the sum (or mean) of all the
+// processes' values. Same shape and dtype on every process (a mismatch in
+// element count is caught by MPI only as a hang or truncation: the shape is
+// checked first with one small allreduce).
+void allreduce(Tensor& t, ReduceOp op = ReduceOp::sum);
+double allreduce(double value, ReduceOp op = ReduceOp::sum);
+// In place: every process ends with root's values. Shapes must agree.
+void broadcast(Tensor& t, int root = 0);
+void barrier();
+// Whether every process passed the same value (one small allreduce).
+bool all_equal(int64_t value);
+// Ends every process of the job with `code` after printing `message` (with the
+// rank) to stderr. Without MPI: std::exit(code).
+[[noreturn]] void abort(int code, const std::string& message);
+
+}  // namespace xg::dist

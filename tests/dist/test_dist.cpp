@@ -1,0 +1,290 @@
+// xg::dist under mpirun (tests/CMakeLists.txt runs this at 2 processes, and at
+// 1): every process runs every test case in the same order, so the collectives
+// inside them match. The equivalence cases compare N processes with per-process
+// batch B against one process with batch N*B, trained side by side in each
+// process (the reference model never communicates).
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "autograd/xg.h"
+#include "dist/data_parallel.h"
+#include "models/transformer.h"
+#include "optim/optim.h"
+#include "train/tasks.h"
+
+using namespace xg;
+
+namespace {
+
+models::TransformerConfig small_config() {
+  models::TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = 12;
+  c.layers = 2;
+  c.d_model = 32;
+  c.heads = 4;
+  c.d_ff = 64;
+  c.dropout = 0;
+  c.max_len = 32;
+  c.seed = 7;
+  return c;
+}
+
+// A global batch of `rows` copy-task examples of varied lengths (the same on
+// every process), and the rows [lo, hi) of it.
+std::vector<train::Example> global_batch(int64_t rows, uint64_t seed) {
+  train::TaskConfig t;
+  t.vocab = 12;
+  t.min_len = 2;
+  t.max_len = 9;
+  Generator g(seed);
+  std::vector<train::Example> ex;
+  for (int64_t i = 0; i < rows; ++i) ex.push_back(train::sample(t, g));
+  return ex;
+}
+
+struct Diff {
+  double max_abs = 0, rel_norm = 0;  // max |a-b|; ||a-b|| / ||b|| over the parameters compared
+  double key_bias_max_abs = 0;       // the same max over the key projections' biases alone
+  double key_bias_grad = 0;          // max |gradient| of those biases in the last step, relative to all gradients
+};
+
+// The key projection's bias (w_k.bias) adds q.b to every score of a query:
+// softmax ignores it, so its gradient is exactly zero in exact arithmetic and
+// only rounding noise in floating point. Adam normalises that noise into
+// steps of up to lr, so two summation orders of one batch (one process, or
+// two) move those biases apart by up to lr per step: they are compared apart.
+bool is_key_bias(const std::string& name) {
+  const std::string tail = "w_k.bias";
+  return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+Diff compare(const nn::Module& a, const nn::Module& b) {
+  Diff d;
+  double num = 0, den = 0, gmax = 0, kgmax = 0;
+  const auto pa = a.named_parameters(), pb = b.named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const bool key = is_key_bias(pa[i].first);
+    const auto x = pa[i].second.to_vector(), y = pb[i].second.to_vector();
+    for (size_t j = 0; j < x.size(); ++j) {
+      const double e = std::abs(x[j] - y[j]);
+      if (key) {
+        d.key_bias_max_abs = std::max(d.key_bias_max_abs, e);
+        continue;
+      }
+      d.max_abs = std::max(d.max_abs, e);
+      num += e * e;
+      den += y[j] * y[j];
+    }
+    if (pb[i].second.grad().defined())
+      for (double g : pb[i].second.grad().to_vector()) (key ? kgmax : gmax) = std::max(key ? kgmax : gmax, std::abs(g));
+  }
+  d.rel_norm = std::sqrt(num / den);
+  d.key_bias_grad = kgmax / gmax;
+  return d;
+}
+
+// Trains two copies of one model for `steps` Adam steps: `ddp` on this
+// process's slice of each global batch through DataParallel, `ref` alone on the
+// whole batch. `micro` > 1 splits each process's slice further into micro
+// batches accumulated with set_sync(false).
+constexpr double kLr = 1e-3;
+
+Diff train_side_by_side(Dtype dtype, int steps, int64_t rows_per_rank, int micro, int64_t bucket_bytes,
+                        dist::DataParallelStats* stats = nullptr) {
+  const int world = dist::world_size(), rank = dist::rank();
+  models::Transformer ddp_model(small_config()), ref_model(small_config());
+  ddp_model.to(dtype);
+  ref_model.to(dtype);
+  dist::DataParallelOptions o;
+  o.bucket_bytes = bucket_bytes;
+  dist::DataParallel ddp(ddp_model, o);
+  optim::AdamOptions ao;
+  ao.lr = kLr;
+  optim::Adam opt(ddp_model.parameters(), ao), ref_opt(ref_model.parameters(), ao);
+  const int64_t rows = rows_per_rank * world;
+  for (int s = 0; s < steps; ++s) {
+    const auto all = global_batch(rows, 100 + s);
+    const int64_t all_tokens = train::make_batch(all).target_tokens;
+    // Reference: the whole batch, its mean loss.
+    ref_opt.zero_grad();
+    const auto rb = train::make_batch(all);
+    ref_model.loss(rb.src, rb.tgt_in, rb.tgt_out, 0.1).backward();
+    ref_opt.step();
+    // Data parallel: this rank's rows, in `micro` pieces; each piece's mean
+    // loss weighted by its share of the batch's tokens times world.
+    opt.zero_grad();
+    const int64_t lo = rows * rank / world, hi = rows * (rank + 1) / world;
+    for (int m = 0; m < micro; ++m) {
+      const int64_t a = lo + (hi - lo) * m / micro, b = lo + (hi - lo) * (m + 1) / micro;
+      const auto part = train::make_batch(std::vector<train::Example>(all.begin() + a, all.begin() + b));
+      const double w = static_cast<double>(part.target_tokens) * world / static_cast<double>(all_tokens);
+      ddp.set_sync(m == micro - 1);
+      (ddp_model.loss(part.src, part.tgt_in, part.tgt_out, 0.1) * w).backward();
+    }
+    ddp.wait();
+    opt.step();
+  }
+  if (stats) *stats = ddp.stats();
+  return compare(ddp_model, ref_model);
+}
+
+}  // namespace
+
+TEST_CASE("dist: ranks and sizes") {
+  CHECK(dist::initialized());
+  CHECK(dist::world_size() >= 1);
+  CHECK(dist::rank() >= 0);
+  CHECK(dist::rank() < dist::world_size());
+  CHECK(dist::local_size() >= 1);
+  CHECK(dist::cores_per_rank() >= 1);
+  CHECK(dist::all_equal(42));
+  CHECK(dist::all_equal(dist::rank()) == (dist::world_size() == 1));
+}
+
+TEST_CASE("dist: allreduce sums and averages float32 and float64") {
+  const int w = dist::world_size(), r = dist::rank();
+  for (Dtype d : {f32, f64}) {
+    Tensor t = full({3, 5}, r + 1.0, d);
+    t.set({0, 0}, 10.0 * r);
+    dist::allreduce(t, dist::ReduceOp::sum);
+    CHECK(t.at({1, 2}) == w * (w + 1) / 2.0);
+    CHECK(t.at({0, 0}) == 10.0 * w * (w - 1) / 2.0);
+    Tensor m = full({4}, r + 1.0, d);
+    dist::allreduce(m, dist::ReduceOp::mean);
+    CHECK(m.at({3}) == doctest::Approx((w + 1) / 2.0));
+  }
+  CHECK(dist::allreduce(2.0 * r, dist::ReduceOp::sum) == doctest::Approx(w * (w - 1)));
+}
+
+TEST_CASE("dist: broadcast from a root") {
+  const int w = dist::world_size(), r = dist::rank();
+  Tensor t = full({2, 3}, r * 1.5, f64);
+  dist::broadcast(t, w - 1);
+  CHECK(t.at({1, 2}) == (w - 1) * 1.5);
+  CHECK_THROWS_AS(dist::broadcast(t, w), std::invalid_argument);
+}
+
+TEST_CASE("dist: tensors of different sizes are an error on every process, not a hang") {
+  const int w = dist::world_size(), r = dist::rank();
+  if (w == 1) return;
+  Tensor t = zeros({r + 2});
+  std::string msg;
+  try {
+    dist::allreduce(t);
+  } catch (const std::invalid_argument& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("different sizes (from 2 to " + std::to_string(w + 1) + " elements") != std::string::npos);
+  Tensor b = zeros({r + 2});
+  CHECK_THROWS_AS(dist::broadcast(b, 0), std::invalid_argument);
+  dist::barrier();
+}
+
+TEST_CASE("dist: DataParallel starts with rank 0's parameters") {
+  models::TransformerConfig c = small_config();
+  c.seed = 7 + dist::rank();  // different initialisations
+  models::Transformer m(c);
+  dist::DataParallel ddp(m);
+  models::Transformer m0(small_config());  // rank 0's initialisation
+  const Diff d = compare(m, m0);
+  CHECK(d.max_abs == 0);
+  CHECK(d.key_bias_max_abs == 0);
+}
+
+TEST_CASE("dist: DataParallel refuses models that differ between processes") {
+  if (dist::world_size() == 1) return;
+  models::TransformerConfig c = small_config();
+  if (dist::rank() == 1) c.d_ff = 48;
+  models::Transformer m(c);
+  std::string msg;
+  try {
+    dist::DataParallel ddp(m);
+  } catch (const std::invalid_argument& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("the processes' models differ") != std::string::npos);
+}
+
+TEST_CASE("dist: N processes with batch B equal one with batch N*B, float64, 5 Adam steps") {
+  dist::DataParallelStats st;
+  const Diff d = train_side_by_side(f64, 5, 4, 1, 25 << 20, &st);
+  MESSAGE("float64 at " << dist::world_size() << " processes: max |ddp - single| = " << d.max_abs
+                          << ", relative norm " << d.rel_norm << "; key biases " << d.key_bias_max_abs
+                          << " (their gradient " << d.key_bias_grad << " of the largest)");
+  CHECK(d.max_abs <= 1e-12);
+  CHECK(d.key_bias_grad <= 1e-12);       // rounding noise: zero in exact arithmetic
+  CHECK(d.key_bias_max_abs <= 5 * kLr);  // Adam moves a parameter at most ~lr a step
+}
+
+TEST_CASE("dist: N processes with batch B equal one with batch N*B, float32, 5 Adam steps") {
+  const Diff d = train_side_by_side(f32, 5, 4, 1, 25 << 20);
+  MESSAGE("float32 at " << dist::world_size() << " processes: max |ddp - single| = " << d.max_abs
+                          << ", relative norm " << d.rel_norm << "; key biases " << d.key_bias_max_abs
+                          << " (their gradient " << d.key_bias_grad << " of the largest)");
+  CHECK(d.rel_norm <= 1e-5);
+  CHECK(d.key_bias_grad <= 1e-4);
+  CHECK(d.key_bias_max_abs <= 5 * kLr);
+}
+
+TEST_CASE("dist: small buckets start during backward and give the same result") {
+  dist::DataParallelStats st;
+  const Diff d = train_side_by_side(f64, 3, 2, 1, 4096, &st);
+  CHECK(d.max_abs <= 1e-12);
+  CHECK(st.buckets > 10);
+  CHECK(st.steps == 3);
+  if (dist::world_size() > 1) CHECK(st.started_in_backward == 3 * st.buckets);
+}
+
+TEST_CASE("dist: gradient accumulation communicates only on the last micro-batch") {
+  dist::DataParallelStats st;
+  const Diff d = train_side_by_side(f64, 3, 4, 2, 4096, &st);
+  CHECK(d.max_abs <= 1e-12);
+  // Each step: the first micro-batch's backward starts nothing, the last one
+  // starts every bucket.
+  if (dist::world_size() > 1) CHECK(st.started_in_backward == 3 * st.buckets);
+}
+
+TEST_CASE("dist: a second backward before wait() is a clear error") {
+  if (dist::world_size() == 1) return;
+  Tensor w = ones({3}, f64).requires_grad_();
+  dist::DataParallel ddp({w}, {});
+  sum(w * 2.0).backward();
+  std::string msg;
+  try {
+    sum(w * 3.0).backward();
+  } catch (const std::logic_error& e) {
+    msg = e.what();
+  }
+  INFO(msg);
+  CHECK(msg.find("second backward() reached parameter 0 (3,) before wait()") != std::string::npos);
+  ddp.wait();  // the first backward's bucket, in flight on every process
+}
+
+TEST_CASE("dist: a parameter some processes do not use gets the others' gradient, none if no process uses it") {
+  Tensor a = ones({2}, f64).requires_grad_(), b = ones({2}, f64).requires_grad_(), c = ones({2}, f64).requires_grad_();
+  dist::DataParallel ddp({a, b, c}, {});
+  const int w = dist::world_size(), r = dist::rank();
+  Tensor loss = sum(a * 3.0);
+  if (r == 0) loss = loss + sum(b * 4.0);  // b: rank 0 only; c: nobody
+  loss.backward();
+  ddp.wait();
+  CHECK(a.grad().at({1}) == doctest::Approx(3));
+  REQUIRE(b.grad().defined());
+  CHECK(b.grad().at({0}) == doctest::Approx(4.0 / w));
+  CHECK_FALSE(c.grad().defined());
+}
+
+int main(int argc, char** argv) {
+  dist::Environment env(&argc, &argv);
+  doctest::Context ctx(argc, argv);
+  if (dist::rank() != 0) ctx.setOption("out", "/dev/null");  // one report, from rank 0
+  const int failed = ctx.run();
+  // Every process's verdict: a failure on any rank fails the job.
+  const double any = dist::allreduce(failed ? 1.0 : 0.0);
+  if (dist::rank() == 0 && any > 0 && !failed) std::fprintf(stderr, "test_dist: a test failed on another rank\n");
+  return any > 0 ? 1 : 0;
+}
