@@ -74,7 +74,8 @@ RunResult run(Trainer& trainer, const LoopOptions& loop) {
     if (fresh) std::fprintf(metrics.f, "step,loss,lr,exact_match,token_acc,tokens_per_s\n");
   }
 
-  const bool tty = ::isatty(::fileno(out));
+  // Under mpirun the output is a pseudo-terminal even when redirected: lines, not \r.
+  const bool tty = !many && ::isatty(::fileno(out));
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };

@@ -1,0 +1,86 @@
+"""PyTorch's side of the data-parallel benchmark: training step time with P processes.
+
+The model, optimizer, loss and random full-length batches of torch_bench.py's `train`
+mode, trained by P processes of one thread each under DistributedDataParallel (gloo over
+loopback, gradients all-reduced in buckets of --bucket-mb). --batch is per process (weak
+scaling: each step consumes P*B sequences). Each step is timed on rank 0 from a barrier
+through zero_grad, forward+loss (autocast for bf16), backward and Adam's step.
+Run with /usr/bin/python3 (Debian's python3-torch). Rank 0 prints one JSON line on stdout.
+
+  torch_ddp.py --vocab V --len L --d-model C --heads H --layers N --d-ff F --batch B
+               --steps K --warmup W --precision f32|bf16 --processes P --bucket-mb 25
+"""
+import json
+import os
+import socket
+import sys
+import time
+
+sys.dont_write_bytecode = True  # importing torch_bench leaves no bench/__pycache__
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch_bench  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(rank, a, port):
+    torch.set_num_threads(1)
+    P = int(a.get("processes", 1))
+    precision = a.get("precision", "f32")
+    steps, warm = int(a.get("steps", 20)), int(a.get("warmup", 3))
+    c, m = torch_bench.model_of(a)  # seeds 0: every rank starts from the same weights
+    m.train()
+    if P > 1:
+        dist.init_process_group("gloo", rank=rank, world_size=P, init_method=f"tcp://127.0.0.1:{port}")
+        model = torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=float(a.get("bucket-mb", 25)))
+    else:
+        # One process is what a user runs without DDP: the plain model, no process group.
+        model = m
+    opt = torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    g = torch.Generator().manual_seed(1 + rank)  # each rank its own data
+    times = []
+    for s in range(warm + steps):
+        src = torch.randint(3, c["vocab"], (c["batch"], c["len"]), generator=g)
+        tgt = torch.randint(3, c["vocab"], (c["batch"], c["len"] + 1), generator=g)
+        if P > 1:
+            dist.barrier()  # ranks start each timed step together
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        with torch_bench.autocast(precision):
+            logits = model(src, tgt[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, c["vocab"]), tgt[:, 1:].reshape(-1), ignore_index=0,
+                                   label_smoothing=0.1)
+        loss.backward()
+        opt.step()
+        ms = (time.perf_counter() - t0) * 1000
+        if s >= warm:
+            times.append(ms)
+    sys.stderr.write(f"torch_ddp: rank {rank} last loss {loss.item():.4f}, "
+                     f"median step {sorted(times)[len(times) // 2]:.1f} ms\n")  # one write: ranks don't interleave
+    if rank == 0:
+        print(json.dumps(dict(mode="ddp", side="pytorch", processes=P, threads=torch.get_num_threads(),
+                              precision=precision, ms=times, tokens_per_step=P * c["batch"] * c["len"],
+                              core=torch_bench.blas_core())), flush=True)
+    if P > 1:
+        dist.destroy_process_group()
+
+
+def main():
+    a = torch_bench.args([sys.argv[0], "ddp"] + sys.argv[1:])  # torch_bench.args skips a mode word
+    P = int(a.get("processes", 1))
+    if P > 1:
+        mp.spawn(run, args=(a, free_port()), nprocs=P)
+    else:
+        run(0, a, None)
+
+
+if __name__ == "__main__":
+    main()
