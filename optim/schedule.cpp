@@ -60,4 +60,20 @@ double WarmupLinearDecay::lr(int64_t step) const {
   return peak_ * static_cast<double>(total_ - step) / static_cast<double>(total_ - warmup_);
 }
 
+WarmupCosine::WarmupCosine(double peak, int64_t warmup, int64_t total, double min_lr)
+    : peak_(peak), min_(min_lr), warmup_(warmup), total_(total) {
+  if (!(peak >= 0) || !std::isfinite(peak) || !(min_lr >= 0) || !(min_lr <= peak) || warmup < 0 || total <= warmup)
+    throw std::invalid_argument("WarmupCosine: need finite 0 <= min_lr <= peak and 0 <= warmup < total; got peak " +
+                                std::to_string(peak) + ", min_lr " + std::to_string(min_lr) + ", warmup " +
+                                std::to_string(warmup) + ", total " + std::to_string(total));
+}
+
+double WarmupCosine::lr(int64_t step) const {
+  check_step(step);
+  if (step <= warmup_) return peak_ * static_cast<double>(step) / static_cast<double>(warmup_);
+  if (step >= total_) return min_;
+  const double progress = static_cast<double>(step - warmup_) / static_cast<double>(total_ - warmup_);
+  return min_ + 0.5 * (peak_ - min_) * (1 + std::cos(M_PI * progress));
+}
+
 }  // namespace xg::optim

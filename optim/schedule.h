@@ -44,4 +44,16 @@ class WarmupLinearDecay : public Schedule {
   int64_t warmup_, total_;
 };
 
+// nanoGPT's: linear from 0 to peak over `warmup` steps, then half a cosine
+// from peak down to min_lr at `total`, and min_lr after it.
+class WarmupCosine : public Schedule {
+ public:
+  WarmupCosine(double peak, int64_t warmup, int64_t total, double min_lr = 0);
+  double lr(int64_t step) const override;
+
+ private:
+  double peak_, min_;
+  int64_t warmup_, total_;
+};
+
 }  // namespace xg::optim

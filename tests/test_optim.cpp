@@ -246,3 +246,19 @@ TEST_CASE("optim: a running loss kept with its history before backward is warned
   CHECK(err.find("running = running + loss") != std::string::npos);
   CHECK(err.find("xgrad warning:", err.find("xgrad warning:") + 1) == std::string::npos);  // once
 }
+
+TEST_CASE("optim: WarmupCosine warms up linearly, follows half a cosine to min_lr, then stays there") {
+  WarmupCosine s(6e-4, 100, 1100, 6e-5);
+  CHECK(s.lr(1) == doctest::Approx(6e-6));
+  CHECK(s.lr(50) == doctest::Approx(3e-4));
+  CHECK(s.lr(100) == doctest::Approx(6e-4));
+  CHECK(s.lr(600) == doctest::Approx(6e-5 + 0.5 * (6e-4 - 6e-5)));  // half way down
+  CHECK(s.lr(350) == doctest::Approx(6e-5 + 0.5 * (6e-4 - 6e-5) * (1 + std::cos(M_PI * 0.25))));
+  CHECK(s.lr(1100) == doctest::Approx(6e-5));
+  CHECK(s.lr(5000) == doctest::Approx(6e-5));
+  for (int64_t t = 101; t < 1100; ++t) CHECK(s.lr(t + 1) <= s.lr(t));  // never rises after the warmup
+  CHECK(WarmupCosine(1.0, 0, 10).lr(1) == doctest::Approx(0.5 * (1 + std::cos(M_PI * 0.1))));
+  CHECK(contains(XG_THROW_MESSAGE(WarmupCosine(1.0, 10, 10), std::invalid_argument), "0 <= warmup < total"));
+  CHECK(contains(XG_THROW_MESSAGE(WarmupCosine(1.0, 1, 10, 2.0), std::invalid_argument), "min_lr <= peak"));
+  CHECK_THROWS_AS(s.lr(0), std::invalid_argument);
+}

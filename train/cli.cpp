@@ -134,7 +134,8 @@ Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd)
     add_int(app, "--batch", o.batch_size, 1, L::batch, "sequences per step (B)");
     add_int(app, "--steps", o.steps, 1, L::steps, "most training steps");
     add_real(app, "--target", o.target_exact_match, 0, 1, "stop at this held-out exact match (0: run all steps)");
-    add_word(app, "--schedule", o.schedule, {"noam", "constant", "warmup_linear"}, "learning-rate schedule");
+    add_word(app, "--schedule", o.schedule, {"noam", "constant", "warmup_linear", "warmup_cosine"},
+             "learning-rate schedule (warmup_cosine: linear warm-up, then a cosine down to --lr / 10 at --steps)");
     add_real(app, "--lr", o.lr, 0, 1e30, "noam: the factor; otherwise the peak learning rate");
     add_int(app, "--warmup", o.warmup, 0, L::steps, "warmup steps");
     add_real(app, "--smoothing", o.label_smoothing, 0, 0.999, "label smoothing");

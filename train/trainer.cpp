@@ -22,7 +22,9 @@ std::unique_ptr<optim::Schedule> make_schedule(const TrainOptions& o) {
   if (o.schedule == "noam") return std::make_unique<optim::Noam>(o.model.d_model, o.warmup, o.lr);
   if (o.schedule == "constant") return std::make_unique<optim::Constant>(o.lr);
   if (o.schedule == "warmup_linear") return std::make_unique<optim::WarmupLinearDecay>(o.lr, o.warmup, o.steps);
-  throw std::invalid_argument("schedule '" + o.schedule + "' is not one of noam, constant, warmup_linear");
+  // nanoGPT's recipe: down to a tenth of the peak at the last step.
+  if (o.schedule == "warmup_cosine") return std::make_unique<optim::WarmupCosine>(o.lr, o.warmup, o.steps, o.lr / 10);
+  throw std::invalid_argument("schedule '" + o.schedule + "' is not one of noam, constant, warmup_linear, warmup_cosine");
 }
 
 models::TransformerConfig with_vocab(models::TransformerConfig m, const TaskConfig& t) {
@@ -93,8 +95,8 @@ void TrainOptions::validate() const {
   finite("lr", lr, 0, 1e30);
   finite("label_smoothing", label_smoothing, 0, 0.999);
   check(std::isfinite(clip_norm), "clip_norm " + std::to_string(clip_norm) + ": expected a finite number (<= 0: off)");
-  check(schedule == "noam" || schedule == "constant" || schedule == "warmup_linear",
-        "schedule '" + schedule + "' is not one of noam, constant, warmup_linear");
+  check(schedule == "noam" || schedule == "constant" || schedule == "warmup_linear" || schedule == "warmup_cosine",
+        "schedule '" + schedule + "' is not one of noam, constant, warmup_linear, warmup_cosine");
   check(!resume || !checkpoint.empty(), "resume needs a checkpoint path");
   const models::TransformerConfig full = with_vocab(model, task);
   full.validate();

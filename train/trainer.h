@@ -29,7 +29,7 @@ struct TrainOptions {
   int64_t batch_size = 64;
   int64_t steps = 1500;             // an upper bound: training stops early at the target
   double target_exact_match = 0.0;  // > 0: stop after an evaluation reaching it
-  std::string schedule = "noam";    // noam | constant | warmup_linear
+  std::string schedule = "noam";    // noam | constant | warmup_linear | warmup_cosine
   double lr = 1.0;                  // noam: factor; otherwise the peak rate
   int64_t warmup = 200;
   double label_smoothing = 0.1;
