@@ -10,3 +10,4 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/positional_encoding.h"
+#include "nn/sampling.h"
