@@ -17,7 +17,7 @@ std::string number_text(double v) {
 }
 }  // namespace
 
-Embedding::Embedding(int64_t num, int64_t dim, Generator& gen, int64_t padding_idx)
+Embedding::Embedding(int64_t num, int64_t dim, Generator& gen, int64_t padding_idx, double init_std)
     : num_(num), dim_(dim), padding_idx_(padding_idx) {
   if (num <= 0 || dim <= 0)
     throw std::invalid_argument("Embedding: num and dim must be positive, got num=" + std::to_string(num) +
@@ -25,8 +25,10 @@ Embedding::Embedding(int64_t num, int64_t dim, Generator& gen, int64_t padding_i
   if (padding_idx < -1 || padding_idx >= num)
     throw std::invalid_argument("Embedding: padding_idx " + std::to_string(padding_idx) +
                                 " outside [0, " + std::to_string(num) + ") (or -1 for none)");
+  if (!(init_std >= 0) || !std::isfinite(init_std))
+    throw std::invalid_argument("Embedding: init_std " + number_text(init_std) + ": expected a finite number >= 0");
   weight_ = register_parameter("weight", empty({num, dim}));
-  normal_(weight_, gen, 0.0, 1.0);
+  normal_(weight_, gen, 0.0, init_std);
   if (padding_idx_ >= 0)
     for (int64_t c = 0; c < dim; ++c) weight_.set({padding_idx_, c}, 0.0);
 }

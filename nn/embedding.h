@@ -9,9 +9,10 @@ namespace xg::nn {
 
 class Embedding : public Module {
  public:
-  // weight (num, dim) ~ N(0, 1); the padding row (if padding_idx >= 0) is
-  // zeroed and never receives a gradient. padding_idx -1: none.
-  Embedding(int64_t num, int64_t dim, Generator& gen, int64_t padding_idx = -1);
+  // weight (num, dim) ~ N(0, init_std^2) (PyTorch's N(0, 1) by default;
+  // GPT-2 uses 0.02); the padding row (if padding_idx >= 0) is zeroed and
+  // never receives a gradient. padding_idx -1: none.
+  Embedding(int64_t num, int64_t dim, Generator& gen, int64_t padding_idx = -1, double init_std = 1.0);
   // Throws ShapeError naming Embedding, the bad id and the vocabulary size.
   Tensor forward(const std::vector<int64_t>& ids, const Shape& ids_shape);
   // The same with the ids held as an integer-valued tensor (e.g. in a Sequential).

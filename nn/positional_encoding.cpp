@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "nn/init.h"
 
 namespace xg::nn {
 
@@ -49,6 +50,39 @@ Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
                      std::to_string(max_len_));
   Tensor pe = start == 0 && T == max_len_ ? pe_ : slice(pe_, 0, start, start + T);  // (T,C), broadcasts over B
   return dropout->forward(x + pe);
+}
+
+LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len, int64_t d_model, Generator& gen,
+                                                       double init_std)
+    : max_len_(max_len), d_model_(d_model) {
+  if (d_model <= 0 || max_len <= 0)
+    throw std::invalid_argument("LearnedPositionalEmbedding: max_len and d_model must be positive, got max_len=" +
+                                std::to_string(max_len) + ", d_model=" + std::to_string(d_model));
+  if (!(init_std >= 0) || !std::isfinite(init_std))
+    throw std::invalid_argument("LearnedPositionalEmbedding: init_std " + std::to_string(init_std) +
+                                ": expected a finite number >= 0");
+  weight_ = register_parameter("weight", empty({max_len, d_model}));
+  normal_(weight_, gen, 0.0, init_std);
+}
+
+std::string LearnedPositionalEmbedding::type_name() const {
+  return "LearnedPositionalEmbedding(max_len=" + std::to_string(max_len_) + ", d_model=" + std::to_string(d_model_) +
+         ")";
+}
+
+Tensor LearnedPositionalEmbedding::forward(const Tensor& x) { return forward(x, 0); }
+
+Tensor LearnedPositionalEmbedding::forward(const Tensor& x, int64_t start) {
+  const auto named = scope();
+  if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
+  if (x.dim() != 3 || x.size(2) != d_model_)
+    throw ShapeError(describe() + ": expected input (B,T,C) with C=" + std::to_string(d_model_) + ", got " +
+                     shape_str(x.shape()));
+  const int64_t T = x.size(1);
+  if (start < 0 || start + T > max_len_)
+    throw ShapeError(describe() + ": positions " + std::to_string(start) + ".." + std::to_string(start + T - 1) +
+                     " exceed max_len=" + std::to_string(max_len_));
+  return x + slice(weight_, 0, start, start + T);  // (T,C) broadcasts over B
 }
 
 }  // namespace xg::nn

@@ -29,4 +29,21 @@ class PositionalEncoding : public Module {
   Tensor pe_;  // (max_len, C)
 };
 
+// Learned positions (GPT-2, BERT): a parameter `weight` (max_len, C),
+// initialised N(0, init_std^2) (GPT-2's 0.02 by default), added to the input.
+class LearnedPositionalEmbedding : public Module {
+ public:
+  LearnedPositionalEmbedding(int64_t max_len, int64_t d_model, Generator& gen, double init_std = 0.02);
+  // x (B,T,C) -> x + weight[:T]; T > max_len throws naming both.
+  Tensor forward(const Tensor& x) override;
+  // x (B,T,C) holding positions start .. start+T-1 (incremental decoding).
+  Tensor forward(const Tensor& x, int64_t start);
+  std::string type_name() const override;  // "LearnedPositionalEmbedding(max_len=.., d_model=..)"
+  Tensor& weight() { return weight_; }
+
+ private:
+  int64_t max_len_, d_model_;
+  Tensor weight_;
+};
+
 }  // namespace xg::nn

@@ -67,3 +67,25 @@ TEST_CASE("nn PositionalEncoding: dropout in training, T > max_len names both") 
   msg = XGN_THROW_MESSAGE(pos.forward(zeros({1, 3, 5})), ShapeError);
   CHECK(xgnt::contains(msg, "(1,3,5)"));
 }
+
+TEST_CASE("nn LearnedPositionalEmbedding: adds weight(start:start+T), a parameter, gradcheck in float64") {
+  Generator g(3);
+  nn::LearnedPositionalEmbedding pos(8, 4, g);
+  CHECK(pos.num_parameters() == 32);
+  CHECK(pos.state_dict().count("weight") == 1);
+  double sq = 0;
+  for (double v : pos.weight().to_vector()) sq += v * v;
+  CHECK(std::sqrt(sq / 32) == doctest::Approx(0.02).epsilon(0.35));  // N(0, 0.02^2)
+  Tensor x = xgnt::input({2, 3, 4}, 1, f32);
+  Tensor y = pos.forward(x, 2);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t t = 0; t < 3; ++t)
+      for (int64_t c = 0; c < 4; ++c)
+        CHECK(y.at({b, t, c}) == doctest::Approx(x.at({b, t, c}) + pos.weight().at({t + 2, c})).epsilon(1e-6));
+  pos.to(f64);
+  Tensor x64 = xgnt::input({2, 5, 4}, 2).requires_grad_();
+  xgnt::check_grad([&] { return pos.forward(x64, 1); }, pos.parameters(), {x64});
+  CHECK(xgnt::contains(XGN_THROW_MESSAGE(pos.forward(zeros({1, 9, 4}, f64)), ShapeError), "positions 0..8 exceed max_len=8"));
+  CHECK(xgnt::contains(XGN_THROW_MESSAGE(pos.forward(zeros({1, 2, 3}, f64)), ShapeError), "with C=4"));
+  CHECK(xgnt::contains(XGN_THROW_MESSAGE(nn::LearnedPositionalEmbedding(8, 4, g, -1.0), std::invalid_argument), "init_std"));
+}
