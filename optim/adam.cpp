@@ -23,7 +23,12 @@ void check(const AdamOptions& o, const char* who) {
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params), o.lr), o_(o) { check(o, "Adam"); }
 
+Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Optimizer(std::move(groups), o.lr), o_(o) {
+  check(o, "Adam");
+}
+
 AdamW::AdamW(std::vector<Tensor> params, AdamOptions o) : Adam(std::move(params), o) { decoupled_ = true; }
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o) { decoupled_ = true; }
 
 void Adam::update(Tensor& p, const Tensor& grad, std::map<std::string, Tensor>& state) {
   Tensor& m = buffer(state, "exp_avg", p);
@@ -31,7 +36,7 @@ void Adam::update(Tensor& p, const Tensor& grad, std::map<std::string, Tensor>& 
   // Bias corrections use this optimiser's step count (set by Optimizer::step before update).
   const double t = static_cast<double>(steps());
   const double bc1 = 1 - std::pow(o_.beta1, t), bc2 = 1 - std::pow(o_.beta2, t);
-  const double lr = this->lr(), b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps, wd = o_.weight_decay;
+  const double lr = group_lr(), b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps, wd = group_weight_decay(o_.weight_decay);
   const double step_size = lr / bc1, inv_sqrt_bc2 = 1 / std::sqrt(bc2);
   // In the parameter's precision, branch-free in the loop so that it vectorises.
   auto run = [&](auto z) {

@@ -17,6 +17,7 @@ struct AdamOptions {
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, AdamOptions o);
+  Adam(std::vector<ParamGroup> groups, AdamOptions o);
 
  protected:
   void update(Tensor& p, const Tensor& g, std::map<std::string, Tensor>& state) override;
@@ -30,6 +31,7 @@ class Adam : public Optimizer {
 class AdamW : public Adam {
  public:
   AdamW(std::vector<Tensor> params, AdamOptions o);
+  AdamW(std::vector<ParamGroup> groups, AdamOptions o);
   static AdamOptions defaults() {
     AdamOptions o;
     o.weight_decay = 0.01;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <utility>
 #include <stdexcept>
 
 #include "autograd/autograd.h"
@@ -11,7 +12,43 @@
 
 namespace xg::optim {
 
-Optimizer::Optimizer(std::vector<Tensor> params, double lr) : params_(std::move(params)), lr_(0) {
+namespace {
+std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
+  std::vector<ParamGroup> g(1);
+  g[0].params = std::move(params);
+  return g;
+}
+}  // namespace
+
+std::vector<ParamGroup> weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params,
+                                            double weight_decay, const std::vector<std::string>& no_decay) {
+  std::vector<ParamGroup> g(2);
+  g[0].weight_decay = weight_decay;
+  g[1].weight_decay = 0.0;
+  for (const auto& [name, p] : named_params) {
+    bool decay = p.dim() >= 2;
+    for (const std::string& part : no_decay) decay = decay && name.find(part) == std::string::npos;
+    g[decay ? 0 : 1].params.push_back(p);
+  }
+  return g;
+}
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr) : Optimizer(one_group(std::move(params)), lr) {}
+
+Optimizer::Optimizer(std::vector<ParamGroup> groups, double lr) : groups_(std::move(groups)), lr_(0) {
+  for (size_t k = 0; k < groups_.size(); ++k) {
+    const ParamGroup& g = groups_[k];
+    if (!(g.lr_scale >= 0) || !std::isfinite(g.lr_scale))
+      throw std::invalid_argument("optimizer: group " + std::to_string(k) + ": lr_scale " + std::to_string(g.lr_scale) +
+                                  ": expected a finite number >= 0");
+    if (g.weight_decay && (!(*g.weight_decay >= 0) || !std::isfinite(*g.weight_decay)))
+      throw std::invalid_argument("optimizer: group " + std::to_string(k) + ": weight_decay " +
+                                  std::to_string(*g.weight_decay) + ": expected a finite number >= 0");
+    for (const Tensor& p : g.params) {
+      params_.push_back(p);
+      group_of_.push_back(k);
+    }
+  }
   std::set<const void*> seen;
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
@@ -37,6 +74,7 @@ void Optimizer::step() {
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = params_[i].grad();
     if (!g.defined()) continue;
+    current_group_ = group_of_[i];
     update(params_[i], g, state_[i]);
     params_[i].bump_version();  // an op that saved the old values must not run backward on the new ones
   }

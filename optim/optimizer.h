@@ -2,17 +2,39 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autograd/tensor.h"
 
 namespace xg::optim {
 
+// Parameters that share settings (PyTorch's param_groups). A group's learning
+// rate is lr_scale times the optimiser's (the rate schedules set), and its
+// weight decay, when given, replaces the optimiser's.
+struct ParamGroup {
+  std::vector<Tensor> params;
+  double lr_scale = 1.0;
+  std::optional<double> weight_decay;
+};
+
+// The AdamW recipe (GPT-2, nanoGPT, BERT): weight decay on the matrices of
+// linear layers, none on biases, norms' gains (every parameter of fewer than 2
+// dimensions) and on embeddings (a name containing one of `no_decay`, e.g.
+// "src_embed.weight", "pos.weight"). Two groups: decayed first.
+std::vector<ParamGroup> weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params,
+                                            double weight_decay,
+                                            const std::vector<std::string>& no_decay = {"embed", "pos"});
+
 class Optimizer {
  public:
   // Leaves that require a gradient; the same tensor twice is an error.
   Optimizer(std::vector<Tensor> params, double lr);
+  // The same with groups (the same tensor in two groups is an error too).
+  // Parameters are numbered through the groups in order (state_dict keys).
+  Optimizer(std::vector<ParamGroup> groups, double lr);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -26,6 +48,7 @@ class Optimizer {
   void set_lr(double lr);
   int64_t steps() const { return steps_; }
   const std::vector<Tensor>& params() const { return params_; }
+  const std::vector<ParamGroup>& groups() const { return groups_; }
 
   // "<index>.<name>" for per-parameter state, plus "step" and "lr" (0-d float64).
   std::map<std::string, Tensor> state_dict() const;
@@ -46,11 +69,19 @@ class Optimizer {
   virtual const char* name() const = 0;
   // A zero buffer shaped like `param`, created once.
   Tensor& buffer(std::map<std::string, Tensor>& state, const std::string& key, const Tensor& param);
+  // Inside update(): the learning rate and weight decay of the parameter's group.
+  double group_lr() const { return lr_ * groups_[current_group_].lr_scale; }
+  double group_weight_decay(double optimiser_default) const {
+    return groups_[current_group_].weight_decay.value_or(optimiser_default);
+  }
 
  private:
   static constexpr int kLeakSteps = 20;
   void check_graph_growth();  // warns once on stderr when the tape keeps growing across steps
   std::vector<Tensor> params_;
+  std::vector<ParamGroup> groups_;
+  std::vector<size_t> group_of_;  // per parameter
+  size_t current_group_ = 0;
   std::vector<std::map<std::string, Tensor>> state_;
   double lr_;
   int64_t steps_ = 0;

@@ -6,7 +6,17 @@
 
 namespace xg::optim {
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params), o.lr), o_(o) {
+namespace {
+std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
+  std::vector<ParamGroup> g(1);
+  g[0].params = std::move(params);
+  return g;
+}
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, SGDOptions o) : SGD(one_group(std::move(params)), o) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(groups), o.lr), o_(o) {
   if (!(o.momentum >= 0) || !std::isfinite(o.momentum))
     throw std::invalid_argument("SGD: momentum must be finite and >= 0, got " + std::to_string(o.momentum));
   if (!(o.weight_decay >= 0) || !std::isfinite(o.weight_decay))
@@ -29,9 +39,9 @@ void SGD::update(Tensor& p, const Tensor& grad, std::map<std::string, Tensor>& s
     T* w = p.data<T>();
     const T* g = grad.data<T>();
     T* b = buf ? buf->data<T>() : nullptr;
-    const double lr = this->lr();
+    const double lr = group_lr(), wd = group_weight_decay(o_.weight_decay);
     for (int64_t i = 0, n = p.numel(); i < n; ++i) {
-      double d = g[i] + o_.weight_decay * w[i];
+      double d = g[i] + wd * w[i];
       if (b) {
         b[i] = first ? T(d) : T(o_.momentum * b[i] + (1 - o_.dampening) * d);
         d = o_.nesterov ? d + o_.momentum * b[i] : b[i];

@@ -16,6 +16,7 @@ struct SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions o);
+  SGD(std::vector<ParamGroup> groups, SGDOptions o);
 
  protected:
   void update(Tensor& p, const Tensor& g, std::map<std::string, Tensor>& state) override;

@@ -262,3 +262,73 @@ TEST_CASE("optim: WarmupCosine warms up linearly, follows half a cosine to min_l
   CHECK(contains(XG_THROW_MESSAGE(WarmupCosine(1.0, 1, 10, 2.0), std::invalid_argument), "min_lr <= peak"));
   CHECK_THROWS_AS(s.lr(0), std::invalid_argument);
 }
+
+TEST_CASE("optim: parameter groups give each group its own learning rate and weight decay") {
+  // Two groups in one AdamW equal two AdamW set up like each group, to the bit.
+  auto grad_of = [](Tensor& p, double k) { p.set_grad(p.detach() * k + 0.25); };
+  Tensor a = param({1.0, -2.0, 0.5}), b = param({3.0, 0.25});
+  Tensor a1 = param({1.0, -2.0, 0.5}), b1 = param({3.0, 0.25});
+  AdamOptions o;
+  o.lr = 0.1;
+  o.weight_decay = 0.01;
+  std::vector<ParamGroup> groups(2);
+  groups[0].params = {a};
+  groups[0].weight_decay = 0.2;
+  groups[1].params = {b};
+  groups[1].lr_scale = 0.5;  // weight decay: the optimiser's 0.01
+  AdamW grouped(groups, o);
+  AdamOptions oa = o, ob = o;
+  oa.weight_decay = 0.2;
+  ob.lr = 0.05;
+  AdamW alone_a({a1}, oa), alone_b({b1}, ob);
+  for (int step = 0; step < 3; ++step) {
+    grad_of(a, 2), grad_of(b, -1), grad_of(a1, 2), grad_of(b1, -1);
+    grouped.step();
+    alone_a.step();
+    alone_b.step();
+  }
+  CHECK(bit_equal(a, a1));
+  CHECK(bit_equal(b, b1));
+  CHECK(grouped.params().size() == 2);
+  CHECK(grouped.state_dict().count("1.exp_avg") == 1);  // parameters numbered through the groups
+  // SGD takes groups too.
+  std::vector<ParamGroup> sg(1);
+  Tensor c = param({1.0});
+  sg[0].params = {c};
+  sg[0].lr_scale = 2;
+  SGDOptions so;
+  so.lr = 0.1;
+  SGD sgd(sg, so);
+  c.set_grad(param({1.0}).detach());
+  sgd.step();
+  CHECK(c.at({0}) == doctest::Approx(1.0 - 0.2));
+}
+
+TEST_CASE("optim: weight_decay_groups decays matrices only, not biases, norms or embeddings") {
+  Tensor w = param({1, 2, 3, 4}).detach().reshape({2, 2}).requires_grad_();
+  Tensor bias = param({1, 2}), gain = param({1, 1});
+  Tensor emb = param({1, 2, 3, 4}).detach().reshape({2, 2}).requires_grad_();
+  const auto g = weight_decay_groups({{"fc.weight", w}, {"fc.bias", bias}, {"norm.weight", gain}, {"src_embed.weight", emb}},
+                                     0.1);
+  REQUIRE(g.size() == 2);
+  CHECK(g[0].weight_decay.value() == 0.1);
+  CHECK(g[1].weight_decay.value() == 0.0);
+  REQUIRE(g[0].params.size() == 1);
+  CHECK((g[0].params[0].impl() == w.impl()));
+  CHECK(g[1].params.size() == 3);
+}
+
+TEST_CASE("optim: bad groups are clear errors") {
+  Tensor p = param({1.0});
+  std::vector<ParamGroup> g(2);
+  g[0].params = {p};
+  g[1].params = {p};
+  CHECK(contains(XG_THROW_MESSAGE(Adam(g, AdamOptions{}), std::invalid_argument), "appears twice"));
+  std::vector<ParamGroup> neg(1);
+  neg[0].params = {p};
+  neg[0].lr_scale = -1;
+  CHECK(contains(XG_THROW_MESSAGE(Adam(neg, AdamOptions{}), std::invalid_argument), "group 0: lr_scale"));
+  neg[0].lr_scale = 1;
+  neg[0].weight_decay = NAN;
+  CHECK(contains(XG_THROW_MESSAGE(SGD(neg, SGDOptions{}), std::invalid_argument), "group 0: weight_decay"));
+}
