@@ -1,0 +1,95 @@
+// A decoder-only Transformer (GPT-2's layout), built from nn/ only, like the
+// encoder-decoder: token embedding + positions (learned or sinusoidal), N
+// pre-norm blocks (causal self-attention, GELU feed-forward, each with a
+// residual connection and dropout), a final LayerNorm, and the output
+// projection tied to the token embedding.
+//
+//   xg::models::GPTConfig c;  c.vocab = 65;  c.max_len = 128;
+//   xg::models::GPT gpt(c);
+//   Tensor loss = gpt.loss(ids, targets);        // (B,T) each, targets = ids shifted by one
+//   auto text = gpt.generate({prompt}, 200, gen, {0.8, 40});
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "models/transformer.h"  // Batch
+#include "nn/nn.h"
+
+namespace xg::models {
+
+struct GPTConfig {
+  int64_t vocab = 65;
+  int64_t max_len = 128;  // positions (the context window)
+  int64_t layers = 4;
+  int64_t d_model = 128;  // C
+  int64_t heads = 4;      // H
+  int64_t d_ff = 512;     // GPT-2: 4 C
+  double dropout = 0.0;
+  bool learned_positions = true;  // false: the paper's sinusoids
+  uint64_t seed = 0;              // initialisation and dropout
+  void validate() const;          // throws std::invalid_argument naming the bad field
+};
+
+class GPTBlock : public nn::Module {
+ public:
+  GPTBlock(const GPTConfig& cfg, Generator& init, std::shared_ptr<Generator> drop);
+  Tensor forward(const Tensor& x) override;  // (B,T,C), causal
+  // x (B,T,C) at the positions after the cache's: appends them to `kv`.
+  // With T > 1 the cache must be empty (a prompt), T == 1 afterwards.
+  Tensor forward_step(const Tensor& x, nn::MultiHeadAttention::KVCache& kv);
+  std::string type_name() const override { return "GPTBlock"; }
+
+  std::shared_ptr<nn::LayerNorm> ln1, ln2;
+  std::shared_ptr<nn::MultiHeadAttention> attn;
+  std::shared_ptr<nn::PositionwiseFeedForward> ff;
+  std::shared_ptr<nn::Dropout> drop1, drop2;
+};
+
+class GPT : public nn::Module {
+ public:
+  explicit GPT(const GPTConfig& cfg);
+  std::string type_name() const override { return "GPT"; }
+  const GPTConfig& config() const { return cfg_; }
+  Generator& dropout_generator() { return *drop_gen_; }
+
+  // ids (B,T), T <= max_len -> logits (B,T,V).
+  Tensor forward(const Batch& ids);
+  // Mean cross-entropy of forward(ids) against targets (B,T); targets equal to
+  // ignore_index count for nothing.
+  Tensor loss(const Batch& ids, const Batch& targets, int64_t ignore_index = -1);
+
+  // Generation with a key/value cache: each layer keeps the keys and values
+  // of every position fed so far (B, positions, C), so each new token costs
+  // one position's work. `prefill` feeds a prompt (B,T) into an empty cache,
+  // `step` one token per row; both return the logits (B,V) of the next token.
+  // A cache belongs to one sequence of calls: do not feed it rows of another
+  // batch, and do not keep tensors of it across steps (its buffers are
+  // written in place). Positions past max_len throw.
+  struct Cache {
+    std::vector<nn::MultiHeadAttention::KVCache> kv;  // one per layer
+    int64_t pos = 0;                                  // positions fed
+  };
+  Cache start_cache();
+  Tensor prefill(Cache& cache, const Batch& prompt);
+  Tensor step(Cache& cache, const std::vector<int64_t>& tokens);
+  // Appends `new_tokens` sampled tokens to each prompt (equal lengths, at
+  // least 1 token each), under NoGradGuard and eval(); returns the new tokens.
+  std::vector<std::vector<int64_t>> generate(const std::vector<std::vector<int64_t>>& prompts, int64_t new_tokens,
+                                             Generator& gen, const nn::SamplingOptions& sampling = {});
+
+  std::shared_ptr<nn::Embedding> tok_embed;
+  std::shared_ptr<nn::LearnedPositionalEmbedding> pos_learned;  // one of these two
+  std::shared_ptr<nn::PositionalEncoding> pos_sin;
+  std::shared_ptr<nn::Dropout> drop;
+  std::shared_ptr<nn::ModuleList> blocks;
+  std::shared_ptr<nn::LayerNorm> ln_f;
+
+ private:
+  Tensor embed(const std::vector<int64_t>& ids, int64_t rows, int64_t cols, int64_t start);
+  Tensor head(const Tensor& h);  // (.., C) -> (.., V), tied to tok_embed
+  GPTConfig cfg_;
+  std::shared_ptr<Generator> drop_gen_;
+};
+
+}  // namespace xg::models
