@@ -20,6 +20,7 @@ struct Bucket {
   std::vector<int64_t> offsets;  // of each parameter's values in `flat`
   int64_t values = 0;            // gradient elements (the flags follow)
   Tensor flat;
+  std::shared_ptr<void> keep;  // owns `flat` for the gradients that view it
   int64_t pending = 0;  // parameters whose gradient this backward has not finished
   bool started = false;
 #ifdef XG_HAVE_MPI
@@ -62,8 +63,9 @@ DataParallel::DataParallel(nn::Module& module, DataParallelOptions o)
 
 DataParallel::DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffers, DataParallelOptions o)
     : s_(std::make_unique<State>()) {
-  if (o.bucket_bytes < 1)
+  if (o.bucket_bytes < 1 || o.last_bucket_bytes < 1)
     throw std::invalid_argument("DataParallel: bucket_bytes " + std::to_string(o.bucket_bytes) +
+                                " and last_bucket_bytes " + std::to_string(o.last_bucket_bytes) +
                                 ": expected at least 1 (bytes of gradients per allreduce)");
   s_->opts = o;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -99,27 +101,40 @@ DataParallel::DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffe
     for (Tensor& b : buffers) broadcast(b, 0);
   }
 
-  // Buckets: parameters in reverse order, one dtype a bucket, up to bucket_bytes.
+  // Buckets, one dtype each. Cut in the parameters' order, the first one
+  // (the first parameters: embeddings, the first layer) up to
+  // last_bucket_bytes and the others up to bucket_bytes; started in the
+  // reverse order, so that the bucket left when backward ends is small.
   s_->bucket_of.assign(n, -1);
   s_->ready.assign(n, false);
+  std::vector<std::vector<int64_t>> cut;
   int64_t bytes = 0;
-  for (int64_t i = n - 1; i >= 0; --i) {
+  Dtype dtype = Dtype::f32;
+  for (int64_t i = 0; i < n; ++i) {
     const Tensor& p = s_->params[i];
     const int64_t pb = p.numel() * (p.dtype() == Dtype::f32 ? 4 : 8);
-    if (s_->buckets.empty() || s_->buckets.back().dtype != p.dtype() || bytes + pb > o.bucket_bytes) {
-      if (s_->buckets.empty() || !s_->buckets.back().params.empty()) s_->buckets.emplace_back();
-      s_->buckets.back().dtype = p.dtype();
+    const int64_t cap = cut.size() <= 1 ? std::min(o.last_bucket_bytes, o.bucket_bytes) : o.bucket_bytes;
+    if (cut.empty() || dtype != p.dtype() || (bytes + pb > cap && !cut.back().empty())) {
+      cut.emplace_back();
       bytes = 0;
+      dtype = p.dtype();
     }
-    Bucket& b = s_->buckets.back();
-    b.offsets.push_back(b.values);
-    b.values += p.numel();
-    b.params.push_back(i);
-    s_->bucket_of[i] = static_cast<int64_t>(s_->buckets.size()) - 1;
+    cut.back().push_back(i);
     bytes += pb;
+  }
+  for (auto it = cut.rbegin(); it != cut.rend(); ++it) {
+    Bucket& b = s_->buckets.emplace_back();
+    b.dtype = s_->params[it->front()].dtype();
+    for (auto j = it->rbegin(); j != it->rend(); ++j) {
+      b.offsets.push_back(b.values);
+      b.values += s_->params[*j].numel();
+      b.params.push_back(*j);
+      s_->bucket_of[*j] = static_cast<int64_t>(s_->buckets.size()) - 1;
+    }
   }
   for (Bucket& b : s_->buckets) {
     b.flat = zeros({b.values + static_cast<int64_t>(b.params.size())}, b.dtype);
+    b.keep = std::shared_ptr<void>(new Tensor(b.flat), [](void* t) { delete static_cast<Tensor*>(t); });
     b.pending = static_cast<int64_t>(b.params.size());
     s_->stats.bytes += b.flat.numel() * (b.dtype == Dtype::f32 ? 4 : 8);
   }
@@ -173,15 +188,22 @@ void DataParallel::State::on_ready(int64_t i) {
 void DataParallel::State::start(Bucket& b) {
   b.started = true;
   const int64_t nv = b.values;
+  // Copied in already divided by the number of processes (when averaging):
+  // the sum is then the mean, and wait() hands out views of the buffer
+  // without another pass. A gradient that still is such a view (no backward
+  // reached it since) is scaled in place: the mean of equal values is itself.
+  const double scale = opts.average ? 1.0 / world_size() : 1.0;
   auto pack = [&](auto zero) {
     using T = decltype(zero);
     T* flat = ptr<T>(b.flat);
+    const T f = static_cast<T>(scale);
     for (size_t k = 0; k < b.params.size(); ++k) {
       const Tensor g = params[b.params[k]].grad();
       const int64_t len = params[b.params[k]].numel();
       T* dst = flat + b.offsets[k];
       if (g.defined()) {
-        if (len) std::memcpy(dst, g.data<T>(), static_cast<size_t>(len) * sizeof(T));
+        const T* src = g.data<T>();
+        for (int64_t j = 0; j < len; ++j) dst[j] = src[j] * f;
         flat[nv + static_cast<int64_t>(k)] = 1;
       } else {
         std::fill(dst, dst + len, T(0));
@@ -238,29 +260,21 @@ void DataParallel::wait() {
       b.requests.clear();
     }
 #endif
-  const double scale = s.opts.average ? 1.0 / world_size() : 1.0;
+  // The gradients become views of the reduced buffers (PyTorch's
+  // gradient_as_bucket_view): no copy out.
   NoGradGuard no_grad;
   for (Bucket& b : s.buckets) {
-    auto unpack = [&](auto zero) {
+    auto hand_out = [&](auto zero) {
       using T = decltype(zero);
-      const T* flat = ptr<T>(b.flat);
+      T* flat = ptr<T>(b.flat);
       for (size_t k = 0; k < b.params.size(); ++k) {
         Tensor& p = s.params[b.params[k]];
         if (flat[b.values + static_cast<int64_t>(k)] == 0) continue;  // no process had a gradient
-        Tensor g = p.grad();
-        if (!g.defined()) {
-          g = empty(p.shape(), p.dtype());
-          p.set_grad(g);
-        }
-        T* dst = g.data<T>();
-        const T* src = flat + b.offsets[k];
-        const T f = static_cast<T>(scale);
-        for (int64_t j = 0, len = p.numel(); j < len; ++j) dst[j] = src[j] * f;
-        g.bump_version();
+        p.set_grad(from_blob(flat + b.offsets[k], p.shape(), p.dtype(), b.keep));
       }
     };
-    if (b.dtype == Dtype::f32) unpack(float{});
-    else unpack(double{});
+    if (b.dtype == Dtype::f32) hand_out(float{});
+    else hand_out(double{});
     b.started = false;
     b.pending = static_cast<int64_t>(b.params.size());
   }

@@ -16,11 +16,14 @@
 //
 // The parameters' gradients are grouped into buckets of about
 // `bucket_bytes`, in reverse order of the parameters (the order backward
-// produces them in, roughly). A bucket's MPI_Iallreduce starts as soon as the
+// produces them in, roughly); the last one, of the first parameters, is kept
+// small (`last_bucket_bytes`) since nothing is left to overlap its exchange. A bucket's MPI_Iallreduce starts as soon as the
 // last of its gradients is accumulated (Tensor::add_post_accumulate_grad_hook)
 // and buckets start in the same order on every process. wait() starts any
 // bucket still waiting (parameters this backward did not reach), waits for all
-// and writes the reduced gradients back.
+// and sets each gradient to a view of the reduced buffer (no copy, as
+// PyTorch's gradient_as_bucket_view): such a view changes at the next
+// exchange, so clone() a gradient to keep it.
 //
 // Averaging: each process's gradient is that of its own mean loss, and wait()
 // gives their mean. That equals the gradient of the global batch's mean loss
@@ -46,6 +49,9 @@ namespace xg::dist {
 
 struct DataParallelOptions {
   int64_t bucket_bytes = 25 << 20;  // ~25 MB, PyTorch's default; at least one parameter a bucket
+  // The bucket of the first parameters (the last gradients backward
+  // produces; its exchange cannot overlap anything): kept this small.
+  int64_t last_bucket_bytes = 1 << 20;
   bool average = true;              // mean over processes (false: sum)
 };
 

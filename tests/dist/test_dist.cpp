@@ -278,6 +278,37 @@ TEST_CASE("dist: a parameter some processes do not use gets the others' gradient
   CHECK_FALSE(c.grad().defined());
 }
 
+TEST_CASE("dist: buckets in reverse order, the first parameters' bucket kept small") {
+  models::Transformer m(small_config());
+  dist::DataParallelOptions o;
+  o.bucket_bytes = 64 << 10;
+  o.last_bucket_bytes = 8 << 10;
+  dist::DataParallel ddp(m, o);
+  const auto b = ddp.buckets();
+  const auto params = m.parameters();
+  REQUIRE(b.size() > 2);
+  CHECK(b.front().front() == static_cast<int64_t>(params.size()) - 1);  // the last parameter starts first
+  CHECK(b.back().back() == 0);                                          // the first one is in the last bucket
+  int64_t last = 0;
+  for (int64_t i : b.back()) last += params[i].numel() * 4;
+  CHECK((last <= (8 << 10) || b.back().size() == 1));
+}
+
+TEST_CASE("dist: a gradient left from the last exchange is exchanged again unchanged") {
+  Tensor a = ones({2}, f64).requires_grad_(), b = ones({2}, f64).requires_grad_();
+  dist::DataParallel ddp({a, b}, {});
+  const int r = dist::rank(), w = dist::world_size();
+  (sum(a * (r + 1.0)) + sum(b * (r + 2.0))).backward();
+  ddp.wait();
+  const double mean_b = (w + 3.0) / 2;  // mean of r + 2
+  CHECK(b.grad().at({0}) == doctest::Approx(mean_b));
+  a.zero_grad();
+  sum(a * 5.0).backward();  // b not reached: its gradient is the view from the last exchange
+  ddp.wait();
+  CHECK(a.grad().at({1}) == doctest::Approx(5.0));
+  CHECK(b.grad().at({1}) == doctest::Approx(mean_b));
+}
+
 int main(int argc, char** argv) {
   dist::Environment env(&argc, &argv);
   doctest::Context ctx(argc, argv);
