@@ -12,7 +12,12 @@ xgrad the time a step blocked in wait() against one blocking allreduce of the
 same bytes alone: hidden = 1 - wait / alone (communication overlapped with
 backward). OPENBLAS_CORETYPE is unset for both sides; the BLAS core is printed.
 
-    bash bench/ddp.sh [--configs small,annotated,base] [--precision f32,bf16] [--steps 10]
+    bash bench/ddp.sh [--configs small,annotated,base] [--precision f32,bf16] [--steps 10] [--rounds 3]
+
+This machine's speed drifts by 10% and more over minutes (a shared VM), so
+each config runs --rounds rounds, each round P = 1 then P = 2 for both sides;
+a speed-up is taken within a round and the table gives the median over the
+rounds with its range.
 """
 import argparse
 import json
@@ -54,47 +59,58 @@ def main():
     p.add_argument("--processes", default="1,2")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     a = p.parse_args()
     xg = os.path.join(a.build, "bench", "xg_bench")
     results = []
+    procs = [int(x) for x in a.processes.split(",")]
     for cfg in a.configs.split(","):
         if cfg not in CONFIGS:
             raise SystemExit(f"ddp.py: unknown config {cfg} (one of {', '.join(CONFIGS)})")
         for prec in a.precision.split(","):
-            for P in [int(x) for x in a.processes.split(",")]:
-                flags = model_flags(cfg) + ["--steps", str(a.steps), "--warmup", str(a.warmup), "--precision", prec]
-                mpirun = ["mpirun", "-np", str(P)] if P > 1 else []
-                x = run(mpirun + [xg, "ddp"] + flags + ["--threads", "1"])
-                t = run(["/usr/bin/python3", os.path.join(HERE, "torch_ddp.py")] + flags + ["--processes", str(P)])
-                for side, r in (("xgrad", x), ("pytorch", t)):
-                    r["config"], r["side"] = cfg, side
-                    r["median_ms"] = med(r["ms"])
-                    r["tokens_per_s"] = r["tokens_per_step"] / r["median_ms"] * 1000
-                    results.append(r)
-                    print(json.dumps({k: v for k, v in r.items() if k not in ("ms", "wait_ms")}), flush=True)
+            for rnd in range(a.rounds):
+                for P in procs:
+                    flags = model_flags(cfg) + ["--steps", str(a.steps), "--warmup", str(a.warmup), "--precision", prec]
+                    mpirun = ["mpirun", "-np", str(P)] if P > 1 else []
+                    x = run(mpirun + [xg, "ddp"] + flags + ["--threads", "1"])
+                    t = run(["/usr/bin/python3", os.path.join(HERE, "torch_ddp.py")] + flags + ["--processes", str(P)])
+                    for side, r in (("xgrad", x), ("pytorch", t)):
+                        r.update(config=cfg, side=side, round=rnd, median_ms=med(r["ms"]))
+                        r["tokens_per_s"] = r["tokens_per_step"] / r["median_ms"] * 1000
+                        if r.get("wait_ms"):
+                            r["median_wait_ms"] = med(r["wait_ms"])
+                        results.append(r)
+                        print(json.dumps({k: v for k, v in r.items() if k not in ("ms", "wait_ms")}), flush=True)
     print()
-    print(f"BLAS core: {results[0].get('core', '?')} (OPENBLAS_CORETYPE unset), 1 thread per process")
-    print("| config | precision | P | xgrad ms | xgrad tok/s | xgrad speed-up (eff.) | PyTorch ms | PyTorch tok/s "
-          "| PyTorch speed-up (eff.) | xgrad/PyTorch tok/s | xgrad wait ms | allreduce alone ms | hidden |")
+    print(f"BLAS core: {results[0].get('core', '?')} (OPENBLAS_CORETYPE unset), 1 thread per process, "
+          f"{a.rounds} rounds; speed-up: median over rounds [min-max], each against P = 1 of its round")
+    print("| config | precision | P | xgrad ms | xgrad tok/s | xgrad speed-up | PyTorch ms | PyTorch tok/s "
+          "| PyTorch speed-up | xgrad/PyTorch tok/s | xgrad wait ms | allreduce alone ms | hidden |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    base = {}
+    rows = {}
     for r in results:
-        if r["processes"] == 1:
-            base[(r["config"], r["precision"], r["side"])] = r["tokens_per_s"]
-    by = {}
-    for r in results:
-        by.setdefault((r["config"], r["precision"], r["processes"]), {})[r["side"]] = r
-    for (cfg, prec, P), sides in by.items():
-        x, t = sides["xgrad"], sides["pytorch"]
-        sx = x["tokens_per_s"] / base[(cfg, prec, "xgrad")]
-        st = t["tokens_per_s"] / base[(cfg, prec, "pytorch")]
-        wait = med(x["wait_ms"]) if x.get("wait_ms") else 0.0
-        alone = x.get("allreduce_ms", 0.0)
+        rows.setdefault((r["config"], r["precision"], r["processes"], r["side"]), []).append(r)
+
+    def speedups(cfg, prec, P, side):
+        one = {r["round"]: r["tokens_per_s"] for r in rows[(cfg, prec, procs[0], side)]}
+        return [r["tokens_per_s"] / one[r["round"]] for r in rows[(cfg, prec, P, side)]]
+
+    def fmt_speed(v, P):
+        return f"{med(v):.2f}x [{min(v):.2f}-{max(v):.2f}]"
+
+    for (cfg, prec, P, side) in rows:
+        if side != "xgrad":
+            continue
+        xs, ts = rows[(cfg, prec, P, "xgrad")], rows[(cfg, prec, P, "pytorch")]
+        xms, tms = med([r["median_ms"] for r in xs]), med([r["median_ms"] for r in ts])
+        xtps, ttps = med([r["tokens_per_s"] for r in xs]), med([r["tokens_per_s"] for r in ts])
+        wait = med([r.get("median_wait_ms", 0.0) for r in xs])
+        alone = med([r.get("allreduce_ms", 0.0) for r in xs])
         hidden = f"{max(0.0, 1 - wait / alone):.2f}" if P > 1 and alone > 0 else "-"
-        print(f"| {cfg} | {prec} | {P} | {x['median_ms']:.1f} | {x['tokens_per_s']:.0f} | {sx:.2f}x ({sx / P:.2f}) "
-              f"| {t['median_ms']:.1f} | {t['tokens_per_s']:.0f} | {st:.2f}x ({st / P:.2f}) "
-              f"| {x['tokens_per_s'] / t['tokens_per_s']:.2f} | {wait:.1f} | {alone:.1f} | {hidden} |")
+        print(f"| {cfg} | {prec} | {P} | {xms:.1f} | {xtps:.0f} | {fmt_speed(speedups(cfg, prec, P, 'xgrad'), P)} "
+              f"| {tms:.1f} | {ttps:.0f} | {fmt_speed(speedups(cfg, prec, P, 'pytorch'), P)} "
+              f"| {xtps / ttps:.2f} | {wait:.1f} | {alone:.1f} | {hidden} |")
 
 
 if __name__ == "__main__":
