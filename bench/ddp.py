@@ -7,10 +7,12 @@ bench/torch_ddp.py (DistributedDataParallel, gloo over loopback). Weak scaling:
 P = 1 is the plain model on each side (no communication).
 
 Prints, per row: median step ms, tokens/s, the speed-up over P = 1 of the same
-side and its efficiency (speed-up / P), xgrad / PyTorch tokens/s, and for
-xgrad the time a step blocked in wait() against one blocking allreduce of the
-same bytes alone: hidden = 1 - wait / alone (communication overlapped with
-backward). OPENBLAS_CORETYPE is unset for both sides; the BLAS core is printed.
+side, xgrad / PyTorch tokens/s, and for xgrad the profile of what P processes
+cost: the step of the same P processes training without any exchange (what
+sharing the machine costs), the exchange's cost (step with it minus step
+without), the time a step blocked in wait(), and one blocking allreduce of the
+same bytes alone; hidden = 1 - cost / alone (the part of the exchange that
+overlapped with backward). OPENBLAS_CORETYPE is unset for both sides; the BLAS core is printed.
 
     bash bench/ddp.sh [--configs small,annotated,base] [--precision f32,bf16] [--steps 10] [--rounds 3]
 
@@ -74,6 +76,8 @@ def main():
                     flags = model_flags(cfg) + ["--steps", str(a.steps), "--warmup", str(a.warmup), "--precision", prec]
                     mpirun = ["mpirun", "-np", str(P)] if P > 1 else []
                     x = run(mpirun + [xg, "ddp"] + flags + ["--threads", "1"])
+                    if P > 1:  # the same processes without any exchange: what sharing the machine costs alone
+                        x["no_comm_ms"] = med(run(mpirun + [xg, "ddp"] + flags + ["--threads", "1", "--comm", "0"])["ms"])
                     t = run(["/usr/bin/python3", os.path.join(HERE, "torch_ddp.py")] + flags + ["--processes", str(P)])
                     for side, r in (("xgrad", x), ("pytorch", t)):
                         r.update(config=cfg, side=side, round=rnd, median_ms=med(r["ms"]))
@@ -86,8 +90,9 @@ def main():
     print(f"BLAS core: {results[0].get('core', '?')} (OPENBLAS_CORETYPE unset), 1 thread per process, "
           f"{a.rounds} rounds; speed-up: median over rounds [min-max], each against P = 1 of its round")
     print("| config | precision | P | xgrad ms | xgrad tok/s | xgrad speed-up | PyTorch ms | PyTorch tok/s "
-          "| PyTorch speed-up | xgrad/PyTorch tok/s | xgrad wait ms | allreduce alone ms | hidden |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| PyTorch speed-up | xgrad/PyTorch tok/s | xgrad no-exchange ms | exchange cost ms | wait ms "
+          "| allreduce alone ms | hidden |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = {}
     for r in results:
         rows.setdefault((r["config"], r["precision"], r["processes"], r["side"]), []).append(r)
@@ -107,10 +112,13 @@ def main():
         xtps, ttps = med([r["tokens_per_s"] for r in xs]), med([r["tokens_per_s"] for r in ts])
         wait = med([r.get("median_wait_ms", 0.0) for r in xs])
         alone = med([r.get("allreduce_ms", 0.0) for r in xs])
-        hidden = f"{max(0.0, 1 - wait / alone):.2f}" if P > 1 and alone > 0 else "-"
+        # The exchange's cost: the step with it minus the same processes without it, per round.
+        nocomm = med([r["no_comm_ms"] for r in xs]) if P > 1 else xms
+        cost = med([r["median_ms"] - r["no_comm_ms"] for r in xs]) if P > 1 else 0.0
+        hidden = f"{min(1.0, max(0.0, 1 - cost / alone)):.2f}" if P > 1 and alone > 0 else "-"
         print(f"| {cfg} | {prec} | {P} | {xms:.1f} | {xtps:.0f} | {fmt_speed(speedups(cfg, prec, P, 'xgrad'), P)} "
               f"| {tms:.1f} | {ttps:.0f} | {fmt_speed(speedups(cfg, prec, P, 'pytorch'), P)} "
-              f"| {xtps / ttps:.2f} | {wait:.1f} | {alone:.1f} | {hidden} |")
+              f"| {xtps / ttps:.2f} | {nocomm:.1f} | {cost:.1f} | {wait:.1f} | {alone:.1f} | {hidden} |")
 
 
 if __name__ == "__main__":

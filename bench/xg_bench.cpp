@@ -50,7 +50,7 @@ namespace {
 
 const std::set<std::string> kFlags = {"vocab",  "len",     "d-model", "heads", "layers",   "d-ff", "batch",
                                        "steps",  "warmup",  "threads", "precision", "sequences", "reps", "cache",
-                                       "only",   "task",    "seed",    "max-steps", "bucket-mb"};
+                                       "only",   "task",    "seed",    "max-steps", "bucket-mb", "comm"};
 
 // The command line (CLI11): a mode, then --flag value pairs, kept as text and
 // checked where they are read (geti: a whole number in range).
@@ -406,7 +406,13 @@ int ddp_mode(const std::map<std::string, std::string>& a) {
   models::Transformer model(tcfg(c));
   dist::DataParallelOptions o;
   o.bucket_bytes = geti(a, "bucket-mb", 25, 1, 4096) << 20;
-  dist::DataParallel ddp(model, o);
+  // --comm 0: the same processes without any exchange (each trains alone):
+  // what running side by side costs by itself (shared memory bandwidth).
+  const bool comm = geti(a, "comm", 1, 0, 1) == 1;
+  std::unique_ptr<dist::DataParallel> ddp_owner;
+  if (comm) ddp_owner = std::make_unique<dist::DataParallel>(model, o);
+  dist::DataParallel empty_ddp(std::vector<Tensor>{}, std::vector<Tensor>{}, o);
+  dist::DataParallel& ddp = comm ? *ddp_owner : empty_ddp;
   optim::AdamOptions ao;
   ao.lr = 1e-4;
   ao.beta2 = 0.98;
@@ -443,7 +449,7 @@ int ddp_mode(const std::map<std::string, std::string>& a) {
   // One blocking allreduce of every gradient byte, alone: what wait() would
   // cost if nothing overlapped.
   std::vector<double> alone;
-  Tensor all = zeros({ddp.stats().bytes / 4});
+  Tensor all = zeros({std::max<int64_t>(1, ddp.stats().bytes / 4)});
   for (int i = 0; i < 5; ++i) {
     dist::barrier();
     auto t0 = clk::now();

@@ -1,5 +1,7 @@
 #include "dist/data_parallel.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -27,6 +29,8 @@ struct Bucket {
   std::vector<MPI_Request> requests;
 #endif
 };
+
+int64_t g_top_pad = 0;  // the M_TOP_PAD DataParallel has set (never lowered)
 
 template <class T>
 T* ptr(Tensor& t) {
@@ -139,6 +143,19 @@ DataParallel::DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffe
     s_->stats.bytes += b.flat.numel() * (b.dtype == Dtype::f32 ? 4 : 8);
   }
   s_->stats.buckets = static_cast<int64_t>(s_->buckets.size());
+
+  // OpenMPI allocates each collective's temporary buffers with malloc, and
+  // glibc gives the top of the heap back to the system after each free: every
+  // bucket then paid the page faults of fresh memory (measured: one
+  // allreduce of base's 178.6 MB of gradients took 527 ms that way, 28 ms
+  // with the heap kept). Keep about twice one step's exchange of free heap.
+  if (world_size() > 1) {
+    const int64_t pad = std::min<int64_t>(2 * s_->stats.bytes + (64 << 20), int64_t{1} << 30);
+    if (pad > g_top_pad) {
+      mallopt(M_TOP_PAD, static_cast<int>(pad));
+      g_top_pad = pad;
+    }
+  }
 
   if (world_size() > 1) {
     State* s = s_.get();
