@@ -34,8 +34,25 @@ MPI_Datatype mpi_type(Dtype d) { return d == Dtype::f32 ? MPI_FLOAT : MPI_DOUBLE
 
 bool compiled_with_mpi() { return true; }
 
+namespace {
+bool g_mpi = false;  // this Environment initialised MPI (not a single process started directly)
+// Started by mpirun (or another MPI launcher)? A program started directly is
+// one process: it does not start MPI at all (no singleton runtime, nothing
+// for a leak checker to report in MPI's own allocations).
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+}  // namespace
+
 Environment::Environment(int* argc, char*** argv) : uncaught_(std::uncaught_exceptions()) {
   if (g_alive) throw std::logic_error("dist::Environment: MPI is already initialised by another Environment");
+  if (!launched_by_mpi()) {
+    g_alive = true;
+    g_mpi = false;
+    return;
+  }
   int done = 0;
   MPI_Finalized(&done);
   if (done) throw std::logic_error("dist::Environment: MPI was finalised already and cannot start again");
@@ -65,11 +82,14 @@ Environment::Environment(int* argc, char*** argv) : uncaught_(std::uncaught_exce
   }
   MPI_Comm_free(&local);
   g_alive = true;
+  g_mpi = true;
 }
 
 Environment::~Environment() {
   if (!g_alive) return;
   g_alive = false;
+  if (!g_mpi) return;
+  g_mpi = false;
   if (std::uncaught_exceptions() > uncaught_ && g_size > 1) {
     std::fprintf(stderr, "dist: rank %d is unwinding an exception; aborting the job\n", g_rank);
     MPI_Abort(MPI_COMM_WORLD, 1);

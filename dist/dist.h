@@ -32,7 +32,9 @@ struct MpiError : std::runtime_error {
 bool compiled_with_mpi();
 
 // Initialises MPI for the life of the object (once per process; a second
-// Environment while one is alive throws std::logic_error). Errors from MPI
+// Environment while one is alive throws std::logic_error) when the program
+// was started by mpirun; started directly, it is one process and MPI is not
+// started at all. Errors from MPI
 // then come back as MpiError instead of aborting the job. The destructor
 // calls MPI_Finalize, or MPI_Abort when destroyed by an exception in flight
 // (so the other processes stop instead of waiting forever for this one).

@@ -317,5 +317,6 @@ int main(int argc, char** argv) {
   // Every process's verdict: a failure on any rank fails the job.
   const double any = dist::allreduce(failed ? 1.0 : 0.0);
   if (dist::rank() == 0 && any > 0 && !failed) std::fprintf(stderr, "test_dist: a test failed on another rank\n");
+  std::fprintf(stderr, "test_dist: rank %d of %d done, %d failed here\n", dist::rank(), dist::world_size(), failed);
   return any > 0 ? 1 : 0;
 }
