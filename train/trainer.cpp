@@ -140,16 +140,16 @@ double Trainer::step() {
   ex.reserve(opts_.batch_size);
   for (int64_t i = 0; i < opts_.batch_size; ++i) ex.push_back(sample(opts_.task, data_gen_));
   const int world = dist::world_size(), rank = dist::rank();
-  double weight = 1;  // this process's share of the batch's target tokens, times world
+  int64_t all_tokens = 0;  // target tokens of the whole batch: each example's symbols and its EOS
+  for (const Example& e : ex) all_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
   if (world > 1) {
-    const int64_t all_tokens = make_batch(ex).target_tokens;
     const int64_t lo = opts_.batch_size * rank / world, hi = opts_.batch_size * (rank + 1) / world;
     ex = std::vector<Example>(ex.begin() + lo, ex.begin() + hi);
-    last_tokens_ = all_tokens;
-    weight = static_cast<double>(make_batch(ex).target_tokens) * world / static_cast<double>(all_tokens);
   }
   TrainBatch b = make_batch(ex);
-  if (world == 1) last_tokens_ = b.target_tokens;
+  last_tokens_ = all_tokens;
+  // This process's share of the batch's target tokens, times world (1 alone).
+  const double weight = static_cast<double>(b.target_tokens) * world / static_cast<double>(all_tokens);
   model_->train();
   opt_->zero_grad();
   DetectAnomalyGuard anomaly(opts_.detect_anomaly);
