@@ -24,7 +24,6 @@ struct Bucket {
   Tensor flat;
   std::shared_ptr<void> keep;  // owns `flat` for the gradients that view it
   int64_t pending = 0;  // parameters whose gradient this backward has not finished
-  bool started = false;
 #ifdef XG_HAVE_MPI
   std::vector<MPI_Request> requests;
 #endif
@@ -203,7 +202,6 @@ void DataParallel::State::on_ready(int64_t i) {
 }
 
 void DataParallel::State::start(Bucket& b) {
-  b.started = true;
   const int64_t nv = b.values;
   // Copied in already divided by the number of processes (when averaging):
   // the sum is then the mean, and wait() hands out views of the buffer
@@ -231,16 +229,11 @@ void DataParallel::State::start(Bucket& b) {
   if (b.dtype == Dtype::f32) pack(float{});
   else pack(double{});
 #ifdef XG_HAVE_MPI
-  const int64_t total = b.flat.numel(), elem = b.dtype == Dtype::f32 ? 4 : 8;
-  char* base = b.dtype == Dtype::f32 ? reinterpret_cast<char*>(ptr<float>(b.flat))
-                                     : reinterpret_cast<char*>(ptr<double>(b.flat));
-  for (int64_t at = 0; at < total; at += kMaxCount) {
-    const int count = static_cast<int>(std::min<int64_t>(kMaxCount, total - at));
+  for_each_piece(b.flat, [&](void* p, int count) {
     b.requests.emplace_back();
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, base + at * elem, count, mpi_type(b.dtype), MPI_SUM, MPI_COMM_WORLD,
-                             &b.requests.back()),
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p, count, mpi_type(b.dtype), MPI_SUM, MPI_COMM_WORLD, &b.requests.back()),
               "MPI_Iallreduce");
-  }
+  });
 #endif
 }
 
@@ -292,7 +285,6 @@ void DataParallel::wait() {
     };
     if (b.dtype == Dtype::f32) hand_out(float{});
     else hand_out(double{});
-    b.started = false;
     b.pending = static_cast<int64_t>(b.params.size());
   }
   s.ready.assign(s.ready.size(), false);

@@ -111,15 +111,10 @@ void allreduce(Tensor& t, ReduceOp op) {
     throw std::invalid_argument("dist::allreduce: the processes pass tensors of different sizes (from " +
                                 std::to_string(-n[1]) + " to " + std::to_string(n[0]) + " elements; rank " +
                                 std::to_string(g_rank) + " has " + shape_str(t.shape()) + ")");
+  for_each_piece(t, [&](void* p, int count) {
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, p, count, mpi_type(t.dtype()), MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  });
   const int64_t total = t.numel();
-  char* p = static_cast<char*>(t.dtype() == Dtype::f32 ? static_cast<void*>(t.data<float>())
-                                                       : static_cast<void*>(t.data<double>()));
-  const int64_t elem = t.dtype() == Dtype::f32 ? 4 : 8;
-  for (int64_t at = 0; at < total; at += kMaxCount) {  // MPI counts are int
-    const int count = static_cast<int>(std::min<int64_t>(kMaxCount, total - at));
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, p + at * elem, count, mpi_type(t.dtype()), MPI_SUM, MPI_COMM_WORLD),
-              "MPI_Allreduce");
-  }
   if (op == ReduceOp::mean) {
     if (t.dtype() == Dtype::f32) {
       float* v = t.data<float>();
@@ -152,13 +147,9 @@ void broadcast(Tensor& t, int root) {
     throw std::invalid_argument("dist::broadcast: rank " + std::to_string(g_rank) + " has " + shape_str(t.shape()) +
                                 " (" + std::to_string(t.numel()) + " elements), the root " + std::to_string(n) +
                                 " elements (or another rank differs)");
-  const int64_t elem = t.dtype() == Dtype::f32 ? 4 : 8;
-  char* p = static_cast<char*>(t.dtype() == Dtype::f32 ? static_cast<void*>(t.data<float>())
-                                                       : static_cast<void*>(t.data<double>()));
-  for (int64_t at = 0; at < n; at += kMaxCount) {
-    const int count = static_cast<int>(std::min<int64_t>(kMaxCount, n - at));
-    check_mpi(MPI_Bcast(p + at * elem, count, mpi_type(t.dtype()), root, MPI_COMM_WORLD), "MPI_Bcast");
-  }
+  for_each_piece(t, [&](void* p, int count) {
+    check_mpi(MPI_Bcast(p, count, mpi_type(t.dtype()), root, MPI_COMM_WORLD), "MPI_Bcast");
+  });
   t.bump_version();
 }
 

@@ -4,6 +4,7 @@
 #ifdef XG_HAVE_MPI
 #include <mpi.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "autograd/tensor.h"
@@ -15,6 +16,15 @@ void check_mpi(int rc, const char* call);
 MPI_Datatype mpi_type(Dtype d);
 // MPI counts are int: longer buffers go in pieces of at most this many elements.
 inline constexpr int64_t kMaxCount = INT_MAX / 2;
+
+// call(pointer, count) over t's values in pieces of at most kMaxCount elements.
+template <class F>
+void for_each_piece(Tensor& t, F call) {
+  const int64_t total = t.numel(), elem = t.dtype() == Dtype::f32 ? 4 : 8;
+  char* p = t.dtype() == Dtype::f32 ? reinterpret_cast<char*>(t.data<float>()) : reinterpret_cast<char*>(t.data<double>());
+  for (int64_t at = 0; at < total; at += kMaxCount)
+    call(static_cast<void*>(p + at * elem), static_cast<int>(std::min<int64_t>(kMaxCount, total - at)));
+}
 
 }  // namespace xg::dist
 #endif
