@@ -12,13 +12,11 @@
 
 namespace xg::optim {
 
-namespace {
 std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
   std::vector<ParamGroup> g(1);
   g[0].params = std::move(params);
   return g;
 }
-}  // namespace
 
 std::vector<ParamGroup> weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params,
                                             double weight_decay, const std::vector<std::string>& no_decay) {

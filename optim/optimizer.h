@@ -20,6 +20,9 @@ struct ParamGroup {
   std::optional<double> weight_decay;
 };
 
+// All of `params` in one group with the optimiser's settings.
+std::vector<ParamGroup> one_group(std::vector<Tensor> params);
+
 // The AdamW recipe (GPT-2, nanoGPT, BERT): weight decay on the matrices of
 // linear layers, none on biases, norms' gains (every parameter of fewer than 2
 // dimensions) and on embeddings (a name containing one of `no_decay`, e.g.

@@ -6,14 +6,6 @@
 
 namespace xg::optim {
 
-namespace {
-std::vector<ParamGroup> one_group(std::vector<Tensor> params) {
-  std::vector<ParamGroup> g(1);
-  g[0].params = std::move(params);
-  return g;
-}
-}  // namespace
-
 SGD::SGD(std::vector<Tensor> params, SGDOptions o) : SGD(one_group(std::move(params)), o) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, SGDOptions o) : Optimizer(std::move(groups), o.lr), o_(o) {
