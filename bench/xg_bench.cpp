@@ -135,6 +135,22 @@ models::Batch random_batch(Generator& g, int64_t rows, int64_t cols, int64_t voc
   return b;
 }
 
+// One training step's batch: random sources, and targets shifted by one
+// into decoder inputs and outputs (B, L each).
+struct StepBatch {
+  models::Batch src, tin, tout;
+};
+StepBatch random_step(Generator& g, const Cfg& c) {
+  StepBatch b{random_batch(g, c.batch, c.len, c.vocab, 3), {{}, c.batch, c.len}, {{}, c.batch, c.len}};
+  const models::Batch tgt = random_batch(g, c.batch, c.len + 1, c.vocab, 3);
+  for (int64_t r = 0; r < c.batch; ++r)
+    for (int64_t j = 0; j < c.len; ++j) {
+      b.tin.ids.push_back(tgt.at(r, j));
+      b.tout.ids.push_back(tgt.at(r, j + 1));
+    }
+  return b;
+}
+
 int train_mode(const std::map<std::string, std::string>& a) {
   Cfg c = model_cfg(a);
   const int64_t steps = geti(a, "steps", 20), warm = geti(a, "warmup", 3, 0);
@@ -149,14 +165,7 @@ int train_mode(const std::map<std::string, std::string>& a) {
   std::vector<double> times;
   int64_t saved = 0;
   for (int64_t s = 0; s < warm + steps; ++s) {
-    models::Batch src = random_batch(g, c.batch, c.len, c.vocab, 3);
-    models::Batch tgt = random_batch(g, c.batch, c.len + 1, c.vocab, 3);
-    models::Batch tin{{}, c.batch, c.len}, tout{{}, c.batch, c.len};
-    for (int64_t r = 0; r < c.batch; ++r)
-      for (int64_t j = 0; j < c.len; ++j) {
-        tin.ids.push_back(tgt.at(r, j));
-        tout.ids.push_back(tgt.at(r, j + 1));
-      }
+    const auto [src, tin, tout] = random_step(g, c);
     auto t0 = clk::now();
     opt.zero_grad();
     const int64_t before = memory_stats().current_bytes;
@@ -409,10 +418,12 @@ int ddp_mode(const std::map<std::string, std::string>& a) {
   // --comm 0: the same processes without any exchange (each trains alone):
   // what running side by side costs by itself (shared memory bandwidth).
   const bool comm = geti(a, "comm", 1, 0, 1) == 1;
-  std::unique_ptr<dist::DataParallel> ddp_owner;
-  if (comm) ddp_owner = std::make_unique<dist::DataParallel>(model, o);
-  dist::DataParallel empty_ddp(std::vector<Tensor>{}, std::vector<Tensor>{}, o);
-  dist::DataParallel& ddp = comm ? *ddp_owner : empty_ddp;
+  std::vector<Tensor> params, buffers;
+  if (comm) {
+    params = model.parameters();
+    for (auto& [name, t] : model.named_buffers()) buffers.push_back(t);
+  }
+  dist::DataParallel ddp(params, buffers, o);
   optim::AdamOptions ao;
   ao.lr = 1e-4;
   ao.beta2 = 0.98;
@@ -421,14 +432,7 @@ int ddp_mode(const std::map<std::string, std::string>& a) {
   Generator g(1 + static_cast<uint64_t>(dist::rank()));
   std::vector<double> times, waits;
   for (int64_t s = 0; s < warm + steps; ++s) {
-    models::Batch src = random_batch(g, c.batch, c.len, c.vocab, 3);
-    models::Batch tgt = random_batch(g, c.batch, c.len + 1, c.vocab, 3);
-    models::Batch tin{{}, c.batch, c.len}, tout{{}, c.batch, c.len};
-    for (int64_t r = 0; r < c.batch; ++r)
-      for (int64_t j = 0; j < c.len; ++j) {
-        tin.ids.push_back(tgt.at(r, j));
-        tout.ids.push_back(tgt.at(r, j + 1));
-      }
+    const auto [src, tin, tout] = random_step(g, c);
     dist::barrier();  // every process starts the step together
     const double waited = ddp.stats().wait_seconds;
     auto t0 = clk::now();
