@@ -157,4 +157,17 @@ TEST_CASE("gpt: bad configurations and batches are clear errors") {
                  "positions 0..8 exceed max_len 8"));
   CHECK(contains(XG_THROW_MESSAGE(m.forward(Batch{{1, 9}, 1, 2}), ShapeError), "id 9"));
   CHECK(contains(XG_THROW_MESSAGE(m.loss(ids(), Batch{{1}, 1, 1}), std::invalid_argument), "differ in shape"));
+  NoGradGuard no_grad;
+  GPT::Cache cache = m.start_cache();
+  CHECK(contains(XG_THROW_MESSAGE(m.step(cache, {1}), std::invalid_argument), "the cache is empty (prefill a prompt first)"));
+  CHECK(contains(XG_THROW_MESSAGE(m.prefill(cache, Batch{{}, 1, 0}), std::invalid_argument), "an empty prompt"));
+  m.prefill(cache, Batch{{1, 2}, 1, 2});
+  CHECK(contains(XG_THROW_MESSAGE(m.prefill(cache, Batch{{1}, 1, 1}), std::invalid_argument),
+                 "the cache already holds 2 positions"));
+  CHECK(contains(XG_THROW_MESSAGE(m.step(cache, {1, 2}), std::invalid_argument), "2 tokens for a cache of 1 rows"));
+  Tensor x = zeros({1, 2, 8});
+  CHECK(contains(XG_THROW_MESSAGE(m.blocks->at<models::GPTBlock>(0)->forward_step(x, cache.kv[0]), std::invalid_argument),
+                 "2 positions after a non-empty cache"));
+  Generator g(1);
+  CHECK(contains(XG_THROW_MESSAGE(m.generate({{1}}, -1, g), std::invalid_argument), "new_tokens -1 < 0"));
 }

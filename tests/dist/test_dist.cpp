@@ -309,6 +309,19 @@ TEST_CASE("dist: a gradient left from the last exchange is exchanged again uncha
   CHECK(b.grad().at({1}) == doctest::Approx(mean_b));
 }
 
+TEST_CASE("dist: bucket sizes below one byte are refused") {
+  Tensor w = ones({2}).requires_grad_();
+  dist::DataParallelOptions o;
+  o.bucket_bytes = 0;
+  std::string msg;
+  try {
+    dist::DataParallel ddp({w}, {}, o);
+  } catch (const std::invalid_argument& e) {
+    msg = e.what();
+  }
+  CHECK(msg.find("DataParallel: bucket_bytes 0 and last_bucket_bytes 1048576: expected at least 1") != std::string::npos);
+}
+
 int main(int argc, char** argv) {
   dist::Environment env(&argc, &argv);
   doctest::Context ctx(argc, argv);
