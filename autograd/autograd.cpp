@@ -51,6 +51,7 @@ bool needs_input_grad(size_t i) {
 }
 
 int64_t first_nonfinite(const Tensor& t) {
+  if (t.dtype() == Dtype::i64) return -1;  // every integer is finite
   return dispatch(t.dtype(), [&](auto z) -> int64_t {
     const auto* p = t.data<decltype(z)>();
     for (int64_t i = 0, n = t.numel(); i < n; ++i)

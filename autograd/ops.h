@@ -77,6 +77,12 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 // Rows of `table` (V, C) picked by ids of shape ids_shape: (ids_shape..., C).
 // Throws std::out_of_range-like ShapeError on an id outside [0, V).
 Tensor gather_rows(const Tensor& table, const std::vector<int64_t>& ids, const Shape& ids_shape);
+// The same with the ids in an int64 tensor of any shape (a float tensor is an error).
+Tensor gather_rows(const Tensor& table, const Tensor& ids);
+// Slices of `a` along `axis` picked by a 1-D int64 `index` (entries in
+// [0, a.size(axis)), repeats allowed): the axis gets index's length
+// (torch.index_select). Gradients of repeated slices add up.
+Tensor index_select(const Tensor& a, int64_t axis, const Tensor& index);
 // cond != 0 ? a : b, all three broadcast together (cond gets no gradient).
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // a where mask == 0, `value` where mask != 0; mask broadcasts to a's shape.
@@ -92,6 +98,10 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // label_smoothing e puts e/V on every class and 1-e more on the target (as PyTorch).
 Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets,
                      int64_t ignore_index = -100, double label_smoothing = 0.0);
+// The same with the targets in an int64 tensor of logits' shape without the
+// class dimension (or any shape with one target per row).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
 // Inverted dropout: zeros with probability p, scales the rest by 1/(1-p).
 // Identity (the same tensor) when p == 0 or !training.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);

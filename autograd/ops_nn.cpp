@@ -279,6 +279,70 @@ Tensor gather_rows(const Tensor& table, const std::vector<int64_t>& ids, const S
 }
 
 namespace {
+// The values of an int64 tensor of ids or targets; any other dtype is an error.
+std::vector<int64_t> int_values(const Tensor& t, const char* op, const char* what) {
+  check_defined_any(t, op);
+  if (t.dtype() != Dtype::i64)
+    throw ShapeError(std::string(op) + ": " + what + " must be an int64 tensor, got " + dtype_name(t.dtype()) + " " +
+                     shape_str(t.shape()) + " (convert with .to(xg::i64))");
+  const int64_t* p = t.data<int64_t>();
+  return std::vector<int64_t>(p, p + t.numel());
+}
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing) {
+  return cross_entropy(logits, int_values(targets, "cross_entropy", "targets"), ignore_index, label_smoothing);
+}
+
+Tensor gather_rows(const Tensor& table, const Tensor& ids) {
+  return gather_rows(table, int_values(ids, "gather_rows", "ids"), ids.shape());
+}
+
+Tensor index_select(const Tensor& a, int64_t axis, const Tensor& index) {
+  check_defined(a, "index_select");
+  const int64_t ax = normalize_axis(axis, a.dim(), "index_select");
+  if (index.defined() && index.dim() > 1)
+    throw ShapeError("index_select: index must be 1-D, got " + shape_str(index.shape()));
+  const std::vector<int64_t> idx = int_values(index, "index_select", "index");
+  const Shape& s = a.shape();
+  const int64_t n = s[ax], m = static_cast<int64_t>(idx.size());
+  for (int64_t i = 0; i < m; ++i)
+    if (idx[i] < 0 || idx[i] >= n)
+      throw ShapeError("index_select: index " + std::to_string(idx[i]) + " at position " + std::to_string(i) +
+                       " is out of range for axis " + std::to_string(ax) + " of size " + std::to_string(n) + " (input " +
+                       shape_str(s) + ")");
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < ax; ++d) outer *= s[d];
+  for (int64_t d = ax + 1; d < a.dim(); ++d) inner *= s[d];
+  Shape out_shape = s;
+  out_shape[ax] = m;
+  Tensor out = make_tensor(out_shape, a.dtype());
+  dispatch(a.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* src = a.data<T>();
+    T* dst = out.data<T>();
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < m; ++i)
+        std::copy(src + (o * n + idx[i]) * inner, src + (o * n + idx[i] + 1) * inner, dst + (o * m + i) * inner);
+  });
+  return record("index_select", out, {a}, [idx, s, outer, inner, n, m](const Tensor& g) {
+    Tensor ga = zeros(s, g.dtype());  // slices picked twice add up
+    dispatch(g.dtype(), [&](auto z) {
+      using T = decltype(z);
+      const T* pg = g.data<T>();
+      T* pa = ga.data<T>();
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < m; ++i) {
+          T* row = pa + (o * n + idx[static_cast<size_t>(i)]) * inner;
+          const T* gr = pg + (o * m + i) * inner;
+          for (int64_t j = 0; j < inner; ++j) row[j] += gr[j];
+        }
+    });
+    return std::vector<Tensor>{ga};
+  });
+}
+
+namespace {
 // out[i] = f(in[i]) * (kept(i) ? 1/(1-p) : 0), kept(i) a hash of (i, key),
 // f the identity or (Relu) max(x, 0).
 template <bool Relu = false>

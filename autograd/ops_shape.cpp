@@ -17,7 +17,7 @@ Tensor gather_strided(const Tensor& src, const Shape& shape, int64_t offset, con
   // Nothing to copy; and the rows below would be memcpy'd with length 0 from
   // a source that may be null (an empty from_blob tensor).
   if (out.numel() == 0) return out;
-  dispatch(src.dtype(), [&](auto z) {
+  dispatch_any(src.dtype(), [&](auto z) {
     using T = decltype(z);
     const T* s = src.data<T>() + offset;
     T* d = out.data<T>();
@@ -46,7 +46,7 @@ Tensor gather_strided(const Tensor& src, const Shape& shape, int64_t offset, con
 
 // dst[offset + strides . idx] += src[idx]: the adjoint of gather_strided.
 void scatter_add_strided(const Tensor& src, Tensor& dst, int64_t offset, const std::vector<int64_t>& strides) {
-  dispatch(src.dtype(), [&](auto z) {
+  dispatch_any(src.dtype(), [&](auto z) {
     using T = decltype(z);
     const T* s = src.data<T>();
     T* d = dst.data<T>() + offset;
@@ -57,7 +57,7 @@ void scatter_add_strided(const Tensor& src, Tensor& dst, int64_t offset, const s
 }  // namespace
 
 Tensor reshape(const Tensor& a, const Shape& shape) {
-  check_defined(a, "reshape");
+  check_defined_any(a, "reshape");
   Shape s = shape;
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -89,7 +89,7 @@ Tensor reshape(const Tensor& a, const Shape& shape) {
 }
 
 Tensor permute(const Tensor& a, const std::vector<int64_t>& perm) {
-  const int64_t nd = check_defined(a, "permute").dim();
+  const int64_t nd = check_defined_any(a, "permute").dim();
   std::string what = "permute: " + [&] {
     std::string r = "(";
     for (size_t i = 0; i < perm.size(); ++i) r += (i ? "," : "") + std::to_string(perm[i]);
@@ -118,7 +118,7 @@ Tensor permute(const Tensor& a, const std::vector<int64_t>& perm) {
 }
 
 Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
-  const int64_t nd = check_defined(a, "transpose").dim();
+  const int64_t nd = check_defined_any(a, "transpose").dim();
   int64_t x = normalize_axis(axis0, nd, "transpose"), y = normalize_axis(axis1, nd, "transpose");
   std::vector<int64_t> p(nd);
   std::iota(p.begin(), p.end(), 0);
@@ -127,7 +127,7 @@ Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
 }
 
 Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t step) {
-  const int64_t ax = normalize_axis(axis, check_defined(a, "slice").dim(), "slice");
+  const int64_t ax = normalize_axis(axis, check_defined_any(a, "slice").dim(), "slice");
   if (step <= 0) throw ShapeError("slice: step must be positive, got " + std::to_string(step));
   const int64_t n = a.shape()[ax];
   auto clampi = [n](int64_t i) { return i < 0 ? std::max<int64_t>(i + n, 0) : std::min(i, n); };
@@ -148,12 +148,12 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t 
 
 Tensor concat(const std::vector<Tensor>& ts, int64_t axis) {
   if (ts.empty()) throw ShapeError("concat: no tensors given");
-  const Tensor& t0 = check_defined(ts[0], "concat");
+  const Tensor& t0 = check_defined_any(ts[0], "concat");
   const int64_t ax = normalize_axis(axis, t0.dim(), "concat");
   Shape out_shape = t0.shape();
   out_shape[ax] = 0;
   for (size_t k = 0; k < ts.size(); ++k) {
-    const Tensor& t = check_defined(ts[k], "concat");
+    const Tensor& t = check_defined_any(ts[k], "concat");
     detail::check_same_dtype(t0, t, "concat");
     bool ok = t.dim() == t0.dim();
     for (int64_t i = 0; ok && i < t0.dim(); ++i) ok = i == ax || t.shape()[i] == t0.shape()[i];
@@ -168,7 +168,7 @@ Tensor concat(const std::vector<Tensor>& ts, int64_t axis) {
   for (int64_t i = 0; i < ax; ++i) outer *= out_shape[i];
   for (int64_t i = ax + 1; i < t0.dim(); ++i) inner *= out_shape[i];
   std::vector<int64_t> sizes;
-  dispatch(t0.dtype(), [&](auto z) {
+  dispatch_any(t0.dtype(), [&](auto z) {
     using T = decltype(z);
     T* d = out.data<T>();
     const int64_t row = out_shape[ax] * inner;
@@ -187,10 +187,10 @@ Tensor concat(const std::vector<Tensor>& ts, int64_t axis) {
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t axis) {
   if (ts.empty()) throw ShapeError("stack: no tensors given");
-  const int64_t ax = normalize_axis(axis, check_defined(ts[0], "stack").dim() + 1, "stack");
+  const int64_t ax = normalize_axis(axis, check_defined_any(ts[0], "stack").dim() + 1, "stack");
   std::vector<Tensor> us;
   for (size_t k = 0; k < ts.size(); ++k) {
-    if (check_defined(ts[k], "stack").shape() != ts[0].shape())
+    if (check_defined_any(ts[k], "stack").shape() != ts[0].shape())
       throw ShapeError("stack: tensor " + std::to_string(k) + " has shape " + shape_str(ts[k].shape()) +
                        ", expected tensor 0's " + shape_str(ts[0].shape()));
     us.push_back(unsqueeze(ts[k], ax));
@@ -199,7 +199,7 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t axis) {
 }
 
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t axis) {
-  const int64_t ax = normalize_axis(axis, check_defined(a, "split").dim(), "split");
+  const int64_t ax = normalize_axis(axis, check_defined_any(a, "split").dim(), "split");
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) throw ShapeError("split: negative size " + std::to_string(s));
@@ -218,7 +218,7 @@ std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, in
 }
 
 std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis) {
-  const int64_t ax = normalize_axis(axis, check_defined(a, "chunk").dim(), "chunk");
+  const int64_t ax = normalize_axis(axis, check_defined_any(a, "chunk").dim(), "chunk");
   if (chunks <= 0 || a.shape()[ax] % chunks != 0)
     throw ShapeError("chunk: axis " + std::to_string(axis) + " of " + shape_str(a.shape()) +
                      " does not divide into " + std::to_string(chunks) + " equal parts");
@@ -226,14 +226,14 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis) {
 }
 
 Tensor unsqueeze(const Tensor& a, int64_t axis) {
-  const int64_t ax = normalize_axis(axis, check_defined(a, "unsqueeze").dim() + 1, "unsqueeze");
+  const int64_t ax = normalize_axis(axis, check_defined_any(a, "unsqueeze").dim() + 1, "unsqueeze");
   Shape s = a.shape();
   s.insert(s.begin() + ax, 1);
   return reshape(a, s);
 }
 
 Tensor squeeze(const Tensor& a, int64_t axis) {
-  const int64_t ax = normalize_axis(axis, check_defined(a, "squeeze").dim(), "squeeze");
+  const int64_t ax = normalize_axis(axis, check_defined_any(a, "squeeze").dim(), "squeeze");
   if (a.shape()[ax] != 1)
     throw ShapeError("squeeze: axis " + std::to_string(axis) + " of " + shape_str(a.shape()) + " has size " +
                      std::to_string(a.shape()[ax]) + ", expected 1");
@@ -243,7 +243,7 @@ Tensor squeeze(const Tensor& a, int64_t axis) {
 }
 
 Tensor broadcast_to(const Tensor& a, const Shape& shape) {
-  check_defined(a, "broadcast_to");
+  check_defined_any(a, "broadcast_to");
   if (a.shape() == shape) return a;
   Shape b;
   try {

@@ -23,7 +23,7 @@ namespace {
 
 constexpr uint64_t kMaxHeader = 100ull << 20;  // as the reference implementation
 
-size_t elem_size(Dtype d) { return d == Dtype::f32 ? 4 : 8; }
+size_t elem_size(Dtype d) { return static_cast<size_t>(dtype_size(d)); }
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw FormatError("load_tensors: " + path + ": " + what);
@@ -98,7 +98,7 @@ void save_tensors(const std::string& path, const std::map<std::string, Tensor>& 
                                   std::to_string(t.shape().size()) + " dimensions; load_tensors reads at most " +
                                   std::to_string(kMaxTensorDims));
     const uint64_t bytes = t.numel() * elem_size(t.dtype());
-    header[name] = {{"dtype", t.dtype() == Dtype::f32 ? "F32" : "F64"},
+    header[name] = {{"dtype", t.dtype() == Dtype::f32 ? "F32" : t.dtype() == Dtype::f64 ? "F64" : "I64"},
                     {"shape", t.shape()},
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
@@ -331,7 +331,8 @@ std::map<std::string, Tensor> load(Source& src, const std::string& path, std::ma
     const std::string dt = v["dtype"].get<std::string>();
     if (dt == "F32") e.dtype = Dtype::f32;
     else if (dt == "F64") e.dtype = Dtype::f64;
-    else fail(path, t + "unsupported dtype " + show_name(dt) + " (xgrad reads F32 and F64)");
+    else if (dt == "I64") e.dtype = Dtype::i64;
+    else fail(path, t + "unsupported dtype " + show_name(dt) + " (xgrad reads F32, F64 and I64)");
     const auto& shape = v["shape"];
     if (!shape.is_array()) fail(path, t + "shape is not an array");
     // The scan capped the array at kMaxTensorDims. The count of elements

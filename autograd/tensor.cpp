@@ -18,7 +18,16 @@ const TensorImpl& impl_of(const std::shared_ptr<TensorImpl>& p) {
 }
 }  // namespace
 
-const char* dtype_name(Dtype d) { return d == Dtype::f32 ? "float32" : "float64"; }
+const char* dtype_name(Dtype d) {
+  switch (d) {
+    case Dtype::f32: return "float32";
+    case Dtype::f64: return "float64";
+    case Dtype::i64: return "int64";
+  }
+  return "unknown";
+}
+
+int64_t dtype_size(Dtype d) { return d == Dtype::f32 ? 4 : 8; }
 
 std::string shape_str(const Shape& s) {
   std::string r = "(";
@@ -118,6 +127,25 @@ Tensor make_tensor(const Shape& s, Dtype d) {
   return Tensor(std::move(impl));
 }
 
+namespace {
+std::string format_double(double v) {
+  std::ostringstream os;
+  os << std::setprecision(17) << v;
+  return os.str();
+}
+
+// A value written into an int64 tensor must be a whole number it can hold.
+void check_integral(double v, const char* op) {
+  if (!(v == std::trunc(v) && v > -9223372036854775808.0 && v < 9223372036854775808.0))
+    throw ShapeError(std::string(op) + ": " + format_double(v) + " is not an integer an int64 tensor can hold");
+}
+}  // namespace
+
+void throw_int64_input(const Tensor& t, const char* op) {
+  throw ShapeError(std::string(op) + ": got an int64 tensor " + shape_str(t.shape()) + "; " + op +
+                   " computes on float32 or float64 (int64 tensors hold ids and targets: convert with .to(xg::f32))");
+}
+
 // ---- Generator ---------------------------------------------------------------
 
 double Generator::uniform(double lo, double hi) {
@@ -167,6 +195,15 @@ double* Tensor::data<double>() {
   return static_cast<double*>(impl_->buf->ptr);
 }
 template <>
+int64_t* Tensor::data<int64_t>() {
+  if (dtype() != Dtype::i64) throw ShapeError(std::string("data<int64_t>: tensor is ") + dtype_name(dtype()));
+  return static_cast<int64_t*>(impl_->buf->ptr);
+}
+template <>
+const int64_t* Tensor::data<int64_t>() const {
+  return const_cast<Tensor*>(this)->data<int64_t>();
+}
+template <>
 const float* Tensor::data<float>() const {
   return const_cast<Tensor*>(this)->data<float>();
 }
@@ -193,12 +230,13 @@ static int64_t flat_index(const Tensor& t, std::initializer_list<int64_t> idx, c
 
 double Tensor::at(std::initializer_list<int64_t> idx) const {
   int64_t i = flat_index(*this, idx, "at");
-  return dispatch(dtype(), [&](auto z) { return static_cast<double>(data<decltype(z)>()[i]); });
+  return dispatch_any(dtype(), [&](auto z) { return static_cast<double>(data<decltype(z)>()[i]); });
 }
 
 void Tensor::set(std::initializer_list<int64_t> idx, double v) {
   int64_t i = flat_index(*this, idx, "set");
-  dispatch(dtype(), [&](auto z) { data<decltype(z)>()[i] = static_cast<decltype(z)>(v); });
+  if (dtype() == Dtype::i64) check_integral(v, "set");
+  dispatch_any(dtype(), [&](auto z) { data<decltype(z)>()[i] = static_cast<decltype(z)>(v); });
   bump_version();
 }
 
@@ -207,7 +245,8 @@ void Tensor::bump_version() { impl_of(impl_).buf->version.fetch_add(1, std::memo
 
 // Every element = value, no version bump (full() makes a fresh tensor).
 static void fill_values(Tensor& t, double value) {
-  dispatch(t.dtype(), [&](auto z) {
+  if (t.dtype() == Dtype::i64) check_integral(value, "fill");
+  dispatch_any(t.dtype(), [&](auto z) {
     auto* p = t.data<decltype(z)>();
     std::fill(p, p + t.numel(), static_cast<decltype(z)>(value));
   });
@@ -222,12 +261,12 @@ double Tensor::item() const {
   if (numel() != 1)
     throw ShapeError("item: tensor of shape " + shape_str(shape()) + " has " + std::to_string(numel()) +
                      " elements, expected 1");
-  return dispatch(dtype(), [&](auto z) { return static_cast<double>(data<decltype(z)>()[0]); });
+  return dispatch_any(dtype(), [&](auto z) { return static_cast<double>(data<decltype(z)>()[0]); });
 }
 
 std::vector<double> Tensor::to_vector() const {
   std::vector<double> r(numel());
-  dispatch(dtype(), [&](auto z) {
+  dispatch_any(dtype(), [&](auto z) {
     const auto* p = data<decltype(z)>();
     for (size_t i = 0; i < r.size(); ++i) r[i] = p[i];
   });
@@ -241,6 +280,9 @@ Tensor& Tensor::requires_grad_(bool on) {
   if (impl_->grad_fn)
     throw std::logic_error("requires_grad_: only leaf tensors can be flagged; this one was made by " +
                            std::string(impl_->grad_fn->op) + " (use detach() first)");
+  if (on && impl_->dtype == Dtype::i64)
+    throw std::logic_error("requires_grad_: an int64 tensor " + shape_str(impl_->shape) +
+                           " cannot require grad (only float32 and float64 tensors carry gradients)");
   impl_->requires_grad = on;
   return *this;
 }
@@ -271,14 +313,31 @@ Tensor Tensor::clone() const {
   Tensor out = make_tensor(shape(), dtype());
   if (numel() > 0)
     std::memcpy(out.impl()->buf->raw(), impl_->buf->raw(),
-                numel() * (dtype() == Dtype::f32 ? sizeof(float) : sizeof(double)));
+                numel() * dtype_size(dtype()));
   return record("clone", out, {*this}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
-static void convert_into(const Tensor& src, Tensor& dst) {
-  dispatch(src.dtype(), [&](auto zs) {
+// Float to int64 truncates toward zero (as PyTorch); a value that is not
+// finite or past +-2^63 is an error naming its index, not undefined behaviour.
+static void convert_into(const Tensor& src, Tensor& dst, const char* op) {
+  if (dst.dtype() == Dtype::i64 && src.dtype() != Dtype::i64) {
+    dispatch(src.dtype(), [&](auto zs) {
+      const auto* s = src.data<decltype(zs)>();
+      int64_t* d = dst.data<int64_t>();
+      for (int64_t i = 0, n = src.numel(); i < n; ++i) {
+        const double v = static_cast<double>(s[i]);
+        if (!(v > -9223372036854775808.0 && v < 9223372036854775808.0))
+          throw ShapeError(std::string(op) + ": element " + std::to_string(i) + " of a " + dtype_name(src.dtype()) +
+                           " tensor " + shape_str(src.shape()) + " is " + format_double(v) +
+                           ", which int64 cannot hold");
+        d[i] = static_cast<int64_t>(v);
+      }
+    });
+    return;
+  }
+  dispatch_any(src.dtype(), [&](auto zs) {
     const auto* s = src.data<decltype(zs)>();
-    dispatch(dst.dtype(), [&](auto zd) {
+    dispatch_any(dst.dtype(), [&](auto zd) {
       auto* d = dst.data<decltype(zd)>();
       for (int64_t i = 0, n = src.numel(); i < n; ++i) d[i] = static_cast<decltype(zd)>(s[i]);
     });
@@ -287,8 +346,13 @@ static void convert_into(const Tensor& src, Tensor& dst) {
 
 Tensor Tensor::to(Dtype d) const {
   if (d == dtype()) return *this;
+  if (d == Dtype::i64 || dtype() == Dtype::i64) {  // no gradient through an integer tensor
+    Tensor out = make_tensor(shape(), d);
+    convert_into(*this, out, "to");
+    return out;
+  }
   Tensor out = make_tensor(shape(), d);
-  convert_into(*this, out);
+  convert_into(*this, out, "to");
   Dtype from = dtype();
   return record("to", out, {*this}, [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
 }
@@ -297,15 +361,17 @@ void Tensor::copy_(const Tensor& src) {
   if (src.shape() != shape())
     throw ShapeError("copy_: source " + shape_str(src.shape()) + " does not match destination " +
                      shape_str(shape()));
-  convert_into(src, *this);
+  convert_into(src, *this, "copy_");
   bump_version();
 }
 
 void Tensor::convert_(Dtype d) {
   if (!is_leaf()) throw std::logic_error("convert_: only leaf tensors can change dtype in place");
   if (d == dtype()) return;
+  if (d == Dtype::i64 && requires_grad())
+    throw std::logic_error("convert_: a tensor that requires grad cannot become int64 (int64 tensors carry no gradient)");
   Tensor tmp = make_tensor(shape(), d);
-  convert_into(*this, tmp);
+  convert_into(*this, tmp, "convert_");
   impl_->buf->version.fetch_add(1);  // ops that saved the old values must not run backward on them
   impl_->buf = tmp.impl()->buf;
   impl_->dtype = d;
@@ -338,7 +404,7 @@ Tensor scalar(double value, Dtype d) { return full({}, value, d); }
 
 Tensor arange(int64_t n, Dtype d) {
   Tensor t = make_tensor({n}, d);
-  dispatch(d, [&](auto z) {
+  dispatch_any(d, [&](auto z) {
     auto* p = t.data<decltype(z)>();
     for (int64_t i = 0; i < n; ++i) p[i] = static_cast<decltype(z)>(i);
   });
@@ -351,7 +417,7 @@ static Tensor from_values(const V& v, const Shape& s, Dtype d, const char* op) {
     throw ShapeError(std::string(op) + ": " + std::to_string(v.size()) + " values do not fill shape " + shape_str(s) +
                      " (" + std::to_string(shape_numel(s)) + " elements)");
   Tensor t = make_tensor(s, d);
-  dispatch(d, [&](auto z) {
+  dispatch_any(d, [&](auto z) {
     auto* p = t.data<decltype(z)>();
     size_t i = 0;
     for (auto x : v) p[i++] = static_cast<decltype(z)>(x);
@@ -361,9 +427,16 @@ static Tensor from_values(const V& v, const Shape& s, Dtype d, const char* op) {
 
 Tensor from_vector(const std::vector<float>& v, const Shape& s) { return from_values(v, s, Dtype::f32, "from_vector"); }
 Tensor from_vector(const std::vector<double>& v, const Shape& s, Dtype d) {
+  if (d == Dtype::i64)
+    for (double x : v) check_integral(x, "from_vector");
   return from_values(v, s, d, "from_vector");
 }
-Tensor tensor(std::initializer_list<double> v, const Shape& s, Dtype d) { return from_values(v, s, d, "tensor"); }
+Tensor tensor(std::initializer_list<double> v, const Shape& s, Dtype d) {
+  if (d == Dtype::i64)
+    for (double x : v) check_integral(x, "tensor");
+  return from_values(v, s, d, "tensor");
+}
+Tensor from_ints(const std::vector<int64_t>& v, const Shape& s) { return from_values(v, s, Dtype::i64, "from_ints"); }
 
 Tensor randn(const Shape& s, Generator& g, Dtype d, double mean, double std) {
   Tensor t = make_tensor(s, d);
@@ -394,7 +467,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   std::vector<double> v = t.to_vector();
   const int64_t limit = 6;  // elements shown at each end of a long dimension
   std::ostringstream body;
-  body << std::setprecision(t.dtype() == Dtype::f32 ? 6 : 10);
+  body << std::setprecision(t.dtype() == Dtype::f32 ? 6 : t.dtype() == Dtype::f64 ? 10 : 19);
   if (s.empty()) {
     body << v[0];
     return os << body.str();
@@ -442,7 +515,7 @@ std::string to_string(const Tensor& t) {
 
 bool bit_equal(const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  size_t bytes = a.numel() * (a.dtype() == Dtype::f32 ? sizeof(float) : sizeof(double));
+  size_t bytes = a.numel() * dtype_size(a.dtype());
   if (bytes == 0) return true;
   return std::memcmp(a.impl()->buf->raw(), b.impl()->buf->raw(), bytes) == 0;
 }

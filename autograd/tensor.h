@@ -15,10 +15,15 @@
 
 namespace xg {
 
-enum class Dtype { f32, f64 };
+// float32 and float64 compute and carry gradients; int64 holds token ids and
+// targets (no gradient, no arithmetic: an op that computes on floats throws
+// when given one, naming the op).
+enum class Dtype { f32, f64, i64 };
 inline constexpr Dtype f32 = Dtype::f32;
 inline constexpr Dtype f64 = Dtype::f64;
-const char* dtype_name(Dtype d);  // "float32", "float64"
+inline constexpr Dtype i64 = Dtype::i64;
+const char* dtype_name(Dtype d);  // "float32", "float64", "int64"
+int64_t dtype_size(Dtype d);      // bytes per element: 4, 8, 8
 
 using Shape = std::vector<int64_t>;
 std::string shape_str(const Shape& s);  // "(2,3)"
@@ -129,6 +134,8 @@ Tensor scalar(double value, Dtype d = f32);  // shape ()
 Tensor from_vector(const std::vector<float>& v, const Shape& s);
 Tensor from_vector(const std::vector<double>& v, const Shape& s, Dtype d = f64);
 Tensor tensor(std::initializer_list<double> v, const Shape& s, Dtype d = f32);
+// An int64 tensor of ids or targets (torch.tensor(v, dtype=torch.long)).
+Tensor from_ints(const std::vector<int64_t>& v, const Shape& s);
 Tensor randn(const Shape& s, Generator& g, Dtype d = f32, double mean = 0.0, double std = 1.0);
 Tensor rand(const Shape& s, Generator& g, Dtype d = f32, double lo = 0.0, double hi = 1.0);
 // A tensor over memory that xgrad does not own (no copy). `data` must be

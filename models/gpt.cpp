@@ -96,6 +96,23 @@ Tensor GPT::loss(const Batch& ids, const Batch& targets, int64_t ignore_index) {
   return cross_entropy(forward(ids), targets.ids, ignore_index);
 }
 
+namespace {
+Batch batch_of(const Tensor& t, const char* op, const char* what) {
+  if (!t.defined() || t.dtype() != Dtype::i64 || t.dim() != 2)
+    throw std::invalid_argument(std::string(op) + ": " + what + " must be a 2-D int64 tensor (B,T), got " +
+                                (t.defined() ? std::string(dtype_name(t.dtype())) + " " + shape_str(t.shape())
+                                             : std::string("an undefined tensor")));
+  const int64_t* p = t.data<int64_t>();
+  return Batch{std::vector<int64_t>(p, p + t.numel()), t.size(0), t.size(1)};
+}
+}  // namespace
+
+Tensor GPT::forward(const Tensor& ids) { return forward(batch_of(ids, "GPT", "ids")); }
+
+Tensor GPT::loss(const Tensor& ids, const Tensor& targets, int64_t ignore_index) {
+  return loss(batch_of(ids, "GPT::loss", "ids"), batch_of(targets, "GPT::loss", "targets"), ignore_index);
+}
+
 GPT::Cache GPT::start_cache() {
   Cache c;
   c.kv.resize(blocks->size());

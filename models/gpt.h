@@ -58,6 +58,9 @@ class GPT : public nn::Module {
   // Mean cross-entropy of forward(ids) against targets (B,T); targets equal to
   // ignore_index count for nothing.
   Tensor loss(const Batch& ids, const Batch& targets, int64_t ignore_index = -1);
+  // The same with ids and targets as int64 tensors (B,T) (xg::from_ints).
+  Tensor forward(const Tensor& ids) override;
+  Tensor loss(const Tensor& ids, const Tensor& targets, int64_t ignore_index = -1);
 
   // Generation with a key/value cache: each layer keeps the keys and values
   // of every position fed so far (B, positions, C), so each new token costs

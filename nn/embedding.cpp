@@ -63,19 +63,11 @@ Tensor Embedding::forward(const std::vector<int64_t>& ids, const Shape& ids_shap
 
 Tensor Embedding::forward(const Tensor& ids) {
   if (!ids.defined()) throw ShapeError(describe() + ": ids tensor is undefined");
-  std::vector<int64_t> v;
-  v.reserve(static_cast<size_t>(ids.numel()));
-  for (double x : ids.to_vector()) {
-    // Checked before the cast: converting Inf, NaN or a value past int64's
-    // range is undefined behaviour.
-    if (!std::isfinite(x) || x != std::floor(x))
-      throw ShapeError(describe() + ": id " + number_text(x) + " is not an integer");
-    if (x < 0 || x >= static_cast<double>(num_))
-      throw ShapeError(describe() + ": id " + number_text(x) + " at position " + std::to_string(v.size()) +
-                       " is outside the vocabulary of size " + std::to_string(num_));
-    v.push_back(static_cast<int64_t>(x));
-  }
-  return forward(v, ids.shape());
+  if (ids.dtype() != Dtype::i64)
+    throw ShapeError(describe() + ": ids must be an int64 tensor, got " + dtype_name(ids.dtype()) + " " +
+                     shape_str(ids.shape()) + " (convert with .to(xg::i64))");
+  const int64_t* p = ids.data<int64_t>();
+  return forward(std::vector<int64_t>(p, p + ids.numel()), ids.shape());
 }
 
 }  // namespace xg::nn

@@ -171,3 +171,15 @@ TEST_CASE("gpt: bad configurations and batches are clear errors") {
   Generator g(1);
   CHECK(contains(XG_THROW_MESSAGE(m.generate({{1}}, -1, g), std::invalid_argument), "new_tokens -1 < 0"));
 }
+
+TEST_CASE("gpt: ids and targets as int64 tensors give the batch form's loss, floats are refused") {
+  GPT m(tiny());
+  const Batch x = ids(), y = targets();
+  Tensor tx = from_ints(x.ids, {x.rows, x.cols}), ty = from_ints(y.ids, {y.rows, y.cols});
+  CHECK(bit_equal(m.loss(tx, ty), m.loss(x, y)));
+  CHECK(bit_equal(m.forward(tx), m.forward(x)));
+  CHECK(XG_THROW_MESSAGE(m.forward(tx.to(f32)), std::invalid_argument) ==
+        "GPT: ids must be a 2-D int64 tensor (B,T), got float32 (2,5)");
+  CHECK(XG_THROW_MESSAGE(m.loss(tx, ty.reshape({10})), std::invalid_argument) ==
+        "GPT::loss: targets must be a 2-D int64 tensor (B,T), got int64 (10,)");
+}

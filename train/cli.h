@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "train/char_lm.h"
 #include "train/loop.h"
 
 namespace xg::train {
@@ -36,6 +37,21 @@ struct DecodeCommand {
   std::vector<std::string> inputs;  // none: one sequence per line of stdin
 };
 Parsed parse_decode_command(int argc, const char* const* argv, DecodeCommand& cmd);
+
+// char_lm train [options] | char_lm sample --checkpoint PATH [options]
+struct CharLMCommand {
+  std::string mode;  // "train" or "sample"
+  CharLMOptions train;
+  CharLMLoop loop;
+  int threads = 0;  // 0: every core this process may use
+  // sample
+  std::string checkpoint;
+  std::string prompt;
+  int64_t chars = 300;
+  nn::SamplingOptions sampling{0.8, 0, 1.0};
+  uint64_t seed = 1;
+};
+Parsed parse_char_lm_command(int argc, const char* const* argv, CharLMCommand& cmd);
 
 // Limits of the programs' options (the parsers name them in their errors).
 struct OptionLimits {

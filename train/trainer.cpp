@@ -46,6 +46,8 @@ std::map<std::string, std::string> identity_meta(const models::TransformerConfig
           {"task.max_len", std::to_string(t.max_len)}};
 }
 
+}  // namespace
+
 // A metadata integer (parse_whole_number) within [lo, hi].
 int64_t meta_int(const std::map<std::string, std::string>& m, const std::string& key, const std::string& path,
                  int64_t lo, int64_t hi) {
@@ -57,6 +59,8 @@ int64_t meta_int(const std::map<std::string, std::string>& m, const std::string&
                       "', expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
   return *x;
 }
+
+namespace {
 
 void check(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument(what);

@@ -100,6 +100,11 @@ uint64_t rank_seed(uint64_t seed, int rank, int64_t step);
 // reinterpreted.
 std::optional<int64_t> parse_whole_number(const std::string& s);
 
+// A checkpoint metadata integer (parse_whole_number) within [lo, hi]; throws
+// FormatError naming the file, the key and the range.
+int64_t meta_int(const std::map<std::string, std::string>& metadata, const std::string& key, const std::string& path,
+                 int64_t lo, int64_t hi);
+
 // What a checkpoint says about its model and task, read from its metadata and
 // checked against limits (every size from 1 to its bound below) before anything
 // is built from it. Throws FormatError naming the file, the key and the range.

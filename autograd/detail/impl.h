@@ -40,12 +40,12 @@ struct Buffer {
   void* ptr;
   std::atomic<uint64_t> version{0};
   Buffer(Dtype dt, int64_t n)
-      : dtype(dt), bytes(n * (dt == Dtype::f32 ? 4 : 8)), block(storage_alloc(static_cast<size_t>(bytes))),
+      : dtype(dt), bytes(n * dtype_size(dt)), block(storage_alloc(static_cast<size_t>(bytes))),
         ptr(block.ptr) {
     count_storage(bytes);
   }
   Buffer(Dtype dt, int64_t n, void* p, std::shared_ptr<void> keep)
-      : dtype(dt), bytes(n * (dt == Dtype::f32 ? 4 : 8)), owner(std::move(keep)), ptr(p) {
+      : dtype(dt), bytes(n * dtype_size(dt)), owner(std::move(keep)), ptr(p) {
     count_storage(bytes);
   }
   ~Buffer() {
@@ -130,15 +130,37 @@ struct Node {
   ~Node();  // iterative: a 1M-node chain must not overflow the stack
 };
 
-inline const Tensor& check_defined(const Tensor& t, const char* op) {
+// Any dtype: ops that only move values (reshape, slice, concat, ...).
+inline const Tensor& check_defined_any(const Tensor& t, const char* op) {
   if (!t.defined()) throw ShapeError(std::string(op) + ": input tensor is undefined");
   return t;
 }
 
-// Calls f(T{}) with T = float or double for the dtype.
+[[noreturn]] void throw_int64_input(const Tensor& t, const char* op);
+
+// Ops that compute on floats: an int64 input is an error naming the op.
+inline const Tensor& check_defined(const Tensor& t, const char* op) {
+  check_defined_any(t, op);
+  if (t.dtype() == Dtype::i64) throw_int64_input(t, op);
+  return t;
+}
+
+// Calls f(T{}) with T = float or double for the dtype (an int64 tensor that
+// got this far, past check_defined, throws).
 template <class F>
 decltype(auto) dispatch(Dtype d, F&& f) {
   if (d == Dtype::f32) return f(float{});
+  if (d == Dtype::i64)
+    throw ShapeError("an int64 tensor was given to an op that computes on float32 or float64 values "
+                     "(int64 tensors hold ids and targets; convert with .to(xg::f32))");
+  return f(double{});
+}
+
+// The same with T = int64_t too, for code that only copies values.
+template <class F>
+decltype(auto) dispatch_any(Dtype d, F&& f) {
+  if (d == Dtype::f32) return f(float{});
+  if (d == Dtype::i64) return f(int64_t{});
   return f(double{});
 }
 
