@@ -7,6 +7,7 @@
 // softmax and dropout, and by finite differences.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -116,10 +117,17 @@ void softmax_rows(const Plan& pl, int64_t b, T* P) {
       if (pl.is_masked(b, i, j)) row[j] = T(kMasked);
       mx = std::max(mx, row[j]);
     }
+    // Scores more than 87 below the row's largest (masked ones among them)
+    // get weight 0: exp would be below float's smallest normal, and glibc
+    // takes a slow path there. float32 uses the vectorisable fast_expf.
     T total = 0;
     for (int64_t j = 0; j < S; ++j) {
-      row[j] = std::exp(row[j] - mx);
-      total += row[j];
+      const T z = row[j] - mx;
+      T e;
+      if constexpr (std::is_same_v<T, float>) e = z < -87.0f ? 0.0f : detail::fast_expf(z);
+      else e = z < -87.0 ? 0.0 : std::exp(z);
+      row[j] = e;
+      total += e;
     }
     const T inv = T(1) / total;
     for (int64_t j = 0; j < S; ++j) row[j] *= inv;

@@ -2,6 +2,7 @@
 // size-1 dimensions, negative axes, keepdims and non-square shapes.
 #include <cmath>
 
+#include "autograd/detail/kernels.h"
 #include "tests/helpers.h"
 
 using namespace xg;
@@ -291,4 +292,34 @@ TEST_CASE("ops: dropout keeps the expected fraction, scales, and is the identity
   CHECK((dropout(x, 0.25, false, g).impl() == x.impl()));
   CHECK((dropout(x, 0.0, true, g).impl() == x.impl()));
   CHECK(sum(dropout(x, 1.0, true, g)).item() == 0.0);
+}
+
+TEST_CASE("float32 kernels: fast_expf and fast_erff against the C library, gelu float32 against float64") {
+  double worst_exp = 0, worst_erf = 0;
+  for (int i = 0; i <= 200000; ++i) {
+    const float x = -87.0f + 175.0f * static_cast<float>(i) / 200000.0f;
+    const double want = std::exp(static_cast<double>(x));
+    worst_exp = std::max(worst_exp, std::fabs(xg::detail::fast_expf(x) - want) / want);
+    const float y = -6.0f + 12.0f * static_cast<float>(i) / 200000.0f;
+    worst_erf = std::max(worst_erf, std::fabs(xg::detail::fast_erff(y) - std::erf(static_cast<double>(y))));
+  }
+  CHECK(worst_exp < 3e-7);
+  CHECK(worst_erf < 5e-7);
+  CHECK(xg::detail::fast_expf(-1000.0f) < 1.3e-38f);  // clamped, never NaN
+  CHECK(std::isfinite(xg::detail::fast_expf(1000.0f)));
+  std::vector<float> xs(4001);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = -10.0f + 20.0f * static_cast<float>(i) / 4000.0f;
+  Tensor x = from_vector(xs, {4001});
+  std::vector<double> want = gelu(x.to(f64)).to_vector(), got = gelu(x).to_vector();
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+  CHECK(worst < 2e-6);
+  // and the backward's derivative
+  Tensor xf = x.detach().requires_grad_(), xd = x.to(f64).detach().requires_grad_();
+  sum(gelu(xf)).backward();
+  sum(gelu(xd)).backward();
+  std::vector<double> gf = xf.grad().to_vector(), gd = xd.grad().to_vector();
+  double worst_g = 0;
+  for (size_t i = 0; i < gd.size(); ++i) worst_g = std::max(worst_g, std::fabs(gf[i] - gd[i]));
+  CHECK(worst_g < 2e-6);
 }

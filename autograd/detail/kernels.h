@@ -2,7 +2,10 @@
 // fused attention op.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace xg::detail {
 
@@ -23,6 +26,41 @@ inline uint32_t dropout_hash(uint32_t i, uint32_t key_lo, uint32_t key_hi) {
 inline uint64_t dropout_threshold(double p) {
   const double limit = p * 4294967296.0;
   return limit >= 4294967296.0 ? (uint64_t{1} << 32) : static_cast<uint64_t>(limit);
+}
+
+// exp(x) for float32 kernels, branch-free so that loops over it vectorise
+// (glibc's expf is a call per element): x = n ln2 + r with |r| <= ln2/2
+// (ln2 split in two, Cody-Waite), exp(r) by its Taylor series to r^6
+// (truncation below 1.3e-7 relative), times 2^n built in the exponent bits.
+// Measured against double exp: relative error below 3e-7 on [-87, 88]
+// (tests/test_autograd_ops.cpp). Inputs are clamped to [-87.3, 88.3]: exp
+// of anything below is about 1e-38 instead of a denormal or 0.
+inline float fast_expf(float x) {
+  x = std::min(std::max(x, -87.3f), 88.3f);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.0f / 720;
+  p = p * r + 1.0f / 120;
+  p = p * r + 1.0f / 24;
+  p = p * r + 1.0f / 6;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+
+// erf(x) for float32 kernels, branch-free: Abramowitz and Stegun 7.1.26
+// (absolute error below 1.5e-7, plus float rounding: 4.7e-7 measured on
+// [-6, 6]) with fast_expf.
+inline float fast_erff(float x) {
+  const float ax = std::fabs(x);
+  const float t = 1.0f / (1.0f + 0.3275911f * ax);
+  const float poly =
+      t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  return std::copysign(1.0f - poly * fast_expf(-ax * ax), x);
 }
 
 }  // namespace xg::detail
