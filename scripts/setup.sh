@@ -3,9 +3,10 @@
 # Runs apt-get as root (directly, or through sudo when available).
 set -euo pipefail
 # clang-14 + libfuzzer-14-dev build the fuzzers (scripts/fuzz.sh); OpenMPI builds
-# xg::dist (data-parallel training) and runs its tests.
+# xg::dist (data-parallel training) and runs its tests. fortunes and festlex-cmu
+# are the real corpora (char_lm, g2p); gnuplot-nox draws scripts/pictures.sh.
 PACKAGES=(g++ cmake make pkg-config xtensor-dev libopenblas-dev libdnnl-dev libfmt-dev doctest-dev nlohmann-json3-dev
-          libcli11-dev clang-14 libfuzzer-14-dev libopenmpi-dev openmpi-bin)
+          libcli11-dev clang-14 libfuzzer-14-dev libopenmpi-dev openmpi-bin fortunes festlex-cmu gnuplot-nox)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

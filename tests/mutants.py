@@ -27,8 +27,13 @@ MUTANTS = [
      "Tensor ga = div(g, b);  // d(a/b)/da = 1/b", "Tensor ga = mul(g, b);"),
     ("tanh-backward-sign", "autograd/ops_elementwise.cpp", "return 1 - y * y;", "return 1 + y * y;"),
     ("sigmoid-backward", "autograd/ops_elementwise.cpp", "return y * (1 - y);", "return y * (1 + y);"),
-    ("gelu-backward-sign", "autograd/ops_elementwise.cpp", "return static_cast<decltype(x)>(cdf + xd * pdf);",
-     "return static_cast<decltype(x)>(cdf - xd * pdf);"),
+    ("gelu-backward-sign", "autograd/ops_elementwise.cpp",
+     "return cdf + x * 0.39894228040143267794 * std::exp(-0.5 * x * x);",
+     "return cdf - x * 0.39894228040143267794 * std::exp(-0.5 * x * x);"),
+    ("gelu-float32-backward-sign", "autograd/ops_elementwise.cpp",
+     "return cdf + x * 0.39894228f * detail::fast_expf(-0.5f * x * x);",
+     "return cdf - x * 0.39894228f * detail::fast_expf(-0.5f * x * x);"),
+    ("fast-expf-series-term", "autograd/detail/kernels.h", "p = p * r + 0.5f;", "p = p * r + 0.25f;"),
     ("log-softmax-backward", "autograd/ops_nn.cpp", "pg[j] - std::exp(py[j]) * dot", "pg[j] - py[j] * dot"),
     ("layer-norm-variance", "autograd/ops_nn.cpp", "std::sqrt(v / T(c) + T(eps))", "std::sqrt(v / T(c - 1) + T(eps))"),
     ("label-smoothing-mass", "autograd/ops_nn.cpp", "(std::exp(lp[r * v + j]) - T(e / v)) * scale",
@@ -75,6 +80,11 @@ MUTANTS = [
     ("embedding-scale-missing", "models/transformer.cpp",
      "return pos->forward(e.forward(b.ids, {b.rows, b.cols}) * std::sqrt(static_cast<double>(cfg_.d_model)));",
      "return pos->forward(e.forward(b.ids, {b.rows, b.cols}));"),
+    # train: the character LM's and G2P's measures
+    ("bpc-in-nats", "train/char_lm.cpp", "return nats / static_cast<double>(predicted) / std::log(2.0);",
+     "return nats / static_cast<double>(predicted);"),
+    ("edit-distance-substitution-cost", "train/g2p.cpp", "prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)",
+     "prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 2)"),
 ]
 
 

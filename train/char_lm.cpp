@@ -96,9 +96,9 @@ std::string generate_text(models::GPT& model, const CharVocab& vocab, const std:
   Generator gen(seed);
   std::vector<int64_t> out;
   while (static_cast<int64_t>(out.size()) < n) {
+    if (static_cast<int64_t>(seq.size()) >= window) seq.erase(seq.begin(), seq.end() - std::max<int64_t>(window / 2, 1));
     const int64_t room = window - static_cast<int64_t>(seq.size());
-    const int64_t take = std::min(n - static_cast<int64_t>(out.size()), std::max<int64_t>(room, 1));
-    if (room < 1) seq.erase(seq.begin(), seq.end() - window / 2);
+    const int64_t take = std::min(n - static_cast<int64_t>(out.size()), room);
     const auto got = model.generate({seq}, take, gen, s)[0];
     seq.insert(seq.end(), got.begin(), got.end());
     out.insert(out.end(), got.begin(), got.end());

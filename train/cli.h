@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "train/char_lm.h"
+#include "train/g2p.h"
 #include "train/loop.h"
 
 namespace xg::train {
@@ -52,6 +53,18 @@ struct CharLMCommand {
   uint64_t seed = 1;
 };
 Parsed parse_char_lm_command(int argc, const char* const* argv, CharLMCommand& cmd);
+
+// g2p train [options] | g2p pronounce --checkpoint PATH [--beam K] [WORD...]
+struct G2PCommand {
+  std::string mode;  // "train" or "pronounce"
+  G2POptions train;
+  G2PLoop loop;
+  int threads = 0;  // 0: every core this process may use
+  std::string checkpoint;  // pronounce
+  int64_t beam = 4;
+  std::vector<std::string> words;  // none: one word per line of stdin
+};
+Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd);
 
 // Limits of the programs' options (the parsers name them in their errors).
 struct OptionLimits {

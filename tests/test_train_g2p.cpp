@@ -1,0 +1,174 @@
+// Grapheme-to-phoneme: the CMUdict parser (and its line-numbered errors), the
+// held-out split, edit distance, word and phoneme error rates, and a tiny
+// model that learns a small dictionary written by the test.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "autograd/serialize.h"
+#include "tests/helpers.h"
+#include "train/attention_map.h"
+#include "train/g2p.h"
+
+using namespace xg;
+using namespace xg::train;
+using xgt::contains;
+
+namespace {
+CmuDict parse(const std::string& text) {
+  std::istringstream in(text);
+  return parse_cmudict(in, "dict");
+}
+std::vector<std::string> phones(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<std::string> v;
+  for (std::string w; in >> w;) v.push_back(w);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("g2p: Festival's lexicon format, stress on vowels, several entries of one word merged") {
+  CmuDict d = parse(
+      "MNCL\n"
+      "(\"a\" dt (((ax) 0)))\n"
+      "(\"a\" n (((ey) 1)))\n"
+      "(\"a\" nil (((ey) 1)))\n"
+      "\n"
+      "(\"Adversity\" nil (((ae d) 0) ((v er) 1) ((s ih) 0) ((t iy) 0)))\n");
+  CHECK(d.entries == 4);
+  CHECK(d.prons.size() == 2);
+  CHECK(d.prons.at("a") == std::vector<std::vector<std::string>>{{"ax0"}, {"ey1"}});  // the duplicate is kept once
+  CHECK(d.prons.at("adversity") == std::vector<std::vector<std::string>>{phones("ae0 d v er1 s ih0 t iy0")});
+  CHECK(strip_stress("er1") == "er");
+  CHECK(is_vowel("ow2"));
+  CHECK_FALSE(is_vowel("hh"));
+}
+
+TEST_CASE("g2p: a malformed line is an error naming its line and column, never a crash") {
+  auto msg = [](const std::string& body) { return XG_THROW_MESSAGE(parse("MNCL\n(\"ok\" nil (((ow) 1)))\n" + body), FormatError); };
+  CHECK(msg("(\"b\" nil (((b iy) 1))\n") == "dict: line 3: expected ')' at column 22, got the end of the line");
+  CHECK(msg("(\"b nil (((b iy) 1)))\n") == "dict: line 3: a word without its closing '\"' at column 3, got 'b'");
+  CHECK(msg("(\"b\" nil (((b iy) 7)))\n") == "dict: line 3: a stress of 0, 1 or 2 at column 20, got ')'");
+  CHECK(msg("(\"b\" nil (((B iy) 1)))\n") == "dict: line 3: a phone of lower-case letters at column 14, got ' '");
+  CHECK(msg("(\"b\" nil ((() 1)))\n") == "dict: line 3: a syllable with no phone at column 14, got ' '");
+  CHECK(msg("(\"b\" nil ())\n") == "dict: line 3: a pronunciation with no syllable at column 13, got the end of the line");
+  CHECK(msg("(\"b\" nil (((b iy) 1))) extra\n") == "dict: line 3: the end of the entry at column 24, got 'e'");
+  CHECK(msg("garbage\n") == "dict: line 3: expected '(' at column 1, got 'g'");
+  CHECK(XG_THROW_MESSAGE(parse("MNCL\n"), FormatError) == "dict: no dictionary entry in 1 lines");
+  CHECK(contains(XG_THROW_MESSAGE(load_cmudict("/nonexistent-xgrad-dict"), std::runtime_error),
+                 "(Debian's festlex-cmu package installs it: apt-get install festlex-cmu)"));
+}
+
+TEST_CASE("g2p: edit distance, and word / phoneme error rates with and without stress") {
+  CHECK(edit_distance(phones("k ae1 t"), phones("k ae1 t")) == 0);
+  CHECK(edit_distance(phones("k ae1 t"), phones("k ae0 t")) == 1);
+  CHECK(edit_distance(phones("k ae1 t s"), phones("k t")) == 2);
+  CHECK(edit_distance({}, phones("a b c")) == 3);
+  // word 1: right with stress; word 2: right only without stress; word 3: one phone wrong of 4,
+  // but it matches its second pronunciation better (one deletion of 3).
+  const std::vector<std::vector<std::string>> out = {phones("k ae1 t"), phones("d ao0 g"), phones("t ah0 m ey1")};
+  const std::vector<std::vector<std::vector<std::string>>> refs = {
+      {phones("k ae1 t")}, {phones("d ao1 g")}, {phones("t ax0 m ey1 t ow0"), phones("t ah0 m ey1 t")}};
+  G2PScores s = score_g2p(out, refs);
+  CHECK(s.words == 3);
+  CHECK(s.wer == doctest::Approx(1.0 / 3));
+  CHECK(s.wer_stress == doctest::Approx(2.0 / 3));
+  CHECK(s.per == doctest::Approx(1.0 / (3 + 3 + 5)));
+  CHECK(s.per_stress == doctest::Approx(2.0 / (3 + 3 + 5)));
+  CHECK(XG_THROW_MESSAGE(score_g2p(out, {}), std::invalid_argument) == "score_g2p: 3 outputs for 0 words");
+}
+
+TEST_CASE("g2p: the held-out split is a hash of the word: about 10%, and the same whatever the order") {
+  int held = 0;
+  for (int i = 0; i < 20000; ++i) held += g2p_held_out("word" + std::to_string(i));
+  CHECK(held > 1800);
+  CHECK(held < 2200);
+  CHECK(g2p_held_out("adversity") == g2p_held_out(std::string("adversity")));
+}
+
+TEST_CASE("g2p: a tiny model learns a small dictionary, checkpoints, and pronounces from the checkpoint") {
+  // Words made of two syllables from a fixed table: the spelling decides the sound.
+  const std::vector<std::pair<std::string, std::string>> syl = {{"ba", "b aa1"}, {"ko", "k ow0"}, {"mi", "m iy1"},
+                                                                {"tu", "t uw0"}, {"sa", "s aa0"}, {"ne", "n eh1"}};
+  const std::string path = std::string(XG_TEST_TMPDIR) + "/tiny_cmudict.out";
+  {
+    std::ofstream out(path);
+    out << "MNCL\n";
+    for (const auto& [s1, p1] : syl)
+      for (const auto& [s2, p2] : syl) {
+        auto syllable = [](const std::string& p) {
+          std::istringstream in(p);
+          std::string c, v;
+          in >> c >> v;
+          return "((" + c + " " + v.substr(0, 2) + ") " + v.substr(2) + ")";
+        };
+        out << "(\"" << s1 << s2 << "\" nil (" << syllable(p1) << " " << syllable(p2) << "))\n";
+      }
+  }
+  G2POptions o;
+  o.dict = path;
+  o.model.layers = 1;
+  o.model.d_model = 32;
+  o.model.heads = 2;
+  o.model.d_ff = 64;
+  o.model.dropout = 0;
+  o.batch_size = 16;
+  o.steps = 300;
+  o.warmup = 20;
+  o.lr = 3e-3;
+  G2P g2p(o);
+  CHECK(g2p.letters() == "abeikmnostu");
+  CHECK(g2p.test_words() == std::vector<std::string>{"basa", "mine", "neko", "nemi", "saba", "tuko"});
+  CHECK(g2p.train_pairs() == 30);
+  const G2PScores before = g2p.evaluate(0, 1);
+  for (int i = 0; i < 300; ++i) g2p.step();
+  const G2PScores after = g2p.evaluate(0, 2);
+  CHECK(before.wer > 0.9);
+  CHECK(after.per < before.per);
+  CHECK(after.per < 0.3);
+
+  const std::string ck = std::string(XG_TEST_TMPDIR) + "/tiny_g2p.safetensors";
+  g2p.save(ck);
+  Pronouncer p(ck);
+  const std::string word = g2p.test_words().empty() ? "bako" : g2p.test_words()[0];
+  const auto said = p.pronounce(word, 2);
+  CHECK(!said.empty());
+  CHECK(XG_THROW_MESSAGE(p.pronounce("bax", 2), std::invalid_argument) ==
+        "'bax': character 'x' at position 2 is outside the training alphabet 'abeikmnostu'");
+  CHECK(XG_THROW_MESSAGE(p.pronounce("", 2), std::invalid_argument) == "an empty word has no pronunciation");
+  G2POptions other = o;
+  other.batch_size = 8;
+  G2P g2(other);
+  CHECK(contains(XG_THROW_MESSAGE(g2.load(ck), std::invalid_argument), "batch 16 in the file, 8 here"));
+  std::remove(ck.c_str());
+}
+
+
+TEST_CASE("attention map: one (H,T,S) map per decoder layer, rows are distributions, text for gnuplot") {
+  models::TransformerConfig c;
+  c.src_vocab = c.tgt_vocab = 10;
+  c.layers = 2;
+  c.d_model = 8;
+  c.heads = 2;
+  c.d_ff = 16;
+  c.seed = 4;
+  models::Transformer m(c);
+  m.train();
+  const auto maps = cross_attention(m, {3, 4, 5}, {6, 7}, kBos);
+  CHECK(m.is_training());  // restored
+  REQUIRE(maps.size() == 2);
+  CHECK(maps[1].shape() == Shape{2, 3, 3});  // heads, BOS + 2 outputs, 3 source tokens
+  for (int64_t h = 0; h < 2; ++h)
+    for (int64_t t = 0; t < 3; ++t) {
+      double row = 0;
+      for (int64_t s = 0; s < 3; ++s) row += maps[0].at({h, t, s});
+      CHECK(row == doctest::Approx(1.0).epsilon(1e-6));
+    }
+  const std::string text = heatmap_text(maps[0], 1, {"a", "b", "c"}, {"x", "y", "EOS"});
+  CHECK(text.rfind("- a b c\nx ", 0) == 0);
+  CHECK(std::count(text.begin(), text.end(), '\n') == 4);
+  CHECK(XG_THROW_MESSAGE(heatmap_text(maps[0], 2, {"a", "b", "c"}, {"x", "y", "EOS"}), std::invalid_argument) ==
+        "heatmap_text: head 2 of weights (2,3,3)");
+  CHECK(XG_THROW_MESSAGE(heatmap_text(maps[0], 0, {"a"}, {"x", "y", "EOS"}), std::invalid_argument) ==
+        "heatmap_text: 1 source and 3 output labels for weights (T,S) = (3,3)");
+}

@@ -1,0 +1,142 @@
+// Grapheme-to-phoneme on CMUdict 0.4 (Debian's festlex-cmu, Festival's
+// format) with the encoder-decoder Transformer: the dictionary parser, a
+// deterministic held-out split, training, beam-search decoding and word /
+// phoneme error rates. examples/g2p.cpp is a thin program around it.
+//
+//   xg::train::G2POptions o;  o.steps = 20000;
+//   xg::train::G2P g2p(o);                          // reads the dictionary
+//   xg::train::run_g2p(g2p);                        // progress, evaluations, "final ... wer=..."
+//   g2p.pronounce("hello");                         // {"hh", "ax0", "l", "ow1"}
+#pragma once
+
+#include <cstdio>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/transformer.h"
+#include "optim/optim.h"
+#include "train/tasks.h"  // Example, kFirstSymbol
+
+namespace xg::train {
+
+inline constexpr const char* kCmudictPath = "/usr/share/festival/dicts/cmu/cmudict-0.4.out";
+
+// Festival's lexicon format, one entry a line after a "MNCL" header:
+//   ("adversity" nil (((ae d) 0) ((v er) 1) ((s ih) 0) ((t iy) 0)))
+// word, part of speech, then syllables (phones, stress). A phone keeps its
+// syllable's stress as a digit when it is a vowel ("er1"), as CMUdict writes
+// it; consonants carry none. Words are lower-cased; a word listed several
+// times (one entry per part of speech) keeps each distinct pronunciation.
+struct CmuDict {
+  std::map<std::string, std::vector<std::vector<std::string>>> prons;  // word -> its pronunciations
+  int64_t entries = 0;                                                 // lines read as entries
+};
+// Throws FormatError "NAME: line N: ..." naming the first malformed line.
+CmuDict parse_cmudict(std::istream& in, const std::string& name);
+CmuDict load_cmudict(const std::string& path = kCmudictPath);  // also names a missing file and its package
+
+bool is_vowel(const std::string& phone);             // aa ae ah ao aw ax ay eh er ey ih iy ow oy uh uw (stress or not)
+std::string strip_stress(const std::string& phone);  // "er1" -> "er"
+bool g2p_held_out(const std::string& word);          // fnv1a64(word) % 10 == 0: the test split (10%)
+// Levenshtein distance (insertions, deletions, substitutions cost 1).
+int64_t edit_distance(const std::vector<std::string>& a, const std::vector<std::string>& b);
+
+// Word error rate: a word is right when the output equals one of its
+// pronunciations. Phoneme error rate: the smallest edit distance to one of
+// them, summed, over the summed length of that pronunciation. Each with and
+// without stress (digits removed from both sides).
+struct G2PScores {
+  int64_t words = 0;
+  double wer = 0, per = 0;                // without stress
+  double wer_stress = 0, per_stress = 0;  // with stress
+};
+G2PScores score_g2p(const std::vector<std::vector<std::string>>& outputs,
+                    const std::vector<std::vector<std::vector<std::string>>>& references);
+
+struct G2POptions {
+  std::string dict = kCmudictPath;
+  models::TransformerConfig model;  // vocabularies are taken from the dictionary
+  int64_t batch_size = 64;          // (word, pronunciation) pairs a step
+  int64_t steps = 30000;
+  double time_limit = 0;            // > 0: stop once training has taken this many seconds
+  double lr = 1e-3;                 // warm-up + cosine peak (down to lr / 10 at `steps`)
+  int64_t warmup = 1000;
+  double label_smoothing = 0.1;
+  double clip_norm = 1.0;
+  uint64_t seed = 1;
+  int64_t eval_every = 2000;
+  int64_t eval_words = 1000;        // held-out words decoded greedily at each evaluation (0: all)
+  int64_t beam = 4;                 // the final evaluation's beam, over every held-out word
+  int64_t max_words = 0;            // > 0: train on the first N training words only (smoke runs)
+  std::string checkpoint;
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  G2POptions();                     // N=3, d_model 256, 4 heads, d_ff 1024, dropout 0.1, pre-norm
+  void validate() const;            // throws std::invalid_argument naming the first bad field
+};
+
+class G2P {
+ public:
+  explicit G2P(const G2POptions& o);  // reads the dictionary, builds model and optimiser
+  double step();                      // one Adam step on a random batch; returns its loss
+  int64_t steps_done() const { return step_; }
+  double current_lr() const;
+  // Held-out words [0, n) (n 0: all), decoded greedily (beam 1, batched) or by beam search.
+  G2PScores evaluate(int64_t n, int64_t beam);
+  void save(const std::string& path) const;
+  void load(const std::string& path);  // throws std::invalid_argument listing what differs
+
+  const G2POptions& options() const { return opts_; }
+  const std::vector<std::string>& test_words() const { return test_words_; }
+  int64_t train_pairs() const { return static_cast<int64_t>(train_.size()); }
+  models::Transformer& model() { return *model_; }
+  const std::string& letters() const { return letters_; }
+  const std::vector<std::string>& phones() const { return phones_; }
+
+ private:
+  G2POptions opts_;
+  CmuDict dict_;
+  std::string letters_;              // the alphabet, sorted
+  std::vector<std::string> phones_;  // with stress, sorted
+  std::vector<Example> train_;
+  std::vector<std::string> test_words_;
+  std::shared_ptr<models::Transformer> model_;
+  std::unique_ptr<optim::AdamW> opt_;
+  std::unique_ptr<optim::WarmupCosine> schedule_;
+  Generator data_gen_;
+  int64_t step_ = 0;
+};
+
+// What `g2p` needs from a checkpoint: alphabet, phones, the model.
+class Pronouncer {
+ public:
+  explicit Pronouncer(const std::string& checkpoint);
+  // Phones of a word (lower-cased first); throws std::invalid_argument naming
+  // a character outside the training alphabet, and the alphabet.
+  std::vector<std::string> pronounce(const std::string& word, int64_t beam = 4);
+  models::Transformer& model() { return *model_; }
+  std::vector<int64_t> encode(const std::string& word) const;  // source ids (same checks)
+  const std::vector<std::string>& phones() const { return phones_; }
+
+ private:
+  std::string letters_;
+  std::vector<std::string> phones_;
+  std::shared_ptr<models::Transformer> model_;
+};
+
+struct G2PLoop {
+  int64_t log_every = 200;
+  std::string metrics;  // CSV: step,loss,lr,wer,per,wer_stress,per_stress,elapsed_s
+  std::FILE* out = stdout;
+};
+struct G2PResult {
+  int64_t steps = 0;
+  G2PScores final_scores;  // every held-out word, options().beam
+  double train_seconds = 0;
+};
+G2PResult run_g2p(G2P& g2p, const G2PLoop& loop = {});
+
+}  // namespace xg::train

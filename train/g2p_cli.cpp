@@ -1,0 +1,72 @@
+// The command line of examples/g2p (train and pronounce).
+#include <limits>
+
+#include "autograd/autograd.h"
+#include "train/cli.h"
+#include "train/detail/cli_options.h"
+
+namespace xg::train {
+
+using namespace cli_detail;
+
+Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
+  using L = OptionLimits;
+  G2POptions& o = cmd.train;
+  int64_t threads = cmd.threads, pronounce_threads = 1;
+  CLI::App* train = nullptr;
+  auto setup = [&](CLI::App& app) {
+    app.description(
+        "Grapheme-to-phoneme on CMUdict 0.4 (apt-get install festlex-cmu) with the encoder-decoder Transformer: "
+        "`train` holds out 10% of the words (by a hash of the word) and reports word and phoneme error rates; "
+        "`pronounce` prints the phones of words, one line per word.");
+    app.require_subcommand(1);
+    train = app.add_subcommand(
+        "train", "train the model; the last line is: final steps=N wer=... per=... wer_stress=... per_stress=...");
+    CLI::App& t = *train;
+    t.add_option("--dict", o.dict, "the dictionary in Festival's format")->type_name("PATH")->default_str(o.dict);
+    add_int(t, "--layers", o.model.layers, 1, L::layers, "encoder and decoder layers (N)");
+    add_int(t, "--d-model", o.model.d_model, 1, L::d_model, "model width (C), a multiple of --heads");
+    add_int(t, "--heads", o.model.heads, 1, L::heads, "attention heads (H)");
+    add_int(t, "--d-ff", o.model.d_ff, 1, L::d_ff, "feed-forward width");
+    add_real(t, "--dropout", o.model.dropout, 0, 0.99, "dropout probability");
+    add_int(t, "--batch", o.batch_size, 1, L::batch, "(word, pronunciation) pairs a step");
+    add_int(t, "--steps", o.steps, 1, L::steps, "steps of the schedule, and the most steps run");
+    add_real(t, "--time-limit", o.time_limit, 0, 1e9, "stop once training has taken this many seconds (0: no limit)");
+    add_real(t, "--lr", o.lr, 1e-9, 10, "peak learning rate (warm-up, then a cosine down to --lr / 10)");
+    add_int(t, "--warmup", o.warmup, 0, L::steps, "warm-up steps (below --steps)");
+    add_real(t, "--smoothing", o.label_smoothing, 0, 0.999, "label smoothing");
+    add_real(t, "--clip", o.clip_norm, 0, 1e6, "gradient norm clip (0: off)");
+    add_int(t, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max() / 2, "initialisation, dropout, batches");
+    add_int(t, "--eval-every", o.eval_every, 1, L::steps, "steps between evaluations (greedy)");
+    add_int(t, "--eval-words", o.eval_words, 0, 1 << 20, "held-out words per evaluation (0: all)");
+    add_int(t, "--beam", o.beam, 1, L::beam, "beam of the final evaluation, over every held-out word");
+    add_int(t, "--max-words", o.max_words, 0, 1 << 20, "train on the first N training words only (0: all)");
+    add_int(t, "--threads", threads, 1, available_cores(), "threads of xgrad's pool (default: every core)")
+        ->default_str("all cores");
+    add_int(t, "--log-every", cmd.loop.log_every, 1, L::steps, "steps between progress lines when not on a terminal");
+    t.add_option("--checkpoint", o.checkpoint, "checkpoint file, checked writable before step 1")->type_name("PATH");
+    add_int(t, "--checkpoint-every", o.checkpoint_every, 0, L::steps, "steps between checkpoints (0: at the end only)");
+    t.add_flag("--resume", o.resume, "continue from --checkpoint when that file exists (same options, else an error)");
+    t.add_option("--metrics", cmd.loop.metrics, "CSV of evaluation rows (appended to when resuming)")->type_name("PATH");
+
+    CLI::App& p = *app.add_subcommand("pronounce", "print the phones of each word, one line per word");
+    p.add_option("--checkpoint", cmd.checkpoint, "checkpoint written by g2p train")->required()->type_name("PATH");
+    add_int(p, "--beam", cmd.beam, 1, L::beam, "beam size (1: greedy)");
+    add_int(p, "--threads", pronounce_threads, 1, available_cores(), "threads of xgrad's pool")->default_str("1");
+    p.add_option("words", cmd.words, "words (default: one a line from stdin)")->type_name("WORD");
+  };
+  auto check = [&] {
+    cmd.mode = train->parsed() ? "train" : "pronounce";
+    cmd.threads = static_cast<int>(cmd.mode == "train" ? threads : pronounce_threads);
+    if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume needs --checkpoint PATH");
+    if (o.model.d_model % o.model.heads != 0)
+      throw std::invalid_argument(
+          fmt::format("--d-model {} is not a multiple of --heads {}", o.model.d_model, o.model.heads));
+    if (o.warmup >= o.steps)
+      throw std::invalid_argument(fmt::format("--warmup {} must be below --steps {}", o.warmup, o.steps));
+    o.validate();
+  };
+  return parse_with("g2p", argc, argv, setup, check);
+}
+
+}  // namespace xg::train
