@@ -5,7 +5,7 @@
 #   scripts/plot_heatmaps.sh OUT.png TITLE FILE...
 set -euo pipefail
 [ $# -ge 3 ] || { echo "usage: $0 OUT.png TITLE FILE..." >&2; exit 2; }
-out=$1; title=$2; shift 2
+out=$1; title=${2//\'/\'\'}; shift 2  # '' is a quote inside gnuplot's '...'
 command -v gnuplot >/dev/null || { echo "$0: gnuplot is not installed (apt-get install gnuplot-nox)" >&2; exit 1; }
 n=$#
 cols=$(( n < 4 ? n : 4 )); rows=$(( (n + cols - 1) / cols ))

@@ -16,7 +16,7 @@ files=(); labels=()
 while [ $# -gt 0 ]; do
   case $1 in
     --x) x=$2; shift 2 ;;
-    --title) title=$2; shift 2 ;;
+    --title) title=${2//\'/\'\'}; shift 2 ;;  # '' is a quote inside gnuplot's '...'
     *) files+=("${1%%=*}"); if [[ $1 == *=* ]]; then labels+=("${1#*=}"); else labels+=("$(basename "${1%.csv}")"); fi; shift ;;
   esac
 done
