@@ -1,6 +1,7 @@
 // Finite-difference gradient tests (float64) for every op, with broadcasting,
 // size-1 dimensions, negative axes, keepdims and non-square shapes.
 #include <cmath>
+#include <limits>
 
 #include "autograd/detail/kernels.h"
 #include "tests/helpers.h"
@@ -306,7 +307,10 @@ TEST_CASE("float32 kernels: fast_expf and fast_erff against the C library, gelu 
   CHECK(worst_exp < 3e-7);
   CHECK(worst_erf < 5e-7);
   CHECK(xg::detail::fast_expf(-1000.0f) < 1.3e-38f);  // clamped, never NaN
-  CHECK(std::isfinite(xg::detail::fast_expf(1000.0f)));
+  CHECK(std::isinf(xg::detail::fast_expf(1000.0f)));
+  CHECK(std::isnan(xg::detail::fast_expf(std::nanf(""))));  // passed through (and no NaN-to-int conversion)
+  CHECK(std::isnan(xg::detail::fast_erff(std::nanf(""))));
+  CHECK(xg::detail::fast_erff(std::numeric_limits<float>::infinity()) == 1.0f);
   std::vector<float> xs(4001);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = -10.0f + 20.0f * static_cast<float>(i) / 4000.0f;
   Tensor x = from_vector(xs, {4001});

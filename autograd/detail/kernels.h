@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 namespace xg::detail {
 
@@ -33,12 +34,15 @@ inline uint64_t dropout_threshold(double p) {
 // (ln2 split in two, Cody-Waite), exp(r) by its Taylor series to r^6
 // (truncation below 1.3e-7 relative), times 2^n built in the exponent bits.
 // Measured against double exp: relative error below 3e-7 on [-87, 88]
-// (tests/test_autograd_ops.cpp). Inputs are clamped to [-87.3, 88.3]: exp
-// of anything below is about 1e-38 instead of a denormal or 0.
+// (tests/test_autograd_ops.cpp). Below -87.3 it gives about 1e-38 instead of
+// a denormal or 0; above 88.3, inf; NaN stays NaN.
 inline float fast_expf(float x) {
-  x = std::min(std::max(x, -87.3f), 88.3f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  // NaN computes on 0 and is passed through at the end, +inf gives inf: the
+  // integer conversion below never sees a NaN (undefined behaviour).
+  const float c = std::min(std::max(x, -87.3f), 88.3f);
+  const float safe = c == c ? c : 0.0f;
+  const float n = std::floor(safe * 1.44269504088896341f + 0.5f);
+  const float r = (safe - n * 0.693359375f) + n * 2.12194440e-4f;
   float p = 1.0f / 720;
   p = p * r + 1.0f / 120;
   p = p * r + 1.0f / 24;
@@ -46,10 +50,11 @@ inline float fast_expf(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.0f;
   p = p * r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;  // n in [-126, 128]
   float scale;
   std::memcpy(&scale, &bits, sizeof scale);
-  return p * scale;
+  const float y = x > 88.3f ? std::numeric_limits<float>::infinity() : p * scale;
+  return x == x ? y : x;
 }
 
 // erf(x) for float32 kernels, branch-free: Abramowitz and Stegun 7.1.26
