@@ -1,5 +1,7 @@
 #include "train/char_lm.h"
 
+#include "train/detail/checkpoint_io.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -208,28 +210,11 @@ void CharLM::save(const std::string& path) const {
 void CharLM::load(const std::string& path) {
   std::map<std::string, std::string> meta;
   auto all = load_tensors(path, &meta);
-  std::string diff;
-  for (const auto& [key, here] : identity_meta(opts_, vocab_)) {
-    auto it = meta.find(key);
-    const std::string there = it == meta.end() ? "(missing)" : it->second;
-    if (there != here) {
-      const bool long_value = key == "vocab";
-      diff += (diff.empty() ? "" : "; ") +
-              (long_value ? key + " differs" : key + " " + there + " in the file, " + here + " here");
-    }
-  }
-  if (!diff.empty())
-    throw std::invalid_argument("checkpoint " + path + " was written by a different run: " + diff +
-                                " (train with the same options, or choose another --checkpoint)");
-  std::map<std::string, Tensor> model_state, optim_state;
-  for (auto& [k, v] : all) {
-    if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = v;
-    else if (k.rfind("optim.", 0) == 0) optim_state[k.substr(6)] = v;
-    else throw FormatError("checkpoint " + path + ": unexpected tensor '" + k + "'");
-  }
+  detail::check_same_run(identity_meta(opts_, vocab_), meta, path, {{"vocab", "vocab differs"}});
+  const detail::SplitState state = detail::split_state(all, path);
   const int64_t step = meta_int(meta, "step", path, 0, opts_.steps);
-  model_->load_state_dict(model_state);
-  opt_->load_state_dict(optim_state);
+  model_->load_state_dict(state.model);
+  opt_->load_state_dict(state.optim);
   step_ = step;
 }
 
@@ -260,10 +245,7 @@ std::string CharSampler::sample(const std::string& prompt, int64_t n, const nn::
 }
 
 namespace {
-std::string duration(double s) {
-  if (s < 60) return fmt::format("{:.1f}s", s);
-  return fmt::format("{}m{:02d}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-}
+using detail::duration;
 
 // One line: newlines and tabs shown as the two characters \n and \t.
 std::string one_line(const std::string& s) {
@@ -277,15 +259,7 @@ CharLMResult run_char_lm(CharLM& lm, const CharLMLoop& loop) {
   const CharLMOptions& o = lm.options();
   if (loop.log_every < 1) throw std::invalid_argument(fmt::format("log_every {}: expected at least 1", loop.log_every));
   std::FILE* out = loop.out;
-  if (!o.checkpoint.empty()) {
-    check_writable(o.checkpoint);
-    if (o.resume && ::access(o.checkpoint.c_str(), F_OK) == 0) {
-      lm.load(o.checkpoint);
-      fmt::print(out, "resumed from {} at step {}\n", o.checkpoint, lm.steps_done());
-    } else if (o.resume) {
-      fmt::print(out, "no checkpoint at {} yet: starting from step 0\n", o.checkpoint);
-    }
-  }
+  detail::resume_if_asked(lm, o.checkpoint, o.resume, true, out);
   const auto& c = lm.model().config();
   const int threads = num_threads();
   fmt::print(out,
@@ -296,19 +270,9 @@ CharLMResult run_char_lm(CharLM& lm, const CharLMLoop& loop) {
              threads == 1 ? "" : "s", precision_name(o.precision));
   std::fflush(out);
 
-  std::FILE* metrics = nullptr;
-  if (!loop.metrics.empty()) {
-    const bool fresh = !(lm.steps_done() > 0 && ::access(loop.metrics.c_str(), F_OK) == 0);
-    metrics = std::fopen(loop.metrics.c_str(), fresh ? "w" : "a");
-    if (!metrics) throw std::runtime_error("cannot open the metrics file " + loop.metrics);
-    if (fresh) std::fprintf(metrics, "step,loss,lr,val_bpc,tokens_per_s,elapsed_s\n");
-  }
-  struct Closer {
-    std::FILE* f;
-    ~Closer() {
-      if (f) std::fclose(f);
-    }
-  } closer{metrics};
+  const detail::MetricsFile metrics_file(loop.metrics, "step,loss,lr,val_bpc,tokens_per_s,elapsed_s",
+                                         lm.steps_done() > 0);
+  std::FILE* metrics = metrics_file.get();
 
   const bool tty = ::isatty(::fileno(out));
   using clock = std::chrono::steady_clock;

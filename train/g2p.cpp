@@ -1,5 +1,7 @@
 #include "train/g2p.h"
 
+#include "train/detail/checkpoint_io.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -423,31 +425,17 @@ void G2P::save(const std::string& path) const {
 void G2P::load(const std::string& path) {
   std::map<std::string, std::string> meta;
   auto all = load_tensors(path, &meta);
-  std::string diff;
-  for (const auto& [key, here] : identity_meta(opts_, letters_, phones_)) {
-    auto it = meta.find(key);
-    const std::string there = it == meta.end() ? "(missing)" : it->second;
-    if (there != here)
-      diff += (diff.empty() ? "" : "; ") +
-              (key == "phones" || key == "letters" ? key + " differ" : key + " " + there + " in the file, " + here + " here");
-  }
-  if (!diff.empty())
-    throw std::invalid_argument("checkpoint " + path + " was written by a different run: " + diff +
-                                " (train with the same options, or choose another --checkpoint)");
-  std::map<std::string, Tensor> model_state, optim_state;
-  for (auto& [k, v] : all) {
-    if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = v;
-    else if (k.rfind("optim.", 0) == 0) optim_state[k.substr(6)] = v;
-    else throw FormatError("checkpoint " + path + ": unexpected tensor '" + k + "'");
-  }
+  detail::check_same_run(identity_meta(opts_, letters_, phones_), meta, path,
+                         {{"phones", "phones differ"}, {"letters", "letters differ"}});
+  const detail::SplitState state = detail::split_state(all, path);
   const int64_t step = meta_int(meta, "step", path, 0, opts_.steps);
   if (!meta.count("data_gen") || !meta.count("dropout_gen"))
     throw FormatError("checkpoint " + path + ": metadata lacks the generator states");
   Generator data_gen, dropout_gen;
   data_gen.set_state(meta.at("data_gen"));
   dropout_gen.set_state(meta.at("dropout_gen"));
-  model_->load_state_dict(model_state);
-  opt_->load_state_dict(optim_state);
+  model_->load_state_dict(state.model);
+  opt_->load_state_dict(state.optim);
   step_ = step;
   data_gen_ = data_gen;
   model_->dropout_generator() = dropout_gen;
@@ -490,15 +478,7 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
   const G2POptions& o = g2p.options();
   std::FILE* out = loop.out;
   if (loop.log_every < 1) throw std::invalid_argument(fmt::format("log_every {}: expected at least 1", loop.log_every));
-  if (!o.checkpoint.empty()) {
-    check_writable(o.checkpoint);
-    if (o.resume && ::access(o.checkpoint.c_str(), F_OK) == 0) {
-      g2p.load(o.checkpoint);
-      fmt::print(out, "resumed from {} at step {}\n", o.checkpoint, g2p.steps_done());
-    } else if (o.resume) {
-      fmt::print(out, "no checkpoint at {} yet: starting from step 0\n", o.checkpoint);
-    }
-  }
+  detail::resume_if_asked(g2p, o.checkpoint, o.resume, true, out);
   const auto& c = g2p.model().config();
   fmt::print(out,
              "dict={} ({} training pairs, {} held-out words) letters={} phones={} | Transformer N={} d_model={} "
@@ -507,19 +487,9 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
              c.d_model, c.heads, c.d_ff, c.dropout, c.pre_norm ? "pre-norm" : "post-norm", g2p.model().num_parameters(),
              o.batch_size, o.lr, num_threads());
   std::fflush(out);
-  std::FILE* metrics = nullptr;
-  if (!loop.metrics.empty()) {
-    const bool fresh = !(g2p.steps_done() > 0 && ::access(loop.metrics.c_str(), F_OK) == 0);
-    metrics = std::fopen(loop.metrics.c_str(), fresh ? "w" : "a");
-    if (!metrics) throw std::runtime_error("cannot open the metrics file " + loop.metrics);
-    if (fresh) std::fprintf(metrics, "step,loss,lr,wer,per,wer_stress,per_stress,elapsed_s\n");
-  }
-  struct Closer {
-    std::FILE* f;
-    ~Closer() {
-      if (f) std::fclose(f);
-    }
-  } closer{metrics};
+  const detail::MetricsFile metrics_file(loop.metrics, "step,loss,lr,wer,per,wer_stress,per_stress,elapsed_s",
+                                         g2p.steps_done() > 0);
+  std::FILE* metrics = metrics_file.get();
   using clock = std::chrono::steady_clock;
   auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
   const auto start = clock::now();

@@ -1,5 +1,7 @@
 #include "train/loop.h"
 
+#include "train/detail/checkpoint_io.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -20,10 +22,7 @@ std::string join(const std::vector<int64_t>& v) {
   return s;
 }
 
-std::string duration(double s) {
-  if (s < 60) return fmt::format("{:.1f}s", s);
-  return fmt::format("{}m{:02d}s", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-}
+using detail::duration;
 
 struct File {
   std::FILE* f = nullptr;
@@ -46,15 +45,7 @@ RunResult run(Trainer& trainer, const LoopOptions& loop) {
     if (!devnull.f) throw std::runtime_error("cannot open /dev/null");
   }
   std::FILE* out = lead ? loop.out : devnull.f;
-  if (!o.checkpoint.empty()) {
-    if (lead) check_writable(o.checkpoint);
-    if (o.resume && ::access(o.checkpoint.c_str(), F_OK) == 0) {
-      trainer.load(o.checkpoint);
-      fmt::print(out, "resumed from {} at step {}\n", o.checkpoint, trainer.steps_done());
-    } else if (o.resume) {
-      fmt::print(out, "no checkpoint at {} yet: starting from step 0\n", o.checkpoint);
-    }
-  }
+  detail::resume_if_asked(trainer, o.checkpoint, o.resume, lead, out);
   const auto& cfg = trainer.model().config();
   const int threads = num_threads();
   fmt::print(out,
@@ -66,13 +57,9 @@ RunResult run(Trainer& trainer, const LoopOptions& loop) {
              many ? fmt::format(" x {} processes", dist::world_size()) : "", precision_name(o.precision));
   std::fflush(out);
 
-  File metrics;
-  if (!loop.metrics.empty() && lead) {
-    const bool fresh = !(trainer.steps_done() > 0 && ::access(loop.metrics.c_str(), F_OK) == 0);
-    metrics.f = std::fopen(loop.metrics.c_str(), fresh ? "w" : "a");
-    if (!metrics.f) throw std::runtime_error("cannot open the metrics file " + loop.metrics);
-    if (fresh) std::fprintf(metrics.f, "step,loss,lr,exact_match,token_acc,tokens_per_s\n");
-  }
+  const detail::MetricsFile metrics_file(lead ? loop.metrics : std::string(),
+                                         "step,loss,lr,exact_match,token_acc,tokens_per_s", trainer.steps_done() > 0);
+  std::FILE* metrics = metrics_file.get();
 
   // Under mpirun the output is a pseudo-terminal even when redirected: lines, not \r.
   const bool tty = !many && ::isatty(::fileno(out));
@@ -124,11 +111,11 @@ RunResult run(Trainer& trainer, const LoopOptions& loop) {
                  r.last.exact_match, r.last.token_acc, trainer.eval_set().size());
       for (auto& [ex, got] : r.last.samples)
         fmt::print(out, "  {} -> {}{}\n", join(ex.src), join(got), got == ex.tgt ? "" : "  (wrong)");
-      if (metrics.f) {
-        std::fprintf(metrics.f, "%lld,%.6f,%.6g,%.6f,%.6f,%.1f\n", static_cast<long long>(step),
+      if (metrics) {
+        std::fprintf(metrics, "%lld,%.6f,%.6g,%.6f,%.6f,%.1f\n", static_cast<long long>(step),
                      loss_sum / static_cast<double>(window_steps), trainer.current_lr(), r.last.exact_match,
                      r.last.token_acc, tps);
-        std::fflush(metrics.f);
+        std::fflush(metrics);
       }
       loss_sum = 0;
       window_steps = 0;

@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include "train/detail/checkpoint_io.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -214,23 +216,10 @@ void Trainer::load(const std::string& path) {
   std::map<std::string, std::string> meta;
   auto all = load_tensors(path, &meta);
   // Only the keys that differ, each with both values.
-  std::string diff;
   auto mine = identity_meta(opts_.model, opts_.task);
   mine["schedule"] = opts_.schedule;
-  for (const auto& [key, here] : mine) {
-    auto it = meta.find(key);
-    const std::string there = it == meta.end() ? "(missing)" : it->second;
-    if (there != here) diff += (diff.empty() ? "" : "; ") + key + " " + there + " in the file, " + here + " here";
-  }
-  if (!diff.empty())
-    throw std::invalid_argument("checkpoint " + path + " was written by a different run: " + diff +
-                                " (train with the same options, or choose another --checkpoint)");
-  std::map<std::string, Tensor> model_state, optim_state;
-  for (auto& [k, v] : all) {
-    if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = v;
-    else if (k.rfind("optim.", 0) == 0) optim_state[k.substr(6)] = v;
-    else throw FormatError("checkpoint " + path + ": unexpected tensor '" + k + "'");
-  }
+  detail::check_same_run(mine, meta, path);
+  const detail::SplitState state = detail::split_state(all, path);
   const int64_t step = meta_int(meta, "step", path, 0, int64_t{1} << 40);
   if (!meta.count("data_gen") || !meta.count("dropout_gen"))
     throw FormatError("checkpoint " + path + ": metadata lacks the generator states");
@@ -238,8 +227,8 @@ void Trainer::load(const std::string& path) {
   Generator data_gen, dropout_gen;
   data_gen.set_state(meta.at("data_gen"));
   dropout_gen.set_state(meta.at("dropout_gen"));
-  model_->load_state_dict(model_state);
-  opt_->load_state_dict(optim_state);
+  model_->load_state_dict(state.model);
+  opt_->load_state_dict(state.optim);
   step_ = step;
   data_gen_ = data_gen;
   model_->dropout_generator() = dist::rank() > 0 ? Generator(rank_seed(opts_.seed, dist::rank(), step)) : dropout_gen;
