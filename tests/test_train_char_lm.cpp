@@ -11,7 +11,9 @@
 #include <set>
 
 #include "tests/helpers.h"
+#include "autograd/serialize.h"
 #include "train/char_lm.h"
+#include "train/g2p.h"
 
 using namespace xg;
 using namespace xg::train;
@@ -162,6 +164,8 @@ TEST_CASE("char_lm: a resumed run continues the same data order and reaches the 
   CHECK(XG_THROW_MESSAGE(s.sample("Q!", 5, {}, 1), std::invalid_argument) ==
         "character 'Q' (byte 81) at position 0 is not in the vocabulary of " + std::to_string(a.vocab().size()) +
             " characters");
+  CHECK(XG_THROW_MESSAGE(Pronouncer{ck}, FormatError) ==
+        "checkpoint " + ck + " was not written by g2p train (no kind=g2p in its metadata)");
   // more characters than the context holds: the window slides
   CHECK(s.sample("", 50, {1.0, 0, 1.0}, 2).size() == 50);
   std::remove(ck.c_str());

@@ -8,6 +8,7 @@
 #include "autograd/serialize.h"
 #include "tests/helpers.h"
 #include "train/attention_map.h"
+#include "train/char_lm.h"
 #include "train/g2p.h"
 
 using namespace xg;
@@ -140,6 +141,9 @@ TEST_CASE("g2p: a tiny model learns a small dictionary, checkpoints, and pronoun
   other.batch_size = 8;
   G2P g2(other);
   CHECK(contains(XG_THROW_MESSAGE(g2.load(ck), std::invalid_argument), "batch 16 in the file, 8 here"));
+  // each program refuses the other's checkpoint by name
+  CHECK(XG_THROW_MESSAGE(CharSampler{ck}, FormatError) ==
+        "checkpoint " + ck + " was not written by char_lm train (no kind=char_lm in its metadata)");
   std::remove(ck.c_str());
 }
 
