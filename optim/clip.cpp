@@ -6,18 +6,30 @@
 
 namespace xg::optim {
 
+namespace {
+// Sum of squares in double with 8 independent partial sums (one long chain
+// of dependent additions ran at a quarter of the memory speed: 5% of a G2P
+// step). The order is fixed, so the result does not depend on threads.
+template <class T>
+double sum_squares(const T* d, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  double lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k) lane[k] += double(d[i + k]) * double(d[i + k]);
+  for (; i < n; ++i) lane[0] += double(d[i]) * double(d[i]);
+  double sq = 0;
+  for (double v : lane) sq += v;
+  return sq;
+}
+}  // namespace
+
 double grad_norm(const std::vector<Tensor>& params) {
   double sq = 0;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (g.dtype() == f32) {
-      const float* d = g.data<float>();
-      for (int64_t i = 0, n = g.numel(); i < n; ++i) sq += double(d[i]) * d[i];
-    } else {
-      const double* d = g.data<double>();
-      for (int64_t i = 0, n = g.numel(); i < n; ++i) sq += d[i] * d[i];
-    }
+    sq += g.dtype() == f32 ? sum_squares(g.data<float>(), g.numel()) : sum_squares(g.data<double>(), g.numel());
   }
   return std::sqrt(sq);
 }

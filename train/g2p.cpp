@@ -200,6 +200,7 @@ G2POptions::G2POptions() {
   model.dropout = 0.1;
   model.pre_norm = true;
   model.tie_weights = false;
+  precision = bf16_unsupported_reason().empty() ? Precision::bf16 : Precision::f32;
 }
 
 void G2POptions::validate() const {
@@ -220,6 +221,7 @@ void G2POptions::validate() const {
   need(max_words >= 0, fmt::format("max_words {}: expected 0 (all) or more", max_words));
   need(checkpoint_every >= 0, fmt::format("checkpoint_every {}: expected 0 or more", checkpoint_every));
   need(!resume || !checkpoint.empty(), "resume needs a checkpoint path");
+  need(precision != Precision::bf16 || bf16_unsupported_reason().empty(), "precision bf16: " + bf16_unsupported_reason());
   need(model.d_model > 0 && model.heads > 0 && model.d_model % model.heads == 0,
        fmt::format("d_model {} must be a positive multiple of heads {}", model.d_model, model.heads));
 }
@@ -324,6 +326,23 @@ G2P::G2P(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudict(o.d
       train_.push_back(std::move(e));
     }
   }
+  // Buckets of one spelling length; a bucket smaller than a batch joins the
+  // previous one (the first joins the next), so no batch repeats a pair often.
+  std::stable_sort(train_.begin(), train_.end(),
+                   [](const Example& a, const Example& b) { return a.src.size() < b.src.size(); });
+  for (int64_t i = 0, n = static_cast<int64_t>(train_.size()); i < n;) {
+    int64_t j = i;
+    while (j < n && train_[static_cast<size_t>(j)].src.size() == train_[static_cast<size_t>(i)].src.size()) ++j;
+    if (!buckets_.empty() && (j - i < opts_.batch_size || buckets_.back().second - buckets_.back().first < opts_.batch_size))
+      buckets_.back().second = j;
+    else
+      buckets_.emplace_back(i, j);
+    i = j;
+  }
+  bucket_of_.resize(train_.size());
+  for (size_t k = 0; k < buckets_.size(); ++k)
+    for (int64_t i = buckets_[k].first; i < buckets_[k].second; ++i) bucket_of_[static_cast<size_t>(i)] = static_cast<int64_t>(k);
+
   models::TransformerConfig c = opts_.model;
   c.src_vocab = kFirstSymbol + static_cast<int64_t>(letters_.size());
   c.tgt_vocab = kFirstSymbol + static_cast<int64_t>(phones_.size());
@@ -347,12 +366,26 @@ double G2P::step() {
   std::vector<Example> batch;
   batch.reserve(static_cast<size_t>(opts_.batch_size));
   const uint64_t n = train_.size();
-  for (int64_t i = 0; i < opts_.batch_size; ++i) batch.push_back(train_[data_gen_.engine()() % n]);
+  if (opts_.length_batches) {
+    // A pair drawn uniformly picks the bucket (so a bucket comes up in
+    // proportion to its size), then the batch is drawn uniformly from it:
+    // every pair still has probability 1 / pairs.
+    const auto [begin, end] = buckets_[static_cast<size_t>(bucket_of_[data_gen_.engine()() % n])];
+    const uint64_t size = static_cast<uint64_t>(end - begin);
+    for (int64_t i = 0; i < opts_.batch_size; ++i)
+      batch.push_back(train_[static_cast<size_t>(begin) + data_gen_.engine()() % size]);
+  } else {
+    for (int64_t i = 0; i < opts_.batch_size; ++i) batch.push_back(train_[data_gen_.engine()() % n]);
+  }
   TrainBatch b = make_batch(batch);
   const int64_t at = step_ + 1;
   model_->train();
   opt_->zero_grad();
-  Tensor loss = model_->loss(b.src, b.tgt_in, b.tgt_out, opts_.label_smoothing);
+  Tensor loss;
+  {
+    Autocast cast(opts_.precision);
+    loss = model_->loss(b.src, b.tgt_in, b.tgt_out, opts_.label_smoothing);
+  }
   const double value = loss.item();
   if (!std::isfinite(value))
     throw optim::NonFiniteError(fmt::format("step {}: the loss is {}; stopped before updating the parameters", at, value));
@@ -369,7 +402,10 @@ double G2P::step() {
 }
 
 G2PScores G2P::evaluate(int64_t n, int64_t beam) {
-  const size_t count = n > 0 ? std::min<size_t>(static_cast<size_t>(n), test_words_.size()) : test_words_.size();
+  const size_t total = test_words_.size();
+  const size_t count = n > 0 ? std::min<size_t>(static_cast<size_t>(n), total) : total;
+  auto word = [&](size_t k) -> const std::string& { return test_words_[k * total / count]; };  // evenly spread
+  Autocast cast(opts_.precision);
   std::vector<std::vector<std::string>> outputs;
   std::vector<std::vector<std::vector<std::string>>> refs;
   const size_t chunk = 256;
@@ -377,19 +413,19 @@ G2PScores G2P::evaluate(int64_t n, int64_t beam) {
     const size_t end = std::min(count, start + chunk);
     if (beam == 1) {
       std::vector<Example> ex;
-      for (size_t w = start; w < end; ++w) ex.push_back(Example{encode_word(test_words_[w], letters_), {}});
+      for (size_t w = start; w < end; ++w) ex.push_back(Example{encode_word(word(w), letters_), {}});
       const TrainBatch b = make_batch(ex);
       const int64_t limit = output_limit(*model_, static_cast<size_t>(b.src.cols));
       for (const auto& ids : models::greedy_decode(*model_, b.src, kBos, kEos, limit))
         outputs.push_back(decode_phones(ids, phones_));
     } else {
       for (size_t w = start; w < end; ++w) {
-        const auto src = encode_word(test_words_[w], letters_);
+        const auto src = encode_word(word(w), letters_);
         outputs.push_back(decode_phones(
             models::beam_search(*model_, src, kBos, kEos, output_limit(*model_, src.size()), beam), phones_));
       }
     }
-    for (size_t w = start; w < end; ++w) refs.push_back(dict_.prons.at(test_words_[w]));
+    for (size_t w = start; w < end; ++w) refs.push_back(dict_.prons.at(word(w)));
   }
   return score_g2p(outputs, refs);
 }
@@ -406,6 +442,8 @@ std::map<std::string, std::string> identity_meta(const G2POptions& o, const std:
   m["lr"] = fmt::format("{}", o.lr);
   m["warmup"] = std::to_string(o.warmup);
   m["max_words"] = std::to_string(o.max_words);
+  m["length_batches"] = o.length_batches ? "1" : "0";
+  m["precision"] = precision_name(o.precision);
   return m;
 }
 }  // namespace
@@ -482,10 +520,11 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
   const auto& c = g2p.model().config();
   fmt::print(out,
              "dict={} ({} training pairs, {} held-out words) letters={} phones={} | Transformer N={} d_model={} "
-             "heads={} d_ff={} dropout={:g} {} | {} parameters | batch {}, warmup_cosine lr {:g}, {} threads\n",
+             "heads={} d_ff={} dropout={:g} {} | {} parameters | batch {} ({}), warmup_cosine lr {:g}, {} threads, {}\n",
              o.dict, g2p.train_pairs(), g2p.test_words().size(), g2p.letters().size(), g2p.phones().size(), c.layers,
              c.d_model, c.heads, c.d_ff, c.dropout, c.pre_norm ? "pre-norm" : "post-norm", g2p.model().num_parameters(),
-             o.batch_size, o.lr, num_threads());
+             o.batch_size, o.length_batches ? "one spelling length" : "random lengths", o.lr, num_threads(),
+             precision_name(o.precision));
   std::fflush(out);
   const detail::MetricsFile metrics_file(loop.metrics, "step,loss,lr,wer,per,wer_stress,per_stress,elapsed_s",
                                          g2p.steps_done() > 0);

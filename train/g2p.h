@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
 #include "train/tasks.h"  // Example, kFirstSymbol
@@ -59,10 +60,16 @@ G2PScores score_g2p(const std::vector<std::vector<std::string>>& outputs,
 struct G2POptions {
   std::string dict = kCmudictPath;
   models::TransformerConfig model;  // vocabularies are taken from the dictionary
-  int64_t batch_size = 64;          // (word, pronunciation) pairs a step
+  int64_t batch_size = 128;         // (word, pronunciation) pairs a step
+  // true: every batch holds words of one spelling length (little padding; each
+  // pair still drawn with probability 1/pairs); false: pairs drawn uniformly.
+  bool length_batches = true;
+  // bf16: forward and loss under Autocast(bf16). Default: bf16 where the CPU
+  // runs it (AVX512_BF16), else f32 (as nanoGPT picks its dtype).
+  Precision precision = Precision::f32;
   int64_t steps = 30000;
-  double time_limit = 0;            // > 0: stop once training has taken this many seconds
-  double lr = 1e-3;                 // warm-up + cosine peak (down to lr / 10 at `steps`)
+  double time_limit = 3300;         // > 0: stop once training has taken this many seconds
+  double lr = 1.5e-3;               // warm-up + cosine peak (down to lr / 10 at `steps`)
   int64_t warmup = 1000;
   double label_smoothing = 0.1;
   double clip_norm = 1.0;
@@ -74,7 +81,7 @@ struct G2POptions {
   std::string checkpoint;
   int64_t checkpoint_every = 0;
   bool resume = false;
-  G2POptions();                     // N=3, d_model 256, 4 heads, d_ff 1024, dropout 0.1, pre-norm
+  G2POptions();                     // N=3, d_model 256, 4 heads, d_ff 1024, dropout 0.1, pre-norm; precision
   void validate() const;            // throws std::invalid_argument naming the first bad field
 };
 
@@ -84,7 +91,8 @@ class G2P {
   double step();                      // one Adam step on a random batch; returns its loss
   int64_t steps_done() const { return step_; }
   double current_lr() const;
-  // Held-out words [0, n) (n 0: all), decoded greedily (beam 1, batched) or by beam search.
+  // n held-out words spread evenly over the (alphabetical) list (n 0: all),
+  // decoded greedily (beam 1, batched) or by beam search.
   G2PScores evaluate(int64_t n, int64_t beam);
   void save(const std::string& path) const;
   void load(const std::string& path);  // throws std::invalid_argument listing what differs
@@ -101,7 +109,9 @@ class G2P {
   CmuDict dict_;
   std::string letters_;              // the alphabet, sorted
   std::vector<std::string> phones_;  // with stress, sorted
-  std::vector<Example> train_;
+  std::vector<Example> train_;           // sorted by spelling length
+  std::vector<int64_t> bucket_of_;       // train_ index -> its bucket
+  std::vector<std::pair<int64_t, int64_t>> buckets_;  // [begin, end) of train_, one spelling length (or a few)
   std::vector<std::string> test_words_;
   std::shared_ptr<models::Transformer> model_;
   std::unique_ptr<optim::AdamW> opt_;

@@ -13,6 +13,7 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
   using L = OptionLimits;
   G2POptions& o = cmd.train;
   int64_t threads = cmd.threads, pronounce_threads = 1;
+  std::string precision = precision_name(o.precision), batches = o.length_batches ? "length" : "random";
   CLI::App* train = nullptr;
   auto setup = [&](CLI::App& app) {
     app.description(
@@ -30,8 +31,11 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
     add_int(t, "--d-ff", o.model.d_ff, 1, L::d_ff, "feed-forward width");
     add_real(t, "--dropout", o.model.dropout, 0, 0.99, "dropout probability");
     add_int(t, "--batch", o.batch_size, 1, L::batch, "(word, pronunciation) pairs a step");
+    add_word(t, "--batches", batches, {"length", "random"},
+             "length: each batch holds words of one spelling length (less padding), each pair still drawn with "
+             "probability 1/pairs; random: pairs drawn uniformly");
     add_int(t, "--steps", o.steps, 1, L::steps, "steps of the schedule, and the most steps run");
-    add_real(t, "--time-limit", o.time_limit, 0, 1e9, "stop once training has taken this many seconds (0: no limit)");
+    add_real(t, "--time-limit", o.time_limit, 0, 1e9, "stop once training has taken this many seconds (0: no limit; the default keeps a run under an hour)");
     add_real(t, "--lr", o.lr, 1e-9, 10, "peak learning rate (warm-up, then a cosine down to --lr / 10)");
     add_int(t, "--warmup", o.warmup, 0, L::steps, "warm-up steps (below --steps)");
     add_real(t, "--smoothing", o.label_smoothing, 0, 0.999, "label smoothing");
@@ -43,6 +47,9 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
     add_int(t, "--max-words", o.max_words, 0, 1 << 20, "train on the first N training words only (0: all)");
     add_int(t, "--threads", threads, 1, available_cores(), "threads of xgrad's pool (default: every core)")
         ->default_str("all cores");
+    add_word(t, "--precision", precision, {"f32", "bf16"},
+             "bf16: matrix products in bf16 with float32 accumulation (needs AVX512_BF16)")
+        ->default_str("bf16 where the CPU has AVX512_BF16, else f32");
     add_int(t, "--log-every", cmd.loop.log_every, 1, L::steps, "steps between progress lines when not on a terminal");
     t.add_option("--checkpoint", o.checkpoint, "checkpoint file, checked writable before step 1")->type_name("PATH");
     add_int(t, "--checkpoint-every", o.checkpoint_every, 0, L::steps, "steps between checkpoints (0: at the end only)");
@@ -58,6 +65,10 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
   auto check = [&] {
     cmd.mode = train->parsed() ? "train" : "pronounce";
     cmd.threads = static_cast<int>(cmd.mode == "train" ? threads : pronounce_threads);
+    o.precision = parse_precision(precision);
+    o.length_batches = batches == "length";
+    if (o.precision == Precision::bf16 && !bf16_unsupported_reason().empty())
+      throw std::invalid_argument("--precision bf16: " + bf16_unsupported_reason());
     if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume needs --checkpoint PATH");
     if (o.model.d_model % o.model.heads != 0)
       throw std::invalid_argument(
