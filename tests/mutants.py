@@ -66,6 +66,8 @@ MUTANTS = [
     ("adam-no-bias-correction-2", "optim/adam.cpp", "inv_sqrt_bc2 = 1 / std::sqrt(bc2);", "inv_sqrt_bc2 = 1;"),
     ("adamw-decay-without-lr", "optim/adam.cpp", "shrink = decoupled_ ? T(1 - lr * wd)", "shrink = decoupled_ ? T(1 - wd)"),
     ("sgd-nesterov-ignored", "optim/sgd.cpp", "d = o_.nesterov ? d + o_.momentum * b[i] : b[i];", "d = b[i];"),
+    ("grad-norm-tail-unsquared", "optim/clip.cpp", "for (; i < n; ++i) lane[0] += double(d[i]) * double(d[i]);",
+     "for (; i < n; ++i) lane[0] += double(d[i]);"),
     ("clip-scale-inverted", "optim/clip.cpp", "const double scale = max_norm / (norm + 1e-6);",
      "const double scale = norm / max_norm;"),
     ("noam-max-not-min", "optim/schedule.cpp", "std::min(1 / std::sqrt(s), s * std::pow(",
@@ -83,6 +85,9 @@ MUTANTS = [
     # train: the character LM's and G2P's measures
     ("bpc-in-nats", "train/char_lm.cpp", "return nats / static_cast<double>(predicted) / std::log(2.0);",
      "return nats / static_cast<double>(predicted);"),
+    ("g2p-length-batches-uniform-over-lengths", "train/g2p.cpp",
+     "buckets_[static_cast<size_t>(bucket_of_[data_gen_.engine()() % n])];",
+     "buckets_[static_cast<size_t>(data_gen_.engine()() % buckets_.size())];"),
     ("edit-distance-substitution-cost", "train/g2p.cpp", "prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)",
      "prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 2)"),
 ]

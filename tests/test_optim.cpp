@@ -163,6 +163,20 @@ TEST_CASE("optim: clip_grad_norm returns the total norm and clips to max_norm") 
   CHECK(std::sqrt(n) == doctest::Approx(1.0).epsilon(1e-6));
 }
 
+TEST_CASE("optim: grad_norm sums every element, in float32 and float64, whatever the length") {
+  for (Dtype dt : {f32, f64})
+    for (int n : {1, 7, 8, 9, 37}) {
+      std::vector<double> v(static_cast<size_t>(n));
+      double sq = 0;
+      for (int i = 0; i < n; ++i) sq += (v[static_cast<size_t>(i)] = 0.25 * (i + 1)) * v[static_cast<size_t>(i)];
+      Tensor a = param(v, dt), b = param({2.0}, dt);
+      set_grad(a, v);
+      set_grad(b, {2.0});
+      CAPTURE(n);
+      CHECK(grad_norm({a, b}) == doctest::Approx(std::sqrt(sq + 4.0)).epsilon(1e-12));
+    }
+}
+
 TEST_CASE("optim: state round trip through a file continues bit-identically") {
   auto make = [] { return std::vector<Tensor>{param({0.5, -1.5, 2.0}, f32), param({1.0}, f32)}; };
   auto grads_at = [](int t) {

@@ -148,6 +148,72 @@ TEST_CASE("g2p: a tiny model learns a small dictionary, checkpoints, and pronoun
 }
 
 
+TEST_CASE("g2p: batches of one spelling length still draw every pair with probability 1 / pairs") {
+  // Words of 2 to 6 letters, 40 / 80 / 120 / 160 / 200 of each length (before
+  // the held-out split); one pronunciation each.
+  const std::string path = std::string(XG_TEST_TMPDIR) + "/lengths_cmudict.out";
+  std::map<size_t, int> pairs_of_length;  // training pairs, by spelling length
+  {
+    std::ofstream out(path);
+    out << "MNCL\n";
+    for (size_t len = 2; len <= 6; ++len)
+      for (int i = 0; i < 40 * static_cast<int>(len - 1); ++i) {
+        std::string w;
+        for (int v = i; w.size() < len; v /= 26) w += static_cast<char>('a' + v % 26);  // i in base 26
+        out << "(\"" << w << "\" nil (((b aa) 1)))\n";
+        if (!g2p_held_out(w)) ++pairs_of_length[len];
+      }
+  }
+  G2POptions o;
+  o.dict = path;
+  o.model.layers = 1;
+  o.model.d_model = 8;
+  o.model.heads = 2;
+  o.model.d_ff = 8;
+  o.batch_size = 8;
+  o.steps = 10;
+  o.warmup = 1;
+  G2P g2p(o);
+  int total = 0;
+  for (auto& [len, n] : pairs_of_length) total += n;
+  REQUIRE(g2p.train_pairs() == total);
+  std::map<size_t, int> batches_of_length;
+  const int draws = 4000;
+  for (int d = 0; d < draws; ++d) {
+    const auto batch = g2p.draw_batch();
+    REQUIRE(batch.size() == 8);
+    for (const auto& e : batch) REQUIRE(e.src.size() == batch[0].src.size());  // one length a batch
+    ++batches_of_length[batch[0].src.size()];
+  }
+  // A length comes up in proportion to its pairs (not 1/5 each): within 3
+  // standard deviations of a binomial over 4000 draws.
+  for (auto& [len, n] : pairs_of_length) {
+    const double p = static_cast<double>(n) / total;
+    CAPTURE(len);
+    CHECK(std::abs(batches_of_length[len] - p * draws) < 3 * std::sqrt(draws * p * (1 - p)));
+  }
+  o.length_batches = false;
+  G2P mixed(o);
+  int mixed_batches = 0;
+  for (int d = 0; d < 50; ++d) {
+    const auto batch = mixed.draw_batch();
+    for (const auto& e : batch) mixed_batches += e.src.size() != batch[0].src.size() ? 1 : 0;
+  }
+  CHECK(mixed_batches > 0);
+}
+
+TEST_CASE("g2p: a dictionary whose words are all held out is an error, not a division by zero") {
+  const std::string path = std::string(XG_TEST_TMPDIR) + "/held_out_cmudict.out";
+  std::string held;
+  for (int i = 0; held.empty(); ++i)
+    if (g2p_held_out("w" + std::to_string(i))) held = "w" + std::to_string(i);
+  std::ofstream(path) << "MNCL\n(\"" << held << "\" nil (((b aa) 1)))\n";
+  G2POptions o;
+  o.dict = path;
+  CHECK(XG_THROW_MESSAGE(G2P{o}, std::invalid_argument) ==
+        path + ": no word to train on (1 words in the dictionary, 1 held out for testing)");
+}
+
 TEST_CASE("attention map: one (H,T,S) map per decoder layer, rows are distributions, text for gnuplot") {
   models::TransformerConfig c;
   c.src_vocab = c.tgt_vocab = 10;

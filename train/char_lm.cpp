@@ -1,6 +1,7 @@
 #include "train/char_lm.h"
 
 #include "train/detail/checkpoint_io.h"
+#include "train/detail/step_checks.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -151,14 +152,9 @@ double CharLM::step() {
     loss = model_->loss(from_ints(x, {b, t}), from_ints(y, {b, t}));
   }
   const double value = loss.item();
-  if (!std::isfinite(value))
-    throw optim::NonFiniteError(fmt::format("step {}: the loss is {}; stopped before updating the parameters", at, value));
+  detail::check_loss(value, at);
   loss.backward();
-  const double norm = opts_.clip_norm > 0 ? optim::clip_grad_norm(model_->parameters(), opts_.clip_norm, false)
-                                          : optim::grad_norm(model_->parameters());
-  if (!std::isfinite(norm))
-    throw optim::NonFiniteError(
-        fmt::format("step {}: the gradient norm is {}; stopped before updating the parameters", at, norm));
+  detail::clip_or_stop(model_->named_parameters(), opts_.clip_norm, at);
   step_ = at;
   opt_->set_lr(schedule_->lr(step_));
   opt_->step();

@@ -44,11 +44,7 @@ Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd)
     add_int(app, "--vocab", o.task.vocab, kFirstSymbol + 1, L::vocab, "vocabulary size, with the 3 special tokens");
     add_int(app, "--min-len", o.task.min_len, 1, L::length, "shortest sequence");
     add_int(app, "--max-len", o.task.max_len, 1, L::length, "longest sequence");
-    add_int(app, "--layers", o.model.layers, 1, L::layers, "encoder and decoder layers (N)");
-    add_int(app, "--d-model", o.model.d_model, 1, L::d_model, "model width (C), a multiple of --heads");
-    add_int(app, "--heads", o.model.heads, 1, L::heads, "attention heads (H)");
-    add_int(app, "--d-ff", o.model.d_ff, 1, L::d_ff, "feed-forward width");
-    add_real(app, "--dropout", o.model.dropout, 0, 0.99, "dropout probability");
+    add_model_options(app, o.model, "encoder and decoder layers (N)");
     app.add_flag("--pre-norm", o.model.pre_norm, "pre-norm layers (default: the paper's post-norm)");
     add_int(app, "--batch", o.batch_size, 1, L::batch, "sequences per step (B)");
     add_int(app, "--steps", o.steps, 1, L::steps, "most training steps");
@@ -64,19 +60,13 @@ Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd)
             "threads of xgrad's pool, which runs every kernel and splits every matrix product; at most the cores "
             "this process may use (default: all of them; under mpirun, this process's share of the host's cores)")
         ->default_str("cores per process");
-    add_word(app, "--precision", precision, {"f32", "bf16"},
-             "bf16: matrix products in bf16 with float32 accumulation (needs AVX512_BF16)");
+    add_precision(app, precision);
     add_int(app, "--eval-every", o.eval_every, 1, L::steps, "steps between evaluations");
     add_int(app, "--eval-size", o.eval_size, 1, L::eval_size, "held-out sequences");
     add_int(app, "--log-every", cmd.loop.log_every, 1, L::steps, "steps between progress lines when not on a terminal");
-    app.add_option("--checkpoint", o.checkpoint, "checkpoint file (safetensors), checked writable before step 1")
-        ->type_name("PATH");
-    add_int(app, "--checkpoint-every", o.checkpoint_every, 0, L::steps, "steps between checkpoints (0: at the end only)");
-    app.add_flag("--resume", o.resume,
-                 "continue from --checkpoint when that file exists (same task and model, else an error listing what "
-                 "differs); without it, an existing checkpoint is overwritten");
-    app.add_option("--metrics", cmd.loop.metrics, "CSV file of evaluation rows (appended to when resuming)")
-        ->type_name("PATH");
+    add_checkpoint_options(app, o.checkpoint, o.checkpoint_every, o.resume, cmd.loop.metrics,
+                           "continue from --checkpoint when that file exists (same task and model, else an error "
+                           "listing what differs); without it, an existing checkpoint is overwritten");
     app.add_flag("--detect-anomaly", o.detect_anomaly,
                  "check every op's output and gradient for NaN/Inf and stop at the first, naming the op and module "
                  "(slower; without it a non-finite loss or gradient norm still stops the run, naming the step)");
@@ -87,14 +77,9 @@ Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd)
     o.precision = parse_precision(precision);
     cmd.threads = static_cast<int>(threads);
     cmd.loop.samples = no_samples ? 0 : 3;
-    if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume needs --checkpoint PATH");
+    check_common(o.resume, o.checkpoint, o.model, o.precision);
     if (o.task.max_len < o.task.min_len)
       throw std::invalid_argument(fmt::format("--max-len {} is below --min-len {}", o.task.max_len, o.task.min_len));
-    if (o.model.d_model % o.model.heads != 0)
-      throw std::invalid_argument(
-          fmt::format("--d-model {} is not a multiple of --heads {}", o.model.d_model, o.model.heads));
-    if (o.precision == Precision::bf16 && !bf16_unsupported_reason().empty())
-      throw std::invalid_argument("--precision bf16: " + bf16_unsupported_reason());
     o.validate();
   };
   return parse_with("train_tasks", argc, argv, setup, check);

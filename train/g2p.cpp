@@ -1,6 +1,7 @@
 #include "train/g2p.h"
 
 #include "train/detail/checkpoint_io.h"
+#include "train/detail/step_checks.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -326,6 +327,10 @@ G2P::G2P(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudict(o.d
       train_.push_back(std::move(e));
     }
   }
+  if (train_.empty())
+    throw std::invalid_argument(fmt::format("{}: no word to train on ({} words in the dictionary, {} held out for "
+                                            "testing)",
+                                            opts_.dict, dict_.prons.size(), test_words_.size()));
   // Buckets of one spelling length; a bucket smaller than a batch joins the
   // previous one (the first joins the next), so no batch repeats a pair often.
   std::stable_sort(train_.begin(), train_.end(),
@@ -362,7 +367,7 @@ G2P::G2P(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudict(o.d
 
 double G2P::current_lr() const { return schedule_->lr(std::max<int64_t>(step_, 1)); }
 
-double G2P::step() {
+std::vector<Example> G2P::draw_batch() {
   std::vector<Example> batch;
   batch.reserve(static_cast<size_t>(opts_.batch_size));
   const uint64_t n = train_.size();
@@ -377,7 +382,11 @@ double G2P::step() {
   } else {
     for (int64_t i = 0; i < opts_.batch_size; ++i) batch.push_back(train_[data_gen_.engine()() % n]);
   }
-  TrainBatch b = make_batch(batch);
+  return batch;
+}
+
+double G2P::step() {
+  const TrainBatch b = make_batch(draw_batch());
   const int64_t at = step_ + 1;
   model_->train();
   opt_->zero_grad();
@@ -387,14 +396,9 @@ double G2P::step() {
     loss = model_->loss(b.src, b.tgt_in, b.tgt_out, opts_.label_smoothing);
   }
   const double value = loss.item();
-  if (!std::isfinite(value))
-    throw optim::NonFiniteError(fmt::format("step {}: the loss is {}; stopped before updating the parameters", at, value));
+  detail::check_loss(value, at);
   loss.backward();
-  const double norm = opts_.clip_norm > 0 ? optim::clip_grad_norm(model_->parameters(), opts_.clip_norm, false)
-                                          : optim::grad_norm(model_->parameters());
-  if (!std::isfinite(norm))
-    throw optim::NonFiniteError(
-        fmt::format("step {}: the gradient norm is {}; stopped before updating the parameters", at, norm));
+  detail::clip_or_stop(model_->named_parameters(), opts_.clip_norm, at);
   step_ = at;
   opt_->set_lr(schedule_->lr(step_));
   opt_->step();
@@ -442,8 +446,7 @@ std::map<std::string, std::string> identity_meta(const G2POptions& o, const std:
   m["lr"] = fmt::format("{}", o.lr);
   m["warmup"] = std::to_string(o.warmup);
   m["max_words"] = std::to_string(o.max_words);
-  m["length_batches"] = o.length_batches ? "1" : "0";
-  m["precision"] = precision_name(o.precision);
+  m["length_batches"] = o.length_batches ? "1" : "0";  // the data order (precision may change on resume)
   return m;
 }
 }  // namespace

@@ -88,7 +88,10 @@ struct G2POptions {
 class G2P {
  public:
   explicit G2P(const G2POptions& o);  // reads the dictionary, builds model and optimiser
-  double step();                      // one Adam step on a random batch; returns its loss
+  double step();                      // one Adam step on draw_batch(); returns its loss
+  // The next training batch (advances the data generator): `length_batches`
+  // decides whether it holds one spelling length or any.
+  std::vector<Example> draw_batch();
   int64_t steps_done() const { return step_; }
   double current_lr() const;
   // n held-out words spread evenly over the (alphabetical) list (n 0: all),

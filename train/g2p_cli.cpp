@@ -25,11 +25,7 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
         "train", "train the model; the last line is: final steps=N wer=... per=... wer_stress=... per_stress=...");
     CLI::App& t = *train;
     t.add_option("--dict", o.dict, "the dictionary in Festival's format")->type_name("PATH")->default_str(o.dict);
-    add_int(t, "--layers", o.model.layers, 1, L::layers, "encoder and decoder layers (N)");
-    add_int(t, "--d-model", o.model.d_model, 1, L::d_model, "model width (C), a multiple of --heads");
-    add_int(t, "--heads", o.model.heads, 1, L::heads, "attention heads (H)");
-    add_int(t, "--d-ff", o.model.d_ff, 1, L::d_ff, "feed-forward width");
-    add_real(t, "--dropout", o.model.dropout, 0, 0.99, "dropout probability");
+    add_model_options(t, o.model, "encoder and decoder layers (N)");
     add_int(t, "--batch", o.batch_size, 1, L::batch, "(word, pronunciation) pairs a step");
     add_word(t, "--batches", batches, {"length", "random"},
              "length: each batch holds words of one spelling length (less padding), each pair still drawn with "
@@ -47,14 +43,10 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
     add_int(t, "--max-words", o.max_words, 0, 1 << 20, "train on the first N training words only (0: all)");
     add_int(t, "--threads", threads, 1, available_cores(), "threads of xgrad's pool (default: every core)")
         ->default_str("all cores");
-    add_word(t, "--precision", precision, {"f32", "bf16"},
-             "bf16: matrix products in bf16 with float32 accumulation (needs AVX512_BF16)")
-        ->default_str("bf16 where the CPU has AVX512_BF16, else f32");
+    add_precision(t, precision)->default_str("bf16 where the CPU has AVX512_BF16, else f32");
     add_int(t, "--log-every", cmd.loop.log_every, 1, L::steps, "steps between progress lines when not on a terminal");
-    t.add_option("--checkpoint", o.checkpoint, "checkpoint file, checked writable before step 1")->type_name("PATH");
-    add_int(t, "--checkpoint-every", o.checkpoint_every, 0, L::steps, "steps between checkpoints (0: at the end only)");
-    t.add_flag("--resume", o.resume, "continue from --checkpoint when that file exists (same options, else an error)");
-    t.add_option("--metrics", cmd.loop.metrics, "CSV of evaluation rows (appended to when resuming)")->type_name("PATH");
+    add_checkpoint_options(t, o.checkpoint, o.checkpoint_every, o.resume, cmd.loop.metrics,
+                           "continue from --checkpoint when that file exists (same options, else an error)");
 
     CLI::App& p = *app.add_subcommand("pronounce", "print the phones of each word, one line per word");
     p.add_option("--checkpoint", cmd.checkpoint, "checkpoint written by g2p train")->required()->type_name("PATH");
@@ -67,14 +59,8 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
     cmd.threads = static_cast<int>(cmd.mode == "train" ? threads : pronounce_threads);
     o.precision = parse_precision(precision);
     o.length_batches = batches == "length";
-    if (o.precision == Precision::bf16 && !bf16_unsupported_reason().empty())
-      throw std::invalid_argument("--precision bf16: " + bf16_unsupported_reason());
-    if (o.resume && o.checkpoint.empty()) throw std::invalid_argument("--resume needs --checkpoint PATH");
-    if (o.model.d_model % o.model.heads != 0)
-      throw std::invalid_argument(
-          fmt::format("--d-model {} is not a multiple of --heads {}", o.model.d_model, o.model.heads));
-    if (o.warmup >= o.steps)
-      throw std::invalid_argument(fmt::format("--warmup {} must be below --steps {}", o.warmup, o.steps));
+    check_common(o.resume, o.checkpoint, o.model, o.precision);
+    check_warmup(o.warmup, o.steps);
     o.validate();
   };
   return parse_with("g2p", argc, argv, setup, check);

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include "train/detail/checkpoint_io.h"
+#include "train/detail/step_checks.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -171,25 +172,10 @@ double Trainer::step() {
   // parameters stay those after step `step_`, and nothing non-finite is saved.
   const int64_t at = step_ + 1;
   const std::string hint = opts_.detect_anomaly ? "" : " (run with --detect-anomaly to find the op that made it)";
-  if (!std::isfinite(value))
-    throw optim::NonFiniteError("step " + std::to_string(at) + ": the loss is " + std::to_string(value) +
-                                "; stopped before updating the parameters" + hint);
+  detail::check_loss(value, at, hint);
   loss.backward();
   if (ddp_) ddp_->wait();  // the gradients of the whole batch, on every process
-  // Clipping leaves non-finite gradients as they are and returns the norm.
-  const double norm = opts_.clip_norm > 0 ? optim::clip_grad_norm(model_->parameters(), opts_.clip_norm, false)
-                                          : optim::grad_norm(model_->parameters());
-  if (!std::isfinite(norm)) {
-    std::string who = "?";
-    for (const auto& [name, p] : model_->named_parameters())
-      if (p.grad().defined() && first_nonfinite(p.grad()) >= 0) {
-        who = name;
-        break;
-      }
-    throw optim::NonFiniteError("step " + std::to_string(at) + ": the gradient norm is " + std::to_string(norm) +
-                                " (first non-finite gradient: " + who +
-                                "); stopped before updating the parameters" + hint);
-  }
+  detail::clip_or_stop(model_->named_parameters(), opts_.clip_norm, at, hint);
   ++step_;
   opt_->set_lr(schedule_->lr(step_));
   opt_->step();

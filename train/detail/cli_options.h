@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/autocast.h"
 #include "train/cli.h"
 #include "train/trainer.h"
 
@@ -75,6 +76,47 @@ inline CLI::Option* add_word(CLI::App& app, const std::string& name, std::string
           fmt::format("{} ({})", help, list))
       ->type_name("WORD")
       ->default_str(target);
+}
+
+// The options every trainer shares, with one wording.
+
+// --layers, --d-model, --heads, --d-ff, --dropout of a Transformer-like config.
+template <class Config>
+void add_model_options(CLI::App& app, Config& c, const std::string& layers_help) {
+  add_int(app, "--layers", c.layers, 1, OptionLimits::layers, layers_help);
+  add_int(app, "--d-model", c.d_model, 1, OptionLimits::d_model, "model width (C), a multiple of --heads");
+  add_int(app, "--heads", c.heads, 1, OptionLimits::heads, "attention heads (H)");
+  add_int(app, "--d-ff", c.d_ff, 1, OptionLimits::d_ff, "feed-forward width");
+  add_real(app, "--dropout", c.dropout, 0, 0.99, "dropout probability");
+}
+
+inline CLI::Option* add_precision(CLI::App& app, std::string& precision) {
+  return add_word(app, "--precision", precision, {"f32", "bf16"},
+                  "bf16: matrix products in bf16 with float32 accumulation (needs AVX512_BF16)");
+}
+
+// --checkpoint, --checkpoint-every, --resume, --metrics.
+inline void add_checkpoint_options(CLI::App& app, std::string& checkpoint, int64_t& every, bool& resume,
+                                   std::string& metrics, const std::string& resume_help) {
+  app.add_option("--checkpoint", checkpoint, "checkpoint file (safetensors), checked writable before step 1")
+      ->type_name("PATH");
+  add_int(app, "--checkpoint-every", every, 0, OptionLimits::steps, "steps between checkpoints (0: at the end only)");
+  app.add_flag("--resume", resume, resume_help);
+  app.add_option("--metrics", metrics, "CSV file of evaluation rows (appended to when resuming)")->type_name("PATH");
+}
+
+// The checks after parsing that every trainer makes, in this order.
+template <class Config>
+void check_common(bool resume, const std::string& checkpoint, const Config& c, Precision precision) {
+  if (resume && checkpoint.empty()) throw std::invalid_argument("--resume needs --checkpoint PATH");
+  if (c.d_model % c.heads != 0)
+    throw std::invalid_argument(fmt::format("--d-model {} is not a multiple of --heads {}", c.d_model, c.heads));
+  if (precision == Precision::bf16 && !bf16_unsupported_reason().empty())
+    throw std::invalid_argument("--precision bf16: " + bf16_unsupported_reason());
+}
+
+inline void check_warmup(int64_t warmup, int64_t steps) {
+  if (warmup >= steps) throw std::invalid_argument(fmt::format("--warmup {} must be below --steps {}", warmup, steps));
 }
 
 // Runs CLI11 and turns its outcome, or a check after it, into a Parsed.
