@@ -7,7 +7,8 @@
 #   char_lm_curves.png       char_lm against its PyTorch twin by wall-clock, from the CSVs of
 #                            bench/results/char_lm/ (bench/char_lm.sh makes them, 30 minutes each)
 #   g2p_attention.png        letter-to-sound alignment, when G2P_CHECKPOINT names a g2p checkpoint
-#   g2p_curves.png           and G2P_METRICS its metrics CSV
+#   g2p_curves.png           from G2P_METRICS, a g2p metrics CSV (default: the default run's,
+#                            bench/results/g2p/g2p_default.csv)
 #
 #   scripts/pictures.sh [build-dir]
 set -euo pipefail
@@ -50,7 +51,8 @@ if [ -n "${G2P_CHECKPOINT:-}" ]; then
   scripts/plot_heatmaps.sh "$out/g2p_attention.png" "g2p: cross-attention for '${G2P_WORD:-phonetically}'" \
       "$tmp/g2p-att"/layer*_head*.txt
 fi
-if [ -n "${G2P_METRICS:-}" ]; then
+G2P_METRICS=${G2P_METRICS:-bench/results/g2p/g2p_default.csv}
+if [ -f "$G2P_METRICS" ]; then
   scripts/plot_metrics.sh "$out/g2p_curves.png" --title "g2p on CMUdict" "$G2P_METRICS=g2p"
 fi
 ls -l "$out"
