@@ -68,7 +68,7 @@ struct G2POptions {
   // runs it (AVX512_BF16), else f32 (as nanoGPT picks its dtype).
   Precision precision = Precision::f32;
   int64_t steps = 30000;
-  double time_limit = 3300;         // > 0: stop once training has taken this many seconds
+  double time_limit = 3300;         // > 0: stop once training has taken this many seconds (an hour's run in all)
   double lr = 1.5e-3;               // warm-up + cosine peak (down to lr / 10 at `steps`)
   int64_t warmup = 1000;
   double label_smoothing = 0.1;
@@ -81,7 +81,7 @@ struct G2POptions {
   std::string checkpoint;
   int64_t checkpoint_every = 0;
   bool resume = false;
-  G2POptions();                     // N=3, d_model 256, 4 heads, d_ff 1024, dropout 0.1, pre-norm; precision
+  G2POptions();                     // N=3, d_model 256, 4 heads, d_ff 1024, dropout 0.1, pre-norm; the precision above
   void validate() const;            // throws std::invalid_argument naming the first bad field
 };
 
