@@ -86,8 +86,8 @@ MUTANTS = [
     ("bpc-in-nats", "train/char_lm.cpp", "return nats / static_cast<double>(predicted) / std::log(2.0);",
      "return nats / static_cast<double>(predicted);"),
     ("g2p-length-batches-uniform-over-lengths", "train/g2p.cpp",
-     "buckets_[static_cast<size_t>(bucket_of_[data_gen_.engine()() % n])];",
-     "buckets_[static_cast<size_t>(data_gen_.engine()() % buckets_.size())];"),
+     "const int64_t pair = static_cast<int64_t>(data_gen_.engine()() % n);",
+     "const int64_t pair = buckets_[data_gen_.engine()() % buckets_.size()].first;"),
     ("edit-distance-substitution-cost", "train/g2p.cpp", "prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)",
      "prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 2)"),
 ]

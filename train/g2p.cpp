@@ -344,9 +344,6 @@ G2P::G2P(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudict(o.d
       buckets_.emplace_back(i, j);
     i = j;
   }
-  bucket_of_.resize(train_.size());
-  for (size_t k = 0; k < buckets_.size(); ++k)
-    for (int64_t i = buckets_[k].first; i < buckets_[k].second; ++i) bucket_of_[static_cast<size_t>(i)] = static_cast<int64_t>(k);
 
   models::TransformerConfig c = opts_.model;
   c.src_vocab = kFirstSymbol + static_cast<int64_t>(letters_.size());
@@ -375,7 +372,9 @@ std::vector<Example> G2P::draw_batch() {
     // A pair drawn uniformly picks the bucket (so a bucket comes up in
     // proportion to its size), then the batch is drawn uniformly from it:
     // every pair still has probability 1 / pairs.
-    const auto [begin, end] = buckets_[static_cast<size_t>(bucket_of_[data_gen_.engine()() % n])];
+    const int64_t pair = static_cast<int64_t>(data_gen_.engine()() % n);
+    const auto [begin, end] = *std::upper_bound(buckets_.begin(), buckets_.end(), pair,
+                                                [](int64_t i, const auto& b) { return i < b.second; });
     const uint64_t size = static_cast<uint64_t>(end - begin);
     for (int64_t i = 0; i < opts_.batch_size; ++i)
       batch.push_back(train_[static_cast<size_t>(begin) + data_gen_.engine()() % size]);

@@ -113,8 +113,7 @@ class G2P {
   std::string letters_;              // the alphabet, sorted
   std::vector<std::string> phones_;  // with stress, sorted
   std::vector<Example> train_;           // sorted by spelling length
-  std::vector<int64_t> bucket_of_;       // train_ index -> its bucket
-  std::vector<std::pair<int64_t, int64_t>> buckets_;  // [begin, end) of train_, one spelling length (or a few)
+  std::vector<std::pair<int64_t, int64_t>> buckets_;  // [begin, end) of train_, in order: one spelling length (or a few)
   std::vector<std::string> test_words_;
   std::shared_ptr<models::Transformer> model_;
   std::unique_ptr<optim::AdamW> opt_;
