@@ -84,10 +84,12 @@ inline void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_
 }
 
 // Primitives kept by the calling thread's cache (oneDNN; 0 on OpenBLAS), and
-// how many were created since start-up (each creation costs 0.1-1 ms).
+// how many were created since start-up (each creation costs 0.1-1 ms), and
+// the bytes of the thread's scratchpad, shared by its primitives.
 struct CacheStats {
   int64_t cached = 0;
   int64_t created = 0;
+  int64_t scratch_bytes = 0;
 };
 CacheStats cache_stats();
 

@@ -210,3 +210,39 @@ TEST_CASE("engine: bf16 gemm equals the float64 product of the rounded operands,
   // And the operands really were rounded: the result differs from the float32 product.
   CHECK(max_rel_error(m, n, c, n, unrounded) > 1e-4);
 }
+
+TEST_CASE("engine: products of different shapes share the thread's scratchpad and stay exact") {
+  // Primitives of four shapes, run in turn twice: each reads and writes the
+  // one scratchpad of this thread; the second round reuses everything.
+  const bool bf16_ok = engine::bf16_unsupported_reason().empty();
+  engine::CacheStats after_first{};
+  for (int round = 0; round < 2; ++round) {
+    CAPTURE(round);
+    check_form(false, false, 300, 200, 256, 1.0f, 0.0f);
+    check_form(true, false, 64, 512, 512, 1.0f, 1.0f);
+    check_form(false, true, 160, 96, 700, 0.5f, 0.0f);
+    if (bf16_ok) {
+      const int64_t m = 128, n = 96, k = 1024;
+      Mat a(m, k, 0, 7), b(k, n, 0, 8);
+      std::vector<bf16_t> a16(a.v.size()), b16(b.v.size());
+      engine::to_bf16(a.v.data(), a16.data(), static_cast<int64_t>(a16.size()));
+      engine::to_bf16(b.v.data(), b16.data(), static_cast<int64_t>(b16.size()));
+      std::vector<float> ar(a.v.size()), br(b.v.size()), c(m * n);
+      engine::from_bf16(a16.data(), ar.data(), static_cast<int64_t>(ar.size()));
+      engine::from_bf16(b16.data(), br.data(), static_cast<int64_t>(br.size()));
+      engine::gemm_bf16(false, false, m, n, k, 1.0f, a16.data(), k, b16.data(), n, 0.0f, c.data(), n);
+      std::vector<double> exact(m * n);
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (int64_t p = 0; p < k; ++p) s += double(ar[i * k + p]) * br[p * n + j];
+          exact[i * n + j] = s;
+        }
+      CHECK(max_rel_error(m, n, c, n, exact) < 1e-5);
+    }
+    if (round == 0) after_first = engine::cache_stats();
+  }
+  const engine::CacheStats now = engine::cache_stats();
+  CHECK(now.created == after_first.created);
+  CHECK(now.scratch_bytes == after_first.scratch_bytes);
+}
