@@ -127,6 +127,13 @@ TEST_CASE("g2p: a tiny model learns a small dictionary, checkpoints, and pronoun
   CHECK(before.wer > 0.9);
   CHECK(after.per < before.per);
   CHECK(after.per < 0.3);
+  // The training words: the other 30, none held out, scored the same way.
+  CHECK(g2p.train_words().size() == 30);
+  for (const auto& w : g2p.train_words()) CHECK(!g2p_held_out(w));
+  const G2PScores fit = g2p.evaluate(0, 1, G2P::Words::training);
+  CHECK(fit.words == 30);
+  CHECK(fit.per < 0.3);
+  CHECK(g2p.evaluate(7, 1, G2P::Words::training).words == 7);
 
   const std::string ck = std::string(XG_TEST_TMPDIR) + "/tiny_g2p.safetensors";
   g2p.save(ck);

@@ -320,6 +320,7 @@ G2P::G2P(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudict(o.d
     }
     if (opts_.max_words > 0 && words >= opts_.max_words) continue;
     ++words;
+    train_words_.push_back(word);
     for (const auto& p : prons) {
       Example e;
       e.src = encode_word(word, letters_);
@@ -404,10 +405,11 @@ double G2P::step() {
   return value;
 }
 
-G2PScores G2P::evaluate(int64_t n, int64_t beam) {
-  const size_t total = test_words_.size();
+G2PScores G2P::evaluate(int64_t n, int64_t beam, Words which) {
+  const std::vector<std::string>& list = which == Words::held_out ? test_words_ : train_words_;
+  const size_t total = list.size();
   const size_t count = n > 0 ? std::min<size_t>(static_cast<size_t>(n), total) : total;
-  auto word = [&](size_t k) -> const std::string& { return test_words_[k * total / count]; };  // evenly spread
+  auto word = [&](size_t k) -> const std::string& { return list[k * total / count]; };  // evenly spread
   Autocast cast(opts_.precision);
   std::vector<std::vector<std::string>> outputs;
   std::vector<std::vector<std::vector<std::string>>> refs;
@@ -573,9 +575,15 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
   r.steps = g2p.steps_done();
   r.final_scores = g2p.evaluate(0, o.beam);
   report("final eval", r.steps, r.final_scores, fmt::format("beam {}", o.beam).c_str());
-  fmt::print(out, "final steps={} wer={:.4f} per={:.4f} wer_stress={:.4f} per_stress={:.4f} train_seconds={:.1f}\n",
+  r.train_scores = g2p.evaluate(1000, 1, G2P::Words::training);
+  fmt::print(out, "training words step {}: wer {:.4f} per {:.4f} | with stress: wer {:.4f} per {:.4f} ({} training "
+             "words, greedy)\n", r.steps, r.train_scores.wer, r.train_scores.per, r.train_scores.wer_stress,
+             r.train_scores.per_stress, r.train_scores.words);
+  fmt::print(out,
+             "final steps={} wer={:.4f} per={:.4f} wer_stress={:.4f} per_stress={:.4f} train_seconds={:.1f} "
+             "train_wer={:.4f} train_per={:.4f}\n",
              r.steps, r.final_scores.wer, r.final_scores.per, r.final_scores.wer_stress, r.final_scores.per_stress,
-             r.train_seconds);
+             r.train_seconds, r.train_scores.wer, r.train_scores.per);
   std::fflush(out);
   return r;
 }

@@ -94,14 +94,18 @@ class G2P {
   std::vector<Example> draw_batch();
   int64_t steps_done() const { return step_; }
   double current_lr() const;
-  // n held-out words spread evenly over the (alphabetical) list (n 0: all),
-  // decoded greedily (beam 1, batched) or by beam search.
-  G2PScores evaluate(int64_t n, int64_t beam);
+  // n words spread evenly over the (alphabetical) list of held-out words, or
+  // of training words (n 0: all), decoded greedily (beam 1, batched) or by
+  // beam search. Training words against held-out ones tell a model that has
+  // not yet fitted its data (both high) from one that generalises poorly.
+  enum class Words { held_out, training };
+  G2PScores evaluate(int64_t n, int64_t beam, Words which = Words::held_out);
   void save(const std::string& path) const;
   void load(const std::string& path);  // throws std::invalid_argument listing what differs
 
   const G2POptions& options() const { return opts_; }
   const std::vector<std::string>& test_words() const { return test_words_; }
+  const std::vector<std::string>& train_words() const { return train_words_; }  // alphabetical
   int64_t train_pairs() const { return static_cast<int64_t>(train_.size()); }
   models::Transformer& model() { return *model_; }
   const std::string& letters() const { return letters_; }
@@ -114,7 +118,7 @@ class G2P {
   std::vector<std::string> phones_;  // with stress, sorted
   std::vector<Example> train_;           // sorted by spelling length
   std::vector<std::pair<int64_t, int64_t>> buckets_;  // [begin, end) of train_, in order: one spelling length (or a few)
-  std::vector<std::string> test_words_;
+  std::vector<std::string> test_words_, train_words_;
   std::shared_ptr<models::Transformer> model_;
   std::unique_ptr<optim::AdamW> opt_;
   std::unique_ptr<optim::WarmupCosine> schedule_;
@@ -147,6 +151,7 @@ struct G2PLoop {
 struct G2PResult {
   int64_t steps = 0;
   G2PScores final_scores;  // every held-out word, options().beam
+  G2PScores train_scores;  // up to 1,000 training words spread over the list, greedy
   double train_seconds = 0;
 };
 G2PResult run_g2p(G2P& g2p, const G2PLoop& loop = {});

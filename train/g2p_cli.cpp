@@ -22,7 +22,9 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
         "`pronounce` prints the phones of words, one line per word.");
     app.require_subcommand(1);
     train = app.add_subcommand(
-        "train", "train the model; the last line is: final steps=N wer=... per=... wer_stress=... per_stress=...");
+        "train",
+        "train the model; the last line is: final steps=N wer=... per=... wer_stress=... per_stress=... "
+        "train_seconds=... train_wer=... train_per=... (the last two: greedy, on 1,000 training words)");
     CLI::App& t = *train;
     t.add_option("--dict", o.dict, "the dictionary in Festival's format")->type_name("PATH")->default_str(o.dict);
     add_model_options(t, o.model, "encoder and decoder layers (N)");
