@@ -3,6 +3,7 @@
 // model that learns a small dictionary written by the test.
 #include <algorithm>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "autograd/serialize.h"
@@ -207,6 +208,152 @@ TEST_CASE("g2p: batches of one spelling length still draw every pair with probab
     for (const auto& e : batch) mixed_batches += e.src.size() != batch[0].src.size() ? 1 : 0;
   }
   CHECK(mixed_batches > 0);
+}
+
+TEST_CASE("g2p: by default the model learns phones without stress; --stress keep keeps the digits") {
+  // "record" (noun and verb) differs only in stress once the digits go; "a"
+  // keeps two pronunciations either way. Words chosen outside the held-out 10%.
+  std::vector<std::string> words;
+  for (int i = 0; words.size() < 3; ++i)
+    if (!g2p_held_out("w" + std::to_string(i))) words.push_back("w" + std::to_string(i));
+  const std::string path = std::string(XG_TEST_TMPDIR) + "/stress_cmudict.out";
+  std::ofstream(path) << "MNCL\n"
+                      << "(\"" << words[0] << "\" n (((r eh) 1) ((k er) 0) ((d) 0)))\n"
+                      << "(\"" << words[0] << "\" v (((r eh) 2) ((k er) 1) ((d) 0)))\n"
+                      << "(\"" << words[1] << "\" dt (((ax) 0)))\n"
+                      << "(\"" << words[1] << "\" n (((ey) 1)))\n"
+                      << "(\"" << words[2] << "\" nil (((b iy) 1)))\n";
+  G2POptions o;
+  o.dict = path;
+  o.model.layers = 1;
+  o.model.d_model = 8;
+  o.model.heads = 2;
+  o.model.d_ff = 8;
+  o.batch_size = 2;
+  o.steps = 2;
+  o.warmup = 1;
+  CHECK_FALSE(o.keep_stress);
+  G2P plain(o);
+  CHECK(plain.phones() == phones("ax b d eh er ey iy k r"));
+  CHECK(plain.train_pairs() == 4);  // record once, a twice, the third word once
+  o.keep_stress = true;
+  G2P stressed(o);
+  CHECK(stressed.phones() == phones("ax0 b d eh1 eh2 er0 er1 ey1 iy1 k r"));
+  CHECK(stressed.train_pairs() == 5);
+  // The two are different runs: a checkpoint of one does not resume the other.
+  const std::string ck = std::string(XG_TEST_TMPDIR) + "/stress_g2p.safetensors";
+  stressed.save(ck);
+  CHECK(contains(XG_THROW_MESSAGE(plain.load(ck), std::invalid_argument), "stress keep in the file, drop here"));
+  std::remove(ck.c_str());
+}
+
+namespace {
+// A dictionary of two-syllable words (the tiny model's), written once.
+std::string syllable_dict() {
+  const std::string path = std::string(XG_TEST_TMPDIR) + "/syllable_cmudict.out";
+  const std::vector<std::string> syl = {"ba", "ko", "mi", "tu", "sa", "ne"};
+  std::ofstream out(path);
+  out << "MNCL\n";
+  for (const auto& a : syl)
+    for (const auto& b : syl)
+      out << "(\"" << a << b << "\" nil (((" << a[0] << " aa) 1) ((" << b[0] << " iy) 0)))\n";
+  return path;
+}
+G2POptions tiny_options(const std::string& dict) {
+  G2POptions o;
+  o.dict = dict;
+  o.model.layers = 1;
+  o.model.d_model = 16;
+  o.model.heads = 2;
+  o.model.d_ff = 16;
+  o.model.dropout = 0;
+  o.batch_size = 4;
+  o.steps = 40;
+  o.warmup = 2;
+  o.time_limit = 0;  // the schedule by steps only: runs compare step for step
+  return o;
+}
+std::vector<std::vector<double>> weights(models::Transformer& m) {
+  std::vector<std::vector<double>> w;
+  for (auto& [name, p] : m.named_parameters()) w.push_back(p.to_vector());
+  return w;
+}
+}  // namespace
+
+TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part of the schedule, resumed alike") {
+  G2POptions o = tiny_options(syllable_dict());
+  o.average = 0.5;  // snapshots at steps 22, 25, 27, 30, 32, 35, 37, 40
+  G2P g2p(o);
+  std::vector<std::vector<double>> sum;
+  const std::set<int64_t> due = {22, 25, 27, 30, 32, 35, 37, 40};
+  const std::string ck = std::string(XG_TEST_TMPDIR) + "/average_g2p.safetensors";
+  while (!g2p.finished()) {
+    g2p.step();
+    CHECK(g2p.averaged() == static_cast<int64_t>(std::count_if(due.begin(), due.end(), [&](int64_t s) { return s <= g2p.steps_done(); })));
+    if (g2p.steps_done() == 26) g2p.save(ck);  // two snapshots in, for the resume below
+    if (!due.count(g2p.steps_done())) continue;
+    const auto w = weights(g2p.model());
+    if (sum.empty()) sum.assign(w.size(), {});
+    for (size_t i = 0; i < w.size(); ++i) {
+      sum[i].resize(w[i].size());
+      for (size_t j = 0; j < w[i].size(); ++j) sum[i][j] += w[i][j] / 8;
+    }
+  }
+  CHECK(g2p.steps_done() == 40);
+  const auto last = weights(g2p.model());
+  g2p.use_average();
+  const auto mean = weights(g2p.model());
+  double moved = 0;
+  for (size_t i = 0; i < mean.size(); ++i)
+    for (size_t j = 0; j < mean[i].size(); ++j) {
+      CHECK(mean[i][j] == doctest::Approx(sum[i][j]).epsilon(1e-5).scale(1e-5));
+      moved = std::max(moved, std::abs(mean[i][j] - last[i][j]));
+    }
+  CHECK(moved > 1e-4);  // the mean is not the last step's weights
+
+  // Resumed from step 26 (two snapshots in), the run ends with the same mean.
+  G2P resumed(o);
+  resumed.load(ck);
+  CHECK(resumed.averaged() == 2);
+  while (!resumed.finished()) resumed.step();
+  resumed.use_average();
+  const auto again = weights(resumed.model());
+  for (size_t i = 0; i < mean.size(); ++i)
+    for (size_t j = 0; j < mean[i].size(); ++j) CHECK(again[i][j] == doctest::Approx(mean[i][j]).epsilon(1e-6).scale(1e-6));
+
+  // pronounce reads the mean from the checkpoint (the last step's weights are kept for resuming).
+  resumed.save(ck);
+  Pronouncer p(ck);
+  CHECK(weights(p.model()) == weights(resumed.model()));
+  G2POptions plain = o;
+  plain.average = 0;
+  G2P none(plain);
+  for (int i = 0; i < 5; ++i) none.step();
+  CHECK(none.averaged() == 0);
+  CHECK(XG_THROW_MESSAGE(none.use_average(), std::logic_error) ==
+        "G2P::use_average: no snapshot of the weights has been taken yet");
+  std::remove(ck.c_str());
+}
+
+TEST_CASE("g2p: with a time limit the schedule runs over whichever ends first, steps or seconds") {
+  G2POptions o = tiny_options(syllable_dict());
+  o.average = 0;
+  o.steps = 1000000;
+  o.warmup = 1;
+  o.time_limit = 0.3;  // seconds: ends long before a million steps
+  G2P g2p(o);
+  while (!g2p.finished()) {
+    g2p.step();
+    CHECK(g2p.schedule_position() >= g2p.steps_done());
+  }
+  CHECK(g2p.steps_done() < 1000000);
+  CHECK(g2p.train_seconds() >= 0.3);
+  CHECK(g2p.current_lr() == doctest::Approx(o.lr / 10));  // the cosine ended
+  o.time_limit = 0;
+  o.steps = 10;
+  G2P by_steps(o);
+  for (int i = 0; i < 3; ++i) by_steps.step();
+  CHECK(by_steps.schedule_position() == 3);
 }
 
 TEST_CASE("g2p: a dictionary whose words are all held out is an error, not a division by zero") {

@@ -10,12 +10,14 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
 #include "autograd/autograd.h"
+#include "autograd/ops.h"
 #include "autograd/serialize.h"
 #include "train/text.h"     // fnv1a64
 #include "train/trainer.h"  // check_writable, meta_int, ModelLimits
@@ -212,6 +214,7 @@ void G2POptions::validate() const {
   need(steps >= 1, fmt::format("steps {}: expected at least 1", steps));
   need(std::isfinite(time_limit) && time_limit >= 0, fmt::format("time_limit {}: expected a number >= 0", time_limit));
   need(std::isfinite(lr) && lr > 0, fmt::format("lr {}: expected a finite number > 0", lr));
+  need(average >= 0 && average < 1, fmt::format("average {}: expected a fraction in [0, 1)", average));
   need(warmup >= 0 && warmup < steps, fmt::format("warmup {}: expected 0 to steps - 1 = {}", warmup, steps - 1));
   need(label_smoothing >= 0 && label_smoothing < 1,
        fmt::format("label_smoothing {}: expected a number in [0, 1)", label_smoothing));
@@ -300,6 +303,15 @@ int64_t output_limit(const models::Transformer& m, size_t src_len) {
 }  // namespace
 
 G2P::G2P(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudict(o.dict)), data_gen_(o.seed) {
+  if (!opts_.keep_stress)  // the pronunciations the model learns: without stress, duplicates merged
+    for (auto& [word, prons] : dict_.prons) {
+      std::vector<std::vector<std::string>> plain;
+      for (auto p : prons) {
+        for (auto& ph : p) ph = strip_stress(ph);
+        if (std::find(plain.begin(), plain.end(), p) == plain.end()) plain.push_back(std::move(p));
+      }
+      prons = std::move(plain);
+    }
   std::set<char> letters;
   std::set<std::string> phones;
   for (const auto& [word, prons] : dict_.prons) {
@@ -363,7 +375,13 @@ G2P::G2P(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudict(o.d
   schedule_ = std::make_unique<optim::WarmupCosine>(opts_.lr, opts_.warmup, opts_.steps, opts_.lr / 10);
 }
 
-double G2P::current_lr() const { return schedule_->lr(std::max<int64_t>(step_, 1)); }
+int64_t G2P::schedule_position() const {
+  if (opts_.time_limit <= 0) return step_;
+  const double by_time = static_cast<double>(opts_.steps) * std::min(1.0, train_seconds_ / opts_.time_limit);
+  return std::max(step_, static_cast<int64_t>(by_time));
+}
+
+double G2P::current_lr() const { return schedule_->lr(std::clamp<int64_t>(schedule_position(), 1, opts_.steps)); }
 
 std::vector<Example> G2P::draw_batch() {
   std::vector<Example> batch;
@@ -386,6 +404,7 @@ std::vector<Example> G2P::draw_batch() {
 }
 
 double G2P::step() {
+  const auto t0 = std::chrono::steady_clock::now();
   const TrainBatch b = make_batch(draw_batch());
   const int64_t at = step_ + 1;
   model_->train();
@@ -400,9 +419,34 @@ double G2P::step() {
   loss.backward();
   detail::clip_or_stop(model_->named_parameters(), opts_.clip_norm, at);
   step_ = at;
-  opt_->set_lr(schedule_->lr(step_));
+  opt_->set_lr(current_lr());
   opt_->step();
+  train_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  snapshot_if_due();
   return value;
+}
+
+void G2P::snapshot_if_due() {
+  if (opts_.average <= 0 || averaged_ >= G2POptions::kAverageSnapshots) return;
+  // Snapshot k (1..n) is due at position from + k (steps - from) / n: the last at the end of the schedule.
+  const int64_t n = G2POptions::kAverageSnapshots;
+  const int64_t from = opts_.steps - static_cast<int64_t>(std::llround(opts_.average * static_cast<double>(opts_.steps)));
+  if (schedule_position() < from + (averaged_ + 1) * (opts_.steps - from) / n) return;
+  NoGradGuard no_grad;
+  const auto params = model_->named_parameters();
+  if (average_.empty())
+    for (const auto& [name, p] : params) average_.push_back(p.detach().clone());
+  else  // running mean: m += (p - m) / k
+    for (size_t i = 0; i < params.size(); ++i)
+      average_[i].copy_(average_[i] + (params[i].second.detach() - average_[i]) * (1.0 / static_cast<double>(averaged_ + 1)));
+  ++averaged_;
+}
+
+void G2P::use_average() {
+  if (averaged_ == 0) throw std::logic_error("G2P::use_average: no snapshot of the weights has been taken yet");
+  NoGradGuard no_grad;
+  auto params = model_->named_parameters();
+  for (size_t i = 0; i < params.size(); ++i) params[i].second.copy_(average_[i]);
 }
 
 G2PScores G2P::evaluate(int64_t n, int64_t beam, Words which) {
@@ -444,10 +488,13 @@ std::map<std::string, std::string> identity_meta(const G2POptions& o, const std:
   m["seed"] = std::to_string(o.seed);
   m["batch"] = std::to_string(o.batch_size);
   m["steps"] = std::to_string(o.steps);
+  m["time_limit"] = fmt::format("{}", o.time_limit);
+  m["average"] = fmt::format("{}", o.average);
   m["lr"] = fmt::format("{}", o.lr);
   m["warmup"] = std::to_string(o.warmup);
   m["max_words"] = std::to_string(o.max_words);
   m["length_batches"] = o.length_batches ? "1" : "0";  // the data order (precision may change on resume)
+  m["stress"] = o.keep_stress ? "keep" : "drop";
   return m;
 }
 }  // namespace
@@ -456,9 +503,13 @@ void G2P::save(const std::string& path) const {
   std::map<std::string, Tensor> all;
   for (auto& [k, v] : model_->state_dict()) all["model." + k] = v;
   for (auto& [k, v] : opt_->state_dict()) all["optim." + k] = v;
+  const auto params = model_->named_parameters();
+  for (size_t i = 0; i < average_.size(); ++i) all["average." + params[i].first] = average_[i];
   auto meta = identity_meta(opts_, letters_, phones_);
+  meta["averaged"] = std::to_string(averaged_);
   meta["kind"] = "g2p";
   meta["step"] = std::to_string(step_);
+  meta["train_seconds"] = fmt::format("{:.17g}", train_seconds_);
   meta["data_gen"] = data_gen_.state();
   meta["dropout_gen"] = model_->dropout_generator().state();
   save_tensors(path, all, meta);
@@ -469,16 +520,40 @@ void G2P::load(const std::string& path) {
   auto all = load_tensors(path, &meta);
   detail::check_same_run(identity_meta(opts_, letters_, phones_), meta, path,
                          {{"phones", "phones differ"}, {"letters", "letters differ"}});
+  // The mean of the weights (average.NAME, one per parameter once a snapshot is in it).
+  const int64_t averaged = meta_int(meta, "averaged", path, 0, G2POptions::kAverageSnapshots);
+  std::vector<Tensor> average;
+  for (const auto& [name, p] : model_->named_parameters()) {
+    auto it = all.find("average." + name);
+    if (averaged == 0) continue;
+    if (it == all.end()) throw FormatError(fmt::format("checkpoint {}: averaged={} but average.{} is missing", path, averaged, name));
+    if (it->second.shape() != p.shape() || it->second.dtype() != p.dtype())
+      throw FormatError(fmt::format("checkpoint {}: average.{} does not match the parameter's shape or dtype", path, name));
+    average.push_back(it->second);
+  }
+  for (auto it = all.begin(); it != all.end();)
+    it = it->first.rfind("average.", 0) == 0 ? all.erase(it) : std::next(it);
   const detail::SplitState state = detail::split_state(all, path);
   const int64_t step = meta_int(meta, "step", path, 0, opts_.steps);
   if (!meta.count("data_gen") || !meta.count("dropout_gen"))
     throw FormatError("checkpoint " + path + ": metadata lacks the generator states");
+  double seconds = 0;  // older checkpoints lack it: the time budget starts again
+  if (meta.count("train_seconds")) {
+    const std::string& t = meta.at("train_seconds");
+    char* end = nullptr;
+    seconds = std::strtod(t.c_str(), &end);
+    if (t.empty() || *end != '\0' || !std::isfinite(seconds) || seconds < 0)
+      throw FormatError("checkpoint " + path + ": train_seconds '" + t + "' is not a number of seconds >= 0");
+  }
   Generator data_gen, dropout_gen;
   data_gen.set_state(meta.at("data_gen"));
   dropout_gen.set_state(meta.at("dropout_gen"));
   model_->load_state_dict(state.model);
   opt_->load_state_dict(state.optim);
   step_ = step;
+  train_seconds_ = seconds;
+  average_ = std::move(average);
+  averaged_ = averaged;
   data_gen_ = data_gen;
   model_->dropout_generator() = dropout_gen;
 }
@@ -498,9 +573,13 @@ Pronouncer::Pronouncer(const std::string& checkpoint) {
     throw FormatError(fmt::format("checkpoint {}: vocabularies {} and {} do not match {} letters and {} phones",
                                   checkpoint, c.src_vocab, c.tgt_vocab, letters_.size(), phones_.size()));
   model_ = std::make_shared<models::Transformer>(c);
+  // The weights the run was scored with: the mean of its snapshots where it
+  // took any (average.NAME), else the last step's (model.NAME).
   std::map<std::string, Tensor> weights;
   for (auto& [k, v] : all)
     if (k.rfind("model.", 0) == 0) weights[k.substr(6)] = v;
+  for (auto& [k, v] : all)
+    if (k.rfind("average.", 0) == 0) weights[k.substr(8)] = v;
   model_->load_state_dict(weights);
 }
 
@@ -524,14 +603,19 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
   const auto& c = g2p.model().config();
   fmt::print(out,
              "dict={} ({} training pairs, {} held-out words) letters={} phones={} | Transformer N={} d_model={} "
-             "heads={} d_ff={} dropout={:g} {} | {} parameters | batch {} ({}), warmup_cosine lr {:g}, {} threads, {}\n",
-             o.dict, g2p.train_pairs(), g2p.test_words().size(), g2p.letters().size(), g2p.phones().size(), c.layers,
+             "heads={} d_ff={} dropout={:g} {} | {} parameters | batch {} ({}), warmup_cosine lr {:g} over {} steps or {:g} s, "
+             "averaging the last {:g}%, {} threads, {}\n",
+             o.dict, g2p.train_pairs(), g2p.test_words().size(), g2p.letters().size(),
+             fmt::format("{} ({} stress)", g2p.phones().size(), o.keep_stress ? "with" : "without"), c.layers,
              c.d_model, c.heads, c.d_ff, c.dropout, c.pre_norm ? "pre-norm" : "post-norm", g2p.model().num_parameters(),
-             o.batch_size, o.length_batches ? "one spelling length" : "random lengths", o.lr, num_threads(),
+             o.batch_size, o.length_batches ? "one spelling length" : "random lengths", o.lr, o.steps, o.time_limit,
+             100 * o.average, num_threads(),
              precision_name(o.precision));
   std::fflush(out);
-  const detail::MetricsFile metrics_file(loop.metrics, "step,loss,lr,wer,per,wer_stress,per_stress,elapsed_s",
-                                         g2p.steps_done() > 0);
+  const bool stress = o.keep_stress;  // without it, scores with stress mean nothing and are not reported
+  const detail::MetricsFile metrics_file(
+      loop.metrics, stress ? "step,loss,lr,wer,per,wer_stress,per_stress,elapsed_s" : "step,loss,lr,wer,per,elapsed_s",
+      g2p.steps_done() > 0);
   std::FILE* metrics = metrics_file.get();
   using clock = std::chrono::steady_clock;
   auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
@@ -540,49 +624,65 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
   G2PResult r;
   double loss_sum = 0;
   int64_t window = 0;
+  auto with_stress = [&](const G2PScores& s) {
+    return stress ? fmt::format(" | with stress: wer {:.4f} per {:.4f}", s.wer_stress, s.per_stress) : std::string();
+  };
   auto report = [&](const char* what, int64_t step, const G2PScores& s, const char* how) {
     if (tty) fmt::print(out, "\n");
-    fmt::print(out, "{} step {}: wer {:.4f} per {:.4f} | with stress: wer {:.4f} per {:.4f} ({} held-out words, {})\n",
-               what, step, s.wer, s.per, s.wer_stress, s.per_stress, s.words, how);
+    fmt::print(out, "{} step {}: wer {:.4f} per {:.4f}{} ({} held-out words, {})\n", what, step, s.wer, s.per,
+               with_stress(s), s.words, how);
     if (metrics) {
-      std::fprintf(metrics, "%lld,%.6f,%.6g,%.6f,%.6f,%.6f,%.6f,%.1f\n", static_cast<long long>(step),
-                   window ? loss_sum / static_cast<double>(window) : NAN, g2p.current_lr(), s.wer, s.per,
-                   s.wer_stress, s.per_stress, since(start));
+      const double mean_loss = window ? loss_sum / static_cast<double>(window) : NAN;
+      if (stress)
+        std::fprintf(metrics, "%lld,%.6f,%.6g,%.6f,%.6f,%.6f,%.6f,%.1f\n", static_cast<long long>(step), mean_loss,
+                     g2p.current_lr(), s.wer, s.per, s.wer_stress, s.per_stress, since(start));
+      else
+        std::fprintf(metrics, "%lld,%.6f,%.6g,%.6f,%.6f,%.1f\n", static_cast<long long>(step), mean_loss,
+                     g2p.current_lr(), s.wer, s.per, since(start));
       std::fflush(metrics);
     }
     loss_sum = 0;
     window = 0;
   };
-  while (g2p.steps_done() < o.steps) {
-    const auto t0 = clock::now();
+  while (!g2p.finished()) {
     const double loss = g2p.step();
-    r.train_seconds += since(t0);
     loss_sum += loss;
     ++window;
     const int64_t step = g2p.steps_done();
-    const bool out_of_time = o.time_limit > 0 && r.train_seconds >= o.time_limit;
-    const std::string line = fmt::format("step {}/{} loss {:.4f} lr {:.2e} elapsed {:.0f}s", step, o.steps, loss,
-                                         g2p.current_lr(), since(start));
+    const std::string line =
+        fmt::format("step {} ({:.1f}% of the schedule) loss {:.4f} lr {:.2e} elapsed {:.0f}s", step,
+                    100.0 * static_cast<double>(g2p.schedule_position()) / static_cast<double>(o.steps), loss,
+                    g2p.current_lr(), since(start));
     if (tty) fmt::print(out, "\r{}\x1b[K", line);
     else if (step % loop.log_every == 0) fmt::print(out, "{}\n", line);
     std::fflush(out);
-    const bool at_end = step == o.steps || out_of_time;
+    const bool at_end = g2p.finished();
     if (step % o.eval_every == 0 && !at_end) report("eval", step, g2p.evaluate(o.eval_words, 1), "greedy");
     if (!o.checkpoint.empty() && ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || at_end))
       g2p.save(o.checkpoint);
-    if (out_of_time) break;
   }
   r.steps = g2p.steps_done();
+  r.train_seconds = g2p.train_seconds();
+  if (g2p.averaged() > 0) {  // what averaging changed, greedy over every held-out word
+    const G2PScores last = g2p.evaluate(0, 1);
+    g2p.use_average();
+    const G2PScores mean = g2p.evaluate(0, 1);
+    if (tty) fmt::print(out, "\n");
+    fmt::print(out,
+               "averaging {} snapshots of the last {:g}% of the schedule: greedy over all {} held-out words, wer {:.4f} "
+               "per {:.4f} (last step) -> wer {:.4f} per {:.4f} (the mean, scored from here on)\n",
+               g2p.averaged(), 100 * o.average, mean.words, last.wer, last.per, mean.wer, mean.per);
+  }
   r.final_scores = g2p.evaluate(0, o.beam);
   report("final eval", r.steps, r.final_scores, fmt::format("beam {}", o.beam).c_str());
   r.train_scores = g2p.evaluate(1000, 1, G2P::Words::training);
-  fmt::print(out, "training words step {}: wer {:.4f} per {:.4f} | with stress: wer {:.4f} per {:.4f} ({} training "
-             "words, greedy)\n", r.steps, r.train_scores.wer, r.train_scores.per, r.train_scores.wer_stress,
-             r.train_scores.per_stress, r.train_scores.words);
-  fmt::print(out,
-             "final steps={} wer={:.4f} per={:.4f} wer_stress={:.4f} per_stress={:.4f} train_seconds={:.1f} "
-             "train_wer={:.4f} train_per={:.4f}\n",
-             r.steps, r.final_scores.wer, r.final_scores.per, r.final_scores.wer_stress, r.final_scores.per_stress,
+  fmt::print(out, "training words step {}: wer {:.4f} per {:.4f}{} ({} training words, greedy)\n", r.steps,
+             r.train_scores.wer, r.train_scores.per, with_stress(r.train_scores), r.train_scores.words);
+  fmt::print(out, "final steps={} wer={:.4f} per={:.4f}{} train_seconds={:.1f} train_wer={:.4f} train_per={:.4f}\n",
+             r.steps, r.final_scores.wer, r.final_scores.per,
+             stress ? fmt::format(" wer_stress={:.4f} per_stress={:.4f}", r.final_scores.wer_stress,
+                                  r.final_scores.per_stress)
+                    : std::string(),
              r.train_seconds, r.train_scores.wer, r.train_scores.per);
   std::fflush(out);
   return r;

@@ -52,7 +52,7 @@ int64_t edit_distance(const std::vector<std::string>& a, const std::vector<std::
 struct G2PScores {
   int64_t words = 0;
   double wer = 0, per = 0;                // without stress
-  double wer_stress = 0, per_stress = 0;  // with stress
+  double wer_stress = 0, per_stress = 0;  // with stress (meaningless for a model trained without it)
 };
 G2PScores score_g2p(const std::vector<std::vector<std::string>>& outputs,
                     const std::vector<std::vector<std::vector<std::string>>>& references);
@@ -64,12 +64,31 @@ struct G2POptions {
   // true: every batch holds words of one spelling length (little padding; each
   // pair still drawn with probability 1/pairs); false: pairs drawn uniformly.
   bool length_batches = true;
+  // false (the default): the model learns and outputs phones without stress
+  // digits ("er", 39 phones), the form of the target and of the
+  // published CMUdict anchors; a word's pronunciations that differ only in
+  // stress become one training pair. true: phones keep their stress ("er1",
+  // 55 phones), and the scores with stress mean something.
+  bool keep_stress = false;
   // bf16: forward and loss under Autocast(bf16). Default: bf16 where the CPU
   // runs it (AVX512_BF16), else f32 (as nanoGPT picks its dtype).
   Precision precision = Precision::f32;
-  int64_t steps = 30000;
-  double time_limit = 3300;         // > 0: stop once training has taken this many seconds (an hour's run in all)
-  double lr = 1.5e-3;               // warm-up + cosine peak (down to lr / 10 at `steps`)
+  // The schedule (warm-up, then a cosine down to lr / 10) runs over whichever
+  // ends first: `steps`, or `time_limit` seconds of training (> 0; 0: steps
+  // only). A step's place in the schedule is the larger of its number and
+  // steps x seconds / time_limit, so a run that the clock ends still ends its
+  // cosine, on a fast machine or a slow one (budgeted training). The defaults
+  // keep a whole run, evaluations included, under an hour.
+  int64_t steps = 60000;
+  double time_limit = 3000;
+  double lr = 1.5e-3;               // warm-up + cosine peak
+  // > 0: the model scored at the end (and saved for `pronounce`) is the mean
+  // of the weights at kAverageSnapshots points spread evenly over this last
+  // fraction of the schedule, the final weights the last of them
+  // (checkpoint averaging; at most one snapshot a step, so a schedule of
+  // fewer steps than that takes fewer); 0: the final weights.
+  double average = 0.2;
+  static constexpr int64_t kAverageSnapshots = 8;
   int64_t warmup = 1000;
   double label_smoothing = 0.1;
   double clip_norm = 1.0;
@@ -93,6 +112,15 @@ class G2P {
   // decides whether it holds one spelling length or any.
   std::vector<Example> draw_batch();
   int64_t steps_done() const { return step_; }
+  double train_seconds() const { return train_seconds_; }  // in step(), over every session of the run
+  // Where the run is in its schedule (see G2POptions::steps): at least
+  // steps_done(); the run is over at options().steps.
+  int64_t schedule_position() const;
+  bool finished() const { return schedule_position() >= opts_.steps; }
+  // Snapshots in the mean of the weights so far (options().average), and a
+  // switch of the model's parameters to that mean: what run_g2p scores last.
+  int64_t averaged() const { return averaged_; }
+  void use_average();
   double current_lr() const;
   // n words spread evenly over the (alphabetical) list of held-out words, or
   // of training words (n 0: all), decoded greedily (beam 1, batched) or by
@@ -115,7 +143,7 @@ class G2P {
   G2POptions opts_;
   CmuDict dict_;
   std::string letters_;              // the alphabet, sorted
-  std::vector<std::string> phones_;  // with stress, sorted
+  std::vector<std::string> phones_;  // sorted; with stress digits when keep_stress
   std::vector<Example> train_;           // sorted by spelling length
   std::vector<std::pair<int64_t, int64_t>> buckets_;  // [begin, end) of train_, in order: one spelling length (or a few)
   std::vector<std::string> test_words_, train_words_;
@@ -124,6 +152,10 @@ class G2P {
   std::unique_ptr<optim::WarmupCosine> schedule_;
   Generator data_gen_;
   int64_t step_ = 0;
+  double train_seconds_ = 0;
+  std::vector<Tensor> average_;  // the mean of the snapshots, one per model_->named_parameters()
+  int64_t averaged_ = 0;         // snapshots in it
+  void snapshot_if_due();
 };
 
 // What `g2p` needs from a checkpoint: alphabet, phones, the model.
@@ -152,7 +184,7 @@ struct G2PResult {
   int64_t steps = 0;
   G2PScores final_scores;  // every held-out word, options().beam
   G2PScores train_scores;  // up to 1,000 training words spread over the list, greedy
-  double train_seconds = 0;
+  double train_seconds = 0;  // G2P::train_seconds(): resumed sessions included
 };
 G2PResult run_g2p(G2P& g2p, const G2PLoop& loop = {});
 

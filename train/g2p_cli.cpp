@@ -13,7 +13,8 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
   using L = OptionLimits;
   G2POptions& o = cmd.train;
   int64_t threads = cmd.threads, pronounce_threads = 1;
-  std::string precision = precision_name(o.precision), batches = o.length_batches ? "length" : "random";
+  std::string precision = precision_name(o.precision), batches = o.length_batches ? "length" : "random",
+              stress = o.keep_stress ? "keep" : "drop";
   CLI::App* train = nullptr;
   auto setup = [&](CLI::App& app) {
     app.description(
@@ -23,8 +24,8 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
     app.require_subcommand(1);
     train = app.add_subcommand(
         "train",
-        "train the model; the last line is: final steps=N wer=... per=... wer_stress=... per_stress=... "
-        "train_seconds=... train_wer=... train_per=... (the last two: greedy, on 1,000 training words)");
+        "train the model; the last line is: final steps=N wer=... per=... [wer_stress=... per_stress=..., with "
+        "--stress keep] train_seconds=... train_wer=... train_per=... (the last two: greedy, on 1,000 training words)");
     CLI::App& t = *train;
     t.add_option("--dict", o.dict, "the dictionary in Festival's format")->type_name("PATH")->default_str(o.dict);
     add_model_options(t, o.model, "encoder and decoder layers (N)");
@@ -32,10 +33,19 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
     add_word(t, "--batches", batches, {"length", "random"},
              "length: each batch holds words of one spelling length (less padding), each pair still drawn with "
              "probability 1/pairs; random: pairs drawn uniformly");
+    add_word(t, "--stress", stress, {"drop", "keep"},
+             "drop: learn and output phones without stress digits (er), scored without stress; keep: with them "
+             "(er1), scored with and without");
     add_int(t, "--steps", o.steps, 1, L::steps, "steps of the schedule, and the most steps run");
-    add_real(t, "--time-limit", o.time_limit, 0, 1e9, "stop once training has taken this many seconds (0: no limit; the default keeps a run under an hour)");
-    add_real(t, "--lr", o.lr, 1e-9, 10, "peak learning rate (warm-up, then a cosine down to --lr / 10)");
+    add_real(t, "--time-limit", o.time_limit, 0, 1e9,
+             "seconds of training: the schedule runs over whichever ends first, --steps or this (a step's place in "
+             "it is the larger of its number and steps x seconds / limit), so a run the clock ends still ends its "
+             "cosine; 0: --steps only. The default keeps a whole run under an hour");
+    add_real(t, "--lr", o.lr, 1e-9, 10, "peak learning rate (warm-up, then a cosine down to --lr / 10 at the end of the schedule)");
     add_int(t, "--warmup", o.warmup, 0, L::steps, "warm-up steps (below --steps)");
+    add_real(t, "--average", o.average, 0, 0.99,
+             "score and save the mean of the weights at 8 points over this last fraction of the schedule "
+             "(checkpoint averaging; 0: the final weights)");
     add_real(t, "--smoothing", o.label_smoothing, 0, 0.999, "label smoothing");
     add_real(t, "--clip", o.clip_norm, 0, 1e6, "gradient norm clip (0: off)");
     add_int(t, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max() / 2, "initialisation, dropout, batches");
@@ -61,6 +71,7 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
     cmd.threads = static_cast<int>(cmd.mode == "train" ? threads : pronounce_threads);
     o.precision = parse_precision(precision);
     o.length_batches = batches == "length";
+    o.keep_stress = stress == "keep";
     check_common(o.resume, o.checkpoint, o.model, o.precision);
     check_warmup(o.warmup, o.steps);
     o.validate();
