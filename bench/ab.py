@@ -7,7 +7,9 @@
 Runs OLD and NEW alternately (OLD, NEW, OLD, NEW, ...) on the benchmark's
 training configs, OPENBLAS_CORETYPE unset, and prints per config the median
 step of each (medians over every step of every round), the ratio NEW/OLD, and
-peak RSS and peak tensor bytes of each.
+peak RSS (the median over the rounds, and its range: at 2 threads one
+binary's peak moves by tens of MB between identical runs) and peak tensor
+bytes of each.
 """
 import argparse
 import json
@@ -50,22 +52,27 @@ def main():
     if a.rounds < 1:
         sys.exit("ab.py: --rounds must be at least 1")
     print(f"{'config':<10} {'thr':>3} {'old ms':>9} {'new ms':>9} {'new/old':>8} "
-          f"{'old rss':>8} {'new rss':>8} {'old tensor':>10} {'new tensor':>10}  (MB)")
+          f"{'old rss':>8} {'new rss':>8} {'old tensor':>10} {'new tensor':>10}  (MB; rss: medians, then ranges)")
     for cfg in configs:
         # Steps run, and the first ones left out: the small configs take about
         # ten steps to reach their steady speed (measured: 16-25 ms, then 12-15).
         steps, skip = {"tiny": (60, 10), "small": (40, 10), "annotated": (8, 2), "base": (5, 1)}[cfg]
         for t in threads:
             ms = {"old": [], "new": []}
-            mem = {}
+            rss = {"old": [], "new": []}
+            tensor = {}
             for _ in range(a.rounds):
                 for side, b in (("old", a.old), ("new", a.new)):
                     r = run(b, cfg, t, a.precision, steps)
                     ms[side] += r["ms"][skip:]
-                    mem[side] = (r["rss_mb"], r["tensor_peak_mb"])
+                    rss[side].append(r["rss_mb"])
+                    tensor[side] = r["tensor_peak_mb"]
             mo, mn = statistics.median(ms["old"]), statistics.median(ms["new"])
-            print(f"{cfg:<10} {t:>3} {mo:>9.2f} {mn:>9.2f} {mn / mo:>8.3f} {mem['old'][0]:>8.1f} "
-                  f"{mem['new'][0]:>8.1f} {mem['old'][1]:>10.1f} {mem['new'][1]:>10.1f}", flush=True)
+            ro, rn = statistics.median(rss["old"]), statistics.median(rss["new"])
+            span = lambda v: f"{min(v):.1f}-{max(v):.1f}"  # noqa: E731
+            print(f"{cfg:<10} {t:>3} {mo:>9.2f} {mn:>9.2f} {mn / mo:>8.3f} {ro:>8.1f} {rn:>8.1f} "
+                  f"{tensor['old']:>10.1f} {tensor['new']:>10.1f}  rss old {span(rss['old'])}, new {span(rss['new'])}",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -90,6 +90,12 @@ MUTANTS = [
      "const int64_t pair = buckets_[data_gen_.engine()() % buckets_.size()].first;"),
     ("edit-distance-substitution-cost", "train/g2p.cpp", "prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)",
      "prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 2)"),
+    ("g2p-average-running-mean-weight", "train/g2p.cpp", "(1.0 / static_cast<double>(averaged_ + 1))",
+     "(1.0 / static_cast<double>(averaged_ + 2))"),
+    ("g2p-stress-kept-by-default", "train/g2p.cpp", "if (!opts_.keep_stress)  // the pronunciations",
+     "if (false)  // the pronunciations"),
+    ("g2p-schedule-ignores-the-clock", "train/g2p.cpp", "if (opts_.time_limit <= 0) return step;",
+     "return step;"),
 ]
 
 

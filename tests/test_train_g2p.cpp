@@ -287,10 +287,15 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
   std::vector<std::vector<double>> sum;
   const std::set<int64_t> due = {22, 25, 27, 30, 32, 35, 37, 40};
   const std::string ck = std::string(XG_TEST_TMPDIR) + "/average_g2p.safetensors";
+  const std::string mid = std::string(XG_TEST_TMPDIR) + "/average_g2p_26.safetensors";
+  std::vector<std::vector<double>> at26;
   while (!g2p.finished()) {
     g2p.step();
     CHECK(g2p.averaged() == static_cast<int64_t>(std::count_if(due.begin(), due.end(), [&](int64_t s) { return s <= g2p.steps_done(); })));
-    if (g2p.steps_done() == 26) g2p.save(ck);  // two snapshots in, for the resume below
+    if (g2p.steps_done() == 26) {  // two snapshots in, for the resume below
+      g2p.save(mid);
+      at26 = weights(g2p.model());
+    }
     if (!due.count(g2p.steps_done())) continue;
     const auto w = weights(g2p.model());
     if (sum.empty()) sum.assign(w.size(), {});
@@ -311,20 +316,51 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
     }
   CHECK(moved > 1e-4);  // the mean is not the last step's weights
 
+  CHECK(XG_THROW_MESSAGE(g2p.step(), std::logic_error) ==
+        "G2P::step: the model holds the mean of the weights (use_average()), not the training state");
+
+  // A run still under way: pronounce takes its last weights, not the mean of two snapshots.
+  CHECK(weights(Pronouncer(mid).model()) == at26);
   // Resumed from step 26 (two snapshots in), the run ends with the same mean.
   G2P resumed(o);
-  resumed.load(ck);
+  resumed.load(mid);
   CHECK(resumed.averaged() == 2);
   while (!resumed.finished()) resumed.step();
+  const auto resumed_last = weights(resumed.model());
   resumed.use_average();
   const auto again = weights(resumed.model());
   for (size_t i = 0; i < mean.size(); ++i)
     for (size_t j = 0; j < mean[i].size(); ++j) CHECK(again[i][j] == doctest::Approx(mean[i][j]).epsilon(1e-6).scale(1e-6));
 
-  // pronounce reads the mean from the checkpoint (the last step's weights are kept for resuming).
+  // Saved after use_average(), a finished run: pronounce reads the mean, a
+  // resume the last step's weights (the training state).
   resumed.save(ck);
-  Pronouncer p(ck);
-  CHECK(weights(p.model()) == weights(resumed.model()));
+  CHECK(weights(Pronouncer(ck).model()) == again);
+  G2P reloaded(o);
+  reloaded.load(ck);
+  CHECK(reloaded.finished());
+  CHECK(weights(reloaded.model()) == resumed_last);
+  CHECK(resumed_last != again);
+
+  // Files that do not hold together are refused, naming what is wrong.
+  auto rewrite = [&](auto&& edit) {
+    std::map<std::string, std::string> meta;
+    auto t = load_tensors(mid, &meta);
+    edit(t, meta);
+    save_tensors(ck, t, meta);
+    G2P g(o);
+    return XG_THROW_MESSAGE(g.load(ck), FormatError);
+  };
+  CHECK(rewrite([](auto&, auto& meta) { meta["averaged"] = "3"; }) ==
+        "checkpoint " + ck + ": averaged=3, more snapshots than the 2 due by step 26");
+  CHECK(rewrite([](auto& t, auto&) { t.erase("average.out_proj.bias"); }) ==
+        "checkpoint " + ck + ": averaged=2 but average.out_proj.bias is missing");
+  CHECK(rewrite([](auto&, auto& meta) { meta["averaged"] = "0"; }) ==
+        "checkpoint " + ck + ": average.dec_norm.bias with averaged=0");
+  CHECK(rewrite([](auto&, auto& meta) { meta["train_seconds"] = "-1"; }) ==
+        "checkpoint " + ck + ": train_seconds '-1' is not a number of seconds >= 0");
+  std::remove(mid.c_str());
+
   G2POptions plain = o;
   plain.average = 0;
   G2P none(plain);
@@ -347,6 +383,7 @@ TEST_CASE("g2p: with a time limit the schedule runs over whichever ends first, s
     CHECK(g2p.schedule_position() >= g2p.steps_done());
   }
   CHECK(g2p.steps_done() < 1000000);
+  CHECK(g2p.schedule_position() == 1000000);  // the clock, not the step count, ended it
   CHECK(g2p.train_seconds() >= 0.3);
   CHECK(g2p.current_lr() == doctest::Approx(o.lr / 10));  // the cosine ended
   o.time_limit = 0;

@@ -375,11 +375,13 @@ G2P::G2P(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudict(o.d
   schedule_ = std::make_unique<optim::WarmupCosine>(opts_.lr, opts_.warmup, opts_.steps, opts_.lr / 10);
 }
 
-int64_t G2P::schedule_position() const {
-  if (opts_.time_limit <= 0) return step_;
-  const double by_time = static_cast<double>(opts_.steps) * std::min(1.0, train_seconds_ / opts_.time_limit);
-  return std::max(step_, static_cast<int64_t>(by_time));
+int64_t G2P::position_at(int64_t step, double seconds) const {
+  if (opts_.time_limit <= 0) return step;
+  const double by_time = static_cast<double>(opts_.steps) * std::min(1.0, seconds / opts_.time_limit);
+  return std::max(step, static_cast<int64_t>(by_time));
 }
+
+int64_t G2P::schedule_position() const { return position_at(step_, train_seconds_); }
 
 double G2P::current_lr() const { return schedule_->lr(std::clamp<int64_t>(schedule_position(), 1, opts_.steps)); }
 
@@ -404,6 +406,8 @@ std::vector<Example> G2P::draw_batch() {
 }
 
 double G2P::step() {
+  if (!last_.empty())
+    throw std::logic_error("G2P::step: the model holds the mean of the weights (use_average()), not the training state");
   const auto t0 = std::chrono::steady_clock::now();
   const TrainBatch b = make_batch(draw_batch());
   const int64_t at = step_ + 1;
@@ -426,12 +430,19 @@ double G2P::step() {
   return value;
 }
 
-void G2P::snapshot_if_due() {
-  if (opts_.average <= 0 || averaged_ >= G2POptions::kAverageSnapshots) return;
+int64_t G2P::snapshots_due(int64_t position) const {
   // Snapshot k (1..n) is due at position from + k (steps - from) / n: the last at the end of the schedule.
+  if (opts_.average <= 0) return 0;
   const int64_t n = G2POptions::kAverageSnapshots;
   const int64_t from = opts_.steps - static_cast<int64_t>(std::llround(opts_.average * static_cast<double>(opts_.steps)));
-  if (schedule_position() < from + (averaged_ + 1) * (opts_.steps - from) / n) return;
+  const int64_t at = std::min(position, opts_.steps);
+  int64_t due = 0;
+  while (due < n && at >= from + (due + 1) * (opts_.steps - from) / n) ++due;
+  return due;
+}
+
+void G2P::snapshot_if_due() {
+  if (averaged_ >= snapshots_due(schedule_position())) return;  // at most one a step
   NoGradGuard no_grad;
   const auto params = model_->named_parameters();
   if (average_.empty())
@@ -444,9 +455,13 @@ void G2P::snapshot_if_due() {
 
 void G2P::use_average() {
   if (averaged_ == 0) throw std::logic_error("G2P::use_average: no snapshot of the weights has been taken yet");
+  if (!last_.empty()) return;
   NoGradGuard no_grad;
   auto params = model_->named_parameters();
-  for (size_t i = 0; i < params.size(); ++i) params[i].second.copy_(average_[i]);
+  for (size_t i = 0; i < params.size(); ++i) {
+    last_.push_back(params[i].second.detach().clone());
+    params[i].second.copy_(average_[i]);
+  }
 }
 
 G2PScores G2P::evaluate(int64_t n, int64_t beam, Words which) {
@@ -504,9 +519,11 @@ void G2P::save(const std::string& path) const {
   for (auto& [k, v] : model_->state_dict()) all["model." + k] = v;
   for (auto& [k, v] : opt_->state_dict()) all["optim." + k] = v;
   const auto params = model_->named_parameters();
+  for (size_t i = 0; i < last_.size(); ++i) all["model." + params[i].first] = last_[i];  // the training state
   for (size_t i = 0; i < average_.size(); ++i) all["average." + params[i].first] = average_[i];
   auto meta = identity_meta(opts_, letters_, phones_);
   meta["averaged"] = std::to_string(averaged_);
+  meta["finished"] = finished() ? "1" : "0";  // pronounce takes the mean of a finished run only
   meta["kind"] = "g2p";
   meta["step"] = std::to_string(step_);
   meta["train_seconds"] = fmt::format("{:.17g}", train_seconds_);
@@ -520,31 +537,43 @@ void G2P::load(const std::string& path) {
   auto all = load_tensors(path, &meta);
   detail::check_same_run(identity_meta(opts_, letters_, phones_), meta, path,
                          {{"phones", "phones differ"}, {"letters", "letters differ"}});
-  // The mean of the weights (average.NAME, one per parameter once a snapshot is in it).
+  const int64_t step = meta_int(meta, "step", path, 0, opts_.steps);
+  if (!meta.count("data_gen") || !meta.count("dropout_gen") || !meta.count("train_seconds"))
+    throw FormatError("checkpoint " + path + ": metadata lacks the generator states or train_seconds");
+  const std::string& t = meta.at("train_seconds");
+  char* end = nullptr;
+  const double seconds = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0' || !std::isfinite(seconds) || seconds < 0)
+    throw FormatError("checkpoint " + path + ": train_seconds '" + t + "' is not a number of seconds >= 0");
+  // The mean of the weights: average.NAME for every parameter once a snapshot is in it, none before.
   const int64_t averaged = meta_int(meta, "averaged", path, 0, G2POptions::kAverageSnapshots);
+  const int64_t due = snapshots_due(position_at(step, seconds));
+  if (averaged > due)
+    throw FormatError(fmt::format("checkpoint {}: averaged={}, more snapshots than the {} due by step {}", path,
+                                  averaged, due, step));
   std::vector<Tensor> average;
+  std::set<std::string> names;
   for (const auto& [name, p] : model_->named_parameters()) {
+    names.insert("average." + name);
     auto it = all.find("average." + name);
     if (averaged == 0) continue;
-    if (it == all.end()) throw FormatError(fmt::format("checkpoint {}: averaged={} but average.{} is missing", path, averaged, name));
+    if (it == all.end())
+      throw FormatError(fmt::format("checkpoint {}: averaged={} but average.{} is missing", path, averaged, name));
     if (it->second.shape() != p.shape() || it->second.dtype() != p.dtype())
       throw FormatError(fmt::format("checkpoint {}: average.{} does not match the parameter's shape or dtype", path, name));
     average.push_back(it->second);
   }
-  for (auto it = all.begin(); it != all.end();)
-    it = it->first.rfind("average.", 0) == 0 ? all.erase(it) : std::next(it);
-  const detail::SplitState state = detail::split_state(all, path);
-  const int64_t step = meta_int(meta, "step", path, 0, opts_.steps);
-  if (!meta.count("data_gen") || !meta.count("dropout_gen"))
-    throw FormatError("checkpoint " + path + ": metadata lacks the generator states");
-  double seconds = 0;  // older checkpoints lack it: the time budget starts again
-  if (meta.count("train_seconds")) {
-    const std::string& t = meta.at("train_seconds");
-    char* end = nullptr;
-    seconds = std::strtod(t.c_str(), &end);
-    if (t.empty() || *end != '\0' || !std::isfinite(seconds) || seconds < 0)
-      throw FormatError("checkpoint " + path + ": train_seconds '" + t + "' is not a number of seconds >= 0");
+  for (auto it = all.begin(); it != all.end();) {
+    if (it->first.rfind("average.", 0) != 0) {
+      ++it;
+      continue;
+    }
+    if (averaged == 0) throw FormatError(fmt::format("checkpoint {}: {} with averaged=0", path, it->first));
+    if (!names.count(it->first))
+      throw FormatError(fmt::format("checkpoint {}: {} is no parameter of the model", path, it->first));
+    it = all.erase(it);
   }
+  const detail::SplitState state = detail::split_state(all, path);
   Generator data_gen, dropout_gen;
   data_gen.set_state(meta.at("data_gen"));
   dropout_gen.set_state(meta.at("dropout_gen"));
@@ -554,6 +583,7 @@ void G2P::load(const std::string& path) {
   train_seconds_ = seconds;
   average_ = std::move(average);
   averaged_ = averaged;
+  last_.clear();
   data_gen_ = data_gen;
   model_->dropout_generator() = dropout_gen;
 }
@@ -573,13 +603,22 @@ Pronouncer::Pronouncer(const std::string& checkpoint) {
     throw FormatError(fmt::format("checkpoint {}: vocabularies {} and {} do not match {} letters and {} phones",
                                   checkpoint, c.src_vocab, c.tgt_vocab, letters_.size(), phones_.size()));
   model_ = std::make_shared<models::Transformer>(c);
-  // The weights the run was scored with: the mean of its snapshots where it
-  // took any (average.NAME), else the last step's (model.NAME).
-  std::map<std::string, Tensor> weights;
-  for (auto& [k, v] : all)
+  // The weights a finished run was scored with: the mean of its snapshots
+  // where it took any (average.NAME); else, and for a run still under way,
+  // the last step's (model.NAME).
+  std::map<std::string, Tensor> weights, average;
+  for (auto& [k, v] : all) {
     if (k.rfind("model.", 0) == 0) weights[k.substr(6)] = v;
-  for (auto& [k, v] : all)
-    if (k.rfind("average.", 0) == 0) weights[k.substr(8)] = v;
+    if (k.rfind("average.", 0) == 0) average[k.substr(8)] = v;
+  }
+  const bool finished = meta.count("finished") && meta.at("finished") == "1";
+  if (finished && !average.empty()) {
+    for (auto& [k, v] : average) {
+      if (!weights.count(k))
+        throw FormatError("checkpoint " + checkpoint + ": average." + k + " has no model." + k + " beside it");
+      weights[k] = v;
+    }
+  }
   model_->load_state_dict(weights);
 }
 
@@ -603,13 +642,16 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
   const auto& c = g2p.model().config();
   fmt::print(out,
              "dict={} ({} training pairs, {} held-out words) letters={} phones={} | Transformer N={} d_model={} "
-             "heads={} d_ff={} dropout={:g} {} | {} parameters | batch {} ({}), warmup_cosine lr {:g} over {} steps or {:g} s, "
-             "averaging the last {:g}%, {} threads, {}\n",
+             "heads={} d_ff={} dropout={:g} {} | {} parameters | batch {} ({}), warmup_cosine lr {:g} over {}, {}, "
+             "{} threads, {}\n",
              o.dict, g2p.train_pairs(), g2p.test_words().size(), g2p.letters().size(),
              fmt::format("{} ({} stress)", g2p.phones().size(), o.keep_stress ? "with" : "without"), c.layers,
              c.d_model, c.heads, c.d_ff, c.dropout, c.pre_norm ? "pre-norm" : "post-norm", g2p.model().num_parameters(),
-             o.batch_size, o.length_batches ? "one spelling length" : "random lengths", o.lr, o.steps, o.time_limit,
-             100 * o.average, num_threads(),
+             o.batch_size, o.length_batches ? "one spelling length" : "random lengths", o.lr,
+             o.time_limit > 0 ? fmt::format("{} steps or {:g} s of training", o.steps, o.time_limit)
+                              : fmt::format("{} steps", o.steps),
+             o.average > 0 ? fmt::format("averaging the last {:g}%", 100 * o.average) : std::string("no averaging"),
+             num_threads(),
              precision_name(o.precision));
   std::fflush(out);
   const bool stress = o.keep_stress;  // without it, scores with stress mean nothing and are not reported
@@ -674,7 +716,9 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
                g2p.averaged(), 100 * o.average, mean.words, last.wer, last.per, mean.wer, mean.per);
   }
   r.final_scores = g2p.evaluate(0, o.beam);
-  report("final eval", r.steps, r.final_scores, fmt::format("beam {}", o.beam).c_str());
+  report("final eval", r.steps, r.final_scores,
+         (g2p.averaged() > 0 ? fmt::format("beam {}, the mean of {} snapshots", o.beam, g2p.averaged())
+                             : fmt::format("beam {}", o.beam)).c_str());
   r.train_scores = g2p.evaluate(1000, 1, G2P::Words::training);
   fmt::print(out, "training words step {}: wer {:.4f} per {:.4f}{} ({} training words, greedy)\n", r.steps,
              r.train_scores.wer, r.train_scores.per, with_stress(r.train_scores), r.train_scores.words);

@@ -6,7 +6,8 @@
 //   xg::train::G2POptions o;  o.steps = 20000;
 //   xg::train::G2P g2p(o);                          // reads the dictionary
 //   xg::train::run_g2p(g2p);                        // progress, evaluations, "final ... wer=..."
-//   g2p.pronounce("hello");                         // {"hh", "ax0", "l", "ow1"}
+//   g2p.save("g2p.safetensors");
+//   xg::train::Pronouncer("g2p.safetensors").pronounce("hello");  // {"hh", "ax", "l", "ow"}
 #pragma once
 
 #include <cstdio>
@@ -65,7 +66,7 @@ struct G2POptions {
   // pair still drawn with probability 1/pairs); false: pairs drawn uniformly.
   bool length_batches = true;
   // false (the default): the model learns and outputs phones without stress
-  // digits ("er", 39 phones), the form of the target and of the
+  // digits ("er", 40 phones in CMUdict 0.4), the form of the target and of the
   // published CMUdict anchors; a word's pronunciations that differ only in
   // stress become one training pair. true: phones keep their stress ("er1",
   // 55 phones), and the scores with stress mean something.
@@ -75,10 +76,14 @@ struct G2POptions {
   Precision precision = Precision::f32;
   // The schedule (warm-up, then a cosine down to lr / 10) runs over whichever
   // ends first: `steps`, or `time_limit` seconds of training (> 0; 0: steps
-  // only). A step's place in the schedule is the larger of its number and
-  // steps x seconds / time_limit, so a run that the clock ends still ends its
-  // cosine, on a fast machine or a slow one (budgeted training). The defaults
-  // keep a whole run, evaluations included, under an hour.
+  // only). A step's place in the schedule (its position) is the larger of
+  // its number and steps x seconds / time_limit, so a run that the clock ends
+  // still ends its cosine, on a fast machine or a slow one (budgeted
+  // training); warm-up counts positions too. Seconds are those of step()
+  // alone (evaluations excluded) and carry over a resume, which must keep the
+  // same steps and time_limit. The defaults end the schedule by the clock on
+  // the development machine (about 42,000 steps), in a run of about 55
+  // minutes with its evaluations.
   int64_t steps = 60000;
   double time_limit = 3000;
   double lr = 1.5e-3;               // warm-up + cosine peak
@@ -119,6 +124,9 @@ class G2P {
   bool finished() const { return schedule_position() >= opts_.steps; }
   // Snapshots in the mean of the weights so far (options().average), and a
   // switch of the model's parameters to that mean: what run_g2p scores last.
+  // After use_average() the last step's weights are kept aside: save() still
+  // writes them as the training state (model.NAME; the mean as average.NAME),
+  // and step() refuses to train the mean.
   int64_t averaged() const { return averaged_; }
   void use_average();
   double current_lr() const;
@@ -155,6 +163,9 @@ class G2P {
   double train_seconds_ = 0;
   std::vector<Tensor> average_;  // the mean of the snapshots, one per model_->named_parameters()
   int64_t averaged_ = 0;         // snapshots in it
+  std::vector<Tensor> last_;     // after use_average(): the last step's weights
+  int64_t position_at(int64_t step, double seconds) const;  // schedule_position() of a step and time
+  int64_t snapshots_due(int64_t position) const;
   void snapshot_if_due();
 };
 
@@ -177,7 +188,7 @@ class Pronouncer {
 
 struct G2PLoop {
   int64_t log_every = 200;
-  std::string metrics;  // CSV: step,loss,lr,wer,per,wer_stress,per_stress,elapsed_s
+  std::string metrics;  // CSV: step,loss,lr,wer,per[,wer_stress,per_stress with keep_stress],elapsed_s
   std::FILE* out = stdout;
 };
 struct G2PResult {
