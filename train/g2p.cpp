@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -674,13 +675,10 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
     fmt::print(out, "{} step {}: wer {:.4f} per {:.4f}{} ({} held-out words, {})\n", what, step, s.wer, s.per,
                with_stress(s), s.words, how);
     if (metrics) {
-      const double mean_loss = window ? loss_sum / static_cast<double>(window) : NAN;
-      if (stress)
-        std::fprintf(metrics, "%lld,%.6f,%.6g,%.6f,%.6f,%.6f,%.6f,%.1f\n", static_cast<long long>(step), mean_loss,
-                     g2p.current_lr(), s.wer, s.per, s.wer_stress, s.per_stress, since(start));
-      else
-        std::fprintf(metrics, "%lld,%.6f,%.6g,%.6f,%.6f,%.1f\n", static_cast<long long>(step), mean_loss,
-                     g2p.current_lr(), s.wer, s.per, since(start));
+      const std::string stress_columns = stress ? fmt::format("{:.6f},{:.6f},", s.wer_stress, s.per_stress) : "";
+      std::fprintf(metrics, "%lld,%.6f,%.6g,%.6f,%.6f,%s%.1f\n", static_cast<long long>(step),
+                   window ? loss_sum / static_cast<double>(window) : NAN, g2p.current_lr(), s.wer, s.per,
+                   stress_columns.c_str(), since(start));
       std::fflush(metrics);
     }
     loss_sum = 0;
@@ -705,17 +703,18 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
   }
   r.steps = g2p.steps_done();
   r.train_seconds = g2p.train_seconds();
+  std::optional<G2PScores> mean_greedy;  // the final scores too when the final beam is 1
   if (g2p.averaged() > 0) {  // what averaging changed, greedy over every held-out word
     const G2PScores last = g2p.evaluate(0, 1);
     g2p.use_average();
-    const G2PScores mean = g2p.evaluate(0, 1);
+    const G2PScores mean = *(mean_greedy = g2p.evaluate(0, 1));
     if (tty) fmt::print(out, "\n");
     fmt::print(out,
                "averaging {} snapshots of the last {:g}% of the schedule: greedy over all {} held-out words, wer {:.4f} "
                "per {:.4f} (last step) -> wer {:.4f} per {:.4f} (the mean, scored from here on)\n",
                g2p.averaged(), 100 * o.average, mean.words, last.wer, last.per, mean.wer, mean.per);
   }
-  r.final_scores = g2p.evaluate(0, o.beam);
+  r.final_scores = mean_greedy && o.beam == 1 ? *mean_greedy : g2p.evaluate(0, o.beam);
   report("final eval", r.steps, r.final_scores,
          (g2p.averaged() > 0 ? fmt::format("beam {}, the mean of {} snapshots", o.beam, g2p.averaged())
                              : fmt::format("beam {}", o.beam)).c_str());

@@ -42,7 +42,7 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
              "it is the larger of its number and steps x seconds / limit), so a run the clock ends still ends its "
              "cosine; 0: --steps only. The default keeps a whole run under an hour");
     add_real(t, "--lr", o.lr, 1e-9, 10, "peak learning rate (warm-up, then a cosine down to --lr / 10 at the end of the schedule)");
-    add_int(t, "--warmup", o.warmup, 0, L::steps, "warm-up steps (below --steps)");
+    add_int(t, "--warmup", o.warmup, 0, L::steps, "warm-up steps of the schedule, counted as --time-limit places them (below --steps)");
     add_real(t, "--average", o.average, 0, 0.99,
              "score and save the mean of the weights at 8 points over this last fraction of the schedule "
              "(checkpoint averaging; 0: the final weights)");
