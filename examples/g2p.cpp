@@ -2,7 +2,7 @@
 // (train/g2p.h does the work).
 //
 //   g2p train [--steps N] [--time-limit S] [--checkpoint PATH [--resume]] [--metrics CSV] ...
-//   echo hello | g2p pronounce --checkpoint PATH        ->  hh ax l ow  (hh ax0 l ow1 with train --stress keep)
+//   echo hello | g2p pronounce --checkpoint PATH        ->  hh ah l ow  (hh ah0 l ow1 with train --stress keep)
 //
 // pronounce prints one line per input line: a word outside the training
 // alphabet gives an empty line and "g2p: line N: ..." on stderr (exit 1).

@@ -96,6 +96,7 @@ MUTANTS = [
      "if (false)  // the pronunciations"),
     ("g2p-schedule-ignores-the-clock", "train/g2p.cpp", "if (opts_.time_limit <= 0) return step;",
      "return step;"),
+    ("g2p-festival-ax-kept", "train/g2p.cpp", "if (ph == \"ax\") ph = \"ah\";", "if (false) ph = \"ah\";"),
 ]
 
 

@@ -125,7 +125,10 @@ CmuDict parse_cmudict(std::istream& in, const std::string& name) {
       const std::string stress = p.atom();
       if (stress.size() != 1 || stress[0] < '0' || stress[0] > '2') p.fail("a stress of 0, 1 or 2");
       p.expect(')');
-      for (std::string& ph : syllable) pron.push_back(is_vowel(ph) ? ph + stress : ph);
+      for (std::string& ph : syllable) {
+        if (ph == "ax") ph = "ah";  // Festival's name for CMUdict's AH0 (see parse_cmudict in g2p.h)
+        pron.push_back(is_vowel(ph) ? ph + stress : ph);
+      }
     }
     p.expect(')');
     p.expect(')');

@@ -7,7 +7,7 @@
 //   xg::train::G2P g2p(o);                          // reads the dictionary
 //   xg::train::run_g2p(g2p);                        // progress, evaluations, "final ... wer=..."
 //   g2p.save("g2p.safetensors");
-//   xg::train::Pronouncer("g2p.safetensors").pronounce("hello");  // {"hh", "ax", "l", "ow"}
+//   xg::train::Pronouncer("g2p.safetensors").pronounce("hello");  // {"hh", "ah", "l", "ow"}
 #pragma once
 
 #include <cstdio>
@@ -30,8 +30,13 @@ inline constexpr const char* kCmudictPath = "/usr/share/festival/dicts/cmu/cmudi
 //   ("adversity" nil (((ae d) 0) ((v er) 1) ((s ih) 0) ((t iy) 0)))
 // word, part of speech, then syllables (phones, stress). A phone keeps its
 // syllable's stress as a digit when it is a vowel ("er1"), as CMUdict writes
-// it; consonants carry none. Words are lower-cased; a word listed several
-// times (one entry per part of speech) keeps each distinct pronunciation.
+// it; consonants carry none. Festival writes CMUdict's AH0 as "ax" (in this
+// file: 50,044 times, every one in an unstressed syllable, while "ah" stands
+// in stressed ones but for 6 of Festival's own additions); the parser reads it
+// back as "ah0", so the phones are CMUdict's 39 and stress is in the digits
+// alone (without them "ax" would still tell an unstressed "ah" from a stressed
+// one). Words are lower-cased; a word listed several times (one entry per part
+// of speech) keeps each distinct pronunciation.
 struct CmuDict {
   std::map<std::string, std::vector<std::vector<std::string>>> prons;  // word -> its pronunciations
   int64_t entries = 0;                                                 // lines read as entries
@@ -66,10 +71,11 @@ struct G2POptions {
   // pair still drawn with probability 1/pairs); false: pairs drawn uniformly.
   bool length_batches = true;
   // false (the default): the model learns and outputs phones without stress
-  // digits ("er", 40 phones in CMUdict 0.4), the form of the issue's target and of the
-  // published CMUdict anchors; a word's pronunciations that differ only in
-  // stress become one training pair. true: phones keep their stress ("er1",
-  // 55 phones), and the scores with stress mean something.
+  // digits ("er"; CMUdict's 39 phones, Festival's "ax" read as "ah0"), the
+  // form of the issue's target and of the published CMUdict anchors; a word's
+  // pronunciations that differ only in stress become one training pair.
+  // true: phones keep their stress ("er1", 54 phones), and the scores with
+  // stress mean something.
   bool keep_stress = false;
   // bf16: forward and loss under Autocast(bf16). Default: bf16 where the CPU
   // runs it (AVX512_BF16), else f32 (as nanoGPT picks its dtype).
