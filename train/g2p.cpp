@@ -713,13 +713,13 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
     const G2PScores mean = *(mean_greedy = g2p.evaluate(0, 1));
     if (tty) fmt::print(out, "\n");
     fmt::print(out,
-               "averaging {} snapshots of the last {:g}% of the schedule: greedy over all {} held-out words, wer {:.4f} "
+               "averaging {} snapshot{} of the last {:g}% of the schedule: greedy over all {} held-out words, wer {:.4f} "
                "per {:.4f} (last step) -> wer {:.4f} per {:.4f} (the mean, scored from here on)\n",
-               g2p.averaged(), 100 * o.average, mean.words, last.wer, last.per, mean.wer, mean.per);
+               g2p.averaged(), g2p.averaged() == 1 ? "" : "s", 100 * o.average, mean.words, last.wer, last.per, mean.wer, mean.per);
   }
   r.final_scores = mean_greedy && o.beam == 1 ? *mean_greedy : g2p.evaluate(0, o.beam);
   report("final eval", r.steps, r.final_scores,
-         (g2p.averaged() > 0 ? fmt::format("beam {}, the mean of {} snapshots", o.beam, g2p.averaged())
+         (g2p.averaged() > 0 ? fmt::format("beam {}, the mean of {} snapshot{}", o.beam, g2p.averaged(), g2p.averaged() == 1 ? "" : "s")
                              : fmt::format("beam {}", o.beam)).c_str());
   r.train_scores = g2p.evaluate(1000, 1, G2P::Words::training);
   fmt::print(out, "training words step {}: wer {:.4f} per {:.4f}{} ({} training words, greedy)\n", r.steps,
