@@ -11,7 +11,9 @@ AH0) and with the two merged (CMUdict's 39 stress-free phones).
 
 A word is right when the output equals one of its pronunciations; PER is the
 smallest edit distance to one of them, summed, over the summed length of that
-pronunciation (as train/g2p's score_g2p).
+pronunciation (as train/g2p's score_g2p). `g2p pronounce` decodes in float32,
+word by word; the training run's final evaluation in bf16 (the default
+precision), in batches: the two may differ by a few words.
 """
 import re
 import sys
@@ -31,10 +33,12 @@ def read_dictionary(path=DICT):
     refs = {}
     entry = re.compile(r'\("([^"]*)" \S+ \((.*)\)\)\s*$')
     syllable = re.compile(r"\(\(([a-z ]+)\) (\d)\)")
-    for line in open(path):
+    for number, line in enumerate(open(path), 1):
         m = entry.match(line.strip())
         if not m:
-            continue  # the MNCL header
+            if line.startswith("MNCL") or not line.strip():
+                continue
+            sys.exit(f"{path}: line {number}: not an entry: {line.strip()[:60]}")
         pron = tuple(p for s in syllable.finditer(m.group(2)) for p in s.group(1).split())
         prons = refs.setdefault(m.group(1).lower(), [])
         if pron not in prons:
@@ -53,14 +57,19 @@ def edit_distance(a, b):
 
 
 def score(held, refs, outputs, phone=lambda p: p):
+    """WER, PER, and how many wrong words are 1, 2, 3, 4 or more phones away."""
     wrong = errors = length = 0
+    away = [0] * 4
     for word, out in zip(held, outputs):
         out = tuple(map(phone, out))
-        best = min((edit_distance(out, tuple(map(phone, r))), len(r)) for r in refs[word])
+        # the first listed pronunciation at the smallest distance, as score_g2p
+        best = min(((edit_distance(out, tuple(map(phone, r))), len(r)) for r in refs[word]), key=lambda t: t[0])
         wrong += best[0] != 0
+        if best[0]:
+            away[min(best[0], 4) - 1] += 1
         errors += best[0]
         length += best[1]
-    return wrong / len(held), errors / length
+    return wrong / len(held), errors / length, away
 
 
 def main():
@@ -80,8 +89,9 @@ def main():
     if any("ax" in out for out in outputs):  # a model with Festival's phones: score it both ways
         ways.insert(0, ("ax apart from ah ", lambda p: p))
     for name, phone in ways:
-        wer, per = score(held, refs, outputs, phone)
-        print(f"{name}: {len(held)} words, WER {wer:.4f}, PER {per:.4f}")
+        wer, per, away = score(held, refs, outputs, phone)
+        print(f"{name}: {len(held)} words, WER {wer:.4f}, PER {per:.4f}; wrong words 1/2/3/4+ phones away: "
+              + " / ".join(map(str, away)))
 
 
 if __name__ == "__main__":
