@@ -707,19 +707,20 @@ G2PResult run_g2p(G2P& g2p, const G2PLoop& loop) {
   r.steps = g2p.steps_done();
   r.train_seconds = g2p.train_seconds();
   std::optional<G2PScores> mean_greedy;  // the final scores too when the final beam is 1
+  const std::string snapshots = fmt::format("{} snapshot{}", g2p.averaged(), g2p.averaged() == 1 ? "" : "s");
   if (g2p.averaged() > 0) {  // what averaging changed, greedy over every held-out word
     const G2PScores last = g2p.evaluate(0, 1);
     g2p.use_average();
     const G2PScores mean = *(mean_greedy = g2p.evaluate(0, 1));
     if (tty) fmt::print(out, "\n");
     fmt::print(out,
-               "averaging {} snapshot{} of the last {:g}% of the schedule: greedy over all {} held-out words, wer {:.4f} "
+               "averaging {} of the last {:g}% of the schedule: greedy over all {} held-out words, wer {:.4f} "
                "per {:.4f} (last step) -> wer {:.4f} per {:.4f} (the mean, scored from here on)\n",
-               g2p.averaged(), g2p.averaged() == 1 ? "" : "s", 100 * o.average, mean.words, last.wer, last.per, mean.wer, mean.per);
+               snapshots, 100 * o.average, mean.words, last.wer, last.per, mean.wer, mean.per);
   }
   r.final_scores = mean_greedy && o.beam == 1 ? *mean_greedy : g2p.evaluate(0, o.beam);
   report("final eval", r.steps, r.final_scores,
-         (g2p.averaged() > 0 ? fmt::format("beam {}, the mean of {} snapshot{}", o.beam, g2p.averaged(), g2p.averaged() == 1 ? "" : "s")
+         (g2p.averaged() > 0 ? fmt::format("beam {}, the mean of {}", o.beam, snapshots)
                              : fmt::format("beam {}", o.beam)).c_str());
   r.train_scores = g2p.evaluate(1000, 1, G2P::Words::training);
   fmt::print(out, "training words step {}: wer {:.4f} per {:.4f}{} ({} training words, greedy)\n", r.steps,
