@@ -75,12 +75,19 @@ def score(held, refs, outputs, phone=lambda p: p):
 def main():
     if len(sys.argv) < 2 or sys.argv[1] not in ("words", "score") or (sys.argv[1] == "score") != (len(sys.argv) == 3):
         sys.exit(__doc__)
-    refs = read_dictionary()
+    try:
+        refs = read_dictionary()
+    except OSError as e:
+        sys.exit(f"{DICT}: cannot read it ({e.strerror}; Debian's festlex-cmu installs it)")
     held = sorted(w for w in refs if fnv1a64(w) % 10 == 0)
     if sys.argv[1] == "words":
         print("\n".join(held))
         return
-    outputs = [tuple(line.split()) for line in open(sys.argv[2])]
+    try:
+        with open(sys.argv[2]) as f:
+            outputs = [tuple(line.split()) for line in f]
+    except OSError as e:
+        sys.exit(f"{sys.argv[2]}: cannot read it ({e.strerror})")
     if len(outputs) != len(held):
         sys.exit(f"{sys.argv[2]}: {len(outputs)} lines for {len(held)} held-out words")
     if any(p[-1].isdigit() for out in outputs for p in out):
