@@ -38,7 +38,7 @@
 
 #include "autograd/xg.h"
 #include "engine/gemm.h"
-#include "dist/data_parallel.h"
+#include "distributed/data_parallel.h"
 #include "train/trainer.h"
 #include "models/transformer.h"
 #include "optim/optim.h"

@@ -5,7 +5,7 @@ include(CMakePackageConfigHelpers)
 set(XG_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/xgrad)
 
 install(TARGETS xgrad EXPORT xgradTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY autograd engine nn optim models dist train
+install(DIRECTORY autograd engine nn optim models distributed train
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad FILES_MATCHING PATTERN "*.h")
 install(EXPORT xgradTargets NAMESPACE xgrad:: DESTINATION ${XG_CMAKE_DIR})
 configure_package_config_file(cmake/xgradConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/xgradConfig.cmake

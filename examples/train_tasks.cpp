@@ -12,7 +12,7 @@
 #include <string>
 
 #include "autograd/autograd.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 #include "train/cli.h"
 
 int main(int argc, char** argv) {

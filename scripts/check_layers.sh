@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Dependencies point one way: engine <- autograd <- {nn, optim} <- models, dist <- train
+# Dependencies point one way: engine <- autograd <- {nn, optim} <- models, distributed <- train
 # <- programs (examples/, bench/). Fails listing every #include that points back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,8 +9,8 @@ declare -A allowed=(
   [nn]="engine autograd nn"
   [optim]="engine autograd optim"
   [models]="engine autograd nn models"
-  [dist]="engine autograd nn dist"
-  [train]="engine autograd nn optim models dist train"
+  [distributed]="engine autograd nn distributed"
+  [train]="engine autograd nn optim models distributed train"
 )
 bad=0
 for layer in "${!allowed[@]}"; do
@@ -24,7 +24,7 @@ for layer in "${!allowed[@]}"; do
   done < <(grep -rnE '^#include "[a-z_]+/' "$layer" --include='*.h' --include='*.cpp' || true)
 done
 # The library, tests and bench never include a program.
-if grep -rnE '^#include "examples/' engine autograd nn optim models dist train tests bench; then
+if grep -rnE '^#include "examples/' engine autograd nn optim models distributed train tests bench; then
   echo "check_layers: the lines above include examples/ (programs are thin, nothing depends on them)"
   bad=1
 fi

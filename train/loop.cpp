@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "autograd/autograd.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 namespace xg::train {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "autograd/autocast.h"
-#include "dist/data_parallel.h"
+#include "distributed/data_parallel.h"
 #include "optim/optim.h"
 #include "train/tasks.h"
 

@@ -42,7 +42,7 @@
 #include <memory>
 #include <vector>
 
-#include "dist/dist.h"
+#include "distributed/dist.h"
 #include "nn/module.h"
 
 namespace xg::dist {

@@ -1,4 +1,4 @@
-// Private to dist/*.cpp: MPI itself and the helpers its calls share.
+// Private to distributed/*.cpp: MPI itself and the helpers its calls share.
 #pragma once
 
 #ifdef XG_HAVE_MPI

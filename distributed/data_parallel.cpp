@@ -1,4 +1,4 @@
-#include "dist/data_parallel.h"
+#include "distributed/data_parallel.h"
 
 #include <malloc.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "autograd/autograd.h"
-#include "dist/detail/mpi.h"
+#include "distributed/detail/mpi.h"
 
 namespace xg::dist {
 

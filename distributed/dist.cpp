@@ -1,5 +1,5 @@
 // xg::dist over MPI, or for a single process when built without it.
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 #include <sched.h>
 
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "autograd/parallel.h"
-#include "dist/detail/mpi.h"
+#include "distributed/detail/mpi.h"
 
 namespace xg::dist {
 

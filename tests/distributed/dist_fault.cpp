@@ -8,7 +8,7 @@
 #include <string>
 
 #include "autograd/xg.h"
-#include "dist/dist.h"
+#include "distributed/dist.h"
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";

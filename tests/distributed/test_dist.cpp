@@ -11,7 +11,7 @@
 #include <cstdlib>
 
 #include "autograd/xg.h"
-#include "dist/data_parallel.h"
+#include "distributed/data_parallel.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
 #include "train/tasks.h"
