@@ -429,4 +429,21 @@ std::map<std::string, Tensor> load_tensors_from_memory(const void* data, size_t 
   return load(src, name, metadata);
 }
 
+std::optional<int64_t> parse_whole_number(const std::string& s) {
+  const size_t sign = !s.empty() && s[0] == '-';
+  const size_t digits = s.size() - sign;
+  if (digits == 0 || digits > 18 || s.find_first_not_of("0123456789", sign) != std::string::npos) return std::nullopt;
+  return std::stoll(s);
+}
+
+int64_t metadata_int(const Metadata& m, const std::string& key, const std::string& path, int64_t lo, int64_t hi) {
+  auto it = m.find(key);
+  if (it == m.end()) throw FormatError("checkpoint " + path + ": metadata has no '" + key + "'");
+  const std::optional<int64_t> x = parse_whole_number(it->second);
+  if (!x || *x < lo || *x > hi)
+    throw FormatError("checkpoint " + path + ": metadata '" + key + "' is '" + it->second +
+                      "', expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return *x;
+}
+
 }  // namespace xg

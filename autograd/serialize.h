@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "autograd/tensor.h"
@@ -46,5 +47,21 @@ std::map<std::string, Tensor> load_tensors(const std::string& path,
 std::map<std::string, Tensor> load_tensors_from_memory(const void* data, size_t size,
                                                        std::map<std::string, std::string>* metadata = nullptr,
                                                        const std::string& name = "<memory>");
+
+// A file's "__metadata__": string keys and values.
+using Metadata = std::map<std::string, std::string>;
+
+// A whole number written as decimal digits with an optional leading '-' (at
+// most 18 digits, so it fits in int64): the one reading of integers in
+// command lines, checkpoint metadata and the programs' inputs. "1.5", "1e3",
+// "0x10", "+1", " 1", "nan" and "" give nullopt: nothing is truncated or
+// reinterpreted.
+std::optional<int64_t> parse_whole_number(const std::string& s);
+
+// metadata[key] as a whole number within [lo, hi]; throws FormatError
+// "checkpoint PATH: metadata 'KEY' is 'V', expected a whole number from LO to
+// HI" (or "... has no 'KEY'").
+int64_t metadata_int(const Metadata& metadata, const std::string& key, const std::string& path, int64_t lo,
+                     int64_t hi);
 
 }  // namespace xg

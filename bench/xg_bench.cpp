@@ -39,7 +39,7 @@
 #include "autograd/xg.h"
 #include "engine/gemm.h"
 #include "distributed/data_parallel.h"
-#include "train/trainer.h"
+#include "apps/seq2seq/job.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
 
@@ -76,7 +76,7 @@ int64_t geti(const std::map<std::string, std::string>& a, const std::string& k, 
   auto it = a.find(k);
   if (it == a.end()) return d;
   const std::string& v = it->second;
-  const std::optional<int64_t> x = train::parse_whole_number(v);
+  const std::optional<int64_t> x = parse_whole_number(v);
   if (!x || *x < lo || *x > hi)
     throw std::invalid_argument(fmt::format("--{} {}: expected a whole number from {} to {}", k, v, lo, hi));
   return *x;
@@ -117,7 +117,7 @@ Cfg model_cfg(const std::map<std::string, std::string>& a) {
           geti(a, "batch", 64, 1, 4096)};
   // A model that cannot fit is refused before it is built (allocation would
   // otherwise succeed and the machine page until it runs out).
-  train::check_fits_in_memory(tcfg(c));
+  models::check_fits_in_memory(tcfg(c).parameter_count());
   return c;
 }
 // Matmul FLOPs of one forward pass (S = T = L), the same formula in torch_bench.py.
@@ -377,25 +377,28 @@ int xtensor_vs_kernels(const std::map<std::string, std::string>& a) {
 }
 
 int converge(const std::map<std::string, std::string>& a) {
-  train::TrainOptions o;  // the training program's defaults
-  o.model.dropout = 0;
-  o.target_exact_match = 0.99;
-  o.task.task = train::parse_task(gets(a, "task", "copy"));
+  seq2seq::TaskJobOptions j;  // the library's defaults: the copy task, a small model
+  j.model.dropout = 0;
+  j.task.task = seq2seq::parse_task(gets(a, "task", "copy"));
+  j.seed = static_cast<uint64_t>(geti(a, "seed", 1, 0));
+  train::TrainOptions o = seq2seq::default_recipe();
   o.steps = geti(a, "max-steps", 4000);
   o.precision = parse_precision(gets(a, "precision", "f32"));
-  o.seed = static_cast<uint64_t>(geti(a, "seed", 1, 0));
-  train::Trainer t(o);
+  o.seed = j.seed;
+  seq2seq::TaskJob job(j);
+  train::Trainer t(job, o);
+  const int64_t eval_every = 100;
   auto t0 = clk::now();
   double em = 0;
   while (t.steps_done() < o.steps) {
     t.step();
-    if (t.steps_done() % o.eval_every == 0) {
-      em = t.evaluate(0).exact_match;
+    if (t.steps_done() % eval_every == 0) {
+      em = job.evaluate_all(0).exact_match;
       if (em >= 0.99) break;
     }
   }
   std::printf("{\"mode\":\"converge\",\"precision\":\"%s\",\"task\":\"%s\",\"seed\":%llu,\"steps\":%lld,\"seconds\":%.2f,\"exact_match\":%.4f}\n",
-              precision_name(o.precision), train::task_name(o.task.task), (unsigned long long)o.seed,
+              precision_name(o.precision), seq2seq::task_name(j.task.task), (unsigned long long)o.seed,
               (long long)t.steps_done(),
               ms_since(t0) / 1000, em);
   return 0;

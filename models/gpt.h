@@ -29,6 +29,13 @@ struct GPTConfig {
   bool learned_positions = true;  // false: the paper's sinusoids
   uint64_t seed = 0;              // initialisation and dropout
   void validate() const;          // throws std::invalid_argument naming the bad field
+  double parameter_count() const;  // without building the model
+  // The architecture as checkpoint metadata: cfg.vocab, cfg.layers,
+  // cfg.d_model, cfg.heads, cfg.d_ff, cfg.max_len, cfg.learned_positions.
+  Metadata to_metadata() const;
+  // Those keys read back within ModelLimits, then validate()d, dropout 0;
+  // throws FormatError naming `path`, the key and the accepted range.
+  static GPTConfig from_metadata(const Metadata& metadata, const std::string& path);
 };
 
 class GPTBlock : public nn::Module {

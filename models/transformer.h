@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "models/config.h"
 #include "nn/nn.h"
 
 namespace xg::models {
@@ -28,6 +29,14 @@ struct TransformerConfig {
   // without building it (in double: exact below 2^53, and never overflowing),
   // e.g. to check a checkpoint's configuration against the file's size.
   double parameter_count() const;
+  // The architecture as checkpoint metadata: cfg.src_vocab, cfg.tgt_vocab,
+  // cfg.layers, cfg.d_model, cfg.heads, cfg.d_ff, cfg.max_len, cfg.pre_norm,
+  // cfg.tie_weights (dropout, pad_id and seed are the run's, not the shape's).
+  Metadata to_metadata() const;
+  // The configuration those keys describe, each read within ModelLimits and
+  // then validate()d, dropout 0; throws FormatError naming `path`, the key
+  // and the accepted range.
+  static TransformerConfig from_metadata(const Metadata& metadata, const std::string& path);
 };
 
 // A batch of token ids, row-major (B, L), rows padded with pad_id.

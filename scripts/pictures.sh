@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes the README's pictures in docs/pictures/ (needs a Release build and
+# Makes the applications' pictures in apps/<app>/pictures/ (needs a Release build and
 # gnuplot; scripts/setup.sh installs it):
 #   copy_reverse_curves.png  training curves of train_tasks on copy and reverse (trained here, ~1 min)
 #   copy_attention.png       cross-attention of the copy model, every layer and head: a diagonal
@@ -14,8 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
-out=docs/pictures
-mkdir -p "$out"
+seq2seq=apps/seq2seq/pictures char_lm=apps/char_lm/pictures g2p=apps/g2p/pictures
+mkdir -p "$seq2seq" "$char_lm" "$g2p"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for p in train_tasks attention_map; do
@@ -26,14 +26,14 @@ for task in copy reverse; do
   "$build/examples/train_tasks" --task "$task" --steps 3000 --eval-every 100 --no-samples \
       --metrics "$tmp/$task.csv" --checkpoint "$tmp/$task.safetensors" | tail -1
 done
-scripts/plot_metrics.sh "$out/copy_reverse_curves.png" --title "train_tasks: copy and reverse (defaults, 2 threads)" \
+scripts/plot_metrics.sh "$seq2seq/copy_reverse_curves.png" --title "train_tasks: copy and reverse (defaults, 2 threads)" \
     "$tmp/copy.csv=copy" "$tmp/reverse.csv=reverse"
 
 input="3 4 5 6 7 8 9 10 11 12"
 for task in copy reverse; do
   mkdir -p "$tmp/$task-att"
   "$build/examples/attention_map" --checkpoint "$tmp/$task.safetensors" --input "$input" --out "$tmp/$task-att"
-  scripts/plot_heatmaps.sh "$out/${task}_attention.png" "$task: cross-attention for the input $input" \
+  scripts/plot_heatmaps.sh "$seq2seq/${task}_attention.png" "$task: cross-attention for the input $input" \
       "$tmp/$task-att"/layer*_head*.txt
 done
 
@@ -41,18 +41,18 @@ results=bench/results/char_lm
 if ls "$results"/*.csv >/dev/null 2>&1; then
   args=()
   for f in "$results"/*.csv; do args+=("$f=$(basename "${f%.csv}")"); done
-  scripts/plot_metrics.sh "$out/char_lm_curves.png" --x elapsed_s \
+  scripts/plot_metrics.sh "$char_lm/char_lm_curves.png" --x elapsed_s \
       --title "character LM on fortunes: xgrad and PyTorch, 30 minutes each" "${args[@]}"
 fi
 
 if [ -n "${G2P_CHECKPOINT:-}" ]; then
   mkdir -p "$tmp/g2p-att"
   "$build/examples/attention_map" --g2p "$G2P_CHECKPOINT" --input "${G2P_WORD:-phonetically}" --out "$tmp/g2p-att"
-  scripts/plot_heatmaps.sh "$out/g2p_attention.png" "g2p: cross-attention for '${G2P_WORD:-phonetically}'" \
+  scripts/plot_heatmaps.sh "$g2p/g2p_attention.png" "g2p: cross-attention for '${G2P_WORD:-phonetically}'" \
       "$tmp/g2p-att"/layer*_head*.txt
 fi
 G2P_METRICS=${G2P_METRICS:-bench/results/g2p/g2p_default.csv}
 if [ -f "$G2P_METRICS" ]; then
-  scripts/plot_metrics.sh "$out/g2p_curves.png" --title "g2p on CMUdict" "$G2P_METRICS=g2p"
+  scripts/plot_metrics.sh "$g2p/g2p_curves.png" --title "g2p on CMUdict" "$G2P_METRICS=g2p"
 fi
-ls -l "$out"
+ls -l "$seq2seq" "$char_lm" "$g2p"

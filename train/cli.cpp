@@ -1,109 +1,125 @@
 #include "train/cli.h"
 
-#include "train/detail/cli_options.h"
-
-#include <fmt/format.h>
-
-#include <CLI/CLI.hpp>
-#include <cerrno>
-#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <iostream>
 #include <limits>
 
 #include "autograd/autograd.h"
+#include "distributed/dist.h"
 
 namespace xg::train {
 
-using namespace cli_detail;
-
-TrainCommand::TrainCommand() {
-  TrainOptions& o = train;
-  o.model.d_model = 64;
-  o.model.heads = 4;
-  o.model.layers = 2;
-  o.model.d_ff = 256;
-  o.model.dropout = 0.0;
-  o.task.vocab = 16;
-  o.task.min_len = 1;
-  o.task.max_len = 10;
-  o.steps = 3000;
-  o.target_exact_match = 0.99;
-}
-
-Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd) {
+void add_train_options(CLI::App& app, TrainOptions& o, TrainWords& words, const std::string& time_limit_help) {
   using L = OptionLimits;
-  TrainOptions& o = cmd.train;
-  std::string task = task_name(o.task.task), precision = precision_name(o.precision);
-  bool no_samples = false;
-  int64_t threads = cmd.threads;
-  auto setup = [&](CLI::App& app) {
-    app.description(
-        "Trains the Transformer on the copy or reverse task. Prints a progress line, an evaluation by greedy decoding "
-        "every --eval-every steps, and a last line for scripts: final task=copy steps=N exact_match=... seconds=...");
-    add_word(app, "--task", task, {"copy", "reverse"}, "the task");
-    add_int(app, "--vocab", o.task.vocab, kFirstSymbol + 1, L::vocab, "vocabulary size, with the 3 special tokens");
-    add_int(app, "--min-len", o.task.min_len, 1, L::length, "shortest sequence");
-    add_int(app, "--max-len", o.task.max_len, 1, L::length, "longest sequence");
-    add_model_options(app, o.model, "encoder and decoder layers (N)");
-    app.add_flag("--pre-norm", o.model.pre_norm, "pre-norm layers (default: the paper's post-norm)");
-    add_int(app, "--batch", o.batch_size, 1, L::batch, "sequences per step (B)");
-    add_int(app, "--steps", o.steps, 1, L::steps, "most training steps");
-    add_real(app, "--target", o.target_exact_match, 0, 1, "stop at this held-out exact match (0: run all steps)");
-    add_word(app, "--schedule", o.schedule, {"noam", "constant", "warmup_linear", "warmup_cosine"},
-             "learning-rate schedule (warmup_cosine: linear warm-up, then a cosine down to --lr / 10 at --steps)");
-    add_real(app, "--lr", o.lr, 0, 1e30, "noam: the factor; otherwise the peak learning rate");
-    add_int(app, "--warmup", o.warmup, 0, L::steps, "warmup steps");
-    add_real(app, "--smoothing", o.label_smoothing, 0, 0.999, "label smoothing");
-    add_real(app, "--clip", o.clip_norm, 0, 1e6, "gradient norm clip (0: off)");
-    add_int(app, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max() / 2, "random seed");
-    add_int(app, "--threads", threads, 1, available_cores(),
-            "threads of xgrad's pool, which runs every kernel and splits every matrix product; at most the cores "
-            "this process may use (default: all of them; under mpirun, this process's share of the host's cores)")
-        ->default_str("cores per process");
-    add_precision(app, precision);
-    add_int(app, "--eval-every", o.eval_every, 1, L::steps, "steps between evaluations");
-    add_int(app, "--eval-size", o.eval_size, 1, L::eval_size, "held-out sequences");
-    add_int(app, "--log-every", cmd.loop.log_every, 1, L::steps, "steps between progress lines when not on a terminal");
-    add_checkpoint_options(app, o.checkpoint, o.checkpoint_every, o.resume, cmd.loop.metrics,
-                           "continue from --checkpoint when that file exists (same task and model, else an error "
-                           "listing what differs); without it, an existing checkpoint is overwritten");
-    app.add_flag("--detect-anomaly", o.detect_anomaly,
-                 "check every op's output and gradient for NaN/Inf and stop at the first, naming the op and module "
-                 "(slower; without it a non-finite loss or gradient norm still stops the run, naming the step)");
-    app.add_flag("--no-samples", no_samples, "do not print sample decodes");
-  };
-  auto check = [&] {
-    o.task.task = parse_task(task);
-    o.precision = parse_precision(precision);
-    cmd.threads = static_cast<int>(threads);
-    cmd.loop.samples = no_samples ? 0 : 3;
-    check_common(o.resume, o.checkpoint, o.model, o.precision);
-    if (o.task.max_len < o.task.min_len)
-      throw std::invalid_argument(fmt::format("--max-len {} is below --min-len {}", o.task.max_len, o.task.min_len));
-    o.validate();
-  };
-  return parse_with("train_tasks", argc, argv, setup, check);
+  words.precision = precision_name(o.precision);
+  words.schedule = o.schedule;
+  add_int(app, "--steps", o.steps, 1, L::steps, "steps of the schedule, and the most steps run");
+  add_real(app, "--time-limit", o.time_limit, 0, 1e9, time_limit_help);
+  add_word(app, "--schedule", words.schedule, {"noam", "constant", "warmup_linear", "warmup_cosine"},
+           "learning-rate schedule (warmup_cosine: linear warm-up, then a cosine down to --lr / 10 at the end)");
+  add_real(app, "--lr", o.lr, 0, 1e30, "noam: the factor; otherwise the peak learning rate");
+  add_int(app, "--warmup", o.warmup, 0, L::steps, "warm-up steps (below --steps for a schedule that ends)");
+  add_real(app, "--beta1", o.beta1, 0, 0.999999, "Adam's first-moment decay");
+  add_real(app, "--beta2", o.beta2, 0, 0.999999, "Adam's second-moment decay");
+  add_real(app, "--eps", o.eps, 0, 1, "Adam's epsilon");
+  add_real(app, "--weight-decay", o.weight_decay, 0, 10,
+           "AdamW weight decay on matrices, none on biases, norms and embeddings (0: Adam)");
+  add_real(app, "--clip", o.clip_norm, 0, 1e6, "gradient norm clip (0: off)");
+  add_int(app, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max() / 2, "random seed");
+  add_real(app, "--average", o.average, 0, 0.99,
+           "score and save the mean of the weights at 8 points over this last fraction of the schedule "
+           "(checkpoint averaging; 0: the final weights)");
+  add_precision(app, words.precision);
+  app.add_flag("--detect-anomaly", o.detect_anomaly,
+               "check every op's output and gradient for NaN/Inf and stop at the first, naming the op and module "
+               "(slower; without it a non-finite loss or gradient norm still stops the run, naming the step)");
 }
 
-Parsed parse_decode_command(int argc, const char* const* argv, DecodeCommand& cmd) {
-  int64_t threads = cmd.threads;
-  auto setup = [&](CLI::App& app) {
-    app.description(
-        "Decodes sequences with a checkpoint written by train_tasks: one output line per input line. Each argument "
-        "after the options is one source sequence of token ids (\"3 4 5\"); with none, one sequence per line of "
-        "stdin.");
-    app.add_option("--checkpoint", cmd.checkpoint, "checkpoint file written by train_tasks")
-        ->required()
-        ->type_name("PATH");
-    add_int(app, "--beam", cmd.beam, 1, OptionLimits::beam, "beam size (1: greedy)");
-    add_real(app, "--alpha", cmd.alpha, 0, 10, "beam search length penalty ((5 + |Y|) / 6)^alpha");
-    add_int(app, "--max-len", cmd.max_len, 0, ModelLimits::max_len,
-            "most output tokens (0: twice the input plus 5; never past the model's positions)");
-    add_int(app, "--threads", threads, 1, available_cores(), "threads of xgrad's pool");
-    app.add_option("sequences", cmd.inputs, "source sequences (default: read stdin)")->type_name("IDS");
+void check_train_options(TrainOptions& o, const TrainWords& words) {
+  o.precision = parse_precision(words.precision);
+  o.schedule = words.schedule;
+  if ((o.schedule == "warmup_cosine" || o.schedule == "warmup_linear") && o.warmup >= o.steps)
+    throw std::invalid_argument(fmt::format("--warmup {} must be below --steps {}", o.warmup, o.steps));
+  if (o.precision == Precision::bf16 && !bf16_unsupported_reason().empty())
+    throw std::invalid_argument("--precision bf16: " + bf16_unsupported_reason());
+  o.validate();
+}
+
+void add_loop_options(CLI::App& app, LoopOptions& l, const std::string& resume_help) {
+  using L = OptionLimits;
+  add_int(app, "--eval-every", l.eval_every, 1, L::steps, "steps between evaluations");
+  add_int(app, "--log-every", l.log_every, 1, L::steps, "steps between progress lines when not on a terminal");
+  app.add_option("--checkpoint", l.checkpoint, "checkpoint file (safetensors), checked writable before step 1")
+      ->type_name("PATH");
+  add_int(app, "--checkpoint-every", l.checkpoint_every, 0, L::steps, "steps between checkpoints (0: at the end only)");
+  app.add_flag("--resume", l.resume, resume_help);
+  app.add_option("--metrics", l.metrics, "CSV file of evaluation rows (appended to when resuming)")->type_name("PATH");
+}
+
+void check_loop_options(const LoopOptions& l) {
+  if (l.resume && l.checkpoint.empty()) throw std::invalid_argument("--resume needs --checkpoint PATH");
+  l.validate();
+}
+
+CLI::Option* add_threads(CLI::App& app, int64_t& threads) {
+  return add_int(app, "--threads", threads, 1, available_cores(),
+                 "threads of xgrad's pool, which runs every kernel and splits every matrix product; at most the "
+                 "cores this process may use (default: all of them; under mpirun, this process's share of the "
+                 "host's cores)")
+      ->default_str("cores per process");
+}
+
+int run_program(const char* program, int& argc, char**& argv, const Parsed& parsed, int64_t threads,
+                const std::function<int()>& body) {
+  if (!parsed.run) {
+    std::fprintf(parsed.exit_code ? stderr : stdout, "%s\n", parsed.message.c_str());
+    return parsed.exit_code;
+  }
+  try {
+    dist::Environment env(&argc, &argv);
+    try {
+      // Default: XG_NUM_THREADS / OMP_NUM_THREADS when set, else this process's cores.
+      if (threads > 0) set_num_threads(static_cast<int>(threads));
+      else if (!std::getenv("XG_NUM_THREADS") && !std::getenv("OMP_NUM_THREADS"))
+        set_num_threads(dist::cores_per_rank());
+      return body();
+    } catch (const std::exception& e) {
+      if (dist::world_size() == 1) throw;
+      dist::abort(1, std::string(program) + ": rank " + std::to_string(dist::rank()) + ": " + e.what());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
+  return 1;
+}
+
+int for_each_line(const char* program, const std::vector<std::string>& inputs,
+                  const std::function<std::string(const std::string& line, int64_t number)>& one) {
+  int status = 0;
+  int64_t line_no = 0;
+  auto run = [&](const std::string& line) {
+    ++line_no;
+    std::string out;
+    try {
+      out = one(line, line_no);
+    } catch (const std::invalid_argument& e) {
+      std::fprintf(stderr, "%s: line %lld: %s\n", program, static_cast<long long>(line_no), e.what());
+      status = 1;
+    }
+    std::printf("%s\n", out.c_str());
+    std::fflush(stdout);
   };
-  auto check = [&] { cmd.threads = static_cast<int>(threads); };
-  return parse_with("decode", argc, argv, setup, check);
+  if (!inputs.empty()) {
+    for (const std::string& s : inputs) run(s);
+  } else {
+    for (std::string s; std::getline(std::cin, s);) {
+      if (!s.empty() && s.back() == '\r') s.pop_back();
+      run(s);
+    }
+  }
+  return status;
 }
 
 }  // namespace xg::train

@@ -1,14 +1,26 @@
-// The command lines of train_tasks and decode (CLI11 inside): typed options,
-// ranges checked, errors that name the option and the accepted range. Kept in
-// the library so that the programs stay thin and the fuzzers and tests parse
-// exactly what the programs parse.
+// The command lines of xgrad's programs, on CLI11 (a program that includes
+// this header needs Debian's libcli11-dev): typed options (whole numbers and
+// finite reals in a range, one of a few words) whose errors name the option
+// and the accepted range, the option groups every training program shares,
+// and the main() skeleton with its exit codes.
+//
+//   xg::train::TrainOptions t;  xg::train::LoopOptions l;
+//   auto setup = [&](CLI::App& app) { add_train_options(app, t, words); add_loop_options(app, l); };
+//   Parsed p = parse_with("myprog", argc, argv, setup, [&] { words.apply(t); });
 #pragma once
 
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "train/char_lm.h"
-#include "train/g2p.h"
+#include "autograd/autocast.h"
+#include "autograd/serialize.h"
 #include "train/loop.h"
 
 namespace xg::train {
@@ -21,55 +33,160 @@ struct Parsed {
   std::string message;
 };
 
-struct TrainCommand {
-  TrainOptions train;  // the program's defaults: the copy task, N=2, d_model 64
-  LoopOptions loop;
-  int threads = 0;  // 0: dist::cores_per_rank() (every core of one process; under mpirun, its share)
-  TrainCommand();
-};
-Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd);
-
-struct DecodeCommand {
-  std::string checkpoint;
-  int64_t beam = 1;        // 1: greedy
-  double alpha = 0.6;      // beam search length penalty
-  int64_t max_len = 0;     // 0: 2 * input length + 5, capped by the model's positions
-  int threads = 1;
-  std::vector<std::string> inputs;  // none: one sequence per line of stdin
-};
-Parsed parse_decode_command(int argc, const char* const* argv, DecodeCommand& cmd);
-
-// char_lm train [options] | char_lm sample --checkpoint PATH [options]
-struct CharLMCommand {
-  std::string mode;  // "train" or "sample"
-  CharLMOptions train;
-  CharLMLoop loop;
-  int threads = 0;  // 0: every core this process may use
-  // sample
-  std::string checkpoint;
-  std::string prompt;
-  int64_t chars = 300;
-  nn::SamplingOptions sampling{0.8, 0, 1.0};
-  uint64_t seed = 1;
-};
-Parsed parse_char_lm_command(int argc, const char* const* argv, CharLMCommand& cmd);
-
-// g2p train [options] | g2p pronounce --checkpoint PATH [--beam K] [WORD...]
-struct G2PCommand {
-  std::string mode;  // "train" or "pronounce"
-  G2POptions train;
-  G2PLoop loop;
-  int threads = 0;  // 0: every core this process may use
-  std::string checkpoint;  // pronounce
-  int64_t beam = 4;
-  std::vector<std::string> words;  // none: one word per line of stdin
-};
-Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd);
-
 // Limits of the programs' options (the parsers name them in their errors).
 struct OptionLimits {
   static constexpr int64_t vocab = 1 << 16, length = 1024, layers = 64, d_model = 8192, heads = 256, d_ff = 1 << 16,
                            batch = 1 << 16, steps = 1'000'000'000, eval_size = 1'000'000, beam = 64;
 };
+
+
+// A whole number (parse_whole_number) within [lo, hi].
+inline int64_t parse_int(const std::string& name, const std::string& v, int64_t lo, int64_t hi) {
+  const std::optional<int64_t> x = xg::parse_whole_number(v);
+  if (!x || *x < lo || *x > hi)
+    throw CLI::ValidationError(fmt::format("{} {}: expected a whole number from {} to {}", name, v, lo, hi));
+  return *x;
+}
+
+// A finite decimal number within [lo, hi] ("nan", "inf", "1x" are refused).
+inline double parse_real(const std::string& name, const std::string& v, double lo, double hi) {
+  char* end = nullptr;
+  errno = 0;
+  const double x = v.empty() ? NAN : std::strtod(v.c_str(), &end);
+  const bool ok = !v.empty() && end == v.c_str() + v.size() && errno == 0 && std::isfinite(x) && x >= lo && x <= hi &&
+                  v.find_first_of("xXnN") == std::string::npos;  // no hexadecimal floats, nan or inf
+  if (!ok) throw CLI::ValidationError(fmt::format("{} {}: expected a number from {:g} to {:g}", name, v, lo, hi));
+  return x;
+}
+
+template <class T>
+CLI::Option* add_int(CLI::App& app, const std::string& name, T& target, int64_t lo, int64_t hi,
+                     const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name, [&target, name, lo, hi](const std::string& v) { target = static_cast<T>(parse_int(name, v, lo, hi)); },
+          fmt::format("{} [{}..{}]", help, lo, hi))
+      ->type_name("INT")
+      ->default_str(std::to_string(target));
+}
+
+inline CLI::Option* add_real(CLI::App& app, const std::string& name, double& target, double lo, double hi,
+                      const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          name, [&target, name, lo, hi](const std::string& v) { target = parse_real(name, v, lo, hi); },
+          fmt::format("{} [{:g}..{:g}]", help, lo, hi))
+      ->type_name("REAL")
+      ->default_str(fmt::format("{:g}", target));
+}
+
+// One of a few words.
+inline CLI::Option* add_word(CLI::App& app, const std::string& name, std::string& target, std::vector<std::string> words,
+                      const std::string& help) {
+  std::string list;
+  for (const auto& w : words) list += (list.empty() ? "" : ", ") + w;
+  return app
+      .add_option_function<std::string>(
+          name,
+          [&target, name, words, list](const std::string& v) {
+            if (std::find(words.begin(), words.end(), v) == words.end())
+              throw CLI::ValidationError(fmt::format("{} '{}': expected one of {}", name, v, list));
+            target = v;
+          },
+          fmt::format("{} ({})", help, list))
+      ->type_name("WORD")
+      ->default_str(target);
+}
+
+// The options every trainer shares, with one wording.
+
+// --layers, --d-model, --heads, --d-ff, --dropout of a Transformer-like config.
+template <class Config>
+void add_model_options(CLI::App& app, Config& c, const std::string& layers_help) {
+  add_int(app, "--layers", c.layers, 1, OptionLimits::layers, layers_help);
+  add_int(app, "--d-model", c.d_model, 1, OptionLimits::d_model, "model width (C), a multiple of --heads");
+  add_int(app, "--heads", c.heads, 1, OptionLimits::heads, "attention heads (H)");
+  add_int(app, "--d-ff", c.d_ff, 1, OptionLimits::d_ff, "feed-forward width");
+  add_real(app, "--dropout", c.dropout, 0, 0.99, "dropout probability");
+}
+
+inline CLI::Option* add_precision(CLI::App& app, std::string& precision) {
+  return add_word(app, "--precision", precision, {"f32", "bf16"},
+                  "bf16: matrix products in bf16 with float32 accumulation (needs AVX512_BF16)");
+}
+
+// The recipe of a run (TrainOptions), as every training program offers it:
+// --steps, --time-limit, --schedule, --lr, --warmup, --beta1, --beta2,
+// --eps, --weight-decay, --clip, --seed, --average, --precision,
+// --detect-anomaly. The options' current values are the defaults shown;
+// `time_limit_help` says what the program's --time-limit does
+// (TrainOptions::clock_schedule). Words are parsed into `o` by check_train_options.
+struct TrainWords {
+  std::string precision, schedule;
+};
+void add_train_options(CLI::App& app, TrainOptions& o, TrainWords& words, const std::string& time_limit_help);
+// After parsing: the words into `o`, then the checks every trainer makes in
+// this order (--warmup below --steps for a schedule that ends, bf16 on this
+// CPU), then o.validate().
+void check_train_options(TrainOptions& o, const TrainWords& words);
+
+// The loop's options (LoopOptions): --eval-every, --log-every, --checkpoint,
+// --checkpoint-every, --resume, --metrics.
+void add_loop_options(CLI::App& app, LoopOptions& l, const std::string& resume_help);
+void check_loop_options(const LoopOptions& l);  // --resume needs --checkpoint
+
+// --threads: 0 (the default) is every core this process may use, under
+// mpirun its share of the host's (dist::cores_per_rank()), unless
+// XG_NUM_THREADS or OMP_NUM_THREADS says otherwise.
+CLI::Option* add_threads(CLI::App& app, int64_t& threads);
+
+// d_model a multiple of heads, as the option names say it.
+template <class Config>
+void check_heads(const Config& c) {
+  if (c.d_model % c.heads != 0)
+    throw std::invalid_argument(fmt::format("--d-model {} is not a multiple of --heads {}", c.d_model, c.heads));
+}
+
+// A program's main() around `body`: prints `parsed`'s message and returns its
+// exit code when it does not run; else starts MPI (under mpirun), sets the
+// threads, and runs body(), whose return value is the exit code. An
+// exception is printed "PROGRAM: what" on stderr with exit code 1; under
+// mpirun with more than one process, with the rank, and it ends the whole
+// job (MPI_Abort).
+int run_program(const char* program, int& argc, char**& argv, const Parsed& parsed, int64_t threads,
+                const std::function<int()>& body);
+
+// Each line of `inputs`, or of stdin when there are none (a trailing '\r'
+// removed), given to `one` with its number from 1; an empty line gives an
+// empty output line. A std::invalid_argument from `one` is printed
+// "PROGRAM: line N: what" on stderr, its output line left empty, and makes
+// the result 1 (else 0): exactly one output line per input line.
+int for_each_line(const char* program, const std::vector<std::string>& inputs,
+                  const std::function<std::string(const std::string& line, int64_t number)>& one);
+
+// Runs CLI11 and turns its outcome, or a check after it (which throws
+// std::invalid_argument), into a Parsed.
+template <class Setup, class Check>
+Parsed parse_with(const char* program, int argc, const char* const* argv, Setup setup, Check check) {
+  CLI::App app;
+  app.name(program);
+  setup(app);
+  Parsed p;
+  try {
+    app.parse(argc, argv);
+    check();
+    p.run = true;
+  } catch (const CLI::CallForHelp&) {
+    const auto chosen = app.get_subcommands();  // "prog sub --help": the subcommand's help
+    p.message = chosen.empty() ? app.help() : chosen.front()->help();
+  } catch (const CLI::ParseError& e) {
+    p.exit_code = 2;
+    p.message = fmt::format("{}: {} (try --help)", program, e.what());
+  } catch (const std::invalid_argument& e) {
+    p.exit_code = 2;
+    p.message = fmt::format("{}: {}", program, e.what());
+  }
+  return p;
+}
 
 }  // namespace xg::train

@@ -1,10 +1,10 @@
-// The training loop around a Trainer, as train_tasks runs it: resume, a
-// progress line, evaluations with sample decodes, a metrics CSV, checkpoints,
+// The one training loop: runs a Trainer (any Job) to the end of its schedule
+// with a progress line, evaluations, a metrics CSV, checkpoints and resume,
 // and a clean stop at the first non-finite loss or gradient.
 //
-//   xg::train::Trainer trainer(opts);
-//   xg::train::RunResult r = xg::train::run(trainer);   // prints to stdout
-//   fmt::print("{:.3f}\n", r.last.exact_match);
+//   MyJob job(...);
+//   xg::train::Trainer trainer(job, train_options);
+//   xg::train::RunSummary r = xg::train::fit(trainer, loop_options);  // prints to stdout
 #pragma once
 
 #include <cstdio>
@@ -15,26 +15,34 @@
 namespace xg::train {
 
 struct LoopOptions {
+  int64_t eval_every = 100;  // steps between periodic evaluations
   int64_t log_every = 50;    // steps between progress lines when `out` is not a terminal
-  std::string metrics;       // CSV of evaluation rows ("" = none); appended to on resume
-  int64_t samples = 3;       // sample decodes printed at each evaluation
-  std::FILE* out = stdout;   // progress, evaluations and the final line; in place when a terminal
+  std::string checkpoint;    // "" = no checkpoints
+  int64_t checkpoint_every = 0;  // 0 = at the end only
+  bool resume = false;           // continue from `checkpoint` when the file exists
+  std::string metrics;           // CSV of evaluation rows ("" = none); appended to on resume
+  // > 0: stop after a periodic evaluation whose `target_metric` reaches it (>=).
+  std::string target_metric;
+  double target = 0;
+  std::FILE* out = stdout;       // progress, evaluations and the final line; in place on a terminal
+  void validate() const;         // throws std::invalid_argument naming the bad field
 };
 
-struct RunResult {
-  EvalResult last;        // the last evaluation
-  int64_t steps = 0;      // steps done, resumed ones included
-  int64_t saved_at = -1;  // step of the last checkpoint this run wrote (-1: none)
-  double seconds = 0;
-};
-
-// Runs trainer.options().steps steps (fewer when the target exact match is
-// reached). Before step 1 it checks the checkpoint path is writable (nothing
-// is created on failure) and, with options().resume, loads the checkpoint if
-// it exists. Prints, in order: one line with the task and model, a progress
-// line, "eval step N: ..." lines and "final task=... steps=N exact_match=..."
-// A non-finite loss or gradient throws optim::NonFiniteError (or AnomalyError
-// under detect_anomaly) whose message says which step the checkpoint holds.
-RunResult run(Trainer& trainer, const LoopOptions& loop = {});
+// Runs until trainer.finished() (or the target). Before step 1 it checks
+// that the checkpoint path is writable (nothing is created on failure) and,
+// with `resume`, loads the checkpoint if it exists. Prints, in order: the
+// header line (the job's description, parameters, schedule, threads,
+// precision), a progress line, "eval step N: NAME VALUE ... (ABOUT)" lines
+// every eval_every steps, with checkpoint averaging a line comparing the
+// last weights with their mean, "final eval step N: ...", and "final " +
+// the job's final line. The metrics CSV has the columns step, loss (the mean
+// since the last row), lr, the evaluation's metrics, tokens_per_s,
+// elapsed_s. A non-finite loss or gradient rethrows optim::NonFiniteError
+// (or AnomalyError) with which step the checkpoint holds.
+//
+// Under mpirun, rank 0 alone prints, evaluates, writes metrics and
+// checkpoints; progress comes as lines, never redrawn; every process loads
+// the checkpoint it resumes from.
+RunSummary fit(Trainer& trainer, const LoopOptions& loop = {});
 
 }  // namespace xg::train

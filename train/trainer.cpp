@@ -1,67 +1,20 @@
 #include "train/trainer.h"
 
-#include "train/detail/checkpoint_io.h"
-#include "train/detail/step_checks.h"
-
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include <fmt/format.h>
 
 #include <algorithm>
-#include <cerrno>
+#include <chrono>
 #include <cmath>
-#include <cstring>
+#include <cstdlib>
+#include <set>
 #include <stdexcept>
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
-#include "autograd/serialize.h"
+#include "train/checkpoint.h"
+#include "train/detail/step_checks.h"
 
 namespace xg::train {
-
-namespace {
-
-std::unique_ptr<optim::Schedule> make_schedule(const TrainOptions& o) {
-  if (o.schedule == "noam") return std::make_unique<optim::Noam>(o.model.d_model, o.warmup, o.lr);
-  if (o.schedule == "constant") return std::make_unique<optim::Constant>(o.lr);
-  if (o.schedule == "warmup_linear") return std::make_unique<optim::WarmupLinearDecay>(o.lr, o.warmup, o.steps);
-  // nanoGPT's recipe: down to a tenth of the peak at the last step.
-  if (o.schedule == "warmup_cosine") return std::make_unique<optim::WarmupCosine>(o.lr, o.warmup, o.steps, o.lr / 10);
-  throw std::invalid_argument("schedule '" + o.schedule + "' is not one of noam, constant, warmup_linear, warmup_cosine");
-}
-
-models::TransformerConfig with_vocab(models::TransformerConfig m, const TaskConfig& t) {
-  m.src_vocab = m.tgt_vocab = t.vocab;
-  m.pad_id = kPad;
-  m.max_len = std::max<int64_t>(m.max_len, t.max_len + 2);
-  return m;
-}
-
-// What must be the same to continue a run: the model and the task. Written
-// into every checkpoint's metadata; load() compares key by key.
-std::map<std::string, std::string> identity_meta(const models::TransformerConfig& c, const TaskConfig& t) {
-  return {{"cfg.src_vocab", std::to_string(c.src_vocab)}, {"cfg.tgt_vocab", std::to_string(c.tgt_vocab)},
-          {"cfg.layers", std::to_string(c.layers)},       {"cfg.d_model", std::to_string(c.d_model)},
-          {"cfg.heads", std::to_string(c.heads)},         {"cfg.d_ff", std::to_string(c.d_ff)},
-          {"cfg.max_len", std::to_string(c.max_len)},     {"cfg.pre_norm", std::to_string(c.pre_norm)},
-          {"cfg.tie_weights", std::to_string(c.tie_weights)},
-          {"task", task_name(t.task)},                    {"task.min_len", std::to_string(t.min_len)},
-          {"task.max_len", std::to_string(t.max_len)}};
-}
-
-}  // namespace
-
-// A metadata integer (parse_whole_number) within [lo, hi].
-int64_t meta_int(const std::map<std::string, std::string>& m, const std::string& key, const std::string& path,
-                 int64_t lo, int64_t hi) {
-  auto it = m.find(key);
-  if (it == m.end()) throw FormatError("checkpoint " + path + ": metadata has no '" + key + "'");
-  const std::optional<int64_t> x = parse_whole_number(it->second);
-  if (!x || *x < lo || *x > hi)
-    throw FormatError("checkpoint " + path + ": metadata '" + key + "' is '" + it->second +
-                      "', expected a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
-  return *x;
-}
 
 namespace {
 
@@ -69,69 +22,66 @@ void check(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument(what);
 }
 
+bool schedule_uses_steps(const std::string& s) { return s == "warmup_linear" || s == "warmup_cosine"; }
+
 }  // namespace
 
-std::optional<int64_t> parse_whole_number(const std::string& s) {
-  const size_t sign = !s.empty() && s[0] == '-';
-  const size_t digits = s.size() - sign;
-  if (digits == 0 || digits > 18 || s.find_first_not_of("0123456789", sign) != std::string::npos) return std::nullopt;
-  return std::stoll(s);
-}
-
 void TrainOptions::validate() const {
-  task.validate();
   auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
-    check(v >= lo && v <= hi, std::string(name) + " " + std::to_string(v) + ": expected " + std::to_string(lo) +
-                                  ".." + std::to_string(hi));
+    check(v >= lo && v <= hi, fmt::format("{} {}: expected {}..{}", name, v, lo, hi));
   };
   auto finite = [](const char* name, double v, double lo, double hi) {
-    check(std::isfinite(v) && v >= lo && v <= hi,
-          std::string(name) + " " + std::to_string(v) + ": expected a finite number from " + std::to_string(lo) +
-              " to " + std::to_string(hi));
+    check(std::isfinite(v) && v >= lo && v <= hi, fmt::format("{} {}: expected a finite number from {} to {}", name, v, lo, hi));
   };
-  range("batch_size", batch_size, 1, 1 << 20);
-  check(batch_size >= dist::world_size(),
-        "batch_size " + std::to_string(batch_size) + ": expected at least one example per process (" +
-            std::to_string(dist::world_size()) + " processes)");
   range("steps", steps, 1, int64_t{1} << 40);
   range("warmup", warmup, 0, int64_t{1} << 40);
-  range("eval_every", eval_every, 1, int64_t{1} << 40);
-  range("eval_size", eval_size, 1, 1 << 24);
-  range("checkpoint_every", checkpoint_every, 0, int64_t{1} << 40);
-  finite("target_exact_match", target_exact_match, 0, 1);
+  if (schedule_uses_steps(schedule))
+    check(warmup < steps, fmt::format("warmup {}: expected 0 to steps - 1 = {}", warmup, steps - 1));
+  finite("time_limit", time_limit, 0, 1e12);
   finite("lr", lr, 0, 1e30);
-  finite("label_smoothing", label_smoothing, 0, 0.999);
-  check(std::isfinite(clip_norm), "clip_norm " + std::to_string(clip_norm) + ": expected a finite number (<= 0: off)");
+  check(lr > 0, "lr 0: expected a learning rate above 0");
+  finite("beta1", beta1, 0, 0.999999);
+  finite("beta2", beta2, 0, 0.999999);
+  finite("eps", eps, 0, 1);
+  finite("weight_decay", weight_decay, 0, 10);
+  check(std::isfinite(clip_norm), fmt::format("clip_norm {}: expected a finite number (<= 0: off)", clip_norm));
+  finite("average", average, 0, 0.99);
   check(schedule == "noam" || schedule == "constant" || schedule == "warmup_linear" || schedule == "warmup_cosine",
         "schedule '" + schedule + "' is not one of noam, constant, warmup_linear, warmup_cosine");
-  check(!resume || !checkpoint.empty(), "resume needs a checkpoint path");
-  const models::TransformerConfig full = with_vocab(model, task);
-  full.validate();
-  check_fits_in_memory(full);
+  check(precision != Precision::bf16 || bf16_unsupported_reason().empty(),
+        "precision bf16: " + bf16_unsupported_reason());
 }
 
-Trainer::Trainer(const TrainOptions& opts) : opts_(opts), data_gen_(opts.seed) {
+Trainer::Trainer(Job& job, const TrainOptions& o) : job_(job), opts_(o) {
   opts_.validate();
-  opts_.model = with_vocab(opts_.model, opts_.task);
-  opts_.model.seed = opts_.seed;
-  model_ = std::make_shared<models::Transformer>(opts_.model);
-  optim::AdamOptions ao;
-  ao.lr = 0;  // set by the schedule each step
-  ao.beta1 = 0.9;
-  ao.beta2 = 0.98;
-  ao.eps = 1e-9;
-  opt_ = std::make_unique<optim::Adam>(model_->parameters(), ao);
-  schedule_ = make_schedule(opts_);
-  if (dist::world_size() > 1) {
-    ddp_ = std::make_unique<dist::DataParallel>(*model_);
-    if (dist::rank() > 0) model_->dropout_generator() = Generator(rank_seed(opts_.seed, dist::rank(), 0));
+  params_ = job_.model().named_parameters();
+  optim::AdamOptions a;
+  a.lr = 0;  // set by the schedule each step
+  a.beta1 = opts_.beta1;
+  a.beta2 = opts_.beta2;
+  a.eps = opts_.eps;
+  a.weight_decay = opts_.weight_decay;
+  if (opts_.weight_decay > 0)
+    opt_ = std::make_unique<optim::AdamW>(optim::weight_decay_groups(params_, opts_.weight_decay), a);
+  else
+    opt_ = std::make_unique<optim::Adam>(job_.model().parameters(), a);
+  const double lr = opts_.lr;
+  if (opts_.schedule == "noam") {
+    if (job_.model_width() <= 0) throw std::invalid_argument("schedule noam needs a model width, and this model has none");
+    schedule_ = std::make_unique<optim::Noam>(job_.model_width(), opts_.warmup, lr);
+  } else if (opts_.schedule == "constant") {
+    schedule_ = std::make_unique<optim::Constant>(lr);
+  } else if (opts_.schedule == "warmup_linear") {
+    schedule_ = std::make_unique<optim::WarmupLinearDecay>(lr, opts_.warmup, opts_.steps);
+  } else {  // nanoGPT's recipe: down to a tenth of the peak at the last step
+    schedule_ = std::make_unique<optim::WarmupCosine>(lr, opts_.warmup, opts_.steps, lr / 10);
   }
-  // The held-out set comes from its own generator: training never sees its draws.
-  Generator eval_gen(opts_.seed ^ 0x5eed5eedULL);
-  for (int64_t i = 0; i < opts_.eval_size; ++i) eval_set_.push_back(sample(opts_.task, eval_gen));
+  if (dist::world_size() > 1) {
+    ddp_ = std::make_unique<dist::DataParallel>(job_.model());
+    if (dist::rank() > 0 && job_.dropout_generator())
+      *job_.dropout_generator() = Generator(rank_seed(opts_.seed, dist::rank(), 0));
+  }
 }
-
-double Trainer::current_lr() const { return schedule_->lr(std::max<int64_t>(step_, 1)); }
 
 uint64_t rank_seed(uint64_t seed, int rank, int64_t step) {
   uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (static_cast<uint64_t>(rank) + 1) + (static_cast<uint64_t>(step) << 20);
@@ -140,141 +90,178 @@ uint64_t rank_seed(uint64_t seed, int rank, int64_t step) {
   return z ^ (z >> 31);
 }
 
+int64_t Trainer::position_at(int64_t step, double seconds) const {
+  if (opts_.time_limit <= 0 || !opts_.clock_schedule) return step;
+  const double by_time = static_cast<double>(opts_.steps) * std::min(1.0, seconds / opts_.time_limit);
+  return std::max(step, static_cast<int64_t>(by_time));
+}
+
+int64_t Trainer::schedule_position() const { return position_at(step_, train_seconds_); }
+
+bool Trainer::timed_out() const {
+  return opts_.time_limit > 0 && !opts_.clock_schedule && train_seconds_ >= opts_.time_limit && step_ < opts_.steps;
+}
+
+bool Trainer::finished() const { return schedule_position() >= opts_.steps || timed_out(); }
+
+double Trainer::current_lr() const { return schedule_->lr(std::clamp<int64_t>(schedule_position(), 1, opts_.steps)); }
+
 double Trainer::step() {
-  // The same global batch on every process (one data generator, the same
-  // seed); each keeps its slice.
-  std::vector<Example> ex;
-  ex.reserve(opts_.batch_size);
-  for (int64_t i = 0; i < opts_.batch_size; ++i) ex.push_back(sample(opts_.task, data_gen_));
-  const int world = dist::world_size(), rank = dist::rank();
-  int64_t all_tokens = 0;  // target tokens of the whole batch: each example's symbols and its EOS
-  for (const Example& e : ex) all_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
-  if (world > 1) {
-    const int64_t lo = opts_.batch_size * rank / world, hi = opts_.batch_size * (rank + 1) / world;
-    ex = std::vector<Example>(ex.begin() + lo, ex.begin() + hi);
-  }
-  TrainBatch b = make_batch(ex);
-  last_tokens_ = all_tokens;
-  // This process's share of the batch's target tokens, times world (1 alone).
-  const double weight = static_cast<double>(b.target_tokens) * world / static_cast<double>(all_tokens);
-  model_->train();
+  if (!last_.empty())
+    throw std::logic_error("Trainer::step: the model holds the mean of the weights (use_average()), not the training state");
+  const auto t0 = std::chrono::steady_clock::now();
+  const Shard shard{dist::rank(), dist::world_size(), step_ + 1};
+  nn::Module& model = job_.model();
+  model.train();
   opt_->zero_grad();
   DetectAnomalyGuard anomaly(opts_.detect_anomaly);
-  Tensor loss;
+  StepLoss s;
   {
     Autocast cast(opts_.precision);  // forward and loss only, as torch.autocast
-    loss = model_->loss(b.src, b.tgt_in, b.tgt_out, opts_.label_smoothing);
-    if (world > 1) loss = loss * weight;
+    s = job_.loss(shard);
+    if (!s.loss.defined() || s.loss.numel() != 1)
+      throw std::logic_error("Job::loss must return a defined one-element loss");
+    if (shard.world > 1)  // this process's share of the batch's items, times world
+      s.loss = s.loss * (static_cast<double>(s.count) * shard.world / static_cast<double>(std::max<int64_t>(s.global_count, 1)));
   }
   // The batch's loss: the same value, and so the same decisions, everywhere.
-  const double value = world > 1 ? dist::allreduce(loss.item(), dist::ReduceOp::mean) : loss.item();
-  // A non-finite loss or gradient stops here, before the optimiser step: the
-  // parameters stay those after step `step_`, and nothing non-finite is saved.
+  const double value = shard.world > 1 ? dist::allreduce(s.loss.item(), dist::ReduceOp::mean) : s.loss.item();
   const int64_t at = step_ + 1;
   const std::string hint = opts_.detect_anomaly ? "" : " (run with --detect-anomaly to find the op that made it)";
   detail::check_loss(value, at, hint);
-  loss.backward();
+  s.loss.backward();
   if (ddp_) ddp_->wait();  // the gradients of the whole batch, on every process
-  detail::clip_or_stop(model_->named_parameters(), opts_.clip_norm, at, hint);
-  ++step_;
-  opt_->set_lr(schedule_->lr(step_));
+  detail::clip_or_stop(params_, opts_.clip_norm, at, hint);
+  step_ = at;
+  opt_->set_lr(current_lr());
   opt_->step();
+  train_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The clock decides where the schedule is and when the run stops: one clock for every process.
+  if (shard.world > 1 && opts_.time_limit > 0) train_seconds_ = dist::allreduce(train_seconds_, dist::ReduceOp::mean);
+  last_count_ = s.global_count;
+  snapshot_if_due();
   return value;
 }
 
-EvalResult Trainer::evaluate(int64_t n_samples) {
-  return train::evaluate(*model_, eval_set_, std::max<int64_t>(opts_.batch_size, 100), n_samples);
+int64_t Trainer::snapshots_due(int64_t position) const {
+  // Snapshot k (1..n) is due at position from + k (steps - from) / n: the last at the end of the schedule.
+  if (opts_.average <= 0) return 0;
+  const int64_t n = TrainOptions::kAverageSnapshots;
+  const int64_t from = opts_.steps - static_cast<int64_t>(std::llround(opts_.average * static_cast<double>(opts_.steps)));
+  const int64_t at = std::min(position, opts_.steps);
+  int64_t due = 0;
+  while (due < n && at >= from + (due + 1) * (opts_.steps - from) / n) ++due;
+  return due;
+}
+
+void Trainer::snapshot_if_due() {
+  if (averaged_ >= snapshots_due(schedule_position())) return;  // at most one a step
+  NoGradGuard no_grad;
+  if (average_.empty())
+    for (const auto& [name, p] : params_) average_.push_back(p.detach().clone());
+  else  // running mean: m += (p - m) / k
+    for (size_t i = 0; i < params_.size(); ++i)
+      average_[i].copy_(average_[i] + (params_[i].second.detach() - average_[i]) * (1.0 / static_cast<double>(averaged_ + 1)));
+  ++averaged_;
+}
+
+void Trainer::use_average() {
+  if (averaged_ == 0) throw std::logic_error("Trainer::use_average: no snapshot of the weights has been taken yet");
+  if (!last_.empty()) return;
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    last_.push_back(params_[i].second.detach().clone());
+    params_[i].second.copy_(average_[i]);
+  }
+}
+
+Metadata Trainer::identity() const {
+  Metadata m = job_.identity();
+  m["kind"] = job_.kind();
+  m["schedule"] = opts_.schedule;
+  m["lr"] = fmt::format("{}", opts_.lr);
+  m["warmup"] = std::to_string(opts_.warmup);
+  m["weight_decay"] = fmt::format("{}", opts_.weight_decay);
+  m["average"] = fmt::format("{}", opts_.average);
+  if (schedule_uses_steps(opts_.schedule) || opts_.average > 0) m["steps"] = std::to_string(opts_.steps);
+  if (opts_.time_limit > 0 && opts_.clock_schedule) m["time_limit"] = fmt::format("{}", opts_.time_limit);
+  return m;
 }
 
 void Trainer::save(const std::string& path) const {
   std::map<std::string, Tensor> all;
-  for (auto& [k, v] : model_->state_dict()) all["model." + k] = v;
+  for (auto& [k, v] : job_.model().state_dict()) all["model." + k] = v;
   for (auto& [k, v] : opt_->state_dict()) all["optim." + k] = v;
-  auto meta = identity_meta(opts_.model, opts_.task);
+  for (size_t i = 0; i < last_.size(); ++i) all["model." + params_[i].first] = last_[i];  // the training state
+  for (size_t i = 0; i < average_.size(); ++i) all["average." + params_[i].first] = average_[i];
+  Metadata meta = identity();
+  for (auto& [k, v] : job_.state()) meta[k] = v;
   meta["step"] = std::to_string(step_);
-  meta["data_gen"] = data_gen_.state();
-  meta["dropout_gen"] = model_->dropout_generator().state();
-  meta["schedule"] = opts_.schedule;
+  meta["train_seconds"] = fmt::format("{:.17g}", train_seconds_);
+  meta["averaged"] = std::to_string(averaged_);
+  meta["finished"] = finished() ? "1" : "0";  // inference takes the mean of a finished run only
+  if (Generator* g = job_.dropout_generator()) meta["dropout_gen"] = g->state();
   save_tensors(path, all, meta);
 }
 
 void Trainer::load(const std::string& path) {
-  std::map<std::string, std::string> meta;
+  Metadata meta;
   auto all = load_tensors(path, &meta);
-  // Only the keys that differ, each with both values.
-  auto mine = identity_meta(opts_.model, opts_.task);
-  mine["schedule"] = opts_.schedule;
-  detail::check_same_run(mine, meta, path);
-  const detail::SplitState state = detail::split_state(all, path);
-  const int64_t step = meta_int(meta, "step", path, 0, int64_t{1} << 40);
-  if (!meta.count("data_gen") || !meta.count("dropout_gen"))
-    throw FormatError("checkpoint " + path + ": metadata lacks the generator states");
-  // Everything that can fail runs before the first change to this trainer.
-  Generator data_gen, dropout_gen;
-  data_gen.set_state(meta.at("data_gen"));
-  dropout_gen.set_state(meta.at("dropout_gen"));
-  model_->load_state_dict(state.model);
+  check_same_run(identity(), meta, path, job_.summarised());
+  const int64_t step = metadata_int(meta, "step", path, 0, int64_t{1} << 40);
+  if (!meta.count("train_seconds")) throw FormatError("checkpoint " + path + ": metadata has no 'train_seconds'");
+  const std::string& t = meta.at("train_seconds");
+  char* end = nullptr;
+  const double seconds = std::strtod(t.c_str(), &end);
+  if (t.empty() || *end != '\0' || !std::isfinite(seconds) || seconds < 0)
+    throw FormatError("checkpoint " + path + ": train_seconds '" + t + "' is not a number of seconds >= 0");
+  // The mean of the weights: average.NAME for every parameter once a snapshot is in it, none before.
+  const int64_t averaged = metadata_int(meta, "averaged", path, 0, TrainOptions::kAverageSnapshots);
+  const int64_t due = snapshots_due(position_at(step, seconds));
+  if (averaged > due)
+    throw FormatError(fmt::format("checkpoint {}: averaged={}, more snapshots than the {} due by step {}", path,
+                                  averaged, due, step));
+  std::vector<Tensor> average;
+  std::set<std::string> names;
+  for (const auto& [name, p] : params_) {
+    names.insert("average." + name);
+    auto it = all.find("average." + name);
+    if (averaged == 0) continue;
+    if (it == all.end())
+      throw FormatError(fmt::format("checkpoint {}: averaged={} but average.{} is missing", path, averaged, name));
+    if (it->second.shape() != p.shape() || it->second.dtype() != p.dtype())
+      throw FormatError(fmt::format("checkpoint {}: average.{} does not match the parameter's shape or dtype", path, name));
+    average.push_back(it->second);
+  }
+  for (auto it = all.begin(); it != all.end();) {
+    if (it->first.rfind("average.", 0) != 0) {
+      ++it;
+      continue;
+    }
+    if (averaged == 0) throw FormatError(fmt::format("checkpoint {}: {} with averaged=0", path, it->first));
+    if (!names.count(it->first))
+      throw FormatError(fmt::format("checkpoint {}: {} is no parameter of the model", path, it->first));
+    it = all.erase(it);
+  }
+  const SplitState state = split_state(all, path);
+  Generator* drop = job_.dropout_generator();
+  Generator dropout_gen;
+  if (drop) {
+    if (!meta.count("dropout_gen")) throw FormatError("checkpoint " + path + ": metadata has no 'dropout_gen'");
+    dropout_gen.set_state(meta.at("dropout_gen"));
+  }
+  // Everything that can fail runs before the first change: the job's state
+  // (it checks before changing), then the model and the optimiser (each
+  // checks every key, shape and dtype before changing anything).
+  job_.set_state(meta, path);
+  job_.model().load_state_dict(state.model);
   opt_->load_state_dict(state.optim);
   step_ = step;
-  data_gen_ = data_gen;
-  model_->dropout_generator() = dist::rank() > 0 ? Generator(rank_seed(opts_.seed, dist::rank(), step)) : dropout_gen;
-}
-
-CheckpointInfo read_checkpoint_info(const std::map<std::string, std::string>& m, const std::string& path) {
-  CheckpointInfo info;
-  models::TransformerConfig& c = info.model;
-  c.src_vocab = meta_int(m, "cfg.src_vocab", path, kFirstSymbol + 1, ModelLimits::vocab);
-  c.tgt_vocab = meta_int(m, "cfg.tgt_vocab", path, kFirstSymbol + 1, ModelLimits::vocab);
-  c.layers = meta_int(m, "cfg.layers", path, 1, ModelLimits::layers);
-  c.d_model = meta_int(m, "cfg.d_model", path, 1, ModelLimits::d_model);
-  c.heads = meta_int(m, "cfg.heads", path, 1, ModelLimits::heads);
-  c.d_ff = meta_int(m, "cfg.d_ff", path, 1, ModelLimits::d_ff);
-  c.max_len = meta_int(m, "cfg.max_len", path, 1, ModelLimits::max_len);
-  c.pre_norm = meta_int(m, "cfg.pre_norm", path, 0, 1) != 0;
-  c.tie_weights = meta_int(m, "cfg.tie_weights", path, 0, 1) != 0;
-  c.pad_id = kPad;
-  c.dropout = 0;
-  try {
-    c.validate();
-  } catch (const std::invalid_argument& e) {
-    throw FormatError("checkpoint " + path + ": " + e.what());
-  }
-  info.task.vocab = c.src_vocab;
-  auto task = m.find("task");
-  if (task == m.end()) throw FormatError("checkpoint " + path + ": metadata has no 'task'");
-  try {
-    info.task.task = parse_task(task->second);
-  } catch (const std::invalid_argument& e) {
-    throw FormatError("checkpoint " + path + ": " + e.what());
-  }
-  info.task.min_len = meta_int(m, "task.min_len", path, 1, c.max_len);
-  info.task.max_len = meta_int(m, "task.max_len", path, info.task.min_len, c.max_len);
-  info.step = meta_int(m, "step", path, 0, int64_t{1} << 40);
-  return info;
-}
-
-void check_fits_in_memory(const models::TransformerConfig& c) {
-  const double params = c.parameter_count();
-  const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  if (16 * params > ram)
-    throw std::invalid_argument("the model's " + std::to_string(static_cast<int64_t>(params)) + " parameters need " +
-                                std::to_string(static_cast<int64_t>(16 * params / 1e9)) +
-                                " GB with their gradients and Adam state, more than this machine's " +
-                                std::to_string(static_cast<int64_t>(ram / 1e9)) + " GB");
-}
-
-void check_writable(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw std::runtime_error("checkpoint " + path + " is a directory, not a file");
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string probe = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0)
-    throw std::runtime_error("checkpoint " + path + ": cannot create a file in " + dir + ": " + std::strerror(errno));
-  ::close(fd);
-  ::unlink(probe.c_str());
+  train_seconds_ = seconds;
+  average_ = std::move(average);
+  averaged_ = averaged;
+  last_.clear();
+  if (drop) *drop = dist::rank() > 0 ? Generator(rank_seed(opts_.seed, dist::rank(), step)) : dropout_gen;
 }
 
 }  // namespace xg::train

@@ -1,135 +1,124 @@
-// The training state of a Transformer on a sequence task (model, optimiser,
-// schedule, data generator, step) and its checkpoints.
+// The training state of any Job: optimiser, learning-rate schedule, step and
+// time, checkpoint averaging, data parallel under mpirun, and its
+// checkpoints. train/loop.h runs it with progress, evaluations and metrics.
 //
-//   xg::train::TrainOptions o;            // sane defaults: the copy task, a small model
-//   o.steps = 2000;
-//   xg::train::Trainer trainer(o);
-//   double loss = trainer.step();         // one optimisation step on a fresh batch
-//   trainer.save("copy.safetensors");     // atomic; load() checks task and config
-//
-// train/loop.h runs the whole loop (progress, evaluation, metrics, checkpoints).
+//   MyJob job(...);
+//   xg::train::TrainOptions o;  o.steps = 2000;  o.lr = 1e-3;
+//   xg::train::Trainer trainer(job, o);
+//   double loss = trainer.step();       // one optimisation step
+//   trainer.save("run.safetensors");    // atomic; load() checks the run's identity
 #pragma once
 
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "autograd/autocast.h"
 #include "distributed/data_parallel.h"
 #include "optim/optim.h"
-#include "train/tasks.h"
+#include "train/job.h"
 
 namespace xg::train {
 
+// The recipe of a run: everything that decides its trajectory besides the
+// job's own data and model. The programs expose each field as an option,
+// with their own defaults.
 struct TrainOptions {
-  TaskConfig task;
-  models::TransformerConfig model;  // vocab sizes are taken from `task`
-  int64_t batch_size = 64;
-  int64_t steps = 1500;             // an upper bound: training stops early at the target
-  double target_exact_match = 0.0;  // > 0: stop after an evaluation reaching it
-  std::string schedule = "noam";    // noam | constant | warmup_linear | warmup_cosine
-  double lr = 1.0;                  // noam: factor; otherwise the peak rate
-  int64_t warmup = 200;
-  double label_smoothing = 0.1;
-  double clip_norm = 1.0;           // <= 0: no clipping
-  uint64_t seed = 1;
-  int64_t eval_every = 100;
-  int64_t eval_size = 1000;
-  std::string checkpoint;           // "" = no checkpoints
-  int64_t checkpoint_every = 0;     // 0 = only at the end
-  bool resume = false;              // continue from `checkpoint` when the file exists
-  Precision precision = Precision::f32;  // bf16: forward and loss under Autocast(bf16)
-  bool detect_anomaly = false;           // step() under DetectAnomalyGuard
-  // Throws std::invalid_argument naming the first bad field and its accepted range.
+  // The schedule's length and the most steps run.
+  int64_t steps = 1000;
+  // > 0: seconds of training (step() alone, evaluations excluded, summed
+  // over resumed sessions). With clock_schedule false the run stops there;
+  // with it true the schedule runs over whichever ends first, `steps` or
+  // these seconds: a step's place in it (its position) is the larger of its
+  // number and steps x seconds / time_limit, so a run the clock ends still
+  // ends its schedule (budgeted training), and warm-up counts positions too.
+  double time_limit = 0;
+  bool clock_schedule = false;
+  std::string schedule = "warmup_cosine";  // noam | constant | warmup_linear | warmup_cosine
+  double lr = 1e-3;                        // noam: the factor; otherwise the peak (cosine: down to lr / 10)
+  int64_t warmup = 100;
+  // Adam (weight_decay 0) or AdamW with decay on matrices only
+  // (optim::weight_decay_groups).
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
+  double clip_norm = 1.0;  // <= 0: no clipping
+  uint64_t seed = 1;       // the dropout seeds of ranks > 0
+  Precision precision = Precision::f32;  // bf16: the job's loss under Autocast(bf16)
+  bool detect_anomaly = false;           // each step under DetectAnomalyGuard
+  // > 0: the mean of the weights at kAverageSnapshots points spread evenly
+  // over this last fraction of the schedule (checkpoint averaging), the last
+  // at its end; the loop scores the mean at the end. 0: off.
+  double average = 0;
+  static constexpr int64_t kAverageSnapshots = 8;
+  // Throws std::invalid_argument naming the first bad field and its range.
   void validate() const;
 };
 
-// The whole training state: model, optimiser, step and data generator.
-//
-// Under `mpirun -np N` (dist::Environment alive, N > 1) a Trainer trains data
-// parallel (dist::DataParallel): every process draws the same global batch of
-// batch_size examples and keeps its own slice, rows [r*B/N, (r+1)*B/N); each
-// process's loss is weighted by its share of the batch's target tokens, so the
-// update equals one process's on the whole batch. Rank 0's dropout draws are
-// those of a single process; rank r > 0 draws from a generator seeded with
-// rank_seed(seed, r, step at start or resume). Checkpoints hold no rank-specific state:
-// a run resumes at any process count.
+// Under `mpirun -np N` (dist::Environment alive, N > 1) a Trainer trains
+// data parallel (dist::DataParallel): every process draws the same global
+// batch and computes its Shard; each process's loss is weighted by its share
+// of the batch's items, so the update equals one process's on the whole
+// batch. Rank 0's dropout draws are those of a single process; rank r > 0
+// draws from rank_seed(seed, r, step at start or resume). Checkpoints hold
+// no rank-specific state: a run resumes at any process count.
 class Trainer {
  public:
-  explicit Trainer(const TrainOptions& opts);  // validates opts
-  // One optimisation step on a fresh batch; returns its loss. A non-finite
-  // loss or gradient norm throws optim::NonFiniteError before any update.
+  Trainer(Job& job, const TrainOptions& options);  // validates the options
+  // One optimisation step on the job's next batch; returns the loss of the
+  // whole global batch. A non-finite loss or gradient norm throws
+  // optim::NonFiniteError (AnomalyError under detect_anomaly) before any
+  // update: the parameters stay those after the last step.
   double step();
   int64_t steps_done() const { return step_; }
+  double train_seconds() const { return train_seconds_; }
+  // The step's place in the schedule (TrainOptions::time_limit): at least
+  // steps_done().
+  int64_t schedule_position() const;
+  // The schedule's end, or the time limit of a run it stops.
+  bool finished() const;
+  bool timed_out() const;  // finished by the time limit before `steps`
   double current_lr() const;
-  const std::vector<Example>& eval_set() const { return eval_set_; }
-  EvalResult evaluate(int64_t n_samples = 3);
-  // Atomic save (see save_tensors). The metadata holds the task, the model
-  // configuration and the training lengths (decode warns past them).
+  int64_t last_global_count() const { return last_count_; }  // items of the last step's global batch
+
+  // Snapshots in the mean of the weights so far, and a switch of the model's
+  // parameters to that mean. After use_average() save() still writes the
+  // last step's weights as the training state (model.NAME; the mean as
+  // average.NAME), and step() refuses to train the mean.
+  int64_t averaged() const { return averaged_; }
+  void use_average();
+
+  // Atomic (save_tensors): model.NAME, optim.NAME, average.NAME tensors; the
+  // job's identity() and state(), the recipe's keys, step, train_seconds and
+  // the generators in the metadata, "kind" the job's.
   void save(const std::string& path) const;
-  // Restores model, optimiser, step and generators. Throws std::invalid_argument
-  // listing only the task and configuration keys that differ from this run's.
+  // Restores everything save() wrote. Throws std::invalid_argument listing
+  // only the keys of the run's identity that differ, FormatError for a
+  // malformed file; nothing changes unless everything loads.
   void load(const std::string& path);
 
-  models::Transformer& model() { return *model_; }
+  Job& job() { return job_; }
   const TrainOptions& options() const { return opts_; }
-  int64_t last_batch_tokens() const { return last_tokens_; }  // target tokens of the last step's (global) batch
+  optim::Optimizer& optimizer() { return *opt_; }
   const dist::DataParallel* data_parallel() const { return ddp_.get(); }  // null in one process
 
  private:
+  Metadata identity() const;  // the job's and the recipe's
+  int64_t position_at(int64_t step, double seconds) const;
+  int64_t snapshots_due(int64_t position) const;
+  void snapshot_if_due();
+  Job& job_;
   TrainOptions opts_;
-  std::shared_ptr<models::Transformer> model_;
-  std::unique_ptr<optim::Adam> opt_;
+  std::vector<std::pair<std::string, Tensor>> params_;  // the model's, named
+  std::unique_ptr<optim::Optimizer> opt_;
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<dist::DataParallel> ddp_;
-  Generator data_gen_;
-  std::vector<Example> eval_set_;
-  int64_t step_ = 0;
-  int64_t last_tokens_ = 0;
+  int64_t step_ = 0, last_count_ = 0;
+  double train_seconds_ = 0;
+  std::vector<Tensor> average_;  // the mean of the snapshots, one per parameter
+  int64_t averaged_ = 0;         // snapshots in it
+  std::vector<Tensor> last_;     // after use_average(): the last step's weights
 };
 
 // The dropout seed of rank r > 0 (splitmix64 of seed, rank and step).
 uint64_t rank_seed(uint64_t seed, int rank, int64_t step);
-
-// A whole number written as decimal digits with an optional leading '-' (at
-// most 18 digits, so it fits in int64): the one reading of integers in
-// command lines, checkpoint metadata and decode's input. "1.5", "1e3",
-// "0x10", "+1", " 1", "nan" and "" give nullopt: nothing is truncated or
-// reinterpreted.
-std::optional<int64_t> parse_whole_number(const std::string& s);
-
-// A checkpoint metadata integer (parse_whole_number) within [lo, hi]; throws
-// FormatError naming the file, the key and the range.
-int64_t meta_int(const std::map<std::string, std::string>& metadata, const std::string& key, const std::string& path,
-                 int64_t lo, int64_t hi);
-
-// What a checkpoint says about its model and task, read from its metadata and
-// checked against limits (every size from 1 to its bound below) before anything
-// is built from it. Throws FormatError naming the file, the key and the range.
-struct CheckpointInfo {
-  models::TransformerConfig model;
-  TaskConfig task;  // vocab, task and the training lengths min_len..max_len
-  int64_t step = 0;
-};
-CheckpointInfo read_checkpoint_info(const std::map<std::string, std::string>& metadata, const std::string& path);
-
-// Bounds on a checkpoint's configuration: far above any model this library
-// trains on a CPU, far below what would overflow or exhaust memory on reading.
-struct ModelLimits {
-  static constexpr int64_t vocab = 1 << 24, layers = 1024, d_model = 1 << 16, heads = 1024, d_ff = 1 << 18,
-                           max_len = 1 << 20;
-};
-
-// Refuses (std::invalid_argument) a model whose parameters, gradients and
-// Adam moments (16 bytes a parameter) exceed this machine's memory: allocation
-// would otherwise succeed and the machine page until it runs out.
-void check_fits_in_memory(const models::TransformerConfig& config);
-
-// Fails early when training could not save: `path` must not be a directory,
-// and its directory must exist and accept a new file (a probe file is created
-// and removed). Throws std::runtime_error naming the path and the reason.
-void check_writable(const std::string& path);
 
 }  // namespace xg::train

@@ -14,7 +14,7 @@
 #include "distributed/data_parallel.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
-#include "train/tasks.h"
+#include "models/seq2seq.h"
 
 using namespace xg;
 
@@ -35,14 +35,17 @@ models::TransformerConfig small_config() {
 
 // A global batch of `rows` copy-task examples of varied lengths (the same on
 // every process), and the rows [lo, hi) of it.
-std::vector<train::Example> global_batch(int64_t rows, uint64_t seed) {
-  train::TaskConfig t;
-  t.vocab = 12;
-  t.min_len = 2;
-  t.max_len = 9;
+std::vector<models::Example> global_batch(int64_t rows, uint64_t seed) {
+  const uint64_t vocab = 12, min_len = 2, max_len = 9;
   Generator g(seed);
-  std::vector<train::Example> ex;
-  for (int64_t i = 0; i < rows; ++i) ex.push_back(train::sample(t, g));
+  std::vector<models::Example> ex;
+  for (int64_t i = 0; i < rows; ++i) {
+    models::Example e;
+    const uint64_t len = min_len + g.engine()() % (max_len - min_len + 1);
+    for (uint64_t k = 0; k < len; ++k) e.src.push_back(models::kFirstSymbol + static_cast<int64_t>(g.engine()() % (vocab - models::kFirstSymbol)));
+    e.tgt = e.src;
+    ex.push_back(e);
+  }
   return ex;
 }
 
@@ -108,10 +111,10 @@ Diff train_side_by_side(Dtype dtype, int steps, int64_t rows_per_rank, int micro
   const int64_t rows = rows_per_rank * world;
   for (int s = 0; s < steps; ++s) {
     const auto all = global_batch(rows, 100 + s);
-    const int64_t all_tokens = train::make_batch(all).target_tokens;
+    const int64_t all_tokens = models::make_batch(all).target_tokens;
     // Reference: the whole batch, its mean loss.
     ref_opt.zero_grad();
-    const auto rb = train::make_batch(all);
+    const auto rb = models::make_batch(all);
     ref_model.loss(rb.src, rb.tgt_in, rb.tgt_out, 0.1).backward();
     ref_opt.step();
     // Data parallel: this rank's rows, in `micro` pieces; each piece's mean
@@ -120,7 +123,7 @@ Diff train_side_by_side(Dtype dtype, int steps, int64_t rows_per_rank, int micro
     const int64_t lo = rows * rank / world, hi = rows * (rank + 1) / world;
     for (int m = 0; m < micro; ++m) {
       const int64_t a = lo + (hi - lo) * m / micro, b = lo + (hi - lo) * (m + 1) / micro;
-      const auto part = train::make_batch(std::vector<train::Example>(all.begin() + a, all.begin() + b));
+      const auto part = models::make_batch(std::vector<models::Example>(all.begin() + a, all.begin() + b));
       const double w = static_cast<double>(part.target_tokens) * world / static_cast<double>(all_tokens);
       ddp.set_sync(m == micro - 1);
       (ddp_model.loss(part.src, part.tgt_in, part.tgt_out, 0.1) * w).backward();

@@ -1,0 +1,26 @@
+// What every model configuration of models/ shares: the limits a checkpoint's
+// configuration is read within, and the memory check before building one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "autograd/serialize.h"
+
+namespace xg::models {
+
+// Bounds on a configuration read from a checkpoint: far above any model this
+// library trains on a CPU, far below what would overflow or exhaust memory
+// on reading.
+struct ModelLimits {
+  static constexpr int64_t vocab = 1 << 24, layers = 1024, d_model = 1 << 16, heads = 1024, d_ff = 1 << 18,
+                           max_len = 1 << 20;
+};
+
+// Refuses (std::invalid_argument) a model of `parameters` parameters whose
+// training state (parameters, gradients and two Adam moments: 16 bytes a
+// parameter) exceeds this machine's memory: allocation would otherwise
+// succeed and the machine page until it runs out.
+void check_fits_in_memory(double parameters);
+
+}  // namespace xg::models
