@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/seq2seq/cli.h"
 #include "train/cli.h"
 
 #ifndef XG_FUZZ_DECODE
@@ -30,11 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const auto& a : args) argv.push_back(a.c_str());
   xg::train::Parsed p;
   if (XG_FUZZ_DECODE) {
-    xg::train::DecodeCommand cmd;
-    p = xg::train::parse_decode_command(static_cast<int>(argv.size()), argv.data(), cmd);
+    xg::seq2seq::DecodeCommand cmd;
+    p = xg::seq2seq::parse_decode_command(static_cast<int>(argv.size()), argv.data(), cmd);
   } else {
-    xg::train::TrainCommand cmd;
-    p = xg::train::parse_train_command(static_cast<int>(argv.size()), argv.data(), cmd);
+    xg::seq2seq::TrainCommand cmd;
+    p = xg::seq2seq::parse_train_command(static_cast<int>(argv.size()), argv.data(), cmd);
   }
   if (!p.run && p.exit_code != 0 && p.exit_code != 2) std::abort();  // only 0 (help) or 2 (usage)
   if (!p.run && p.message.empty()) std::abort();                    // never a silent refusal

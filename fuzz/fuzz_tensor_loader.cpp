@@ -1,5 +1,6 @@
 // libFuzzer harness: the safetensors loader on arbitrary bytes, then the
-// checkpoint metadata reader on whatever metadata loaded. A clear exception
+// checkpoint metadata readers (a Transformer's and a GPT's configuration,
+// train_tasks' task) on whatever metadata loaded. A clear exception
 // is the expected answer to bad input; a crash, a sanitizer report, a hang or
 // an allocation past libFuzzer's limit is a finding.
 #include <cstddef>
@@ -8,7 +9,8 @@
 #include <stdexcept>
 
 #include "autograd/serialize.h"
-#include "train/trainer.h"
+#include "apps/seq2seq/job.h"
+#include "models/gpt.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::map<std::string, std::string> meta;
@@ -18,7 +20,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   try {
-    xg::train::read_checkpoint_info(meta, "<memory>");
+    xg::seq2seq::read_checkpoint_info(meta, "<memory>");
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception&) {
+  }
+  try {
+    xg::models::GPTConfig::from_metadata(meta, "<memory>");
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception&) {

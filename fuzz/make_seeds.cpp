@@ -11,7 +11,7 @@
 #include "fuzz/fuzz_model.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
-#include "train/trainer.h"
+#include "apps/seq2seq/job.h"
 
 namespace {
 
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     ::mkdir((dir + h).c_str(), 0755);
 
   // A whole training checkpoint (tensors + metadata), tiny.
-  xg::train::TrainOptions o;
+  xg::seq2seq::TaskJobOptions o;
   o.task.vocab = 8;
   o.task.max_len = 4;
   o.model.layers = 1;
@@ -52,7 +52,8 @@ int main(int argc, char** argv) {
   o.model.d_ff = 16;
   o.eval_size = 4;
   o.batch_size = 4;
-  xg::train::Trainer trainer(o);
+  xg::seq2seq::TaskJob job(o);
+  xg::train::Trainer trainer(job, xg::seq2seq::default_recipe());
   trainer.step();
   trainer.save(dir + "/tensor_loader/checkpoint.safetensors");
   put(dir + "/module_loader/checkpoint.safetensors", slurp(dir + "/tensor_loader/checkpoint.safetensors"));

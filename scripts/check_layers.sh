@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Dependencies point one way: engine <- autograd <- {nn, optim} <- models, distributed <- train
-# <- programs (examples/, bench/). Fails listing every #include that points back.
+# <- applications (apps/NAME/) <- programs (examples/, bench/). Nothing in the
+# library or its tests includes apps/, and no application includes another.
+# Fails listing every #include that points back.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A allowed=(
@@ -24,9 +26,25 @@ for layer in "${!allowed[@]}"; do
   done < <(grep -rnE '^#include "[a-z_]+/' "$layer" --include='*.h' --include='*.cpp' || true)
 done
 # The library, tests and bench never include a program.
-if grep -rnE '^#include "examples/' engine autograd nn optim models distributed train tests bench; then
+if grep -rnE '^#include "examples/' engine autograd nn optim models distributed train tests bench apps; then
   echo "check_layers: the lines above include examples/ (programs are thin, nothing depends on them)"
   bad=1
 fi
+# The library and its tests know no application.
+if grep -rnE '^#include "apps/' engine autograd nn optim models distributed train tests; then
+  echo "check_layers: the lines above include apps/ from the library or its tests (applications sit on top of it)"
+  bad=1
+fi
+# An application uses the library and itself, never another application.
+for app in apps/*/; do
+  name=$(basename "$app")
+  while IFS= read -r hit; do
+    other=$(sed -E 's/.*#include "apps\/([a-z_0-9]+)\/.*/\1/' <<<"$hit")
+    if [[ $other != "$name" ]]; then
+      echo "check_layers: ${hit%%:*} includes apps/$other/, another application: ${hit#*:}"
+      bad=1
+    fi
+  done < <(grep -rnE '^#include "apps/' "$app" --include='*.h' --include='*.cpp' || true)
+done
 [ $bad = 0 ] && echo "check_layers: every #include points down the layers"
 exit $bad

@@ -48,12 +48,13 @@ double metric(const Metrics& m, const std::string& name) {
 }  // namespace
 
 void LoopOptions::validate() const {
-  auto at_least = [](const char* name, int64_t v, int64_t lo) {
-    if (v < lo) throw std::invalid_argument(fmt::format("{} {}: expected at least {}", name, v, lo));
+  auto range = [](const char* name, int64_t v, int64_t lo) {
+    const int64_t hi = int64_t{1} << 40;
+    if (v < lo || v > hi) throw std::invalid_argument(fmt::format("{} {}: expected {}..{}", name, v, lo, hi));
   };
-  at_least("eval_every", eval_every, 1);
-  at_least("log_every", log_every, 1);
-  at_least("checkpoint_every", checkpoint_every, 0);
+  range("eval_every", eval_every, 1);
+  range("log_every", log_every, 1);
+  range("checkpoint_every", checkpoint_every, 0);
   if (resume && checkpoint.empty()) throw std::invalid_argument("resume needs a checkpoint path");
   if (!std::isfinite(target) || target < 0 || target > 1e30)
     throw std::invalid_argument(fmt::format("target {}: expected a finite number >= 0", target));
@@ -161,8 +162,9 @@ RunSummary fit(Trainer& trainer, const LoopOptions& loop) {
     ++window;
     const int64_t step = trainer.steps_done();
     const double elapsed = since(start);
-    const double eta = o.time_limit > 0 ? std::max(0.0, o.time_limit - trainer.train_seconds())
-                                        : elapsed / static_cast<double>(step - first) * static_cast<double>(o.steps - step);
+    // Whichever ends first: the steps left at this session's pace, or the time limit.
+    double eta = elapsed / static_cast<double>(step - first) * static_cast<double>(o.steps - step);
+    if (o.time_limit > 0) eta = std::min(eta, std::max(0.0, o.time_limit - trainer.train_seconds()));
     const std::string where =
         o.time_limit > 0 && o.clock_schedule
             ? fmt::format(" ({:.1f}% of the schedule)",

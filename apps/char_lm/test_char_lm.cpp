@@ -10,13 +10,14 @@
 #include <fstream>
 #include <set>
 
-#include "tests/helpers.h"
+#include "apps/char_lm/char_lm.h"
 #include "autograd/serialize.h"
-#include "train/char_lm.h"
-#include "train/g2p.h"
+#include "tests/helpers.h"
+#include "train/checkpoint.h"
 
 using namespace xg;
-using namespace xg::train;
+using namespace xg::char_lm;
+using train::Trainer;
 using xgt::contains;
 
 namespace {
@@ -44,6 +45,11 @@ CharLMOptions tiny(const std::string& dir) {
   o.model.d_ff = 32;
   o.model.max_len = 16;
   o.batch_size = 4;
+  return o;
+}
+
+train::TrainOptions tiny_recipe() {
+  train::TrainOptions o = default_recipe();
   o.steps = 40;
   o.warmup = 2;
   o.lr = 1e-2;
@@ -121,7 +127,8 @@ TEST_CASE("text: window_start stays inside the text and depends on seed, step an
 }
 
 TEST_CASE("char_lm: an untrained model scores about log2(V) bits per character, training lowers it") {
-  CharLM lm(tiny(write_corpus("corpus_train")));
+  CharLMJob lm(tiny(write_corpus("corpus_train")));
+  Trainer t(lm, tiny_recipe());
   const double v = static_cast<double>(lm.vocab().size());
   const double before = lm.evaluate_bpc(0);
   // Near-uniform predictions from small initial weights: log2(V) plus what the
@@ -129,10 +136,11 @@ TEST_CASE("char_lm: an untrained model scores about log2(V) bits per character, 
   // would be 1.4 bits lower.
   CHECK(before > std::log2(v));
   CHECK(before < std::log2(v) + 0.15);
-  for (int i = 0; i < 40; ++i) lm.step();
+  for (int i = 0; i < 40; ++i) t.step();
   const double after = lm.evaluate_bpc(0);
   CHECK(after < before - 1.0);
-  CHECK(lm.steps_done() == 40);
+  CHECK(t.steps_done() == 40);
+  CHECK(t.finished());
   // evaluate_bpc(n) reads the first n characters: a prefix scores differently from all
   CHECK(lm.evaluate_bpc(40) != doctest::Approx(after));
 }
@@ -140,20 +148,23 @@ TEST_CASE("char_lm: an untrained model scores about log2(V) bits per character, 
 TEST_CASE("char_lm: a resumed run continues the same data order and reaches the same parameters") {
   const std::string dir = write_corpus("corpus_resume");
   const std::string ck = std::string(XG_TEST_TMPDIR) + "/char_lm_resume.safetensors";
-  CharLM a(tiny(dir));
-  for (int i = 0; i < 5; ++i) a.step();
-  a.save(ck);
-  const double a6 = a.step(), a7 = a.step();
-  CharLM b(tiny(dir));
-  b.load(ck);
-  CHECK(b.steps_done() == 5);
-  CHECK(b.step() == a6);
-  CHECK(b.step() == a7);
+  CharLMJob a(tiny(dir));
+  Trainer ta(a, tiny_recipe());
+  for (int i = 0; i < 5; ++i) ta.step();
+  ta.save(ck);
+  const double a6 = ta.step(), a7 = ta.step();
+  CharLMJob b(tiny(dir));
+  Trainer tb(b, tiny_recipe());
+  tb.load(ck);
+  CHECK(tb.steps_done() == 5);
+  CHECK(tb.step() == a6);
+  CHECK(tb.step() == a7);
   CharLMOptions other = tiny(dir);
   other.batch_size = 5;
   other.model.d_model = 32;
-  CharLM c(other);
-  const std::string msg = XG_THROW_MESSAGE(c.load(ck), std::invalid_argument);
+  CharLMJob c(other);
+  Trainer tc(c, tiny_recipe());
+  const std::string msg = XG_THROW_MESSAGE(tc.load(ck), std::invalid_argument);
   CHECK(contains(msg, "was written by a different run: batch 4 in the file, 5 here; cfg.d_model 16 in the file, 32 here"));
   // sampling from the checkpoint alone: the vocabulary's characters, reproducible by seed
   CharSampler s(ck);
@@ -164,7 +175,7 @@ TEST_CASE("char_lm: a resumed run continues the same data order and reaches the 
   CHECK(XG_THROW_MESSAGE(s.sample("Q!", 5, {}, 1), std::invalid_argument) ==
         "character 'Q' (byte 81) at position 0 is not in the vocabulary of " + std::to_string(a.vocab().size()) +
             " characters");
-  CHECK(XG_THROW_MESSAGE(Pronouncer{ck}, FormatError) ==
+  CHECK(XG_THROW_MESSAGE(train::load_for_inference(ck, "g2p", "g2p train"), FormatError) ==
         "checkpoint " + ck + " was not written by g2p train (no kind=g2p in its metadata)");
   // more characters than the context holds: the window slides
   CHECK(s.sample("", 50, {1.0, 0, 1.0}, 2).size() == 50);
@@ -172,13 +183,17 @@ TEST_CASE("char_lm: a resumed run continues the same data order and reaches the 
 }
 
 TEST_CASE("char_lm: options are checked and name the bad field") {
+  train::TrainOptions r = tiny_recipe();
+  r.warmup = 40;
+  CHECK(XG_THROW_MESSAGE(r.validate(), std::invalid_argument) == "warmup 40: expected 0 to steps - 1 = 39");
+  r = tiny_recipe();
+  r.time_limit = std::nan("");
+  CHECK(XG_THROW_MESSAGE(r.validate(), std::invalid_argument) ==
+        "time_limit nan: expected a finite number from 0 to 1000000000000");
   CharLMOptions o = tiny("unused");
-  o.warmup = 40;
-  CHECK(XG_THROW_MESSAGE(CharLM{o}, std::invalid_argument) == "CharLMOptions: warmup 40: expected 0 to steps - 1 = 39");
-  o = tiny("unused");
-  o.time_limit = std::nan("");
-  CHECK(XG_THROW_MESSAGE(CharLM{o}, std::invalid_argument) == "CharLMOptions: time_limit nan: expected a number >= 0");
+  o.batch_size = 0;
+  CHECK(XG_THROW_MESSAGE(CharLMJob{o}, std::invalid_argument) == "CharLMOptions: batch_size 0: expected at least 1");
   o = tiny(write_corpus("corpus_small", 1));
   o.model.max_len = 512;
-  CHECK(contains(XG_THROW_MESSAGE(CharLM{o}, std::invalid_argument), "training characters are too few for a context of 512"));
+  CHECK(contains(XG_THROW_MESSAGE(CharLMJob{o}, std::invalid_argument), "training characters are too few for a context of 512"));
 }

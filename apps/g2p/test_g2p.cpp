@@ -6,17 +6,32 @@
 #include <set>
 #include <sstream>
 
+#include "apps/g2p/g2p.h"
 #include "autograd/serialize.h"
 #include "tests/helpers.h"
-#include "train/attention_map.h"
-#include "train/char_lm.h"
-#include "train/g2p.h"
+#include "train/checkpoint.h"
 
 using namespace xg;
-using namespace xg::train;
+using namespace xg::g2p;
+using train::Trainer;
 using xgt::contains;
 
 namespace {
+// A job and its trainer, built in that order.
+struct Run {
+  G2PJob job;
+  Trainer trainer;
+  Run(const G2POptions& o, const train::TrainOptions& r) : job(o), trainer(job, r) {}
+};
+// The default recipe over `steps` steps of the schedule, no clock, no averaging unless asked.
+train::TrainOptions recipe(int64_t steps, int64_t warmup, double average = 0) {
+  train::TrainOptions r = default_recipe();
+  r.steps = steps;
+  r.warmup = warmup;
+  r.time_limit = 0;  // the schedule by steps only: runs compare step for step
+  r.average = average;
+  return r;
+}
 CmuDict parse(const std::string& text) {
   std::istringstream in(text);
   return parse_cmudict(in, "dict");
@@ -116,29 +131,29 @@ TEST_CASE("g2p: a tiny model learns a small dictionary, checkpoints, and pronoun
   o.model.d_ff = 64;
   o.model.dropout = 0;
   o.batch_size = 16;
-  o.steps = 300;
-  o.warmup = 20;
-  o.lr = 3e-3;
-  G2P g2p(o);
+  train::TrainOptions r = recipe(300, 20);
+  r.lr = 3e-3;
+  Run run(o, r);
+  G2PJob& g2p = run.job;
   CHECK(g2p.letters() == "abeikmnostu");
   CHECK(g2p.test_words() == std::vector<std::string>{"basa", "mine", "neko", "nemi", "saba", "tuko"});
   CHECK(g2p.train_pairs() == 30);
-  const G2PScores before = g2p.evaluate(0, 1);
-  for (int i = 0; i < 300; ++i) g2p.step();
-  const G2PScores after = g2p.evaluate(0, 2);
+  const G2PScores before = g2p.evaluate_words(0, 1);
+  for (int i = 0; i < 300; ++i) run.trainer.step();
+  const G2PScores after = g2p.evaluate_words(0, 2);
   CHECK(before.wer > 0.9);
   CHECK(after.per < before.per);
   CHECK(after.per < 0.3);
   // The training words: the other 30, none held out, scored the same way.
   CHECK(g2p.train_words().size() == 30);
   for (const auto& w : g2p.train_words()) CHECK(!g2p_held_out(w));
-  const G2PScores fit = g2p.evaluate(0, 1, G2P::Words::training);
+  const G2PScores fit = g2p.evaluate_words(0, 1, G2PJob::Words::training);
   CHECK(fit.words == 30);
   CHECK(fit.per < 0.3);
-  CHECK(g2p.evaluate(7, 1, G2P::Words::training).words == 7);
+  CHECK(g2p.evaluate_words(7, 1, G2PJob::Words::training).words == 7);
 
   const std::string ck = std::string(XG_TEST_TMPDIR) + "/tiny_g2p.safetensors";
-  g2p.save(ck);
+  run.trainer.save(ck);
   Pronouncer p(ck);
   const std::string word = g2p.test_words().empty() ? "bako" : g2p.test_words()[0];
   const auto said = p.pronounce(word, 2);
@@ -148,10 +163,10 @@ TEST_CASE("g2p: a tiny model learns a small dictionary, checkpoints, and pronoun
   CHECK(XG_THROW_MESSAGE(p.pronounce("", 2), std::invalid_argument) == "an empty word has no pronunciation");
   G2POptions other = o;
   other.batch_size = 8;
-  G2P g2(other);
-  CHECK(contains(XG_THROW_MESSAGE(g2.load(ck), std::invalid_argument), "batch 16 in the file, 8 here"));
+  Run g2(other, r);
+  CHECK(contains(XG_THROW_MESSAGE(g2.trainer.load(ck), std::invalid_argument), "batch 16 in the file, 8 here"));
   // each program refuses the other's checkpoint by name
-  CHECK(XG_THROW_MESSAGE(CharSampler{ck}, FormatError) ==
+  CHECK(XG_THROW_MESSAGE(train::load_for_inference(ck, "char_lm", "char_lm train"), FormatError) ==
         "checkpoint " + ck + " was not written by char_lm train (no kind=char_lm in its metadata)");
   std::remove(ck.c_str());
 }
@@ -180,9 +195,7 @@ TEST_CASE("g2p: batches of one spelling length still draw every pair with probab
   o.model.heads = 2;
   o.model.d_ff = 8;
   o.batch_size = 8;
-  o.steps = 10;
-  o.warmup = 1;
-  G2P g2p(o);
+  G2PJob g2p(o);
   int total = 0;
   for (auto& [len, n] : pairs_of_length) total += n;
   REQUIRE(g2p.train_pairs() == total);
@@ -202,7 +215,7 @@ TEST_CASE("g2p: batches of one spelling length still draw every pair with probab
     CHECK(std::abs(batches_of_length[len] - p * draws) < 3 * std::sqrt(draws * p * (1 - p)));
   }
   o.length_batches = false;
-  G2P mixed(o);
+  G2PJob mixed(o);
   int mixed_batches = 0;
   for (int d = 0; d < 50; ++d) {
     const auto batch = mixed.draw_batch();
@@ -233,20 +246,21 @@ TEST_CASE("g2p: by default the model learns phones without stress; --stress keep
   o.model.heads = 2;
   o.model.d_ff = 8;
   o.batch_size = 2;
-  o.steps = 2;
-  o.warmup = 1;
   CHECK_FALSE(o.keep_stress);
-  G2P plain(o);
+  Run plain_run(o, recipe(2, 1));
+  G2PJob& plain = plain_run.job;
   CHECK(plain.phones() == phones("ah b d eh er ey iy k r"));
   CHECK(plain.train_pairs() == 4);  // record once, a twice (ah, ey), the third word once
   o.keep_stress = true;
-  G2P stressed(o);
+  Run stressed_run(o, recipe(2, 1));
+  G2PJob& stressed = stressed_run.job;
   CHECK(stressed.phones() == phones("ah0 ah1 b d eh1 eh2 er0 er1 ey1 iy1 k r"));
   CHECK(stressed.train_pairs() == 6);
   // The two are different runs: a checkpoint of one does not resume the other.
   const std::string ck = std::string(XG_TEST_TMPDIR) + "/stress_g2p.safetensors";
-  stressed.save(ck);
-  CHECK(contains(XG_THROW_MESSAGE(plain.load(ck), std::invalid_argument), "stress keep in the file, drop here"));
+  stressed_run.trainer.save(ck);
+  CHECK(contains(XG_THROW_MESSAGE(plain_run.trainer.load(ck), std::invalid_argument),
+                 "stress keep in the file, drop here"));
   std::remove(ck.c_str());
 }
 
@@ -271,9 +285,6 @@ G2POptions tiny_options(const std::string& dict) {
   o.model.d_ff = 16;
   o.model.dropout = 0;
   o.batch_size = 4;
-  o.steps = 40;
-  o.warmup = 2;
-  o.time_limit = 0;  // the schedule by steps only: runs compare step for step
   return o;
 }
 std::vector<std::vector<double>> weights(models::Transformer& m) {
@@ -285,8 +296,9 @@ std::vector<std::vector<double>> weights(models::Transformer& m) {
 
 TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part of the schedule, resumed alike") {
   G2POptions o = tiny_options(syllable_dict());
-  o.average = 0.5;  // snapshots at steps 22, 25, 27, 30, 32, 35, 37, 40
-  G2P g2p(o);
+  const train::TrainOptions r = recipe(40, 2, 0.5);  // snapshots at steps 22, 25, 27, 30, 32, 35, 37, 40
+  Run run(o, r);
+  Trainer& g2p = run.trainer;
   std::vector<std::vector<double>> sum;
   const std::set<int64_t> due = {22, 25, 27, 30, 32, 35, 37, 40};
   const std::string ck = std::string(XG_TEST_TMPDIR) + "/average_g2p.safetensors";
@@ -297,10 +309,10 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
     CHECK(g2p.averaged() == static_cast<int64_t>(std::count_if(due.begin(), due.end(), [&](int64_t s) { return s <= g2p.steps_done(); })));
     if (g2p.steps_done() == 26) {  // two snapshots in, for the resume below
       g2p.save(mid);
-      at26 = weights(g2p.model());
+      at26 = weights(run.job.transformer());
     }
     if (!due.count(g2p.steps_done())) continue;
-    const auto w = weights(g2p.model());
+    const auto w = weights(run.job.transformer());
     if (sum.empty()) sum.assign(w.size(), {});
     for (size_t i = 0; i < w.size(); ++i) {
       sum[i].resize(w[i].size());
@@ -308,9 +320,9 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
     }
   }
   CHECK(g2p.steps_done() == 40);
-  const auto last = weights(g2p.model());
+  const auto last = weights(run.job.transformer());
   g2p.use_average();
-  const auto mean = weights(g2p.model());
+  const auto mean = weights(run.job.transformer());
   double moved = 0;
   for (size_t i = 0; i < mean.size(); ++i)
     for (size_t j = 0; j < mean[i].size(); ++j) {
@@ -320,18 +332,19 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
   CHECK(moved > 1e-4);  // the mean is not the last step's weights
 
   CHECK(XG_THROW_MESSAGE(g2p.step(), std::logic_error) ==
-        "G2P::step: the model holds the mean of the weights (use_average()), not the training state");
+        "Trainer::step: the model holds the mean of the weights (use_average()), not the training state");
 
   // A run still under way: pronounce takes its last weights, not the mean of two snapshots.
   CHECK(weights(Pronouncer(mid).model()) == at26);
   // Resumed from step 26 (two snapshots in), the run ends with the same mean.
-  G2P resumed(o);
+  Run resumed_run(o, r);
+  Trainer& resumed = resumed_run.trainer;
   resumed.load(mid);
   CHECK(resumed.averaged() == 2);
   while (!resumed.finished()) resumed.step();
-  const auto resumed_last = weights(resumed.model());
+  const auto resumed_last = weights(resumed_run.job.transformer());
   resumed.use_average();
-  const auto again = weights(resumed.model());
+  const auto again = weights(resumed_run.job.transformer());
   for (size_t i = 0; i < mean.size(); ++i)
     for (size_t j = 0; j < mean[i].size(); ++j) CHECK(again[i][j] == doctest::Approx(mean[i][j]).epsilon(1e-6).scale(1e-6));
 
@@ -339,10 +352,10 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
   // resume the last step's weights (the training state).
   resumed.save(ck);
   CHECK(weights(Pronouncer(ck).model()) == again);
-  G2P reloaded(o);
-  reloaded.load(ck);
-  CHECK(reloaded.finished());
-  CHECK(weights(reloaded.model()) == resumed_last);
+  Run reloaded(o, r);
+  reloaded.trainer.load(ck);
+  CHECK(reloaded.trainer.finished());
+  CHECK(weights(reloaded.job.transformer()) == resumed_last);
   CHECK(resumed_last != again);
 
   // Files that do not hold together are refused, naming what is wrong.
@@ -351,8 +364,8 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
     auto t = load_tensors(mid, &meta);
     edit(t, meta);
     save_tensors(ck, t, meta);
-    G2P g(o);
-    return XG_THROW_MESSAGE(g.load(ck), FormatError);
+    Run g(o, r);
+    return XG_THROW_MESSAGE(g.trainer.load(ck), FormatError);
   };
   CHECK(rewrite([](auto&, auto& meta) { meta["averaged"] = "3"; }) ==
         "checkpoint " + ck + ": averaged=3, more snapshots than the 2 due by step 26");
@@ -364,23 +377,21 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
         "checkpoint " + ck + ": train_seconds '-1' is not a number of seconds >= 0");
   std::remove(mid.c_str());
 
-  G2POptions plain = o;
-  plain.average = 0;
-  G2P none(plain);
-  for (int i = 0; i < 5; ++i) none.step();
-  CHECK(none.averaged() == 0);
-  CHECK(XG_THROW_MESSAGE(none.use_average(), std::logic_error) ==
-        "G2P::use_average: no snapshot of the weights has been taken yet");
+  Run none(o, recipe(40, 2, 0));
+  for (int i = 0; i < 5; ++i) none.trainer.step();
+  CHECK(none.trainer.averaged() == 0);
+  CHECK(XG_THROW_MESSAGE(none.trainer.use_average(), std::logic_error) ==
+        "Trainer::use_average: no snapshot of the weights has been taken yet");
   std::remove(ck.c_str());
 }
 
 TEST_CASE("g2p: with a time limit the schedule runs over whichever ends first, steps or seconds") {
   G2POptions o = tiny_options(syllable_dict());
-  o.average = 0;
-  o.steps = 1000000;
-  o.warmup = 1;
-  o.time_limit = 0.3;  // seconds: ends long before a million steps
-  G2P g2p(o);
+  train::TrainOptions r = recipe(1000000, 1);
+  r.time_limit = 0.3;  // seconds: ends long before a million steps
+  CHECK(r.clock_schedule);  // G2P's recipe: the clock ends the schedule
+  Run run(o, r);
+  Trainer& g2p = run.trainer;
   while (!g2p.finished() && g2p.steps_done() < 50000) {  // a step takes well under a millisecond
     g2p.step();
     CHECK(g2p.schedule_position() >= g2p.steps_done());
@@ -389,12 +400,10 @@ TEST_CASE("g2p: with a time limit the schedule runs over whichever ends first, s
   CHECK(g2p.steps_done() < 50000);
   CHECK(g2p.schedule_position() == 1000000);  // the clock, not the step count, ended it
   CHECK(g2p.train_seconds() >= 0.3);
-  CHECK(g2p.current_lr() == doctest::Approx(o.lr / 10));  // the cosine ended
-  o.time_limit = 0;
-  o.steps = 10;
-  G2P by_steps(o);
-  for (int i = 0; i < 3; ++i) by_steps.step();
-  CHECK(by_steps.schedule_position() == 3);
+  CHECK(g2p.current_lr() == doctest::Approx(r.lr / 10));  // the cosine ended
+  Run by_steps(o, recipe(10, 1));
+  for (int i = 0; i < 3; ++i) by_steps.trainer.step();
+  CHECK(by_steps.trainer.schedule_position() == 3);
 }
 
 TEST_CASE("g2p: a dictionary whose words are all held out is an error, not a division by zero") {
@@ -405,35 +414,6 @@ TEST_CASE("g2p: a dictionary whose words are all held out is an error, not a div
   std::ofstream(path) << "MNCL\n(\"" << held << "\" nil (((b aa) 1)))\n";
   G2POptions o;
   o.dict = path;
-  CHECK(XG_THROW_MESSAGE(G2P{o}, std::invalid_argument) ==
+  CHECK(XG_THROW_MESSAGE(G2PJob{o}, std::invalid_argument) ==
         path + ": no word to train on (1 words in the dictionary, 1 held out for testing)");
-}
-
-TEST_CASE("attention map: one (H,T,S) map per decoder layer, rows are distributions, text for gnuplot") {
-  models::TransformerConfig c;
-  c.src_vocab = c.tgt_vocab = 10;
-  c.layers = 2;
-  c.d_model = 8;
-  c.heads = 2;
-  c.d_ff = 16;
-  c.seed = 4;
-  models::Transformer m(c);
-  m.train();
-  const auto maps = cross_attention(m, {3, 4, 5}, {6, 7}, kBos);
-  CHECK(m.is_training());  // restored
-  REQUIRE(maps.size() == 2);
-  CHECK(maps[1].shape() == Shape{2, 3, 3});  // heads, BOS + 2 outputs, 3 source tokens
-  for (int64_t h = 0; h < 2; ++h)
-    for (int64_t t = 0; t < 3; ++t) {
-      double row = 0;
-      for (int64_t s = 0; s < 3; ++s) row += maps[0].at({h, t, s});
-      CHECK(row == doctest::Approx(1.0).epsilon(1e-6));
-    }
-  const std::string text = heatmap_text(maps[0], 1, {"a", "b", "c"}, {"x", "y", "EOS"});
-  CHECK(text.rfind("- a b c\nx ", 0) == 0);
-  CHECK(std::count(text.begin(), text.end(), '\n') == 4);
-  CHECK(XG_THROW_MESSAGE(heatmap_text(maps[0], 2, {"a", "b", "c"}, {"x", "y", "EOS"}), std::invalid_argument) ==
-        "heatmap_text: head 2 of weights (2,3,3)");
-  CHECK(XG_THROW_MESSAGE(heatmap_text(maps[0], 0, {"a"}, {"x", "y", "EOS"}), std::invalid_argument) ==
-        "heatmap_text: 1 source and 3 output labels for weights (T,S) = (3,3)");
 }

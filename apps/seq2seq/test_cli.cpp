@@ -6,13 +6,16 @@
 #include <cstdio>
 #include <fstream>
 
+#include "apps/seq2seq/cli.h"
+#include "apps/seq2seq/decoder.h"
 #include "autograd/serialize.h"
 #include "tests/helpers.h"
+#include "train/checkpoint.h"
 #include "train/cli.h"
-#include "train/decode.h"
 
 using namespace xg;
-using namespace xg::train;
+using namespace xg::seq2seq;
+using xg::train::Parsed;
 
 namespace {
 
@@ -45,7 +48,7 @@ std::string refused(const Parsed& p) {
 // A tiny trained checkpoint, its metadata rewritten by `edit`.
 std::string checkpoint(const std::string& name,
                        const std::function<void(std::map<std::string, std::string>&)>& edit = {}) {
-  TrainOptions o;
+  TaskJobOptions o;
   o.task.vocab = 8;
   o.task.max_len = 4;
   o.model.layers = 1;
@@ -55,7 +58,8 @@ std::string checkpoint(const std::string& name,
   o.eval_size = 4;
   o.batch_size = 4;
   const std::string path = std::string(XG_TEST_TMPDIR) + "/" + name;
-  Trainer(o).save(path);
+  TaskJob job(o);
+  train::Trainer(job, default_recipe()).save(path);
   if (edit) {
     std::map<std::string, std::string> meta;
     auto tensors = load_tensors(path, &meta);
@@ -74,15 +78,16 @@ TEST_CASE("cli: defaults parse, and every option lands in the options") {
                          "--no-samples", "--seed", "9"},
                         &c);
   REQUIRE(p.run);
-  CHECK(c.train.task.task == Task::reverse);
-  CHECK(c.train.model.layers == 3);
-  CHECK(c.train.model.d_model == 48);
+  CHECK(c.job.task.task == Task::reverse);
+  CHECK(c.job.model.layers == 3);
+  CHECK(c.job.model.d_model == 48);
   CHECK(c.train.lr == 0.5);
-  CHECK(c.train.eval_every == 7);
+  CHECK(c.loop.eval_every == 7);
   CHECK(c.loop.log_every == 3);
-  CHECK(c.train.resume);
-  CHECK(c.loop.samples == 0);
+  CHECK(c.loop.resume);
+  CHECK(c.job.samples == 0);
   CHECK(c.train.seed == 9);
+  CHECK(c.job.seed == 9);
   CHECK(train_args({}).run);
   Parsed help = train_args({"--help"});
   CHECK_FALSE(help.run);
@@ -90,14 +95,17 @@ TEST_CASE("cli: defaults parse, and every option lands in the options") {
   CHECK(xgt::contains(help.message, "--eval-every INT=100"));
 }
 
-TEST_CASE("cli: F2, zero evaluation and log intervals are refused, and run() refuses a zero log interval") {
+TEST_CASE("cli: F2, zero evaluation and log intervals are refused, and fit() refuses a zero interval") {
   CHECK(refused(train_args({"--eval-every", "0"})) ==
         "train_tasks: --eval-every 0: expected a whole number from 1 to 1000000000 (try --help)");
   CHECK(refused(train_args({"--log-every", "0"})) ==
         "train_tasks: --log-every 0: expected a whole number from 1 to 1000000000 (try --help)");
-  TrainOptions o;
+  train::LoopOptions o;
   o.eval_every = 0;
   CHECK(XG_THROW_MESSAGE(o.validate(), std::invalid_argument) == "eval_every 0: expected 1..1099511627776");
+  o.eval_every = 1;
+  o.log_every = 0;
+  CHECK(XG_THROW_MESSAGE(o.validate(), std::invalid_argument) == "log_every 0: expected 1..1099511627776");
 }
 
 TEST_CASE("cli: F3, integers are digits in range: no fraction, exponent, nan or wrap-around") {
@@ -117,9 +125,9 @@ TEST_CASE("cli: F4, --resume is a flag with one meaning, and needs a checkpoint"
   CHECK(refused(train_args({"--resume"})) == "train_tasks: --resume needs --checkpoint PATH");
   TrainCommand c;
   REQUIRE(train_args({"--resume=true", "--checkpoint", "c"}, &c).run);
-  CHECK(c.train.resume);
+  CHECK(c.loop.resume);
   REQUIRE(train_args({"--resume=false", "--checkpoint", "c"}, &c).run);
-  CHECK_FALSE(c.train.resume);
+  CHECK_FALSE(c.loop.resume);
   CHECK(xgt::contains(refused(train_args({"--resume=maybe", "--checkpoint", "c"})), "--resume"));
   // "--resume 0" was once read as "no"; now the 0 is an argument nobody asked for.
   CHECK(refused(train_args({"--resume", "0", "--checkpoint", "c"})) ==
@@ -134,34 +142,35 @@ TEST_CASE("cli: F5, real options are finite and in range") {
   CHECK(refused(train_args({"--lr", "inf"})) == "train_tasks: --lr inf: expected a number from 0 to 1e+30 (try --help)");
   CHECK(refused(train_args({"--target", "-0.5"})) ==
         "train_tasks: --target -0.5: expected a number from 0 to 1 (try --help)");
-  TrainOptions o;
+  TaskJobOptions o;
   o.label_smoothing = std::nan("");
   CHECK(XG_THROW_MESSAGE(o.validate(), std::invalid_argument) ==
-        "label_smoothing nan: expected a finite number from 0.000000 to 0.999000");
+        "label_smoothing nan: expected a finite number from 0 to 0.999");
 }
 
 TEST_CASE("cli: F7, an unwritable checkpoint path fails before step 1 and creates nothing") {
-  TrainOptions o;
-  o.checkpoint = "/nonexistent-xgrad-dir/x.safetensors";
-  CHECK(XG_THROW_MESSAGE(check_writable(o.checkpoint), std::runtime_error) ==
+  train::LoopOptions loop;
+  loop.checkpoint = "/nonexistent-xgrad-dir/x.safetensors";
+  CHECK(XG_THROW_MESSAGE(train::check_writable(loop.checkpoint), std::runtime_error) ==
         "checkpoint /nonexistent-xgrad-dir/x.safetensors: cannot create a file in /nonexistent-xgrad-dir: No such "
         "file or directory");
+  TaskJobOptions o;
   o.model.layers = 1;
   o.model.d_model = 8;
   o.model.heads = 2;
   o.model.d_ff = 16;
   o.eval_size = 4;
-  Trainer t(o);
-  LoopOptions loop;
+  TaskJob job(o);
+  train::Trainer t(job, default_recipe());
   loop.metrics = std::string(XG_TEST_TMPDIR) + "/f7_metrics.csv";
   std::remove(loop.metrics.c_str());
   std::FILE* sink = std::tmpfile();
   loop.out = sink;
-  CHECK_THROWS_AS(run(t, loop), std::runtime_error);
+  CHECK_THROWS_AS(train::fit(t, loop), std::runtime_error);
   std::fclose(sink);
   CHECK(t.steps_done() == 0);
   CHECK(::access(loop.metrics.c_str(), F_OK) != 0);
-  CHECK(XG_THROW_MESSAGE(check_writable(XG_TEST_TMPDIR), std::runtime_error) ==
+  CHECK(XG_THROW_MESSAGE(train::check_writable(XG_TEST_TMPDIR), std::runtime_error) ==
         std::string("checkpoint ") + XG_TEST_TMPDIR + " is a directory, not a file");
 }
 

@@ -3,18 +3,18 @@
 #include <cstdio>
 #include <thread>
 
+#include "apps/seq2seq/job.h"
 #include "autograd/autograd.h"
 #include "autograd/serialize.h"
-#include "train/detail/step_checks.h"
-#include "train/trainer.h"
 #include "tests/helpers.h"
 
 using namespace xg;
-using namespace xg::train;
+using namespace xg::seq2seq;
+using train::Trainer;
 
 namespace {
-TrainOptions small(Task task) {
-  TrainOptions o;
+TaskJobOptions small(Task task) {
+  TaskJobOptions o;
   o.task.task = task;
   o.task.vocab = 8;
   o.task.min_len = 1;
@@ -25,34 +25,17 @@ TrainOptions small(Task task) {
   o.model.d_ff = 64;
   o.model.dropout = 0.1;
   o.batch_size = 32;
-  o.warmup = 50;
   o.eval_size = 200;
   o.seed = 7;
   return o;
 }
-}  // namespace
-
-TEST_CASE("train: the step checks every trainer shares name the step, and the parameter whose gradient is not finite") {
-  CHECK(XG_THROW_MESSAGE(detail::check_loss(std::nan(""), 7), optim::NonFiniteError) ==
-        "step 7: the loss is nan; stopped before updating the parameters");
-  CHECK(XG_THROW_MESSAGE(detail::check_loss(INFINITY, 2, " (hint)"), optim::NonFiniteError) ==
-        "step 2: the loss is inf; stopped before updating the parameters (hint)");
-  detail::check_loss(1.5, 1);  // finite: nothing
-  auto vec = [](std::vector<double> v) { return from_vector(v, {static_cast<int64_t>(v.size())}); };
-  Tensor a = vec({3.0, 0.0}).requires_grad_();
-  Tensor b = vec({4.0}).requires_grad_();
-  a.set_grad(vec({3.0, 0.0}));
-  b.set_grad(vec({4.0}));
-  const std::vector<std::pair<std::string, Tensor>> named = {{"a", a}, {"b", b}};
-  CHECK(detail::clip_or_stop(named, 0, 1) == doctest::Approx(5.0));  // 0: no clip
-  CHECK(b.grad().item() == 4.0);
-  CHECK(detail::clip_or_stop(named, 1.0, 1) == doctest::Approx(5.0));
-  CHECK(b.grad().item() == doctest::Approx(0.8).epsilon(1e-5));
-  b.set_grad(vec({std::nan("")}));
-  CHECK(XG_THROW_MESSAGE(detail::clip_or_stop(named, 1.0, 3), optim::NonFiniteError) ==
-        "step 3: the gradient norm is nan (first non-finite gradient: b); stopped before updating the parameters");
-  CHECK(a.grad().to_vector()[0] == doctest::Approx(0.6).epsilon(1e-5));  // left as it was
+train::TrainOptions recipe(uint64_t seed = 7) {
+  train::TrainOptions o = default_recipe();
+  o.warmup = 50;
+  o.seed = seed;
+  return o;
 }
+}  // namespace
 
 TEST_CASE("train: tasks make the right targets and padded batches") {
   TaskConfig c;
@@ -79,11 +62,11 @@ TEST_CASE("train: tasks make the right targets and padded batches") {
 
 TEST_CASE("train: a short deterministic training run learns the copy task") {
   set_num_threads(1);
-  TrainOptions o = small(Task::copy);
-  Trainer t(o);
+  TaskJob job(small(Task::copy));
+  Trainer t(job, recipe());
   double first = t.step(), last = 0;
   for (int i = 1; i < 600; ++i) last = t.step();
-  EvalResult r = t.evaluate(0);
+  EvalResult r = job.evaluate_all(0);
   INFO("first loss " << first << ", last loss " << last << ", exact " << r.exact_match << ", token acc "
                      << r.token_acc);
   CHECK(first > 1.8);   // about log(8) at the start
@@ -94,24 +77,27 @@ TEST_CASE("train: a short deterministic training run learns the copy task") {
 
 TEST_CASE("train: resuming from a checkpoint gives the same losses as an uninterrupted run") {
   set_num_threads(1);
-  TrainOptions o = small(Task::reverse);
+  TaskJobOptions o = small(Task::reverse);
   const int n = 16;
   std::vector<double> straight;
   {
-    Trainer t(o);
+    TaskJob job(o);
+    Trainer t(job, recipe());
     for (int i = 0; i < n; ++i) straight.push_back(t.step());
   }
   std::string path = std::string(XG_TEST_TMPDIR) + "/resume.safetensors";
   std::vector<double> resumed;
   {
-    Trainer t(o);
+    TaskJob job(o);
+    Trainer t(job, recipe());
     for (int i = 0; i < n / 2; ++i) resumed.push_back(t.step());
     t.save(path);
   }
   {
-    TrainOptions other = o;
+    TaskJobOptions other = o;
     other.seed = 999;  // everything that matters must come from the checkpoint
-    Trainer t(other);
+    TaskJob job(other);
+    Trainer t(job, recipe(999));
     t.load(path);
     CHECK(t.steps_done() == n / 2);
     for (int i = n / 2; i < n; ++i) resumed.push_back(t.step());
@@ -124,19 +110,25 @@ TEST_CASE("train: resuming from a checkpoint gives the same losses as an uninter
 }
 
 TEST_CASE("train: resuming with another task or model names only the keys that differ (F8)") {
-  TrainOptions o = small(Task::copy);
+  TaskJobOptions o = small(Task::copy);
   std::string path = std::string(XG_TEST_TMPDIR) + "/other_model.safetensors";
-  Trainer(o).save(path);
+  {
+    TaskJob job(o);
+    Trainer(job, recipe()).save(path);
+  }
   const std::string head = "checkpoint " + path + " was written by a different run: ";
   const std::string tail = " (train with the same options, or choose another --checkpoint)";
-  TrainOptions wider = o;
+  TaskJobOptions wider = o;
   wider.model.d_model = 64;
-  Trainer t(wider);
+  TaskJob wide_job(wider);
+  Trainer t(wide_job, recipe());
   CHECK(XG_THROW_MESSAGE(t.load(path), std::invalid_argument) == head + "cfg.d_model 32 in the file, 64 here" + tail);
-  TrainOptions other = o;
+  TaskJobOptions other = o;
   other.task.task = Task::reverse;
-  other.schedule = "constant";
-  Trainer c(other);
+  TaskJob other_job(other);
+  train::TrainOptions constant = recipe();
+  constant.schedule = "constant";
+  Trainer c(other_job, constant);
   CHECK(XG_THROW_MESSAGE(c.load(path), std::invalid_argument) ==
         head + "schedule noam in the file, constant here; task copy in the file, reverse here" + tail);
   std::map<std::string, std::string> meta;
@@ -149,16 +141,17 @@ TEST_CASE("train: resuming with another task or model names only the keys that d
 
 TEST_CASE("train: a NaN injected into a weight mid-training stops the step, named by step or by op") {
   set_num_threads(1);
-  TrainOptions o = small(Task::copy);
+  TaskJobOptions o = small(Task::copy);
   o.model.dropout = 0;
-  Trainer t(o);
+  TaskJob job(o);
+  Trainer t(job, recipe());
   for (int i = 0; i < 3; ++i) t.step();
   Tensor w;
-  for (auto& [name, p] : t.model().named_parameters())
+  for (auto& [name, p] : job.model().named_parameters())
     if (name == "decoder.0.self_attn.w_q.weight") w = p;
   REQUIRE(w.defined());
   w.detach().set({0, 0}, std::nan(""));
-  const std::map<std::string, Tensor> before = t.model().state_dict();
+  const std::map<std::string, Tensor> before = job.model().state_dict();
   std::vector<Tensor> kept;
   for (auto& [name, p] : before) kept.push_back(p.clone());
   // Default: the step is named, and the parameters are left as they were.
@@ -166,16 +159,17 @@ TEST_CASE("train: a NaN injected into a weight mid-training stops the step, name
   CHECK(m.find("step 4: the loss is nan") != std::string::npos);
   CHECK(t.steps_done() == 3);
   size_t i = 0;
-  for (auto& [name, p] : t.model().state_dict()) {
+  for (auto& [name, p] : job.model().state_dict()) {
     CAPTURE(name);
     CHECK(bit_equal(p, kept[i++]));  // no update was applied
   }
   // Anomaly mode: the first op to make a NaN, and its module.
-  TrainOptions oa = o;
-  oa.detect_anomaly = true;
-  Trainer ta(oa);
+  train::TrainOptions ra = recipe();
+  ra.detect_anomaly = true;
+  TaskJob job_a(o);
+  Trainer ta(job_a, ra);
   ta.step();
-  for (auto& [name, p] : ta.model().named_parameters())
+  for (auto& [name, p] : job_a.model().named_parameters())
     if (name == "decoder.0.self_attn.w_q.weight") p.detach().set({0, 0}, std::nan(""));
   m = XG_THROW_MESSAGE(ta.step(), AnomalyError);
   CHECK(m.find("linear (in Linear(in=32, out=32) 'decoder.0.self_attn.w_q')") != std::string::npos);
@@ -190,9 +184,10 @@ TEST_CASE("threads: two models trained from two threads at once match the same r
     CAPTURE(pool);
     set_num_threads(pool);
     auto run = [](uint64_t seed, std::vector<double>& losses) {
-      TrainOptions o = small(seed % 2 ? Task::copy : Task::reverse);
+      TaskJobOptions o = small(seed % 2 ? Task::copy : Task::reverse);
       o.seed = seed;
-      Trainer t(o);
+      TaskJob job(o);
+      Trainer t(job, recipe(seed));
       for (int i = 0; i < 6; ++i) losses.push_back(t.step());
     };
     std::vector<double> seq_a, seq_b, par_a, par_b;
