@@ -17,6 +17,6 @@ out=bench/results/char_lm
 mkdir -p "$out"
 common=(--steps 16000 --warmup 200 --time-limit $((minutes * 60)) --eval-every 2000 --eval-chars 65536 --log-every 500)
 run() { local name=$1; shift; echo "== $name"; env -u OPENBLAS_CORETYPE "$@" "${common[@]}" --metrics "$out/$name.csv" > "$out/$name.log" 2>&1; tail -1 "$out/$name.log"; }
-run xgrad_bf16 build/examples/char_lm train --precision bf16 --threads 2
+run xgrad_bf16 build/apps/char_lm/char_lm train --precision bf16 --threads 2
 run torch_bf16 /usr/bin/python3 bench/char_lm.py --precision bf16 --threads 2
 run torch_shipped /usr/bin/python3 bench/char_lm.py

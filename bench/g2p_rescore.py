@@ -6,7 +6,7 @@ and a way to score a checkpoint two ways: with Festival's `ax` apart from `ah`
 AH0) and with the two merged (CMUdict's 39 stress-free phones).
 
     python3 bench/g2p_rescore.py words > held.txt         # the 10,557 held-out words, sorted
-    ./build/examples/g2p pronounce --checkpoint g2p.safetensors --beam 4 < held.txt > out.txt
+    ./build/apps/g2p/g2p pronounce --checkpoint g2p.safetensors --beam 4 < held.txt > out.txt
     python3 bench/g2p_rescore.py score out.txt           # WER and PER, without stress
 
 A word is right when the output equals one of its pronunciations; PER is the

@@ -18,12 +18,12 @@ seq2seq=apps/seq2seq/pictures char_lm=apps/char_lm/pictures g2p=apps/g2p/picture
 mkdir -p "$seq2seq" "$char_lm" "$g2p"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for p in train_tasks attention_map; do
-  [ -x "$build/examples/$p" ] || { echo "$0: $build/examples/$p is missing (run scripts/build.sh)" >&2; exit 1; }
+for p in seq2seq/train_tasks seq2seq/attention_map g2p/g2p; do
+  [ -x "$build/apps/$p" ] || { echo "$0: $build/apps/$p is missing (run scripts/build.sh)" >&2; exit 1; }
 done
 
 for task in copy reverse; do
-  "$build/examples/train_tasks" --task "$task" --steps 3000 --eval-every 100 --no-samples \
+  "$build/apps/seq2seq/train_tasks" --task "$task" --steps 3000 --eval-every 100 --no-samples \
       --metrics "$tmp/$task.csv" --checkpoint "$tmp/$task.safetensors" | tail -1
 done
 scripts/plot_metrics.sh "$seq2seq/copy_reverse_curves.png" --title "train_tasks: copy and reverse (defaults, 2 threads)" \
@@ -32,7 +32,7 @@ scripts/plot_metrics.sh "$seq2seq/copy_reverse_curves.png" --title "train_tasks:
 input="3 4 5 6 7 8 9 10 11 12"
 for task in copy reverse; do
   mkdir -p "$tmp/$task-att"
-  "$build/examples/attention_map" --checkpoint "$tmp/$task.safetensors" --input "$input" --out "$tmp/$task-att"
+  "$build/apps/seq2seq/attention_map" --checkpoint "$tmp/$task.safetensors" --input "$input" --out "$tmp/$task-att"
   scripts/plot_heatmaps.sh "$seq2seq/${task}_attention.png" "$task: cross-attention for the input $input" \
       "$tmp/$task-att"/layer*_head*.txt
 done
@@ -47,7 +47,7 @@ fi
 
 if [ -n "${G2P_CHECKPOINT:-}" ]; then
   mkdir -p "$tmp/g2p-att"
-  "$build/examples/attention_map" --g2p "$G2P_CHECKPOINT" --input "${G2P_WORD:-phonetically}" --out "$tmp/g2p-att"
+  "$build/apps/g2p/g2p" attention --checkpoint "$G2P_CHECKPOINT" --input "${G2P_WORD:-phonetically}" --out "$tmp/g2p-att"
   scripts/plot_heatmaps.sh "$g2p/g2p_attention.png" "g2p: cross-attention for '${G2P_WORD:-phonetically}'" \
       "$tmp/g2p-att"/layer*_head*.txt
 fi

@@ -6,4 +6,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
-exec ./build/examples/train_tasks "$@"
+exec ./build/apps/seq2seq/train_tasks "$@"
