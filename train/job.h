@@ -95,7 +95,8 @@ class Job {
   virtual Evaluation evaluate(EvalStage stage, int64_t step) = 0;
   // Shown after the loss on the progress line ("(2.345 bpc)"), or "".
   virtual std::string loss_note(double loss) const { return ""; }
-  // The last line of the run, after "final " (scripts read it).
+  // The last line of the run, after "final " (scripts read it); called on
+  // rank 0 only, like evaluate().
   virtual std::string final_line(const RunSummary& run) const = 0;
 
   // Checkpoints. `kind` names the application in the metadata ("seq2seq").

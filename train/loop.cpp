@@ -215,7 +215,7 @@ RunSummary fit(Trainer& trainer, const LoopOptions& loop) {
     r.final = report("final eval", EvalStage::final);
   }
   r.seconds = since(start);
-  fmt::print(out, "final {}\n", job.final_line(r));
+  if (lead) fmt::print(out, "final {}\n", job.final_line(r));
   std::fflush(out);
   return r;
 }
