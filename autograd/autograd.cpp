@@ -6,6 +6,7 @@
 #include <queue>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "autograd/detail/impl.h"
 #include "autograd/ops.h"
@@ -191,149 +192,209 @@ void accumulate(Tensor& slot, const Tensor& g) {
   slot = add(slot, g);
 }
 
+// The checks of backward, each named for what it guards.
+
+// A node reached again after a backward without retain_graph freed it.
+void check_not_released(const Node& node) {
+  if (node.released)
+    throw std::logic_error(std::string("backward: the graph through ") + node.op +
+                           " was already freed by an earlier backward(); pass retain_graph=true");
+}
+
+// A saved tensor modified in place since the op saved it: the gradient
+// would be computed from the wrong values.
+void check_saved_versions(const Node& node) {
+  for (const SavedVersion& sv : node.saved) {
+    const uint64_t now = sv.buf->version.load(std::memory_order_relaxed);
+    if (now == sv.version) continue;
+    const std::string what =
+        sv.which >= 0 ? "input " + std::to_string(sv.which) + " " + shape_str(node.input_shapes[sv.which])
+        : sv.which == SavedVersion::kSavedOutput
+            ? "output " + shape_str(sv.shape)
+            : "saved tensor " + std::to_string(SavedVersion::kSavedOther - sv.which) + " " + shape_str(sv.shape);
+    throw std::logic_error("backward of " + where_str(node.op, node.scope) + ": its " + what +
+                           ", saved for the gradient, was modified in place after " + node.op +
+                           " used it (version " + std::to_string(sv.version) + " when saved, " +
+                           std::to_string(now) + " now). Modify a clone() instead, or only after backward().");
+  }
+}
+
+// Anomaly mode: the gradient flowing into a node's backward is finite.
+void check_finite_in(const Node& node, const Tensor& g) {
+  const int64_t bad = first_nonfinite(g);
+  if (bad >= 0)
+    throw AnomalyError("anomaly: the gradient flowing into " + where_str(node.op, node.scope) + "'s backward holds " +
+                       value_str(g, bad) + " at flat index " + std::to_string(bad) + " of " + shape_str(g.shape()));
+}
+
+// The gradient a backward returned for input i has the input's dtype and
+// shape and, in anomaly mode, is finite.
+void check_input_gradient(const Node& node, size_t i, const Tensor& gi, const Tensor& g) {
+  if (gi.dtype() != node.input_dtypes[i])
+    throw std::logic_error(std::string("backward of ") + node.op + ": gradient for input " + std::to_string(i) +
+                           " is " + dtype_name(gi.dtype()) + ", the input is " + dtype_name(node.input_dtypes[i]));
+  if (gi.shape() != node.input_shapes[i])
+    throw std::logic_error(std::string("backward of ") + node.op + ": gradient for input " + std::to_string(i) +
+                           " has shape " + shape_str(gi.shape()) + ", expected " + shape_str(node.input_shapes[i]));
+  if (!g_anomaly) return;
+  const int64_t bad = first_nonfinite(gi);
+  if (bad >= 0)
+    throw AnomalyError("anomaly: backward of " + where_str(node.op, node.scope) + " produced " + value_str(gi, bad) +
+                       " at flat index " + std::to_string(bad) + " of the gradient for input " + std::to_string(i) +
+                       " " + shape_str(gi.shape()) + " from a finite output gradient " + shape_str(g.shape()));
+}
+
+// Runs a node's backward function: one gradient per input (undefined where
+// an input needs none).
+std::vector<Tensor> call_backward(Node& node, const Tensor& g) {
+  g_backward_edges = &node.next;
+  std::vector<Tensor> in_grads;
+  try {
+    in_grads = node.fn(g);
+  } catch (...) {
+    g_backward_edges = nullptr;
+    throw;
+  }
+  g_backward_edges = nullptr;
+  if (in_grads.size() != node.next.size())
+    throw std::logic_error(std::string("backward of ") + node.op + " returned " + std::to_string(in_grads.size()) +
+                           " gradients for " + std::to_string(node.next.size()) + " inputs");
+  return in_grads;
+}
+
+// Adds g to a leaf's .grad.
+void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
+  if (leaf.grad.defined())
+    leaf.grad = add(leaf.grad, g);
+  else if (g.impl().use_count() == 1 && g.impl()->buf.use_count() == 1)
+    leaf.grad = std::move(g);  // no other tensor sees these values: keep them, no copy
+  else
+    leaf.grad = g.clone();  // g shares storage with another tensor (a pass-through, a reshape, the seed)
+}
+
+// The state of one backward pass: the nodes ready to run, latest first (a
+// node's seq is its place on the tape, so every node runs after all that
+// feed it), the gradients waiting for them, and the post-accumulate hooks
+// still owed.
+class BackwardPass {
+ public:
+  explicit BackwardPass(const std::shared_ptr<Node>& root) {
+    if (g_hooks.load(std::memory_order_relaxed) > 0) count_hooked_edges(root.get());
+  }
+
+  // Queues gradient g for node n, or adds it to the one already waiting.
+  void send(const std::shared_ptr<Node>& n, const Tensor& g) {
+    auto it = waiting_.find(n.get());
+    if (it != waiting_.end()) {
+      accumulate(it->second, g);
+      return;
+    }
+    waiting_.emplace(n.get(), g);
+    ready_.push(n.get());
+    visited_.push_back(n);
+  }
+
+  // The next node to run and its whole gradient; null when done.
+  std::pair<Node*, Tensor> next() {
+    if (ready_.empty()) return {nullptr, Tensor()};
+    Node* n = ready_.top();
+    ready_.pop();
+    auto it = waiting_.find(n);
+    Tensor g = std::move(it->second);
+    waiting_.erase(it);
+    return {n, std::move(g)};
+  }
+
+  // After a leaf accumulated: its hooks fire once no edge owes it more.
+  void leaf_accumulated(Node* leaf_node) {
+    auto it = pending_.find(leaf_node);
+    if (it != pending_.end() && it->second == 0) fire_hooks(leaf_node);
+  }
+  // An edge into n has been walked, with gradient g (maybe undefined). The
+  // last edge into a hooked leaf fires its hooks now unless a gradient is
+  // still queued for it (its node then fires after accumulating).
+  void edge_walked(Node* n, const Tensor& g) {
+    auto it = pending_.find(n);
+    if (it != pending_.end() && --it->second == 0 && !g.defined() && !waiting_.count(n)) fire_hooks(n);
+  }
+
+  // Without retain_graph: unlinks every visited node from its inputs.
+  void unlink() {
+    for (auto& n : visited_) n->next.clear();
+  }
+
+ private:
+  // Leaves with post-accumulate hooks: how many edges owe them a gradient. A
+  // leaf's node may run more than once (its seq is that of its first use).
+  void count_hooked_edges(Node* root) {
+    std::vector<Node*> stack{root};
+    std::unordered_set<Node*> seen{root};
+    while (!stack.empty()) {
+      Node* n = stack.back();
+      stack.pop_back();
+      for (const auto& nx : n->next) {
+        if (!nx) continue;
+        if (nx->leaf && !nx->leaf->post_accumulate_hooks.empty()) ++pending_[nx.get()];
+        if (seen.insert(nx.get()).second) stack.push_back(nx.get());
+      }
+    }
+    if (root->leaf && !root->leaf->post_accumulate_hooks.empty()) pending_[root] = 0;
+  }
+  static void fire_hooks(Node* leaf_node) {
+    const Tensor leaf(leaf_node->leaf);
+    const auto hooks = leaf_node->leaf->post_accumulate_hooks;  // a copy: a hook may add or remove hooks
+    for (const auto& h : hooks) h.second(leaf);
+  }
+
+  static bool later(Node* a, Node* b) { return a->seq < b->seq; }
+  std::priority_queue<Node*, std::vector<Node*>, decltype(&later)> ready_{&later};
+  std::unordered_map<Node*, Tensor> waiting_;
+  std::unordered_map<Node*, int64_t> pending_;
+  // Every visited node kept alive until the walk ends, even if releasing a
+  // node drops the last reference to one of its inputs' nodes.
+  std::vector<std::shared_ptr<Node>> visited_;
+};
+
+// The walk: each node, latest first, checks what it saved, runs its
+// backward, checks the gradients it returns and sends them on.
 void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
   NoGradGuard no_grad;
-  auto root_node = gradient_edge(root);
+  const std::shared_ptr<Node> root_node = gradient_edge(root);
   if (!root_node)
     throw std::logic_error("backward: tensor does not require grad and has no grad_fn "
                            "(did you forget requires_grad_() on a leaf, or run under NoGradGuard?)");
   if (root_node->released)
     throw std::logic_error("backward: this graph was already freed by an earlier backward(); "
                            "pass retain_graph=true to the first call to backward through it twice");
-  auto later = [](Node* a, Node* b) { return a->seq < b->seq; };
-  std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
-  std::unordered_map<Node*, Tensor> grads;
-  // Keep every visited node alive until the walk ends, even if releasing a
-  // node drops the last reference to one of its inputs' nodes.
-  std::vector<std::shared_ptr<Node>> visited;
-
-  // Leaves with post-accumulate hooks: how many edges still owe them a
-  // gradient. A leaf's node may run more than once (its seq is that of its
-  // first use), so its hooks fire when the count reaches zero.
-  std::unordered_map<Node*, int64_t> pending;
-  if (g_hooks.load(std::memory_order_relaxed) > 0) {
-    std::vector<Node*> stack{root_node.get()};
-    std::unordered_map<Node*, bool> seen{{root_node.get(), true}};
-    while (!stack.empty()) {
-      Node* n = stack.back();
-      stack.pop_back();
-      for (const auto& nx : n->next) {
-        if (!nx) continue;
-        if (nx->leaf && !nx->leaf->post_accumulate_hooks.empty()) ++pending[nx.get()];
-        if (seen.emplace(nx.get(), true).second) stack.push_back(nx.get());
-      }
-    }
-    if (root_node->leaf && !root_node->leaf->post_accumulate_hooks.empty()) pending[root_node.get()] = 0;
-  }
-  auto fire_hooks = [](Node* leaf_node) {
-    const Tensor leaf(leaf_node->leaf);
-    // A copy: a hook may add or remove hooks.
-    const auto hooks = leaf_node->leaf->post_accumulate_hooks;
-    for (const auto& h : hooks) h.second(leaf);
-  };
-
-  grads[root_node.get()] = grad_output;
-  ready.push(root_node.get());
-  visited.push_back(root_node);
-  while (!ready.empty()) {
-    Node* node = ready.top();
-    ready.pop();
-    Tensor g = std::move(grads[node]);
-    grads.erase(node);
+  BackwardPass pass(root_node);
+  pass.send(root_node, grad_output);
+  while (true) {
+    auto [node, g] = pass.next();
+    if (!node) break;
     if (node->leaf) {
-      TensorImpl& leaf = *node->leaf;
-      if (leaf.grad.defined())
-        leaf.grad = add(leaf.grad, g);
-      else if (g.impl().use_count() == 1 && g.impl()->buf.use_count() == 1)
-        leaf.grad = std::move(g);  // no other tensor sees these values: keep them, no copy
-      else
-        leaf.grad = g.clone();  // g shares storage with another tensor (a pass-through, a reshape, the seed)
-      if (!pending.empty()) {
-        auto it = pending.find(node);
-        if (it != pending.end() && it->second == 0) fire_hooks(node);
-      }
+      accumulate_into_leaf(*node->leaf, std::move(g));
+      pass.leaf_accumulated(node);
       continue;
     }
-    if (node->released)
-      throw std::logic_error(std::string("backward: the graph through ") + node->op +
-                             " was already freed by an earlier backward(); pass retain_graph=true");
-    for (const SavedVersion& sv : node->saved) {
-      const uint64_t now = sv.buf->version.load(std::memory_order_relaxed);
-      if (now == sv.version) continue;
-      const std::string what =
-          sv.which >= 0 ? "input " + std::to_string(sv.which) + " " + shape_str(node->input_shapes[sv.which])
-          : sv.which == SavedVersion::kSavedOutput
-              ? "output " + shape_str(sv.shape)
-              : "saved tensor " + std::to_string(SavedVersion::kSavedOther - sv.which) + " " + shape_str(sv.shape);
-      throw std::logic_error("backward of " + where_str(node->op, node->scope) + ": its " + what +
-                             ", saved for the gradient, was modified in place after " + node->op +
-                             " used it (version " + std::to_string(sv.version) + " when saved, " +
-                             std::to_string(now) + " now). Modify a clone() instead, or only after backward().");
-    }
-    if (g_anomaly) {
-      const int64_t bad = first_nonfinite(g);
-      if (bad >= 0)
-        throw AnomalyError("anomaly: the gradient flowing into " + where_str(node->op, node->scope) +
-                           "'s backward holds " + value_str(g, bad) + " at flat index " + std::to_string(bad) +
-                           " of " + shape_str(g.shape()));
-    }
-    g_backward_edges = &node->next;
-    std::vector<Tensor> in_grads;
-    try {
-      in_grads = node->fn(g);
-    } catch (...) {
-      g_backward_edges = nullptr;
-      throw;
-    }
-    g_backward_edges = nullptr;
-    if (in_grads.size() != node->next.size())
-      throw std::logic_error(std::string("backward of ") + node->op + " returned " +
-                             std::to_string(in_grads.size()) + " gradients for " +
-                             std::to_string(node->next.size()) + " inputs");
+    check_not_released(*node);
+    check_saved_versions(*node);
+    if (g_anomaly) check_finite_in(*node, g);
+    const std::vector<Tensor> in_grads = call_backward(*node, g);
     for (size_t i = 0; i < node->next.size(); ++i) {
-      const auto& nx = node->next[i];
-      if (nx && !pending.empty()) {
-        auto it = pending.find(nx.get());
-        // The last edge into a hooked leaf: fire now unless a gradient is
-        // still queued for it (its node then fires after accumulating).
-        if (it != pending.end() && --it->second == 0 && !in_grads[i].defined() && !grads.count(nx.get()))
-          fire_hooks(nx.get());
-      }
-      if (!nx || !in_grads[i].defined()) continue;
-      if (in_grads[i].dtype() != node->input_dtypes[i])
-        throw std::logic_error(std::string("backward of ") + node->op + ": gradient for input " + std::to_string(i) +
-                               " is " + dtype_name(in_grads[i].dtype()) + ", the input is " +
-                               dtype_name(node->input_dtypes[i]));
-      if (in_grads[i].shape() != node->input_shapes[i])
-        throw std::logic_error(std::string("backward of ") + node->op + ": gradient for input " + std::to_string(i) +
-                               " has shape " + shape_str(in_grads[i].shape()) + ", expected " +
-                               shape_str(node->input_shapes[i]));
-      if (g_anomaly) {
-        const int64_t bad = first_nonfinite(in_grads[i]);
-        if (bad >= 0)
-          throw AnomalyError("anomaly: backward of " + where_str(node->op, node->scope) + " produced " +
-                             value_str(in_grads[i], bad) + " at flat index " + std::to_string(bad) +
-                             " of the gradient for input " + std::to_string(i) + " " +
-                             shape_str(in_grads[i].shape()) + " from a finite output gradient " +
-                             shape_str(g.shape()));
-      }
-      auto it = grads.find(nx.get());
-      if (it == grads.end()) {
-        grads.emplace(nx.get(), in_grads[i]);
-        ready.push(nx.get());
-        visited.push_back(nx);
-      } else {
-        accumulate(it->second, in_grads[i]);
-      }
+      const std::shared_ptr<Node>& input = node->next[i];
+      if (!input) continue;
+      pass.edge_walked(input.get(), in_grads[i]);
+      if (!in_grads[i].defined()) continue;
+      check_input_gradient(*node, i, in_grads[i], g);
+      pass.send(input, in_grads[i]);
     }
-    if (!retain_graph) {
-      node->fn = nullptr;  // drops the saved values
+    if (!retain_graph) {  // drops the saved values
+      node->fn = nullptr;
       node->saved.clear();
       node->released = true;
     }
   }
-  if (!retain_graph)
-    for (auto& n : visited) n->next.clear();
+  if (!retain_graph) pass.unlink();
 }
 
 }  // namespace
