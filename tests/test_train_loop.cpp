@@ -1,9 +1,13 @@
 // The model-agnostic training loop (train/): the step checks, the Trainer and
 // fit() on a toy job, whatever the application.
+#include <fmt/format.h>
+
+#include <cmath>
 #include <cstdio>
 
 #include "autograd/autograd.h"
 #include "autograd/serialize.h"
+#include "nn/nn.h"
 #include "tests/helpers.h"
 #include "train/detail/step_checks.h"
 #include "train/loop.h"
@@ -33,3 +37,190 @@ TEST_CASE("train: the step checks every trainer shares name the step, and the pa
   CHECK(a.grad().to_vector()[0] == doctest::Approx(0.6).epsilon(1e-5));  // left as it was
 }
 
+
+namespace {
+
+// A toy application: a Linear(1, 1) fits y = 3x + 1 on fresh random points.
+// Its evaluation "fit" is 1 / (1 + the mean squared error on fixed points);
+// `nan_at` makes the loss of that step non-finite.
+class LineJob : public Job {
+ public:
+  explicit LineJob(std::string slope = "3", int64_t nan_at = 0) : slope_(std::move(slope)), nan_at_(nan_at) {
+    Generator init(7);
+    model_ = std::make_shared<nn::Linear>(1, 1, init);
+  }
+  nn::Module& model() override { return *model_; }
+  std::string describe() override { return "line y = " + slope_ + "x + 1"; }
+  StepLoss loss(const Shard& shard) override {
+    std::vector<float> x, y;
+    for (int i = 0; i < 8; ++i) x.push_back(static_cast<float>(data_.uniform(-1, 1)));
+    for (float v : x) y.push_back(std::stof(slope_) * v + 1);
+    Tensor d = sub(model_->forward(from_vector(x, {8, 1})), from_vector(y, {8, 1}));
+    Tensor l = mean(mul(d, d));
+    if (shard.step == nan_at_) l = mul(l, from_vector(std::vector<float>{NAN}, {}));
+    return {l, 8, 8};
+  }
+  Evaluation evaluate(EvalStage, int64_t) override {
+    NoGradGuard no_grad;
+    Tensor d = sub(model_->forward(from_vector(std::vector<float>{-1, 0, 1}, {3, 1})),
+                   from_vector(std::vector<float>{1 - std::stof(slope_), 1, 1 + std::stof(slope_)}, {3, 1}));
+    return {{{"fit", 1 / (1 + mean(mul(d, d)).item())}}, "(3 points)", {}};
+  }
+  std::string final_line(const RunSummary& r) const override { return fmt::format("steps={}", r.steps); }
+  std::string kind() const override { return "line"; }
+  Metadata identity() const override { return {{"slope", slope_}}; }
+  Metadata state() const override { return {{"data", data_.state()}}; }
+  void set_state(const Metadata& m, const std::string&) override { data_.set_state(m.at("data")); }
+  std::vector<double> weights() const {
+    std::vector<double> w;
+    for (const auto& [name, p] : model_->named_parameters())
+      for (double v : p.to_vector()) w.push_back(v);
+    return w;
+  }
+
+ private:
+  std::string slope_;
+  int64_t nan_at_;
+  std::shared_ptr<nn::Linear> model_;
+  Generator data_{11};
+};
+
+TrainOptions line_recipe(int64_t steps) {
+  TrainOptions o;
+  o.steps = steps;
+  o.schedule = "constant";
+  o.lr = 0.05;
+  o.warmup = 0;
+  return o;
+}
+
+std::string read_all(std::FILE* f) {
+  std::rewind(f);
+  std::string s;
+  for (int c; (c = std::fgetc(f)) != EOF;) s += static_cast<char>(c);
+  return s;
+}
+
+std::string tmp(const char* name) {
+  const std::string p = std::string(XG_TEST_TMPDIR) + "/" + name;
+  std::remove(p.c_str());
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("train: fit on a toy job prints the header, evaluations and final line, and writes the metrics CSV") {
+  LineJob job;
+  TrainOptions recipe = line_recipe(20);
+  recipe.lr = 0.2;
+  Trainer trainer(job, recipe);
+  LoopOptions loop;
+  loop.eval_every = 10;
+  loop.log_every = 10;
+  loop.metrics = tmp("line_metrics.csv");
+  std::FILE* out = std::tmpfile();
+  loop.out = out;
+  const RunSummary r = fit(trainer, loop);
+  const std::string text = read_all(out);
+  std::fclose(out);
+  CHECK(r.steps == 20);
+  CHECK(text.rfind("line y = 3x + 1 | 2 parameters | constant lr 0.2", 0) == 0);
+  CHECK(text.find("eval step 10: fit ") != std::string::npos);
+  CHECK(text.find("final eval step 20: fit ") != std::string::npos);
+  REQUIRE(text.size() >= 16);
+  CHECK(text.substr(text.size() - 16) == "\nfinal steps=20\n");
+  std::FILE* csv = std::fopen(loop.metrics.c_str(), "r");
+  REQUIRE(csv);
+  const std::string rows = read_all(csv);
+  std::fclose(csv);
+  CHECK(rows.rfind("step,loss,lr,fit,tokens_per_s,elapsed_s\n10,", 0) == 0);
+  CHECK(rows.find("\n20,") != std::string::npos);
+  CHECK(r.final.metrics.at(0).second > 0.5);  // it learnt: the mean squared error is below 1
+}
+
+TEST_CASE("train: a run stopped and resumed ends with the weights of the run never stopped") {
+  LineJob straight;
+  Trainer a(straight, line_recipe(12));
+  LoopOptions quiet;
+  quiet.eval_every = 100;
+  std::FILE* out = std::tmpfile();
+  quiet.out = out;
+  fit(a, quiet);
+
+  // The same run in two sessions: 5 steps with a checkpoint, then a fresh
+  // process (new job, new trainer) resumes it to step 12.
+  const std::string ck = tmp("line_resume.safetensors");
+  LineJob first;
+  Trainer b(first, line_recipe(12));
+  for (int i = 0; i < 5; ++i) b.step();
+  b.save(ck);
+  LineJob second;
+  Trainer c(second, line_recipe(12));
+  LoopOptions resume = quiet;
+  resume.checkpoint = ck;
+  resume.resume = true;
+  fit(c, resume);
+  std::fclose(out);
+  CHECK(c.steps_done() == 12);
+  CHECK(second.weights() == straight.weights());  // bit for bit: optimiser moments, data generator and step restored
+  CHECK(second.weights() != first.weights());
+}
+
+TEST_CASE("train: resuming a checkpoint of another run lists the keys that differ") {
+  const std::string ck = tmp("line_other.safetensors");
+  LineJob three;
+  Trainer t(three, line_recipe(4));
+  t.step();
+  t.save(ck);
+  LineJob four("4");
+  Trainer u(four, line_recipe(4));
+  LoopOptions l;
+  l.checkpoint = ck;
+  l.resume = true;
+  std::FILE* out = std::tmpfile();
+  l.out = out;
+  const std::string msg = XG_THROW_MESSAGE(fit(u, l), std::exception);
+  std::fclose(out);
+  CHECK(msg.find("slope 3 in the file, 4 here") != std::string::npos);
+  CHECK(u.steps_done() == 0);
+}
+
+TEST_CASE("train: fit stops at the first evaluation reaching the target") {
+  LineJob job;
+  Trainer trainer(job, line_recipe(1000));
+  LoopOptions l;
+  l.eval_every = 10;
+  l.target_metric = "fit";
+  l.target = 0.9;
+  std::FILE* out = std::tmpfile();
+  l.out = out;
+  const RunSummary r = fit(trainer, l);
+  std::fclose(out);
+  CHECK(r.steps < 1000);
+  CHECK(r.steps % 10 == 0);
+  CHECK(r.final.metrics.at(0).second >= 0.9);
+  l.target_metric = "accuracy";  // not a metric of the job: an error naming the ones it has
+  LineJob other;
+  Trainer t2(other, line_recipe(1000));
+  out = std::tmpfile();
+  l.out = out;
+  CHECK(XG_THROW_MESSAGE(fit(t2, l), std::invalid_argument).find("'accuracy' is not one of the evaluation's: fit") !=
+        std::string::npos);
+  std::fclose(out);
+}
+
+TEST_CASE("train: a non-finite loss stops fit before the update and says which step the checkpoint holds") {
+  const std::string ck = tmp("line_nan.safetensors");
+  LineJob job("3", 4);
+  Trainer trainer(job, line_recipe(10));
+  LoopOptions l;
+  l.checkpoint = ck;
+  l.checkpoint_every = 2;
+  std::FILE* out = std::tmpfile();
+  l.out = out;
+  const std::string msg = XG_THROW_MESSAGE(fit(trainer, l), optim::NonFiniteError);
+  std::fclose(out);
+  CHECK(msg.rfind("step 4: the loss is nan; stopped before updating the parameters", 0) == 0);
+  CHECK(msg.find(ck + " holds step 2") != std::string::npos);
+  CHECK(trainer.steps_done() == 3);
+}
