@@ -8,7 +8,6 @@
 //   ./addition [--digits 3] [--steps 3000] [--checkpoint add.safetensors [--resume]]
 //   mpirun -np 2 ./addition ...      the batch is split over the processes
 #include <fmt/format.h>
-
 #include "distributed/dist.h"
 #include "models/seq2seq.h"
 #include "train/cli.h"
@@ -23,7 +22,6 @@ std::vector<int64_t> digits_of(int64_t n) {  // most significant first
   do d.insert(d.begin(), kZero + n % 10); while ((n /= 10) > 0);
   return d;
 }
-
 int64_t ipow(int64_t e) { return e == 0 ? 1 : 10 * ipow(e - 1); }  // 10^e
 
 // Operands of 1..max_digits digits (the length drawn first, then the value).
@@ -90,9 +88,10 @@ class Addition : public train::Job {
     return fmt::format("steps={} exact_match={:.3f}", r.steps, r.final.metrics.at(0).second);
   }
   std::string kind() const override { return "addition"; }
-  Metadata identity() const override {  // a resumed run must have the same model and digits
+  Metadata identity() const override {  // a resumed run must have the same model, digits and seed
     Metadata m = model_->config().to_metadata();
     m["digits"] = std::to_string(digits_);
+    m["seed"] = std::to_string(model_->config().seed);  // the held-out sums are drawn from it
     return m;
   }
   Metadata state() const override { return {{"data", data_.state()}}; }

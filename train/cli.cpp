@@ -41,6 +41,8 @@ void check_train_options(TrainOptions& o, const TrainWords& words) {
   o.schedule = words.schedule;
   if ((o.schedule == "warmup_cosine" || o.schedule == "warmup_linear") && o.warmup >= o.steps)
     throw std::invalid_argument(fmt::format("--warmup {} must be below --steps {}", o.warmup, o.steps));
+  if (o.schedule == "noam" && o.warmup < 1)
+    throw std::invalid_argument(fmt::format("--warmup {}: the noam schedule needs at least 1 warm-up step", o.warmup));
   if (o.precision == Precision::bf16 && !bf16_unsupported_reason().empty())
     throw std::invalid_argument("--precision bf16: " + bf16_unsupported_reason());
   o.validate();

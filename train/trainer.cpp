@@ -37,6 +37,7 @@ void TrainOptions::validate() const {
   range("warmup", warmup, 0, int64_t{1} << 40);
   if (schedule_uses_steps(schedule))
     check(warmup < steps, fmt::format("warmup {}: expected 0 to steps - 1 = {}", warmup, steps - 1));
+  if (schedule == "noam") check(warmup >= 1, "warmup 0: the noam schedule needs at least 1 warm-up step");
   finite("time_limit", time_limit, 0, 1e12);
   finite("lr", lr, 0, 1e30);
   check(lr > 0, "lr 0: expected a learning rate above 0");
