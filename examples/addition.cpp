@@ -8,7 +8,6 @@
 //   ./addition [--digits 3] [--steps 3000] [--checkpoint add.safetensors [--resume]]
 //   mpirun -np 2 ./addition ...      the batch is split over the processes
 #include <fmt/format.h>
-#include "distributed/dist.h"
 #include "models/seq2seq.h"
 #include "train/cli.h"
 
@@ -47,8 +46,7 @@ class Addition : public train::Job {
  public:
   Addition(models::TransformerConfig c, int64_t digits, int64_t batch, uint64_t seed)
       : digits_(digits), batch_(batch), data_(seed) {
-    if (batch < dist::world_size())
-      throw std::invalid_argument(fmt::format("--batch {} is below the {} processes", batch, dist::world_size()));
+    train::check_batch_per_process(batch, "sum");
     c.src_vocab = c.tgt_vocab = kVocab;
     c.max_len = 2 * digits + 3;  // the longest source and its begin and end
     c.seed = seed;
@@ -85,7 +83,7 @@ class Addition : public train::Job {
             {fmt::format("  {} = {}", text(eval_[0].src), text(got[0]))}};
   }
   std::string final_line(const train::RunSummary& r) const override {
-    return fmt::format("steps={} exact_match={:.3f}", r.steps, r.final.metrics.at(0).second);
+    return fmt::format("steps={} exact_match={:.3f}", r.steps, r.final.metric("exact_match"));
   }
   std::string kind() const override { return "addition"; }
   Metadata identity() const override {  // a resumed run must have the same model, digits and seed
@@ -142,8 +140,7 @@ int main(int argc, char** argv) {
   const train::Parsed parsed = train::parse_with("addition", argc, argv, setup, check);
   return train::run_program("addition", argc, argv, parsed, threads, [&] {
     Addition job(model, digits, batch, recipe.seed);
-    train::Trainer trainer(job, recipe);
-    train::fit(trainer, loop);
+    train::fit(job, recipe, loop);
     return 0;
   });
 }
