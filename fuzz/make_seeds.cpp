@@ -39,7 +39,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  for (const char* h : {"", "/tensor_loader", "/module_loader", "/optim_loader", "/cli_train", "/cli_decode"})
+  for (const char* h : {"", "/tensor_loader", "/module_loader", "/optim_loader", "/cli_train", "/cli_decode", "/cmudict",
+                        "/fortunes"})
     ::mkdir((dir + h).c_str(), 0755);
 
   // A whole training checkpoint (tensors + metadata), tiny.
@@ -91,6 +92,14 @@ int main(int argc, char** argv) {
   put(dir + "/cli_decode/beam", args({"--checkpoint", "c.safetensors", "--beam", "4", "--alpha", "0.6", "--max-len",
                                       "20", "--threads", "1", "3 4 5", "6 7"}));
   put(dir + "/cli_decode/greedy", args({"--checkpoint=c", "3"}));
+  // CMUdict in Festival's format (the real file's first entries, a stressed
+  // vowel, a word with two pronunciations) and fortune files.
+  put(dir + "/cmudict/entries",
+      "MNCL\n(\"a\" dt (((ax) 0)))\n(\"a\" n (((ey) 1)))\n(\"aaa\" nil (((t r ih) 1) ((p ax) 0) ((l ey) 1)))\n"
+      "(\"adversity\" nil (((ae d) 0) ((v er) 1) ((s ih) 0) ((t iy) 0)))\n");
+  put(dir + "/cmudict/header_only", "MNCL\n");
+  put(dir + "/fortunes/two", "A fortune.\n%\nAnother,\n\t-- on two lines\n%\n");
+  put(dir + "/fortunes/unterminated", "No final percent line\n%\n%\n\n%\nlast");
   std::printf("make_seeds: wrote the seed corpora under %s\n", dir.c_str());
   return 0;
 }

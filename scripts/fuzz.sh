@@ -6,7 +6,9 @@
 #   scripts/fuzz.sh [SECONDS] [RUNS]      e.g. scripts/fuzz.sh 3600 1000000
 # Harnesses: tensor_loader (safetensors bytes; then the checkpoint metadata),
 # module_loader (a Transformer's load_state_dict), optim_loader (Adam and SGD
-# state), cli_train and cli_decode (the programs' command lines).
+# state), cli_train and cli_decode (the programs' command lines), cmudict
+# (g2p's CMUdict parser) and fortunes (char_lm's fortune-file reader and byte
+# vocabulary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -16,7 +18,7 @@ dir=build-fuzz
 # no harness multiplies matrices.
 cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXG_FUZZ=ON \
       -DXG_GEMM=openblas -DXG_BUILD_TESTS=OFF >/dev/null
-harnesses=(tensor_loader module_loader optim_loader cli_train cli_decode)
+harnesses=(tensor_loader module_loader optim_loader cli_train cli_decode cmudict fortunes)
 start=$(date +%s)
 cmake --build "$dir" -j"$(nproc)" --target make_seeds "${harnesses[@]/#/fuzz_}" >/dev/null
 echo "fuzz: built in $(( $(date +%s) - start )) s"
@@ -26,6 +28,8 @@ status=0
 for h in "${harnesses[@]}"; do
   dict=fuzz/safetensors.dict
   [[ $h == cli_* ]] && dict=fuzz/cli.dict
+  [[ $h == cmudict ]] && dict=fuzz/cmudict.dict
+  [[ $h == fortunes ]] && dict=fuzz/fortunes.dict
   mkdir -p "$dir/corpus/$h"
   log="$dir/fuzz_$h.log"
   # -rss_limit_mb / -malloc_limit_mb: an input that allocates past 2 GiB is a finding.

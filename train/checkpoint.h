@@ -21,22 +21,25 @@ void check_writable(const std::string& path);
 void check_same_run(const Metadata& mine, const Metadata& meta, const std::string& path,
                     const Metadata& summarised = {});
 
+// What split_state returns.
+struct SplitState {
+  // model: the model's state dict, model.NAME as NAME.
+  std::map<std::string, Tensor> model, optim;  // the optimiser's, optim.NAME as NAME
+};
 // A checkpoint's tensors: "model.*" and "optim.*" with the prefix removed;
 // any other name is a FormatError naming it.
-struct SplitState {
-  std::map<std::string, Tensor> model, optim;
-};
 SplitState split_state(const std::map<std::string, Tensor>& all, const std::string& path);
 
+// What load_for_inference returns.
+struct InferenceCheckpoint {
+  Metadata metadata;                      // the file's, all of it
+  std::map<std::string, Tensor> weights;  // by parameter name, for Module::load_state_dict
+};
 // What inference needs of a checkpoint written by train::Trainer::save: its
 // metadata, and the weights the finished run was scored with (the mean of
 // its snapshots, average.NAME, where it averaged; else model.NAME), prefix
 // removed. Throws FormatError "checkpoint PATH was not written by PROGRAM
 // (no kind=KIND in its metadata)" for another application's file.
-struct InferenceCheckpoint {
-  Metadata metadata;
-  std::map<std::string, Tensor> weights;
-};
 InferenceCheckpoint load_for_inference(const std::string& path, const std::string& kind, const std::string& program);
 
 // metadata[key], or a FormatError naming the file and the missing key.

@@ -28,9 +28,9 @@ namespace xg::train {
 // What parsing decided: run, or exit with `exit_code` after printing `message`
 // (the --help text to stdout with 0; an error naming the option to stderr with 2).
 struct Parsed {
-  bool run = false;
-  int exit_code = 0;
-  std::string message;
+  bool run = false;     // true: the program runs
+  int exit_code = 0;    // else it exits with this: 0 after --help, 2 on an error
+  std::string message;  // what to print before exiting
 };
 
 // Limits of the programs' options (the parsers name them in their errors).
@@ -59,6 +59,8 @@ inline double parse_real(const std::string& name, const std::string& v, double l
   return x;
 }
 
+// Option `name` setting `target` to a whole number in [lo, hi] (parse_int);
+// the help shows the range, and the default is target's current value.
 template <class T>
 CLI::Option* add_int(CLI::App& app, const std::string& name, T& target, int64_t lo, int64_t hi,
                      const std::string& help) {
@@ -70,6 +72,7 @@ CLI::Option* add_int(CLI::App& app, const std::string& name, T& target, int64_t 
       ->default_str(std::to_string(target));
 }
 
+// The same for a finite real in [lo, hi] (parse_real).
 inline CLI::Option* add_real(CLI::App& app, const std::string& name, double& target, double lo, double hi,
                       const std::string& help) {
   return app
@@ -110,20 +113,23 @@ void add_model_options(CLI::App& app, Config& c, const std::string& layers_help)
   add_real(app, "--dropout", c.dropout, 0, 0.99, "dropout probability");
 }
 
+// --precision f32 or bf16 (matrix products under Autocast), as a word.
 inline CLI::Option* add_precision(CLI::App& app, std::string& precision) {
   return add_word(app, "--precision", precision, {"f32", "bf16"},
                   "bf16: matrix products in bf16 with float32 accumulation (needs AVX512_BF16)");
 }
 
+// The options of TrainOptions given as words, held until check_train_options.
+struct TrainWords {
+  // --precision's word ("f32", "bf16").
+  std::string precision, schedule;  // --schedule's word
+};
 // The recipe of a run (TrainOptions), as every training program offers it:
 // --steps, --time-limit, --schedule, --lr, --warmup, --beta1, --beta2,
 // --eps, --weight-decay, --clip, --seed, --average, --precision,
 // --detect-anomaly. The options' current values are the defaults shown;
 // `time_limit_help` says what the program's --time-limit does
 // (TrainOptions::clock_schedule). Words are parsed into `o` by check_train_options.
-struct TrainWords {
-  std::string precision, schedule;
-};
 void add_train_options(CLI::App& app, TrainOptions& o, TrainWords& words, const std::string& time_limit_help);
 // After parsing: the words into `o`, then the checks every trainer makes in
 // this order (--warmup below --steps for a schedule that ends, bf16 on this

@@ -32,11 +32,16 @@ using Metrics = std::vector<std::pair<std::string, double>>;
 // process (no mpirun) computes every row. `step` is the step the batch is
 // for, from 1 (a job whose data order is a function of the step reads it).
 struct Shard {
+  // This process's rank and the number of processes (dist::rank(), dist::world_size()).
   int rank = 0, world = 1;
-  int64_t step = 1;
-  int64_t begin(int64_t rows) const { return rows * rank / world; }
-  int64_t end(int64_t rows) const { return rows * (rank + 1) / world; }
+  int64_t step = 1;                                                      // the step the batch is for, from 1
+  int64_t begin(int64_t rows) const { return rows * rank / world; }      // first row of this process's share
+  int64_t end(int64_t rows) const { return rows * (rank + 1) / world; }  // one past its last row
 };
+// What every job checks of its global batch: at least one row per process.
+// Throws std::invalid_argument "batch_size B: expected at least one ITEM per
+// process (N processes)".
+void check_batch_per_process(int64_t batch_size, const std::string& item);
 
 // The loss of one step on this process: a mean over `count` items (target
 // tokens, characters) out of `global_count` in the whole global batch. The
@@ -53,10 +58,14 @@ struct StepLoss {
 // final: the run's reported result, once at the end.
 enum class EvalStage { periodic, check, final };
 
+// What Job::evaluate returns: the values and what to print with them.
 struct Evaluation {
-  Metrics metrics;
+  Metrics metrics;                 // the values, printed and written in this order
   std::string about;               // printed after the values: "(1000 held-out sequences)"
   std::vector<std::string> lines;  // printed below the evaluation line (sample outputs, ...)
+  // The value of metric `name`; throws std::invalid_argument listing the
+  // evaluation's metrics when it has none of that name.
+  double metric(const std::string& name) const;
 };
 
 // What the loop knows of a finished run, for the job's final line.
@@ -69,6 +78,8 @@ struct RunSummary {
   Evaluation final;            // the final evaluation
 };
 
+// An application as the training loop sees it: a model, the loss of each
+// batch, evaluations, and what identifies its run in a checkpoint.
 class Job {
  public:
   virtual ~Job() = default;

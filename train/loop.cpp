@@ -39,13 +39,24 @@ std::string values(const Metrics& m) {
   return s;
 }
 
-double metric(const Metrics& m, const std::string& name) {
-  for (const auto& [n, v] : m)
+}  // namespace
+
+double Evaluation::metric(const std::string& name) const {
+  for (const auto& [n, v] : metrics)
     if (n == name) return v;
-  throw std::invalid_argument("the target metric '" + name + "' is not one of the evaluation's: " + values(m));
+  throw std::invalid_argument("the metric '" + name + "' is not one of the evaluation's: " + values(metrics));
 }
 
-}  // namespace
+void check_batch_per_process(int64_t batch_size, const std::string& item) {
+  if (batch_size < dist::world_size())
+    throw std::invalid_argument(fmt::format("batch_size {}: expected at least one {} per process ({} processes)",
+                                            batch_size, item, dist::world_size()));
+}
+
+RunSummary fit(Job& job, const TrainOptions& options, const LoopOptions& loop) {
+  Trainer trainer(job, options);
+  return fit(trainer, loop);
+}
 
 void LoopOptions::validate() const {
   auto range = [](const char* name, int64_t v, int64_t lo) {
@@ -183,7 +194,7 @@ RunSummary fit(Trainer& trainer, const LoopOptions& loop) {
     if (step % loop.eval_every == 0 && !at_end) {
       if (lead) {
         const Evaluation e = report("eval", EvalStage::periodic);
-        reached = loop.target > 0 && metric(e.metrics, loop.target_metric) >= loop.target;
+        reached = loop.target > 0 && e.metric(loop.target_metric) >= loop.target;
       }
       if (many && loop.target > 0) reached = dist::allreduce(reached ? 1.0 : 0.0) > 0;  // rank 0 decides for all
     }

@@ -14,6 +14,8 @@
 
 namespace xg::train {
 
+// How fit() runs a Trainer: evaluation, logging and checkpoint cadence, resume,
+// the metrics file, an early stop at a target, and where it prints.
 struct LoopOptions {
   int64_t eval_every = 100;  // steps between periodic evaluations
   int64_t log_every = 50;    // steps between progress lines when `out` is not a terminal
@@ -22,7 +24,7 @@ struct LoopOptions {
   bool resume = false;           // continue from `checkpoint` when the file exists
   std::string metrics;           // CSV of evaluation rows ("" = none); appended to on resume
   // > 0: stop after a periodic evaluation whose `target_metric` reaches it (>=).
-  std::string target_metric;
+  std::string target_metric;    // the metric `target` is for ("exact_match"); needed when target > 0
   double target = 0;
   std::FILE* out = stdout;       // progress, evaluations and the final line; in place on a terminal
   void validate() const;         // throws std::invalid_argument naming the bad field
@@ -44,5 +46,7 @@ struct LoopOptions {
 // checkpoints; progress comes as lines, never redrawn; every process loads
 // the checkpoint it resumes from.
 RunSummary fit(Trainer& trainer, const LoopOptions& loop = {});
+// The same with a Trainer of its own: what a program's main() runs.
+RunSummary fit(Job& job, const TrainOptions& options, const LoopOptions& loop = {});
 
 }  // namespace xg::train

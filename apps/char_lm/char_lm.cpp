@@ -26,8 +26,7 @@ void CharLMOptions::validate() const {
     if (!ok) throw std::invalid_argument("CharLMOptions: " + what);
   };
   need(batch_size >= 1, fmt::format("batch_size {}: expected at least 1", batch_size));
-  need(batch_size >= dist::world_size(), fmt::format("batch_size {}: expected at least one window per process ({} processes)",
-                                                     batch_size, dist::world_size()));
+  train::check_batch_per_process(batch_size, "window");
   need(eval_chars >= 0, fmt::format("eval_chars {}: expected 0 (all) or more", eval_chars));
   need(train_chars >= 0, fmt::format("train_chars {}: expected 0 (all) or more", train_chars));
   need(sample_chars >= 0, fmt::format("sample_chars {}: expected 0 (none) or more", sample_chars));

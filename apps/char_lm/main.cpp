@@ -23,8 +23,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     xg::char_lm::CharLMJob job(cmd.job);
-    xg::train::Trainer trainer(job, cmd.train);
-    xg::train::fit(trainer, cmd.loop);
+    xg::train::fit(job, cmd.train, cmd.loop);
     return 0;
   });
 }

@@ -18,6 +18,36 @@ int64_t window_start(uint64_t seed, int64_t step, int64_t batch, int64_t b, int6
   return static_cast<int64_t>(splitmix64(seed ^ splitmix64(k)) % static_cast<uint64_t>(n - length));
 }
 
+void add_records(std::string_view text, int valid_percent, TextSplit& split) {
+  // Records end at a line "%" (or at the end of the text).
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = begin, next = text.size();
+    while (true) {
+      const size_t nl = text.find('\n', end);
+      const size_t line_end = nl == std::string_view::npos ? text.size() : nl;
+      if (text.substr(end, line_end - end) == "%") {
+        next = nl == std::string_view::npos ? text.size() : nl + 1;
+        break;
+      }
+      if (nl == std::string_view::npos) {
+        end = text.size();
+        break;
+      }
+      end = nl + 1;
+    }
+    const std::string_view record = text.substr(begin, end - begin);
+    begin = next;
+    if (record.find_first_not_of(" \t\r\n") == std::string_view::npos) continue;  // empty record
+    const bool valid = fnv1a64(record) % 100 < static_cast<uint64_t>(valid_percent);
+    std::string& out = valid ? split.valid : split.train;
+    out.append(record);
+    if (record.back() != '\n') out += '\n';
+    out += "%\n";
+    ++(valid ? split.valid_records : split.train_records);
+  }
+}
+
 TextSplit load_fortunes(const std::string& dir, int valid_percent) {
   if (valid_percent < 0 || valid_percent > 100)
     throw std::invalid_argument(fmt::format("load_fortunes: valid_percent {}: expected 0 to 100", valid_percent));
@@ -36,35 +66,8 @@ TextSplit load_fortunes(const std::string& dir, int valid_percent) {
     if (!in) continue;  // a directory or an unreadable file is not a fortune file
     std::ostringstream buf;
     buf << in.rdbuf();
-    const std::string text = buf.str();
     ++split.files;
-    // Records end at a line "%" (or at the end of the file).
-    size_t begin = 0;
-    while (begin < text.size()) {
-      size_t end = begin, next = text.size();
-      while (true) {
-        const size_t nl = text.find('\n', end);
-        const size_t line_end = nl == std::string::npos ? text.size() : nl;
-        if (text.compare(end, line_end - end, "%") == 0) {
-          next = nl == std::string::npos ? text.size() : nl + 1;
-          break;
-        }
-        if (nl == std::string::npos) {
-          end = text.size();
-          break;
-        }
-        end = nl + 1;
-      }
-      const std::string_view record(text.data() + begin, end - begin);
-      begin = next;
-      if (record.find_first_not_of(" \t\r\n") == std::string_view::npos) continue;  // empty record
-      const bool valid = fnv1a64(record) % 100 < static_cast<uint64_t>(valid_percent);
-      std::string& out = valid ? split.valid : split.train;
-      out.append(record);
-      if (record.back() != '\n') out += '\n';
-      out += "%\n";
-      ++(valid ? split.valid_records : split.train_records);
-    }
+    add_records(buf.str(), valid_percent, split);
   }
   if (split.files == 0)
     throw std::runtime_error("load_fortunes: no fortune file in " + dir +

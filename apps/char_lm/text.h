@@ -33,6 +33,9 @@ struct TextSplit {
   int64_t train_records = 0, valid_records = 0, files = 0;
 };
 TextSplit load_fortunes(const std::string& dir = kFortunesDir, int valid_percent = 10);
+// One fortune file's text cut into records and added to `split` as above
+// (load_fortunes calls it for each file; the fuzzer for any bytes).
+void add_records(std::string_view text, int valid_percent, TextSplit& split);
 
 
 // The bytes that occur in a text, sorted: id i is the i-th smallest byte.

@@ -54,8 +54,7 @@ void G2POptions::validate() const {
     if (!ok) throw std::invalid_argument("G2POptions: " + what);
   };
   need(batch_size >= 1, fmt::format("batch_size {}: expected at least 1", batch_size));
-  need(batch_size >= dist::world_size(), fmt::format("batch_size {}: expected at least one pair per process ({} processes)",
-                                                     batch_size, dist::world_size()));
+  train::check_batch_per_process(batch_size, "pair");
   need(std::isfinite(label_smoothing) && label_smoothing >= 0 && label_smoothing <= 0.999,
        fmt::format("label_smoothing {}: expected a number from 0 to 0.999", label_smoothing));
   need(eval_words >= 0, fmt::format("eval_words {}: expected 0 (all) or more", eval_words));
@@ -284,11 +283,7 @@ train::Evaluation G2PJob::evaluate(train::EvalStage stage, int64_t step) {
 }
 
 std::string G2PJob::final_line(const train::RunSummary& r) const {
-  auto value = [&](const char* name) {
-    for (const auto& [n, v] : r.final.metrics)
-      if (n == name) return v;
-    return 0.0;
-  };
+  auto value = [&](const char* name) { return r.final.metric(name); };
   return fmt::format("steps={} wer={:.4f} per={:.4f}{} train_seconds={:.1f} train_wer={:.4f} train_per={:.4f}", r.steps,
                      value("wer"), value("per"),
                      opts_.keep_stress

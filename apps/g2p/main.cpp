@@ -43,8 +43,7 @@ int main(int argc, char** argv) {
   return xg::train::run_program("g2p", argc, argv, parsed, cmd.threads, [&] {
     if (cmd.mode == "train") {
       xg::g2p::G2PJob job(cmd.job);
-      xg::train::Trainer trainer(job, cmd.train);
-      xg::train::fit(trainer, cmd.loop);
+      xg::train::fit(job, cmd.train, cmd.loop);
       return 0;
     }
     if (cmd.mode == "attention") return attention(cmd);

@@ -38,9 +38,7 @@ std::string join(const std::vector<int64_t>& v) {
 void TaskJobOptions::validate() const {
   task.validate();
   check(batch_size >= 1 && batch_size <= (1 << 20), fmt::format("batch_size {}: expected 1..{}", batch_size, 1 << 20));
-  check(batch_size >= dist::world_size(),
-        fmt::format("batch_size {}: expected at least one example per process ({} processes)", batch_size,
-                    dist::world_size()));
+  train::check_batch_per_process(batch_size, "example");
   check(eval_size >= 1 && eval_size <= (1 << 24), fmt::format("eval_size {}: expected 1..{}", eval_size, 1 << 24));
   check(std::isfinite(label_smoothing) && label_smoothing >= 0 && label_smoothing <= 0.999,
         fmt::format("label_smoothing {}: expected a finite number from 0 to 0.999", label_smoothing));
@@ -111,11 +109,7 @@ train::Evaluation TaskJob::evaluate(train::EvalStage stage, int64_t step) {
 }
 
 std::string TaskJob::final_line(const train::RunSummary& r) const {
-  auto value = [&](const char* name) {
-    for (const auto& [n, v] : r.final.metrics)
-      if (n == name) return v;
-    return 0.0;
-  };
+  auto value = [&](const char* name) { return r.final.metric(name); };
   return fmt::format("task={} steps={} exact_match={:.3f} token_acc={:.3f} seconds={:.1f}", task_name(opts_.task.task),
                      r.steps, value("exact_match"), value("token_acc"), r.seconds);
 }

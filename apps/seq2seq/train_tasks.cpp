@@ -16,8 +16,7 @@ int main(int argc, char** argv) {
   const xg::train::Parsed parsed = xg::seq2seq::parse_train_command(argc, argv, cmd);
   return xg::train::run_program("train_tasks", argc, argv, parsed, cmd.threads, [&] {
     xg::seq2seq::TaskJob job(cmd.job);
-    xg::train::Trainer trainer(job, cmd.train);
-    xg::train::fit(trainer, cmd.loop);
+    xg::train::fit(job, cmd.train, cmd.loop);
     return 0;
   });
 }
