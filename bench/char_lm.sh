@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The character-LM comparison of the README: char_lm (xgrad) and its PyTorch
+# The character-LM comparison of apps/char_lm/README.md: char_lm (xgrad) and its PyTorch
 # twin bench/char_lm.py on the same model, data order and schedule, each for
 # MINUTES of training (default 30) on this machine, one after the other, with
 # OPENBLAS_CORETYPE unset. Writes logs and metrics CSVs to bench/results/char_lm/.

@@ -1,6 +1,6 @@
 // The oneDNN build (the default): float32 and bf16 products on oneDNN's
 // matmul primitive, single-threaded on the calling thread (xgrad's pool does
-// the splitting; see the README's "Threads"). Primitives are created once per
+// the splitting; see "Threads" in docs/performance.md). Primitives are created once per
 // shape and kept in a cache per thread. Each thread has one scratchpad of
 // its own, grown to the largest any of its primitives asks for: a thread runs
 // one product at a time, so its primitives can share it (one scratchpad per
