@@ -16,8 +16,10 @@
 
 namespace xg {
 
+// The precision of matrix products: f32 throughout, or bf16 inputs with
+// float32 accumulation.
 enum class Precision { f32, bf16 };
-inline constexpr Precision bf16 = Precision::bf16;
+inline constexpr Precision bf16 = Precision::bf16;  // xg::bf16, as in Autocast guard(xg::bf16)
 const char* precision_name(Precision p);  // "f32", "bf16"
 // "f32" or "bf16" (also "float32", "bfloat16"); throws std::invalid_argument
 // naming the accepted values otherwise.
@@ -30,12 +32,15 @@ Precision autocast_precision();
 // AVX512_BF16 or AMX); otherwise why not, naming the missing CPU feature.
 std::string bf16_unsupported_reason();
 
+// RAII: while it is alive, matrix products on this thread run in precision
+// `p`; the previous precision comes back when it ends. Scopes nest.
 class Autocast {
  public:
   // Throws std::runtime_error with bf16_unsupported_reason() when asked for
   // bf16 where it would be slow: never a silent fallback to float32.
   explicit Autocast(Precision p = Precision::bf16);
-  ~Autocast();
+  ~Autocast();  // restores the precision in force before
+  // Not copyable: a scope guard.
   Autocast(const Autocast&) = delete;
   Autocast& operator=(const Autocast&) = delete;
 

@@ -10,14 +10,17 @@
 
 namespace xg {
 
+// Grad mode, per thread and on by default: while it is off, no op records
+// anything (the outputs have no history).
 bool grad_enabled();
 void set_grad_enabled(bool on);
 
 // RAII: no op records anything while a guard is alive.
 class NoGradGuard {
  public:
-  NoGradGuard();
-  ~NoGradGuard();
+  NoGradGuard();   // turns grad mode off on this thread
+  ~NoGradGuard();  // restores the previous mode
+  // Not copyable: a scope guard.
   NoGradGuard(const NoGradGuard&) = delete;
   NoGradGuard& operator=(const NoGradGuard&) = delete;
 
@@ -48,16 +51,19 @@ bool needs_input_grad(size_t i);
 // Anomaly mode (per thread, like grad mode): while a guard is alive, every
 // op's output in forward and every gradient in backward is checked for NaN
 // and Inf, and the first non-finite value throws AnomalyError naming the op,
-// the module that ran it (its dotted path, e.g. "decoder.layers.1.self_attn")
-// and the shapes. Costs one pass over every value; for debugging.
+// the module that ran it (its dotted path, such as
+// "decoder.layers.1.self_attn") and the shapes. Costs one pass over every
+// value; for debugging.
 struct AnomalyError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-bool anomaly_enabled();
+bool anomaly_enabled();  // whether anomaly mode is on for this thread
+// RAII: anomaly mode on this thread while it is alive.
 class DetectAnomalyGuard {
  public:
-  explicit DetectAnomalyGuard(bool on = true);
-  ~DetectAnomalyGuard();
+  explicit DetectAnomalyGuard(bool on = true);  // on == false turns it off instead
+  ~DetectAnomalyGuard();                        // restores the previous mode
+  // Not copyable: a scope guard.
   DetectAnomalyGuard(const DetectAnomalyGuard&) = delete;
   DetectAnomalyGuard& operator=(const DetectAnomalyGuard&) = delete;
 
@@ -71,8 +77,9 @@ class DetectAnomalyGuard {
 // anomaly mode.
 class NameScope {
  public:
-  explicit NameScope(std::string name);
+  explicit NameScope(std::string name);  // "" names nothing (the current name stays)
   ~NameScope();
+  // Not copyable: a scope guard.
   NameScope(const NameScope&) = delete;
   NameScope& operator=(const NameScope&) = delete;
 
@@ -87,12 +94,17 @@ std::string current_scope();  // "" outside any scope or outside anomaly mode
 // output's gradient, and returns one gradient per input (each of that
 // input's shape, or undefined). The result behaves like a built-in op.
 struct CustomOp {
-  std::string name;
-  std::function<Tensor(const std::vector<Tensor>& inputs)> forward;
+  std::string name;  // the op's name in error and anomaly messages
+  std::function<Tensor(const std::vector<Tensor>& inputs)> forward;  // inputs -> output
+  // (inputs, output, grad_output) -> one gradient per input.
   std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& output,
                                     const Tensor& grad_output)>
       backward;
 };
+// Runs op.forward and records op.backward on the tape. Throws
+// std::invalid_argument if either is missing, std::logic_error if forward
+// returns an undefined tensor; backward() throws std::logic_error if
+// op.backward returns other than one gradient per input.
 Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs);
 
 // Number of tape nodes alive in this process (for leak tests and diagnostics).

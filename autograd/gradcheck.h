@@ -9,18 +9,20 @@
 
 namespace xg {
 
+// Settings of gradcheck(): the step and the tolerances.
 struct GradcheckOptions {
   double eps = 1e-6;   // central-difference step
   double atol = 1e-5;  // |analytic - numeric| <= atol + rtol * |numeric|
-  double rtol = 1e-3;
+  double rtol = 1e-3;  // relative tolerance (see atol)
   // At most this many elements per input are perturbed (chosen at random with
   // `seed`); <= 0 checks every element.
   int64_t max_samples_per_input = 0;
   uint64_t seed = 0;
 };
 
+// What gradcheck() found.
 struct GradcheckResult {
-  bool ok = true;
+  bool ok = true;          // every element compared within tolerance
   int64_t checked = 0;     // elements compared
   // The worst element (largest error relative to its tolerance).
   int64_t worst_input = -1;
@@ -35,8 +37,8 @@ struct GradcheckResult {
 // close over them, e.g. a model's parameters.
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& opts = {});
-// The same for a function of no arguments, checking `params` (e.g. a model's
-// parameters after converting it to float64).
+// The same for a function of no arguments, checking `params` (such as a
+// model's parameters after converting it to float64).
 GradcheckResult gradcheck(const std::function<Tensor()>& f, const std::vector<Tensor>& params,
                           const GradcheckOptions& opts = {});
 

@@ -11,6 +11,8 @@
 namespace xg {
 
 // ---- elementwise, broadcasting ------------------------------------------
+
+// a + b, a - b, a * b, a / b, a to the power b, the larger of a and b.
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -19,6 +21,9 @@ Tensor pow(const Tensor& a, const Tensor& b);  // d/db needs a > 0
 Tensor pow(const Tensor& a, double exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);  // gradient to the larger (ties: a)
 
+// Elementwise arithmetic, broadcasting like add(): a + b is add(a, b), -a is
+// neg(a), and so on. With a double s the op runs on a alone (s is a
+// constant: backward does no work for it).
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
@@ -34,6 +39,8 @@ Tensor operator/(const Tensor& a, double s);
 Tensor operator/(double s, const Tensor& a);
 
 // ---- elementwise, unary ---------------------------------------------------
+
+// Elementwise functions of one tensor: -a, e^a, ln a, sqrt a, |a|, ...
 Tensor neg(const Tensor& a);
 Tensor exp(const Tensor& a);
 Tensor log(const Tensor& a);
@@ -46,6 +53,10 @@ Tensor sigmoid(const Tensor& a);
 Tensor clamp(const Tensor& a, double lo, double hi);  // gradient passes where lo <= a <= hi
 
 // ---- reductions (axes may be negative; empty axes = all) ------------------
+
+// Sum, mean, maximum and variance (divided by n, or n - 1 if unbiased) over
+// `axes` (negative ones count from the end; none: every axis); keepdims keeps
+// them as dimensions of size 1.
 Tensor sum(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false);
 Tensor mean(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false);
 Tensor max(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false);  // grad to the first arg-max
@@ -54,6 +65,9 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims
 std::vector<int64_t> argmax(const Tensor& a, int64_t axis = -1);
 
 // ---- shape ---------------------------------------------------------------
+
+// Values moved or repeated, not computed: gradients go back to where the
+// values came from (summed where a value was repeated).
 Tensor reshape(const Tensor& a, const Shape& shape);  // one dimension may be -1
 Tensor permute(const Tensor& a, const std::vector<int64_t>& perm);
 Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1);
@@ -67,6 +81,7 @@ Tensor squeeze(const Tensor& a, int64_t axis);  // the axis must have size 1
 Tensor broadcast_to(const Tensor& a, const Shape& shape);
 
 // ---- linear algebra (engine/gemm.h: oneDNN or OpenBLAS) ---------------------
+
 // (..., M, K) x (..., K, N) -> (..., M, N); batch dimensions broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b);
 // x (..., I) times w (O, I) transposed, plus b (O) if defined: (..., O).
@@ -74,6 +89,7 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
 // ---- indexing --------------------------------------------------------------
+
 // Rows of `table` (V, C) picked by ids of shape ids_shape: (ids_shape..., C).
 // Throws std::out_of_range-like ShapeError on an id outside [0, V).
 Tensor gather_rows(const Tensor& table, const std::vector<int64_t>& ids, const Shape& ids_shape);
@@ -89,6 +105,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
 
 // ---- fused, numerically stable ---------------------------------------------
+
+// Softmax and log-softmax along `axis` (the maximum subtracted first).
 Tensor softmax(const Tensor& a, int64_t axis = -1);
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);
 // Normalises over the last dimension; weight and bias (C) may be undefined.
@@ -110,19 +128,14 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 // feed-forward block keeps one (.., F) tensor alive instead of two.
 Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen);
 
-// Multi-head scaled dot-product attention, fused. For every batch row b and
-// head h: softmax(scale * q_bh k_bh^T + masks) v_bh, where q_bh is the (T,D)
-// block of columns [h*D, (h+1)*D) of q (B,T,H*D), and k_bh, v_bh the same of
-// k, v (B,S,H*D). Returns (B,T,H*D): heads are read and written in place
-// (BLAS leading dimensions), never permuted into copies. Saves only the
-// (B,H,T,S) weights for backward.
+// The heads, masks, dropout and key/value cache of attention(). Masked
+// scores are set to -1e9, so a query whose keys are all masked gets uniform
+// weights (no NaN).
 struct AttentionOptions {
-  int64_t heads = 1;
+  int64_t heads = 1;        // H, which must divide C = H*D
   double scale = 0;         // 0: 1/sqrt(D)
   Tensor key_padding_mask;  // (B,S), nonzero: a key no query sees
   bool causal = false;      // query i sees keys j <= i only
-  // Masked scores are set to -1e9, so a query whose keys are all masked gets
-  // uniform weights (no NaN).
   double dropout = 0;          // on the weights, in [0, 1); needs gen when > 0.
   Generator* gen = nullptr;    // one draw per call keys the dropout hash (as dropout())
   Tensor* weights = nullptr;   // if set, receives the (B,H,T,S) weights before dropout (no history)
@@ -131,6 +144,12 @@ struct AttentionOptions {
   // gradients of k and v are zero past it.
   int64_t kv_length = 0;
 };
+// Multi-head scaled dot-product attention, fused. For every batch row b and
+// head h: softmax(scale * q_bh k_bh^T + masks) v_bh, where q_bh is the (T,D)
+// block of columns [h*D, (h+1)*D) of q (B,T,H*D), and k_bh, v_bh the same of
+// k, v (B,S,H*D). Returns (B,T,H*D): heads are read and written in place
+// (BLAS leading dimensions), never permuted into copies. Saves only the
+// (B,H,T,S) weights for backward.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts);
 
 }  // namespace xg

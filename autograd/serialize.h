@@ -11,6 +11,8 @@
 
 namespace xg {
 
+// A file that is not what it should be (malformed, truncated, or not the
+// checkpoint expected): the message names the file and the key or byte offset.
 struct FormatError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -40,8 +42,8 @@ std::map<std::string, Tensor> load_tensors(const std::string& path,
                                            std::map<std::string, std::string>* metadata = nullptr);
 
 // The same checks and result over `size` bytes in memory holding a whole
-// file (`data` may be null when `size` is 0), e.g. for a fuzzer or a file
-// that was received rather than opened. The bytes are copied into the
+// file (`data` may be null when `size` is 0), for instance for a fuzzer or a
+// file that was received rather than opened. The bytes are copied into the
 // tensors; `data` need not outlive the call. Error messages say `name` where
 // load_tensors says the path ("load_tensors: <memory>: ...").
 std::map<std::string, Tensor> load_tensors_from_memory(const void* data, size_t size,

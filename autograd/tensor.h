@@ -25,7 +25,7 @@ inline constexpr Dtype i64 = Dtype::i64;
 const char* dtype_name(Dtype d);  // "float32", "float64", "int64"
 int64_t dtype_size(Dtype d);      // bytes per element: 4, 8, 8
 
-using Shape = std::vector<int64_t>;
+using Shape = std::vector<int64_t>;     // the dimensions, outermost first; () for a scalar
 std::string shape_str(const Shape& s);  // "(2,3)"
 int64_t shape_numel(const Shape& s);  // 0 if any dimension is 0; throws ShapeError past int64
 
@@ -38,10 +38,10 @@ struct ShapeError : std::invalid_argument {
 // A seeded random source. Pass it explicitly: xgrad has no hidden global RNG.
 class Generator {
  public:
-  explicit Generator(uint64_t seed = 0) : engine_(seed) {}
-  std::mt19937_64& engine() { return engine_; }
-  double uniform(double lo = 0.0, double hi = 1.0);
-  double normal(double mean = 0.0, double std = 1.0);
+  explicit Generator(uint64_t seed = 0) : engine_(seed) {}  // a mt19937_64 seeded with `seed`
+  std::mt19937_64& engine() { return engine_; }              // the engine itself, for std:: distributions
+  double uniform(double lo = 0.0, double hi = 1.0);    // U[lo, hi) from 53 random bits, alike on every platform
+  double normal(double mean = 0.0, double std = 1.0);  // Box-Muller from two uniform() draws
   std::string state() const;             // text form of the engine state
   void set_state(const std::string& s);  // throws std::invalid_argument if malformed
  private:
@@ -51,17 +51,19 @@ class Generator {
 struct TensorImpl;
 struct Node;
 
+// A handle to a tensor: copies share the storage and the link into the tape
+// (a shared_ptr), as Python names share a torch.Tensor.
 class Tensor {
  public:
   Tensor() = default;  // undefined tensor (defined() == false)
-  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}  // for xgrad's own kernels
 
-  bool defined() const { return impl_ != nullptr; }
-  const Shape& shape() const;
-  int64_t dim() const;
+  bool defined() const { return impl_ != nullptr; }  // false for a default-constructed Tensor
+  const Shape& shape() const;        // the dimensions, e.g. (B,T,C)
+  int64_t dim() const;               // number of dimensions, 0 for a scalar
   int64_t size(int64_t axis) const;  // negative axes count from the end
-  int64_t numel() const;
-  Dtype dtype() const;
+  int64_t numel() const;             // number of elements, the product of the shape
+  Dtype dtype() const;               // f32, f64 or i64
 
   // Raw contiguous data. T must match dtype() (checked, throws ShapeError).
   // Writing through this pointer bypasses the version counter: call
@@ -74,11 +76,12 @@ class Tensor {
   std::vector<double> to_vector() const;                // all elements as double
 
   // Autograd.
-  bool requires_grad() const;
+
+  bool requires_grad() const;  // the flag requires_grad_() sets on a leaf (an op's output is never flagged)
   Tensor& requires_grad_(bool on = true);  // leaves only
-  bool is_leaf() const;
+  bool is_leaf() const;       // not an op's output on the tape (created, detach()ed, or made without grad)
   Tensor grad() const;        // undefined until a backward reaches this leaf
-  void set_grad(const Tensor& g);
+  void set_grad(const Tensor& g);  // replaces grad(); g of this shape and dtype, or undefined
   void zero_grad();           // drops the gradient (like set_to_none=True)
   // Runs the tape from this tensor back to the leaves, accumulating into
   // their grad(). Without an argument the tensor must hold one element.
@@ -118,7 +121,7 @@ class Tensor {
   Tensor sum(const std::vector<int64_t>& axes = {}, bool keepdims = false) const;
   Tensor mean(const std::vector<int64_t>& axes = {}, bool keepdims = false) const;
 
-  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }
+  const std::shared_ptr<TensorImpl>& impl() const { return impl_; }  // storage and tape link (detail/impl.h)
 
  private:
   std::shared_ptr<TensorImpl> impl_;
@@ -131,13 +134,13 @@ Tensor ones(const Shape& s, Dtype d = f32);
 Tensor full(const Shape& s, double value, Dtype d = f32);
 Tensor arange(int64_t n, Dtype d = f32);  // 0, 1, ..., n-1
 Tensor scalar(double value, Dtype d = f32);  // shape ()
-Tensor from_vector(const std::vector<float>& v, const Shape& s);
-Tensor from_vector(const std::vector<double>& v, const Shape& s, Dtype d = f64);
+Tensor from_vector(const std::vector<float>& v, const Shape& s);  // float32
+Tensor from_vector(const std::vector<double>& v, const Shape& s, Dtype d = f64);  // float64 unless d says otherwise
 Tensor tensor(std::initializer_list<double> v, const Shape& s, Dtype d = f32);
 // An int64 tensor of ids or targets (torch.tensor(v, dtype=torch.long)).
 Tensor from_ints(const std::vector<int64_t>& v, const Shape& s);
-Tensor randn(const Shape& s, Generator& g, Dtype d = f32, double mean = 0.0, double std = 1.0);
-Tensor rand(const Shape& s, Generator& g, Dtype d = f32, double lo = 0.0, double hi = 1.0);
+Tensor randn(const Shape& s, Generator& g, Dtype d = f32, double mean = 0.0, double std = 1.0);  // g.normal() each
+Tensor rand(const Shape& s, Generator& g, Dtype d = f32, double lo = 0.0, double hi = 1.0);  // g.uniform() each
 // A tensor over memory that xgrad does not own (no copy). `data` must be
 // contiguous row-major `d` values, 64-byte alignment not required, and stay
 // valid while any tensor uses it; `owner` (may be null) is kept alive for as
@@ -158,14 +161,14 @@ std::string to_string(const Tensor& t);
 // tensor, at most the most bytes ever alive at once (and cache_limit);
 // cache_hits/misses count requests.
 struct MemoryStats {
-  int64_t current_bytes = 0;
-  int64_t peak_bytes = 0;
-  int64_t cached_bytes = 0;
-  int64_t cache_limit = 0;
-  int64_t cache_hits = 0;
-  int64_t cache_misses = 0;
+  int64_t current_bytes = 0;  // alive now
+  int64_t peak_bytes = 0;     // most alive at once
+  int64_t cached_bytes = 0;   // freed, kept by the cache for reuse
+  int64_t cache_limit = 0;    // most bytes the cache may hold (set_cache_limit)
+  int64_t cache_hits = 0;     // requests served from the cache
+  int64_t cache_misses = 0;   // requests that went to the system
 };
-MemoryStats memory_stats();
+MemoryStats memory_stats();  // the counters as they are now
 void reset_peak_memory();  // peak_bytes = current_bytes
 void empty_cache();        // returns every cached block to the system
 // Most bytes the cache may hold (default 4 GiB); blocks freed beyond it go

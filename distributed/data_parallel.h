@@ -47,6 +47,7 @@
 
 namespace xg::dist {
 
+// How DataParallel groups and reduces the gradients.
 struct DataParallelOptions {
   int64_t bucket_bytes = 25 << 20;  // ~25 MB, PyTorch's default; at least one parameter a bucket
   // The bucket of the first parameters (the last gradients backward
@@ -55,6 +56,7 @@ struct DataParallelOptions {
   bool average = true;              // mean over processes (false: sum)
 };
 
+// What DataParallel has done so far (stats()).
 struct DataParallelStats {
   int64_t buckets = 0;           // how many buckets the parameters make
   int64_t bytes = 0;             // reduced per step (gradients and their flags)
@@ -63,6 +65,8 @@ struct DataParallelStats {
   double wait_seconds = 0;       // total time blocked in wait(): communication not hidden
 };
 
+// Keeps one model's gradients equal over the processes: buckets reduced while
+// backward runs, wait() before the optimiser step.
 class DataParallel {
  public:
   // Broadcasts `module`'s parameters and buffers from rank 0 and checks that
@@ -72,15 +76,18 @@ class DataParallel {
   // The same for parameters and buffers not held by a Module.
   DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffers, DataParallelOptions o = {});
   ~DataParallel();  // removes its hooks; waits for buckets in flight
+  // Not copyable: it owns the hooks and buffers of its parameters.
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
+  // Whether backward starts the exchange (on by default); off: gradients
+  // accumulate locally until a backward with sync on, or wait().
   void set_sync(bool on);
   bool sync() const;
   // After backward, before clipping and the optimiser step. Throws MpiError
   // if a collective fails.
   void wait();
-  const DataParallelStats& stats() const;
+  const DataParallelStats& stats() const;  // counters since construction
   // Parameter indices (into the constructor's list) of each bucket, in launch order.
   std::vector<std::vector<int64_t>> buckets() const;
 

@@ -29,7 +29,7 @@ struct MpiError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-bool compiled_with_mpi();
+bool compiled_with_mpi();  // false in a build without MPI (-DXG_MPI=OFF, or no MPI found)
 
 // Initialises MPI for the life of the object (once per process; a second
 // Environment while one is alive throws std::logic_error) when the program
@@ -40,8 +40,9 @@ bool compiled_with_mpi();
 // (so the other processes stop instead of waiting forever for this one).
 class Environment {
  public:
-  Environment(int* argc, char*** argv);
+  Environment(int* argc, char*** argv);  // main()'s, handed to MPI_Init_thread
   ~Environment();
+  // Not copyable: MPI is initialised once.
   Environment(const Environment&) = delete;
   Environment& operator=(const Environment&) = delete;
 
@@ -60,16 +61,17 @@ int local_size();    // processes on this host
 // that N processes never oversubscribe the machine.
 int cores_per_rank();
 
+// What allreduce computes over the processes.
 enum class ReduceOp { sum, mean };
 // In place, over every process: each ends with the sum (or mean) of all the
 // processes' values. Same shape and dtype on every process (a mismatch in
 // element count is caught by MPI only as a hang or truncation: the shape is
 // checked first with one small allreduce).
 void allreduce(Tensor& t, ReduceOp op = ReduceOp::sum);
-double allreduce(double value, ReduceOp op = ReduceOp::sum);
+double allreduce(double value, ReduceOp op = ReduceOp::sum);  // the same for one value, returned
 // In place: every process ends with root's values. Shapes must agree.
 void broadcast(Tensor& t, int root = 0);
-void barrier();
+void barrier();  // returns when every process has called it
 // Whether every process passed the same value (one small allreduce).
 bool all_equal(int64_t value);
 // Ends every process of the job with `code` after printing `message` (with the

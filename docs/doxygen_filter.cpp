@@ -9,13 +9,16 @@
 //   - the comment before `#pragma once` documents the file (\file);
 //   - a comment block right above code documents that code: `///`; when the
 //     code below it is several declarations (up to a blank line, the next
-//     comment block or the end of the scope), the block documents each of
-//     them (a member group: `///@{` ... `///@}`, DISTRIBUTE_GROUP_DOC);
+//     comment block or the end of the scope), or one declaration of several
+//     names ("int a, b;"), the block documents each of them (a member group:
+//     `///@{` ... `///@}`, DISTRIBUTE_GROUP_DOC);
 //   - a comment after a declaration on its line documents it: `///<`, and
-//     the comment lines aligned under it continue it.
+//     the comment lines aligned under it continue it (after a closing brace
+//     or a preprocessor line, a comment stays a comment).
 // A comment block followed by a blank line is a heading and stays a comment.
 // So in a public header, a comment documents what follows it up to the next
 // blank line or comment: separate declarations that need their own words.
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -31,6 +34,12 @@ size_t indent(const std::string& s) {
 bool blank(const std::string& s) { return indent(s) == s.size(); }
 bool comment_only(const std::string& s) { return s.compare(indent(s), 2, "//") == 0; }
 
+// A ' between two letters or digits separates digits (1'000'000), it opens no literal.
+bool digit_separator(const std::string& s, size_t i) {
+  return s[i] == '\'' && i > 0 && i + 1 < s.size() && std::isalnum(static_cast<unsigned char>(s[i - 1])) &&
+         std::isalnum(static_cast<unsigned char>(s[i + 1]));
+}
+
 // Column of a trailing // comment outside string and character literals, or npos.
 size_t trailing_comment(const std::string& s) {
   char quote = 0;
@@ -39,7 +48,7 @@ size_t trailing_comment(const std::string& s) {
     if (quote) {
       if (c == '\\') ++i;
       else if (c == quote) quote = 0;
-    } else if (c == '"' || c == '\'') {
+    } else if ((c == '"' || c == '\'') && !digit_separator(s, i)) {
       quote = c;
     } else if (c == '/' && s[i + 1] == '/') {
       return i;
@@ -52,6 +61,28 @@ bool opens_scope(const std::string& code) {
   for (const char* k : {"namespace", "class", "struct", "enum", "union", "extern \"C\""}) {
     const size_t at = code.find(k);
     if (at != std::string::npos && (at == 0 || code[at - 1] == ' ') && code.find('(') == std::string::npos) return true;
+  }
+  return false;
+}
+
+// Whether the declaration starting at lines[k] declares several names
+// ("int64_t a = 1, b = 2;"): a comma outside (), [], {} and <> before its ';'.
+bool several_declarators(const std::vector<std::string>& lines, size_t k, size_t ind) {
+  std::string text;
+  for (size_t j = k; j < lines.size() && !blank(lines[j]) && (j == k || indent(lines[j]) > ind); ++j) {
+    const size_t c = trailing_comment(lines[j]);
+    text += (c == std::string::npos ? lines[j] : lines[j].substr(0, c)) + " ";
+    if (text.find_first_of(";{") != std::string::npos) break;
+  }
+  for (size_t at; (at = text.find("<<")) != std::string::npos || (at = text.find(">>")) != std::string::npos;)
+    text.replace(at, 2, "  ");  // shifts, not brackets
+  if (text.substr(0, text.find('=')).find('(') != std::string::npos || opens_scope(text)) return false;  // a function
+  int depth = 0;
+  for (char ch : text) {
+    if (ch == ';') break;
+    if (std::string("([{<").find(ch) != std::string::npos) ++depth;
+    else if (std::string(")]}>").find(ch) != std::string::npos) --depth;
+    else if (ch == ',' && depth == 0) return true;
   }
   return false;
 }
@@ -85,7 +116,7 @@ int main(int argc, char** argv) {
       if (quote) {
         if (c == '\\') ++i;
         else if (c == quote) quote = 0;
-      } else if (c == '"' || c == '\'') {
+      } else if ((c == '"' || c == '\'') && !digit_separator(code, i)) {
         quote = c;
       } else if (c == '{') {
         scopes.push_back(scope);
@@ -162,7 +193,7 @@ int main(int argc, char** argv) {
           if (comment_only(lines[k]) && indent(lines[k]) == indent(l)) break;
           if (indent(lines[k]) == indent(l) && lines[k][indent(l)] != '}') ++starts;
         }
-        if (starts > 1) {
+        if (starts > 1 || (starts == 1 && several_declarators(lines, end, indent(l)))) {
           std::cout << std::string(indent(l), ' ') << "///@{\n";
           group_indent = indent(l);
         }
@@ -173,7 +204,11 @@ int main(int argc, char** argv) {
     }
     const size_t c = trailing_comment(l);
     track_braces(code_of(l));
-    if (c != std::string::npos && !in_body()) {
+    std::string code = l.substr(0, c == std::string::npos ? l.size() : c);
+    code.erase(0, indent(code));
+    while (!code.empty() && code.back() == ' ') code.pop_back();
+    const bool closes_or_directive = !code.empty() && (code[0] == '#' || code == "}" || code == "};");
+    if (c != std::string::npos && !in_body() && !closes_or_directive) {
       std::cout << as_doc(l, "///<") << "\n";
       trailing_col = c;
     } else {

@@ -9,6 +9,8 @@
 
 namespace xg::engine::blas {
 
+// cblas_sgemm or cblas_dgemm (T float or double) with gemm.h's contract:
+// row-major, beta 0 or 1 (check_beta), on one OpenBLAS thread.
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
           int64_t ldb, T beta, T* c, int64_t ldc);

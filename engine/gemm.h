@@ -14,7 +14,7 @@ namespace xg::engine {
 // Which library runs float32 products in this build, with its version:
 // "oneDNN 2.6.3" or "OpenBLAS 0.3.21".
 std::string f32_engine();
-// OpenBLAS's kernel family (openblas_get_corename(), e.g. "Cooperlake"),
+// OpenBLAS's kernel family (openblas_get_corename(), such as "Cooperlake"),
 // which follows OPENBLAS_CORETYPE when it is set.
 std::string blas_core();
 // One line for logs: "f32 products on oneDNN 2.6.3, f64 on OpenBLAS 0.3.21 (core Cooperlake)".
@@ -35,6 +35,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
 // must separate the products. Two levels address the heads of attention
 // inside (B,T,C) projections: batch rows at stride T*C, heads at stride D.
 struct Batch {
+  // The counts n0, n1 of the two levels, and the strides (in elements) of A,
+  // B and C along them.
   int64_t n0 = 1, n1 = 1;
   int64_t sa0 = 0, sa1 = 0, sb0 = 0, sb1 = 0, sc0 = 0, sc1 = 0;
   // count products at strides sa, sb, sc (one level).
@@ -58,6 +60,7 @@ void gemm_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t
 }
 
 // ---- bfloat16 ---------------------------------------------------------------
+
 // A bf16 value is the upper 16 bits of a float32 (8-bit exponent, 7-bit mantissa).
 using bf16_t = uint16_t;
 
@@ -87,10 +90,10 @@ inline void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_
 // how many were created since start-up (each creation costs 0.1-1 ms), and
 // the bytes of the thread's scratchpad, shared by its primitives.
 struct CacheStats {
-  int64_t cached = 0;
-  int64_t created = 0;
-  int64_t scratch_bytes = 0;
+  int64_t cached = 0;         // primitives in the calling thread's cache
+  int64_t created = 0;        // primitives created since start-up, by every thread
+  int64_t scratch_bytes = 0;  // the calling thread's scratchpad
 };
-CacheStats cache_stats();
+CacheStats cache_stats();  // the counts now (all 0 in the OpenBLAS build)
 
 }  // namespace xg::engine

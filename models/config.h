@@ -13,6 +13,7 @@ namespace xg::models {
 // library trains on a CPU, far below what would overflow or exhaust memory
 // on reading.
 struct ModelLimits {
+  // The largest value accepted for the configuration field of that name.
   static constexpr int64_t vocab = 1 << 24, layers = 1024, d_model = 1 << 16, heads = 1024, d_ff = 1 << 18,
                            max_len = 1 << 20;
 };

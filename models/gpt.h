@@ -18,14 +18,15 @@
 
 namespace xg::models {
 
+// The architecture of a GPT, its dropout and its seed.
 struct GPTConfig {
-  int64_t vocab = 65;
+  int64_t vocab = 65;     // V: ids 0 .. vocab-1
   int64_t max_len = 128;  // positions (the context window)
-  int64_t layers = 4;
+  int64_t layers = 4;     // N blocks
   int64_t d_model = 128;  // C
   int64_t heads = 4;      // H
   int64_t d_ff = 512;     // GPT-2: 4 C
-  double dropout = 0.0;
+  double dropout = 0.0;   // p of every dropout layer, in [0, 1)
   bool learned_positions = true;  // false: the paper's sinusoids
   uint64_t seed = 0;              // initialisation and dropout
   void validate() const;          // throws std::invalid_argument naming the bad field
@@ -38,26 +39,33 @@ struct GPTConfig {
   static GPTConfig from_metadata(const Metadata& metadata, const std::string& path);
 };
 
+// One pre-norm block: x + drop1(attn(ln1(x))) with causal self-attention,
+// then h + drop2(ff(ln2(h))) with a GELU feed-forward.
 class GPTBlock : public nn::Module {
  public:
+  // Weights drawn from `init`; every dropout layer draws from `drop`.
   GPTBlock(const GPTConfig& cfg, Generator& init, std::shared_ptr<Generator> drop);
   Tensor forward(const Tensor& x) override;  // (B,T,C), causal
   // x (B,T,C) at the positions after the cache's: appends them to `kv`.
   // With T > 1 the cache must be empty (a prompt), T == 1 afterwards.
   Tensor forward_step(const Tensor& x, nn::MultiHeadAttention::KVCache& kv);
-  std::string type_name() const override { return "GPTBlock"; }
+  std::string type_name() const override { return "GPTBlock"; }  // "GPTBlock"
 
+  // The sublayers: ln1, attn and drop1 on the attention branch, ln2, ff and
+  // drop2 on the feed-forward branch.
   std::shared_ptr<nn::LayerNorm> ln1, ln2;
   std::shared_ptr<nn::MultiHeadAttention> attn;
   std::shared_ptr<nn::PositionwiseFeedForward> ff;
   std::shared_ptr<nn::Dropout> drop1, drop2;
 };
 
+// A decoder-only Transformer language model (GPT-2's layout).
 class GPT : public nn::Module {
  public:
-  explicit GPT(const GPTConfig& cfg);
+  explicit GPT(const GPTConfig& cfg);  // cfg.validate()d; weights drawn from cfg.seed
   std::string type_name() const override { return "GPT"; }
-  const GPTConfig& config() const { return cfg_; }
+  const GPTConfig& config() const { return cfg_; }  // as given
+  // The generator behind every dropout layer (its state goes into checkpoints).
   Generator& dropout_generator() { return *drop_gen_; }
 
   // ids (B,T), T <= max_len -> logits (B,T,V).
@@ -80,20 +88,20 @@ class GPT : public nn::Module {
     std::vector<nn::MultiHeadAttention::KVCache> kv;  // one per layer
     int64_t pos = 0;                                  // positions fed
   };
-  Cache start_cache();
-  Tensor prefill(Cache& cache, const Batch& prompt);
-  Tensor step(Cache& cache, const std::vector<int64_t>& tokens);
+  Cache start_cache();                                             // empty, room for max_len positions
+  Tensor prefill(Cache& cache, const Batch& prompt);               // prompt (B,T) -> logits (B,V)
+  Tensor step(Cache& cache, const std::vector<int64_t>& tokens);  // B tokens -> logits (B,V)
   // Appends `new_tokens` sampled tokens to each prompt (equal lengths, at
   // least 1 token each), under NoGradGuard and eval(); returns the new tokens.
   std::vector<std::vector<int64_t>> generate(const std::vector<std::vector<int64_t>>& prompts, int64_t new_tokens,
                                              Generator& gen, const nn::SamplingOptions& sampling = {});
 
-  std::shared_ptr<nn::Embedding> tok_embed;
-  std::shared_ptr<nn::LearnedPositionalEmbedding> pos_learned;  // one of these two
-  std::shared_ptr<nn::PositionalEncoding> pos_sin;
-  std::shared_ptr<nn::Dropout> drop;
-  std::shared_ptr<nn::ModuleList> blocks;
-  std::shared_ptr<nn::LayerNorm> ln_f;
+  std::shared_ptr<nn::Embedding> tok_embed;                     // (V, C), also the output projection
+  std::shared_ptr<nn::LearnedPositionalEmbedding> pos_learned;  // "pos" if learned_positions, else null
+  std::shared_ptr<nn::PositionalEncoding> pos_sin;              // "pos" otherwise (sinusoids), else null
+  std::shared_ptr<nn::Dropout> drop;                            // on the embedded input
+  std::shared_ptr<nn::ModuleList> blocks;                       // `layers` GPTBlocks
+  std::shared_ptr<nn::LayerNorm> ln_f;                          // before the output projection
 
  private:
   Tensor embed(const std::vector<int64_t>& ids, int64_t rows, int64_t cols, int64_t start);

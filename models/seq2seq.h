@@ -15,15 +15,20 @@ namespace xg::models {
 // Token ids: 0 padding, 1 begin, 2 end; symbols are 3 .. vocab-1.
 constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kFirstSymbol = 3;
 
+// A (source, target) pair of token sequences.
 struct Example {
+  // src and tgt: symbols only (no BOS/EOS).
   std::vector<int64_t> src, tgt;  // symbols only (no BOS/EOS)
 };
 
 // Padded batch: src (B,S); tgt_in = BOS + tgt (B,T); tgt_out = tgt + EOS (B,T).
 struct TrainBatch {
+  // src (B,S), tgt_in and tgt_out (B,T), padded with kPad.
   Batch src, tgt_in, tgt_out;
   int64_t target_tokens = 0;  // non-padding positions of tgt_out
 };
+// The TrainBatch of `examples`, in order: S the longest source (at least 1),
+// T the longest target + 1.
 TrainBatch make_batch(const std::vector<Example>& examples);
 
 }  // namespace xg::models

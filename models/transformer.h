@@ -11,23 +11,24 @@
 
 namespace xg::models {
 
+// The architecture of a Transformer, its dropout, padding id and seed.
 struct TransformerConfig {
-  int64_t src_vocab = 16;
-  int64_t tgt_vocab = 16;
+  int64_t src_vocab = 16;  // source ids 0 .. src_vocab-1
+  int64_t tgt_vocab = 16;  // target ids 0 .. tgt_vocab-1 (V of the logits)
   int64_t layers = 2;     // N, for the encoder and the decoder each
   int64_t d_model = 64;   // C
   int64_t heads = 4;      // H
-  int64_t d_ff = 256;
-  double dropout = 0.1;
+  int64_t d_ff = 256;     // F, the feed-forward width
+  double dropout = 0.1;   // p of every dropout layer, in [0, 1)
   int64_t max_len = 256;  // longest sequence the positional encoding covers
   bool pre_norm = false;  // false: the paper's post-norm, x = norm(x + f(x))
   bool tie_weights = true;  // one embedding for source, target and output projection (needs src_vocab == tgt_vocab)
-  int64_t pad_id = 0;
+  int64_t pad_id = 0;     // the padding id of both vocabularies (masked, ignored by the loss)
   uint64_t seed = 0;      // initialisation and dropout
   void validate() const;  // throws std::invalid_argument naming the bad field
   // The number of parameters a Transformer of this configuration has, computed
   // without building it (in double: exact below 2^53, and never overflowing),
-  // e.g. to check a checkpoint's configuration against the file's size.
+  // for instance to check a checkpoint's configuration against the file's size.
   double parameter_count() const;
   // The architecture as checkpoint metadata: cfg.src_vocab, cfg.tgt_vocab,
   // cfg.layers, cfg.d_model, cfg.heads, cfg.d_ff, cfg.max_len, cfg.pre_norm,
@@ -41,18 +42,24 @@ struct TransformerConfig {
 
 // A batch of token ids, row-major (B, L), rows padded with pad_id.
 struct Batch {
-  std::vector<int64_t> ids;
+  std::vector<int64_t> ids;  // rows * cols ids, row after row
+  // B and L: the batch's rows and their (padded) length.
   int64_t rows = 0, cols = 0;
-  int64_t at(int64_t r, int64_t c) const { return ids[r * cols + c]; }
+  int64_t at(int64_t r, int64_t c) const { return ids[r * cols + c]; }  // the id at row r, column c (unchecked)
 };
 
+// The paper's encoder layer: self-attention, then the feed-forward block,
+// each with dropout and a residual connection, normalised after (post-norm)
+// or before (pre_norm).
 class EncoderLayer : public nn::Module {
  public:
+  // Weights drawn from `init`; every dropout layer draws from `drop`.
   EncoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop);
   // x (B,S,C), src_pad (B,S) nonzero = padding -> (B,S,C)
   Tensor forward(const Tensor& x, const Tensor& src_pad);
-  std::string type_name() const override { return "EncoderLayer"; }
+  std::string type_name() const override { return "EncoderLayer"; }  // "EncoderLayer"
 
+  // The sublayers: norm1 and drop1 go with self_attn, norm2 and drop2 with ff.
   std::shared_ptr<nn::MultiHeadAttention> self_attn;
   std::shared_ptr<nn::PositionwiseFeedForward> ff;
   std::shared_ptr<nn::LayerNorm> norm1, norm2;
@@ -62,17 +69,23 @@ class EncoderLayer : public nn::Module {
   bool pre_norm_;
 };
 
+// The paper's decoder layer: causal self-attention, attention to the encoder
+// memory, then the feed-forward block, each with dropout and a residual
+// connection, normalised as in EncoderLayer.
 class DecoderLayer : public nn::Module {
  public:
+  // Weights drawn from `init`; every dropout layer draws from `drop`.
   DecoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop);
   // y (B,T,C), memory (B,S,C), masks (B,T) and (B,S) -> (B,T,C)
   Tensor forward(const Tensor& y, const Tensor& memory, const Tensor& tgt_pad, const Tensor& src_pad);
-  std::string type_name() const override { return "DecoderLayer"; }
+  std::string type_name() const override { return "DecoderLayer"; }  // "DecoderLayer"
   // One new position y (B,1,C) against cached keys/values: appends to
   // `self_kv`, reads `cross_kv` (the projected memory) -> (B,1,C).
   Tensor forward_step(const Tensor& y, nn::MultiHeadAttention::KVCache& self_kv,
                       const nn::MultiHeadAttention::KVCache& cross_kv, const Tensor& src_pad);
 
+  // The sublayers: norm1 and drop1 go with self_attn, norm2 and drop2 with
+  // cross_attn, norm3 and drop3 with ff.
   std::shared_ptr<nn::MultiHeadAttention> self_attn, cross_attn;
   std::shared_ptr<nn::PositionwiseFeedForward> ff;
   std::shared_ptr<nn::LayerNorm> norm1, norm2, norm3;
@@ -86,15 +99,19 @@ class DecoderLayer : public nn::Module {
 // and values, so that each step runs the decoder on one new position only.
 struct DecodeState {
   Tensor src_pad;  // (B,S)
+  // Per decoder layer: the keys and values of the positions decoded so far
+  // (self_kv) and of the memory (cross_kv).
   std::vector<nn::MultiHeadAttention::KVCache> self_kv, cross_kv;  // one per decoder layer
   int64_t pos = 0;  // target positions decoded so far
 };
 
+// The encoder-decoder model: embeddings scaled by sqrt(C) plus the positional
+// encoding, N encoder and N decoder layers, and the output projection.
 class Transformer : public nn::Module {
  public:
-  explicit Transformer(const TransformerConfig& cfg);
+  explicit Transformer(const TransformerConfig& cfg);  // cfg.validate()d; weights drawn from cfg.seed
   std::string type_name() const override { return "Transformer"; }
-  const TransformerConfig& config() const { return cfg_; }
+  const TransformerConfig& config() const { return cfg_; }  // as given
   // The generator behind every dropout layer (its state goes into checkpoints).
   Generator& dropout_generator() { return *drop_gen_; }
 
@@ -115,6 +132,9 @@ class Transformer : public nn::Module {
   // Label-smoothed cross-entropy of the logits against tgt_out, padding ignored.
   Tensor loss(const Batch& src, const Batch& tgt_in, const Batch& tgt_out, double label_smoothing);
 
+  // The submodules, registered under these names: embeddings, positional
+  // encoding, the layers (ModuleLists of EncoderLayer and DecoderLayer), the
+  // final norms (pre-norm only, else null) and the output projection.
   std::shared_ptr<nn::Embedding> src_embed, tgt_embed;  // the same module when tied
   std::shared_ptr<nn::PositionalEncoding> pos;
   std::shared_ptr<nn::ModuleList> encoder, decoder;
@@ -136,13 +156,14 @@ std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Batch&
 // length penalty ((5 + |Y|) / 6)^alpha of Wu et al. (as in the paper, alpha 0.6).
 std::vector<int64_t> beam_search(Transformer& model, const std::vector<int64_t>& src, int64_t bos, int64_t eos,
                                  int64_t max_len, int64_t beam_size, double alpha = 0.6);
-// The n-best list behind beam_search: the final beams, best score first.
+// One entry of beam_search_nbest's list.
 struct Hypothesis {
   std::vector<int64_t> tokens;  // without BOS and EOS
   double logp = 0;              // log-probability, EOS included when finished
   double score = 0;             // logp / ((5 + |Y|) / 6)^alpha, |Y| counting EOS
   bool finished = false;        // ended with EOS (else it reached max_len)
 };
+// The n-best list behind beam_search: the final beams, best score first.
 std::vector<Hypothesis> beam_search_nbest(Transformer& model, const std::vector<int64_t>& src, int64_t bos,
                                           int64_t eos, int64_t max_len, int64_t beam_size, double alpha = 0.6);
 

@@ -1,4 +1,4 @@
-// Multi-head scaled dot-product attention (Vaswani et al. 2017, section 3.2).
+// Multi-head scaled dot-product attention (Vaswani et al., 2017, section 3.2).
 // Shapes: B batch, T query length, S key length, C model width, H heads,
 // D = C / H head width.
 #pragma once
@@ -10,6 +10,9 @@
 
 namespace xg::nn {
 
+// Attention with learned projections: the query, key and value projected
+// (w_q, w_k, w_v), split into H heads of width D, attended (xg::attention),
+// and the heads projected back (w_o).
 class MultiHeadAttention : public Module {
  public:
   // w_q, w_k, w_v, w_o: Linear(C, C) each. d_model % heads != 0 throws.
@@ -43,7 +46,7 @@ class MultiHeadAttention : public Module {
     Tensor v;  // (B,capacity,C)
     int64_t len = 0;      // positions in use
     int64_t reserve = 0;  // capacity to allocate at the first extend_kv (0: what it needs)
-    int64_t length() const { return k.defined() ? len : 0; }
+    int64_t length() const { return k.defined() ? len : 0; }  // len, or 0 before any keys
   };
   KVCache project_kv(const Tensor& key, const Tensor& value);  // (B,S,C) each
   void extend_kv(KVCache& cache, const Tensor& key, const Tensor& value);  // appends (B,S',C) positions
@@ -59,9 +62,11 @@ class MultiHeadAttention : public Module {
   Tensor attention_weights(bool average_heads = true) const;
 
   std::string type_name() const override;  // "MultiHeadAttention(d_model=.., heads=..)"
-  int64_t d_model() const { return d_model_; }
-  int64_t heads() const { return heads_; }
+  int64_t d_model() const { return d_model_; }  // C
+  int64_t heads() const { return heads_; }      // H
 
+  // The projections, Linear(C, C) each: of the query, the key, the value, and
+  // of the concatenated heads (output).
   std::shared_ptr<Linear> w_q, w_k, w_v, w_o;
 
  private:

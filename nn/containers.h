@@ -11,26 +11,29 @@
 
 namespace xg::nn {
 
+// Modules applied one after the other.
 class Sequential : public Module {
  public:
   Sequential() = default;
-  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
-  void push_back(std::shared_ptr<Module> m);
-  size_t size() const { return modules_.size(); }
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);  // push_back of each, in order
+  void push_back(std::shared_ptr<Module> m);  // registers m under the next name ("0", "1", ...); null throws
+  size_t size() const { return modules_.size(); }  // number of modules
   // x -> m0.forward(x) -> m1.forward(...) -> ...; empty: the identity.
   Tensor forward(const Tensor& x) override;
-  std::string type_name() const override { return "Sequential"; }
+  std::string type_name() const override { return "Sequential"; }  // "Sequential"
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;
 };
 
+// Modules kept in order, for a loop of the owner's forward (no forward of
+// its own).
 class ModuleList : public Module {
  public:
   ModuleList() = default;
-  void push_back(std::shared_ptr<Module> m);
-  size_t size() const { return modules_.size(); }
-  bool empty() const { return modules_.empty(); }
+  void push_back(std::shared_ptr<Module> m);  // registers m under the next name ("0", "1", ...); null throws
+  size_t size() const { return modules_.size(); }  // number of modules
+  bool empty() const { return modules_.empty(); }  // size() == 0
   // Bounds-checked (std::out_of_range naming the index and size).
   const std::shared_ptr<Module>& operator[](size_t i) const;
   // Typed access: throws std::invalid_argument if module i is not an M.
@@ -41,9 +44,9 @@ class ModuleList : public Module {
                                         (*this)[i]->type_name() + ", not the requested type");
     return p;
   }
-  auto begin() const { return modules_.begin(); }
-  auto end() const { return modules_.end(); }
-  std::string type_name() const override { return "ModuleList"; }
+  auto begin() const { return modules_.begin(); }  // iteration over the modules in order
+  auto end() const { return modules_.end(); }      // end of that iteration
+  std::string type_name() const override { return "ModuleList"; }  // "ModuleList"
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;

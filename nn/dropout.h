@@ -8,15 +8,16 @@
 
 namespace xg::nn {
 
+// Dropout as a module (xg::dropout while training).
 class Dropout : public Module {
  public:
   // p in [0, 1), else std::invalid_argument. gen may be null only if p == 0.
   Dropout(double p, std::shared_ptr<Generator> gen);
-  Tensor forward(const Tensor& x) override;
+  Tensor forward(const Tensor& x) override;  // xg::dropout in training; x itself in eval mode or when p == 0
   // forward(relu(x)), fused (xg::relu_dropout): one pass, one saved tensor.
   Tensor forward_relu(const Tensor& x);
   std::string type_name() const override;  // "Dropout(p=0.1)"
-  double p() const { return p_; }
+  double p() const { return p_; }  // the drop probability
 
  private:
   double p_;

@@ -7,6 +7,7 @@
 
 namespace xg::nn {
 
+// A learned table of num vectors of width dim, looked up by id.
 class Embedding : public Module {
  public:
   // weight (num, dim) ~ N(0, init_std^2) (PyTorch's N(0, 1) by default;
@@ -15,14 +16,15 @@ class Embedding : public Module {
   Embedding(int64_t num, int64_t dim, Generator& gen, int64_t padding_idx = -1, double init_std = 1.0);
   // Throws ShapeError naming Embedding, the bad id and the vocabulary size.
   Tensor forward(const std::vector<int64_t>& ids, const Shape& ids_shape);
-  // The same with the ids held as an integer-valued tensor (e.g. in a Sequential).
+  // The same with the ids held in an int64 tensor (as in a Sequential); a
+  // float tensor throws ShapeError.
   Tensor forward(const Tensor& ids) override;
   std::string type_name() const override;  // "Embedding(num=.., dim=..)"
 
-  int64_t num_embeddings() const { return num_; }
-  int64_t embedding_dim() const { return dim_; }
-  int64_t padding_idx() const { return padding_idx_; }
-  Tensor& weight() { return weight_; }
+  int64_t num_embeddings() const { return num_; }      // V
+  int64_t embedding_dim() const { return dim_; }       // C
+  int64_t padding_idx() const { return padding_idx_; }  // -1: none
+  Tensor& weight() { return weight_; }                 // (V, C), the parameter "weight"
 
  private:
   int64_t num_, dim_, padding_idx_;

@@ -13,11 +13,11 @@ namespace xg::nn::init {
 // fan_in = in * prod(k), fan_out = out * prod(k). Needs at least 2 dims.
 std::pair<int64_t, int64_t> fans(const Tensor& t);
 
-void uniform_(Tensor& t, Generator& gen, double lo = 0.0, double hi = 1.0);
-void normal_(Tensor& t, Generator& gen, double mean = 0.0, double std = 1.0);
-void zeros_(Tensor& t);
-void ones_(Tensor& t);
-void constant_(Tensor& t, double value);
+void uniform_(Tensor& t, Generator& gen, double lo = 0.0, double hi = 1.0);   // U(lo, hi); lo > hi throws
+void normal_(Tensor& t, Generator& gen, double mean = 0.0, double std = 1.0);  // N(mean, std); std < 0 throws
+void zeros_(Tensor& t);                   // every element 0
+void ones_(Tensor& t);                    // every element 1
+void constant_(Tensor& t, double value);  // every element `value`
 // U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)).
 void xavier_uniform_(Tensor& t, Generator& gen, double gain = 1.0);
 // N(0, s), s = gain * sqrt(2 / (fan_in + fan_out)).

@@ -17,10 +17,13 @@
 
 namespace xg::nn {
 
+// The base of every layer and model: derive, register parameters, buffers and
+// children in the constructor, and override forward() and type_name().
 class Module {
  public:
   Module() = default;
   virtual ~Module() = default;
+  // Not copyable: a module owns its parameters.
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 
@@ -32,6 +35,8 @@ class Module {
   // A non-persistent buffer is converted by to() but left out of state_dict()
   // (for derived values such as positional encodings).
   Tensor& register_buffer(const std::string& name, Tensor t, bool persistent = true);
+  // Adds `child` (not null: std::invalid_argument) under `name`; its tensors
+  // get dotted paths below this module's. Returns `child`.
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> child) {
     if (!child) throw std::invalid_argument("register_module: child '" + name + "' is null");
@@ -48,9 +53,10 @@ class Module {
   int64_t num_parameters() const;  // total element count
 
   // Mode, gradients, dtype.
+
   void train(bool on = true);  // recursive
-  void eval() { train(false); }
-  bool is_training() const { return training_; }
+  void eval() { train(false); }                   // train(false)
+  bool is_training() const { return training_; }  // as train() or eval() set it; true for a new module
   void zero_grad();  // drops every parameter's gradient
   // Converts every parameter and buffer in place (Tensor::convert_), so the
   // handles an optimiser holds see the new dtype. Drops gradients.
@@ -76,6 +82,8 @@ class Module {
 
   // The default forward throws std::logic_error naming type_name().
   virtual Tensor forward(const Tensor& x);
+  // The class and its settings, for messages: "Linear(in=4, out=3)"; "Module"
+  // unless a subclass says otherwise.
   virtual std::string type_name() const { return "Module"; }
   // Dotted path from the outermost module this one was registered into ("" for a root).
   const std::string& path() const { return path_; }

@@ -10,4 +10,5 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/positional_encoding.h"
+#include "nn/rnn.h"
 #include "nn/sampling.h"

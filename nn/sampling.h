@@ -16,6 +16,7 @@
 
 namespace xg::nn {
 
+// How sample() picks among the ids: temperature, top-k, top-p.
 struct SamplingOptions {
   double temperature = 1.0;  // > 0 divides the logits; 0 picks the most likely id (greedy)
   int64_t top_k = 0;         // > 0: only the k most likely ids (0: all)

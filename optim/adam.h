@@ -1,14 +1,16 @@
+// Adam and AdamW, as PyTorch's (optim::Optimizer subclasses).
 #pragma once
 #include "optim/optimizer.h"
 
 namespace xg::optim {
 
+// Settings of Adam and AdamW, PyTorch's defaults (AdamW::defaults() adds its decay).
 struct AdamOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0;
+  double lr = 1e-3;         // learning rate (a schedule may set it each step)
+  double beta1 = 0.9;       // decay of the first moment m, in [0, 1)
+  double beta2 = 0.999;     // decay of the second moment v, in [0, 1)
+  double eps = 1e-8;        // added to sqrt(v) in the denominator
+  double weight_decay = 0;  // Adam: L2 on the gradient; AdamW: decoupled
 };
 
 // PyTorch's Adam: L2 weight decay added to the gradient, bias-corrected moments:
@@ -16,6 +18,8 @@ struct AdamOptions {
 //   p -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
 class Adam : public Optimizer {
  public:
+  // Parameters as Optimizer takes them; an option out of range (betas in
+  // [0, 1), the rest finite and >= 0) throws std::invalid_argument naming it.
   Adam(std::vector<Tensor> params, AdamOptions o);
   Adam(std::vector<ParamGroup> groups, AdamOptions o);
 
@@ -23,15 +27,17 @@ class Adam : public Optimizer {
   void update(Tensor& p, const Tensor& g, std::map<std::string, Tensor>& state) override;
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   const char* name() const override { return "Adam"; }
-  AdamOptions o_;
-  bool decoupled_ = false;
+  AdamOptions o_;           // the options given
+  bool decoupled_ = false;  // AdamW's decay instead of Adam's L2
 };
 
 // AdamW: decoupled decay, p -= lr * wd * p before the Adam update (PyTorch's default wd 0.01).
 class AdamW : public Adam {
  public:
+  // As Adam's constructors, with decoupled decay.
   AdamW(std::vector<Tensor> params, AdamOptions o);
   AdamW(std::vector<ParamGroup> groups, AdamOptions o);
+  // AdamOptions with PyTorch's AdamW decay, weight_decay = 0.01.
   static AdamOptions defaults() {
     AdamOptions o;
     o.weight_decay = 0.01;

@@ -1,3 +1,4 @@
+// Gradient norms: clipping them (clip_grad_norm) and measuring them (grad_norm).
 #pragma once
 #include <stdexcept>
 #include <vector>

@@ -15,9 +15,9 @@ namespace xg::optim {
 // rate is lr_scale times the optimiser's (the rate schedules set), and its
 // weight decay, when given, replaces the optimiser's.
 struct ParamGroup {
-  std::vector<Tensor> params;
-  double lr_scale = 1.0;
-  std::optional<double> weight_decay;
+  std::vector<Tensor> params;          // leaves that require a gradient
+  double lr_scale = 1.0;               // finite and >= 0
+  std::optional<double> weight_decay;  // unset: the optimiser's; else finite and >= 0
 };
 
 // All of `params` in one group with the optimiser's settings.
@@ -25,12 +25,14 @@ std::vector<ParamGroup> one_group(std::vector<Tensor> params);
 
 // The AdamW recipe (GPT-2, nanoGPT, BERT): weight decay on the matrices of
 // linear layers, none on biases, norms' gains (every parameter of fewer than 2
-// dimensions) and on embeddings (a name containing one of `no_decay`, e.g.
+// dimensions) and on embeddings (a name containing one of `no_decay`, such as
 // "src_embed.weight", "pos.weight"). Two groups: decayed first.
 std::vector<ParamGroup> weight_decay_groups(const std::vector<std::pair<std::string, Tensor>>& named_params,
                                             double weight_decay,
                                             const std::vector<std::string>& no_decay = {"embed", "pos"});
 
+// The base of every optimiser: holds the parameters, their groups and their
+// state; a subclass implements update() for one parameter.
 class Optimizer {
  public:
   // Leaves that require a gradient; the same tensor twice is an error.
@@ -38,7 +40,9 @@ class Optimizer {
   // The same with groups (the same tensor in two groups is an error too).
   // Parameters are numbered through the groups in order (state_dict keys).
   Optimizer(std::vector<ParamGroup> groups, double lr);
+
   virtual ~Optimizer() = default;
+  // Not copyable: an optimiser owns its per-parameter state.
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
@@ -47,21 +51,22 @@ class Optimizer {
   // in a row (a running loss kept with its history).
   void step();
   void zero_grad();  // drops every parameter's gradient
-  double lr() const { return lr_; }
-  void set_lr(double lr);
-  int64_t steps() const { return steps_; }
-  const std::vector<Tensor>& params() const { return params_; }
-  const std::vector<ParamGroup>& groups() const { return groups_; }
+  double lr() const { return lr_; }         // the learning rate (each group's: times its lr_scale)
+  void set_lr(double lr);                   // finite and >= 0, else std::invalid_argument
+  int64_t steps() const { return steps_; }  // step() calls so far (restored by load_state_dict)
+  const std::vector<Tensor>& params() const { return params_; }      // every parameter, through the groups in order
+  const std::vector<ParamGroup>& groups() const { return groups_; }  // as given to the constructor
 
-  // "<index>.<name>" for per-parameter state, plus "step" and "lr" (0-d float64).
+  // INDEX.NAME ("0.exp_avg") for per-parameter state, plus "step", "lr" and
+  // "num_params" (0-d float64).
   std::map<std::string, Tensor> state_dict() const;
   // Checks counts, missing/unexpected keys, shapes and dtypes before changing
   // anything; throws std::invalid_argument naming the key. "num_params" and
   // "step" must be whole numbers from 0 to 2^53, "lr" finite and >= 0, and a
-  // buffer's key "<index>.<name>" with the index as state_dict writes it.
+  // buffer's key INDEX.NAME with the index as state_dict writes it.
   void load_state_dict(const std::map<std::string, Tensor>& state);
   void save(const std::string& path) const;  // atomic (save_tensors)
-  void load(const std::string& path);
+  void load(const std::string& path);        // load_state_dict of the file (FormatError if malformed)
 
  protected:
   // Called once per parameter with a gradient. `state` holds this
@@ -69,7 +74,7 @@ class Optimizer {
   virtual void update(Tensor& param, const Tensor& grad, std::map<std::string, Tensor>& state) = 0;
   // The names of the per-parameter buffers this optimiser keeps.
   virtual std::vector<std::string> state_names() const = 0;
-  virtual const char* name() const = 0;
+  virtual const char* name() const = 0;  // "Adam", "SGD", ...: names it in error messages
   // A zero buffer shaped like `param`, created once.
   Tensor& buffer(std::map<std::string, Tensor>& state, const std::string& key, const Tensor& param);
   // Inside update(): the learning rate and weight decay of the parameter's group.

@@ -35,6 +35,8 @@ struct Parsed {
 
 // Limits of the programs' options (the parsers name them in their errors).
 struct OptionLimits {
+  // The largest value of each kind of option: the model's sizes, vocab, length
+  // (of sequences), batch, steps (--steps, --warmup, --eval-every, ...), eval_size, beam.
   static constexpr int64_t vocab = 1 << 16, length = 1024, layers = 64, d_model = 8192, heads = 256, d_ff = 1 << 16,
                            batch = 1 << 16, steps = 1'000'000'000, eval_size = 1'000'000, beam = 64;
 };

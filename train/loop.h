@@ -23,8 +23,8 @@ struct LoopOptions {
   int64_t checkpoint_every = 0;  // 0 = at the end only
   bool resume = false;           // continue from `checkpoint` when the file exists
   std::string metrics;           // CSV of evaluation rows ("" = none); appended to on resume
+  std::string target_metric;     // the metric `target` is for ("exact_match"); needed when target > 0
   // > 0: stop after a periodic evaluation whose `target_metric` reaches it (>=).
-  std::string target_metric;    // the metric `target` is for ("exact_match"); needed when target > 0
   double target = 0;
   std::FILE* out = stdout;       // progress, evaluations and the final line; in place on a terminal
   void validate() const;         // throws std::invalid_argument naming the bad field

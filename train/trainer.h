@@ -33,10 +33,10 @@ struct TrainOptions {
   // number and steps x seconds / time_limit, so a run the clock ends still
   // ends its schedule (budgeted training), and warm-up counts positions too.
   double time_limit = 0;
-  bool clock_schedule = false;
+  bool clock_schedule = false;  // true: the schedule spans `steps` or time_limit, whichever ends first
   std::string schedule = "warmup_cosine";  // noam | constant | warmup_linear | warmup_cosine
   double lr = 1e-3;                        // noam: the factor; otherwise the peak (cosine: down to lr / 10)
-  int64_t warmup = 100;
+  int64_t warmup = 100;                    // warm-up positions, 0 to lr (noam: where it peaks; constant: unused)
   // Adam (weight_decay 0) or AdamW with decay on matrices only
   // (optim::weight_decay_groups).
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
@@ -48,7 +48,7 @@ struct TrainOptions {
   // over this last fraction of the schedule (checkpoint averaging), the last
   // at its end; the loop scores the mean at the end. 0: off.
   double average = 0;
-  static constexpr int64_t kAverageSnapshots = 8;
+  static constexpr int64_t kAverageSnapshots = 8;  // snapshots in the mean
   // Throws std::invalid_argument naming the first bad field and its range.
   void validate() const;
 };
@@ -68,15 +68,15 @@ class Trainer {
   // optim::NonFiniteError (AnomalyError under detect_anomaly) before any
   // update: the parameters stay those after the last step.
   double step();
-  int64_t steps_done() const { return step_; }
-  double train_seconds() const { return train_seconds_; }
+  int64_t steps_done() const { return step_; }              // steps done, resumed ones included
+  double train_seconds() const { return train_seconds_; }  // time in step(), resumed sessions included
   // The step's place in the schedule (TrainOptions::time_limit): at least
   // steps_done().
   int64_t schedule_position() const;
   // The schedule's end, or the time limit of a run it stops.
   bool finished() const;
   bool timed_out() const;  // finished by the time limit before `steps`
-  double current_lr() const;
+  double current_lr() const;  // the schedule's rate at schedule_position(), clamped to 1..steps
   int64_t last_global_count() const { return last_count_; }  // items of the last step's global batch
 
   // Snapshots in the mean of the weights so far, and a switch of the model's
@@ -95,9 +95,9 @@ class Trainer {
   // malformed file; nothing changes unless everything loads.
   void load(const std::string& path);
 
-  Job& job() { return job_; }
-  const TrainOptions& options() const { return opts_; }
-  optim::Optimizer& optimizer() { return *opt_; }
+  Job& job() { return job_; }                             // the job it trains
+  const TrainOptions& options() const { return opts_; }  // as given
+  optim::Optimizer& optimizer() { return *opt_; }         // Adam, or AdamW with weight_decay > 0
   const dist::DataParallel* data_parallel() const { return ddp_.get(); }  // null in one process
 
  private:
