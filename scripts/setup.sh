@@ -5,9 +5,11 @@ set -euo pipefail
 # clang-14 + libfuzzer-14-dev build the fuzzers (scripts/fuzz.sh); OpenMPI builds
 # xg::dist (data-parallel training) and runs its tests. fortunes and festlex-cmu
 # are the real corpora (char_lm, g2p); gnuplot-nox draws scripts/pictures.sh;
-# doxygen builds the API reference (cmake --build build --target docs).
+# doxygen builds the API reference (cmake --build build --target docs);
+# python3-torch runs the float64 parity tests against PyTorch (tests/torch/).
 PACKAGES=(g++ cmake make pkg-config xtensor-dev libopenblas-dev libdnnl-dev libfmt-dev doctest-dev nlohmann-json3-dev
-          libcli11-dev clang-14 libfuzzer-14-dev libopenmpi-dev openmpi-bin fortunes festlex-cmu gnuplot-nox doxygen)
+          libcli11-dev clang-14 libfuzzer-14-dev libopenmpi-dev openmpi-bin fortunes festlex-cmu gnuplot-nox doxygen
+          python3-torch)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

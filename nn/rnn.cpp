@@ -1,0 +1,261 @@
+#include "nn/rnn.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "autograd/ops.h"
+#include "nn/init.h"
+
+namespace xg::nn {
+
+namespace {
+
+int64_t gates_of(RNNMode m) { return m == RNNMode::lstm ? 4 : m == RNNMode::gru ? 3 : 1; }
+
+const char* name_of(RNNMode m) { return m == RNNMode::lstm ? "LSTM" : m == RNNMode::gru ? "GRU" : "RNN"; }
+
+RNNMode parse_nonlinearity(const std::string& s, const char* who) {
+  if (s == "tanh") return RNNMode::tanh;
+  if (s == "relu") return RNNMode::relu;
+  throw std::invalid_argument(std::string(who) + ": nonlinearity '" + s + "': expected tanh or relu");
+}
+
+void check_size(const char* who, const char* name, int64_t v) {
+  if (v < 1 || v > (int64_t{1} << 24))
+    throw std::invalid_argument(std::string(who) + ": " + name + " " + std::to_string(v) + ": expected 1.." +
+                                std::to_string(int64_t{1} << 24));
+}
+
+// A parameter of shape `s` drawn from U(-1/sqrt(H), 1/sqrt(H)).
+Tensor uniform_parameter(const Shape& s, int64_t hidden, Generator& gen) {
+  Tensor t = empty(s);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(hidden));
+  init::uniform_(t, gen, -bound, bound);
+  return t;
+}
+
+// Row b of a (B,N) tensor kept where mask[b] is 1, else `old`'s: old + m (new - old).
+Tensor keep_where(const Tensor& mask, const Tensor& fresh, const Tensor& old) {
+  return add(old, mul(mask, sub(fresh, old)));
+}
+
+}  // namespace
+
+Tensor rnn_step(RNNMode mode, const Tensor& x_proj, const Tensor& h, Tensor& c, const Tensor& w_hh,
+                const Tensor& b_hh) {
+  const Tensor hh = linear(h, w_hh, b_hh);  // (B,G*H)
+  switch (mode) {
+    case RNNMode::tanh:
+      return tanh(add(x_proj, hh));
+    case RNNMode::relu:
+      return relu(add(x_proj, hh));
+    case RNNMode::lstm: {
+      const std::vector<Tensor> g = chunk(add(x_proj, hh), 4, 1);  // i, f, g, o
+      c = add(mul(sigmoid(g[1]), c), mul(sigmoid(g[0]), tanh(g[2])));
+      return mul(sigmoid(g[3]), tanh(c));
+    }
+    case RNNMode::gru: {
+      const std::vector<Tensor> x = chunk(x_proj, 3, 1), r_z_n = chunk(hh, 3, 1);
+      const Tensor r = sigmoid(add(x[0], r_z_n[0]));
+      const Tensor z = sigmoid(add(x[1], r_z_n[1]));
+      const Tensor n = tanh(add(x[2], mul(r, r_z_n[2])));
+      return add(n, mul(z, sub(h, n)));  // (1 - z) n + z h
+    }
+  }
+  throw std::logic_error("rnn_step: unknown mode");
+}
+
+RNNBase::RNNBase(RNNMode mode, const RNNOptions& o, Generator& gen, std::shared_ptr<Generator> dropout_gen)
+    : mode_(mode), opts_(o), drop_gen_(std::move(dropout_gen)), gates_(gates_of(mode)) {
+  const char* who = name_of(mode);
+  check_size(who, "input_size", o.input_size);
+  check_size(who, "hidden_size", o.hidden_size);
+  if (o.num_layers < 1 || o.num_layers > 64)
+    throw std::invalid_argument(std::string(who) + ": num_layers " + std::to_string(o.num_layers) + ": expected 1..64");
+  if (!(o.dropout >= 0 && o.dropout < 1))
+    throw std::invalid_argument(std::string(who) + ": dropout " + std::to_string(o.dropout) + ": expected 0 <= p < 1");
+  if (o.dropout > 0 && o.num_layers > 1 && !drop_gen_)
+    throw std::invalid_argument(std::string(who) + ": dropout between layers needs a dropout generator");
+  const int64_t H = o.hidden_size, D = o.bidirectional ? 2 : 1;
+  for (int64_t k = 0; k < o.num_layers; ++k)
+    for (int64_t d = 0; d < D; ++d) {
+      const std::string suffix = "_l" + std::to_string(k) + (d == 1 ? "_reverse" : "");
+      const int64_t in = k == 0 ? o.input_size : H * D;
+      std::vector<Tensor> w;
+      w.push_back(register_parameter("weight_ih" + suffix, uniform_parameter({gates_ * H, in}, H, gen)));
+      w.push_back(register_parameter("weight_hh" + suffix, uniform_parameter({gates_ * H, H}, H, gen)));
+      if (o.bias) {
+        w.push_back(register_parameter("bias_ih" + suffix, uniform_parameter({gates_ * H}, H, gen)));
+        w.push_back(register_parameter("bias_hh" + suffix, uniform_parameter({gates_ * H}, H, gen)));
+      } else {
+        w.resize(4);
+      }
+      weights_.push_back(std::move(w));
+    }
+}
+
+std::string RNNBase::type_name() const {
+  std::string s = std::string(name_of(mode_)) + "(input_size=" + std::to_string(opts_.input_size) +
+                  ", hidden_size=" + std::to_string(opts_.hidden_size) +
+                  ", num_layers=" + std::to_string(opts_.num_layers);
+  if (mode_ == RNNMode::relu) s += ", nonlinearity=relu";
+  if (opts_.bidirectional) s += ", bidirectional";
+  return s + ")";
+}
+
+RNNOutput RNNBase::forward(const Tensor& x, const Tensor& h0, const std::vector<int64_t>& lengths, const Tensor& c0) {
+  const auto named = scope();
+  const int64_t L = opts_.num_layers, D = opts_.bidirectional ? 2 : 1, H = opts_.hidden_size;
+  if (!x.defined() || x.dim() != 3 || x.size(2) != opts_.input_size)
+    throw ShapeError(describe() + ": input of shape " + (x.defined() ? shape_str(x.shape()) : "undefined") +
+                     ": expected (B,T," + std::to_string(opts_.input_size) + ")");
+  const int64_t B = x.size(0), T = x.size(1);
+  if (B < 1 || T < 1) throw ShapeError(describe() + ": input of shape " + shape_str(x.shape()) + " is empty");
+  const Shape state_shape{L * D, B, H};
+  auto check_state = [&](const Tensor& s, const char* name) {
+    if (s.defined() && (s.shape() != state_shape || s.dtype() != x.dtype()))
+      throw ShapeError(describe() + ": " + name + " of shape " + shape_str(s.shape()) + " and dtype " +
+                       dtype_name(s.dtype()) + ": expected " + shape_str(state_shape) + " (L*D,B,H) of the input's " +
+                       dtype_name(x.dtype()));
+  };
+  check_state(h0, "h0");
+  check_state(c0, "c0");
+  if (c0.defined() && mode_ != RNNMode::lstm)
+    throw std::invalid_argument(describe() + ": c0 is the LSTM's cell state; this layer has none");
+  if (!lengths.empty() && static_cast<int64_t>(lengths.size()) != B)
+    throw std::invalid_argument(describe() + ": " + std::to_string(lengths.size()) + " lengths for a batch of " +
+                                std::to_string(B) + " rows");
+  for (size_t b = 0; b < lengths.size(); ++b)
+    if (lengths[b] < 1 || lengths[b] > T)
+      throw std::invalid_argument(describe() + ": lengths[" + std::to_string(b) + "] = " +
+                                  std::to_string(lengths[b]) + ": expected 1.." + std::to_string(T));
+
+  // masks[t] (B,1): 1 where step t is inside the row.
+  std::vector<Tensor> masks;
+  if (!lengths.empty())
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<double> m(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b) m[static_cast<size_t>(b)] = t < lengths[static_cast<size_t>(b)] ? 1.0 : 0.0;
+      masks.push_back(from_vector(m, {B, 1}, x.dtype()));
+    }
+  auto initial = [&](const Tensor& s, int64_t i) {
+    return s.defined() ? reshape(slice(s, 0, i, i + 1), {B, H}) : zeros({B, H}, x.dtype());
+  };
+
+  Tensor input = x;
+  std::vector<Tensor> h_last, c_last;
+  for (int64_t k = 0; k < L; ++k) {
+    std::vector<Tensor> direction_outputs;
+    for (int64_t d = 0; d < D; ++d) {
+      const std::vector<Tensor>& w = weights_[static_cast<size_t>(k * D + d)];
+      const Tensor proj = linear(input, w[0], w[2]);  // (B,T,G*H): every step's input product at once
+      Tensor h = initial(h0, k * D + d), c = mode_ == RNNMode::lstm ? initial(c0, k * D + d) : Tensor();
+      std::vector<Tensor> out(static_cast<size_t>(T));
+      for (int64_t i = 0; i < T; ++i) {
+        const int64_t t = d == 0 ? i : T - 1 - i;
+        const Tensor x_t = reshape(slice(proj, 1, t, t + 1), {B, gates_ * H});
+        Tensor c_new = c;
+        const Tensor h_new = rnn_step(mode_, x_t, h, c_new, w[1], w[3]);
+        if (masks.empty()) {
+          h = h_new;
+          c = c_new;
+          out[static_cast<size_t>(t)] = h_new;
+        } else {
+          const Tensor& m = masks[static_cast<size_t>(t)];
+          h = keep_where(m, h_new, h);
+          if (c.defined()) c = keep_where(m, c_new, c);
+          out[static_cast<size_t>(t)] = mul(m, h_new);
+        }
+      }
+      direction_outputs.push_back(stack(out, 1));  // (B,T,H)
+      h_last.push_back(h);
+      if (c.defined()) c_last.push_back(c);
+    }
+    input = D == 1 ? direction_outputs[0] : concat(direction_outputs, 2);  // (B,T,D*H)
+    if (k + 1 < L && opts_.dropout > 0 && is_training()) input = dropout(input, opts_.dropout, true, *drop_gen_);
+  }
+  RNNOutput r;
+  r.output = input;
+  r.h_n = stack(h_last, 0);
+  if (!c_last.empty()) r.c_n = stack(c_last, 0);
+  return r;
+}
+
+RNN::RNN(const RNNOptions& o, Generator& gen, const std::string& nonlinearity, std::shared_ptr<Generator> dropout_gen)
+    : RNNBase(parse_nonlinearity(nonlinearity, "RNN"), o, gen, std::move(dropout_gen)) {}
+
+LSTM::LSTM(const RNNOptions& o, Generator& gen, std::shared_ptr<Generator> dropout_gen)
+    : RNNBase(RNNMode::lstm, o, gen, std::move(dropout_gen)) {}
+
+GRU::GRU(const RNNOptions& o, Generator& gen, std::shared_ptr<Generator> dropout_gen)
+    : RNNBase(RNNMode::gru, o, gen, std::move(dropout_gen)) {}
+
+RNNCellBase::RNNCellBase(RNNMode mode, int64_t input_size, int64_t hidden_size, Generator& gen, bool bias)
+    : mode_(mode), input_size_(input_size), hidden_size_(hidden_size) {
+  const std::string who = std::string(name_of(mode)) + "Cell";
+  check_size(who.c_str(), "input_size", input_size);
+  check_size(who.c_str(), "hidden_size", hidden_size);
+  const int64_t G = gates_of(mode), H = hidden_size;
+  w_ih_ = register_parameter("weight_ih", uniform_parameter({G * H, input_size}, H, gen));
+  w_hh_ = register_parameter("weight_hh", uniform_parameter({G * H, H}, H, gen));
+  if (bias) {
+    b_ih_ = register_parameter("bias_ih", uniform_parameter({G * H}, H, gen));
+    b_hh_ = register_parameter("bias_hh", uniform_parameter({G * H}, H, gen));
+  }
+}
+
+std::string RNNCellBase::type_name() const {
+  return std::string(name_of(mode_)) + "Cell(input_size=" + std::to_string(input_size_) +
+         ", hidden_size=" + std::to_string(hidden_size_) + (mode_ == RNNMode::relu ? ", nonlinearity=relu" : "") + ")";
+}
+
+Tensor RNNCellBase::step(const Tensor& x, const Tensor& h, Tensor& c) {
+  const auto named = scope();
+  if (!x.defined() || x.dim() != 2 || x.size(1) != input_size_)
+    throw ShapeError(describe() + ": input of shape " + (x.defined() ? shape_str(x.shape()) : "undefined") +
+                     ": expected (B," + std::to_string(input_size_) + ")");
+  const Shape state{x.size(0), hidden_size_};
+  auto check_state = [&](const Tensor& s, const char* name) {
+    if (s.defined() && (s.shape() != state || s.dtype() != x.dtype()))
+      throw ShapeError(describe() + ": " + name + " of shape " + shape_str(s.shape()) + " and dtype " +
+                       dtype_name(s.dtype()) + ": expected " + shape_str(state) + " (B,H) of the input's " +
+                       dtype_name(x.dtype()));
+  };
+  check_state(h, "h");
+  check_state(c, "c");
+  const Tensor h_in = h.defined() ? h : zeros(state, x.dtype());
+  if (mode_ == RNNMode::lstm && !c.defined()) c = zeros(state, x.dtype());
+  return rnn_step(mode_, linear(x, w_ih_, b_ih_), h_in, c, w_hh_, b_hh_);
+}
+
+Tensor RNNCellBase::forward(const Tensor& x) {
+  Tensor c;
+  return step(x, Tensor(), c);
+}
+
+RNNCell::RNNCell(int64_t input_size, int64_t hidden_size, Generator& gen, bool bias, const std::string& nonlinearity)
+    : RNNCellBase(parse_nonlinearity(nonlinearity, "RNNCell"), input_size, hidden_size, gen, bias) {}
+
+Tensor RNNCell::forward(const Tensor& x, const Tensor& h) {
+  Tensor c;
+  return step(x, h, c);
+}
+
+LSTMCell::LSTMCell(int64_t input_size, int64_t hidden_size, Generator& gen, bool bias)
+    : RNNCellBase(RNNMode::lstm, input_size, hidden_size, gen, bias) {}
+
+std::pair<Tensor, Tensor> LSTMCell::forward(const Tensor& x, const Tensor& h, const Tensor& c) {
+  Tensor cell = c;
+  Tensor h_new = step(x, h, cell);
+  return {h_new, cell};
+}
+
+GRUCell::GRUCell(int64_t input_size, int64_t hidden_size, Generator& gen, bool bias)
+    : RNNCellBase(RNNMode::gru, input_size, hidden_size, gen, bias) {}
+
+Tensor GRUCell::forward(const Tensor& x, const Tensor& h) {
+  Tensor c;
+  return step(x, h, c);
+}
+
+}  // namespace xg::nn
