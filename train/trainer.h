@@ -36,7 +36,7 @@ struct TrainOptions {
   bool clock_schedule = false;  // true: the schedule spans `steps` or time_limit, whichever ends first
   std::string schedule = "warmup_cosine";  // noam | constant | warmup_linear | warmup_cosine
   double lr = 1e-3;                        // noam: the factor; otherwise the peak (cosine: down to lr / 10)
-  int64_t warmup = 100;                    // warm-up positions, 0 to lr (noam: where it peaks; constant: unused)
+  int64_t warmup = 100;                    // positions of the linear rise from 0 to lr (noam: where it peaks; constant: unused)
   // Adam (weight_decay 0) or AdamW with decay on matrices only
   // (optim::weight_decay_groups).
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
