@@ -1,5 +1,6 @@
 // Everything in nn/ in one include.
 #pragma once
+#include "nn/additive_attention.h"
 #include "nn/attention.h"
 #include "nn/containers.h"
 #include "nn/dropout.h"
@@ -9,6 +10,7 @@
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/luong_attention.h"
 #include "nn/positional_encoding.h"
 #include "nn/rnn.h"
 #include "nn/sampling.h"

@@ -1,8 +1,8 @@
 // Compares xgrad's nn::RNN / LSTM / GRU with what tests/torch/rnn_parity.py
 // wrote from PyTorch: the same weights (loaded by their PyTorch names into
 // the state dict), inputs, initial states and lengths; the outputs, final
-// states and the gradients of every parameter and input must agree to 1e-12
-// relative to the largest value of each tensor. Prints one line per case;
+// states and the gradients of every parameter and input must agree to
+// parity::kTolerance relative to the largest value of each tensor. Prints one line per case;
 // exits 1 if any differs.
 //   rnn_parity FILE.safetensors
 #include <cmath>
@@ -12,24 +12,11 @@
 
 #include "autograd/xg.h"
 #include "nn/rnn.h"
+#include "tests/torch/parity.h"
 
 using namespace xg;
 
 namespace {
-
-constexpr double kTolerance = 1e-12;
-
-// max |a - b| / max(max |b|, 1e-300); 1e300 on a shape mismatch.
-double rel_diff(const Tensor& a, const Tensor& b) {
-  if (!a.defined() || !b.defined() || a.shape() != b.shape()) return 1e300;
-  const auto x = a.to_vector(), y = b.to_vector();
-  double diff = 0, scale = 1e-300;
-  for (size_t i = 0; i < x.size(); ++i) {
-    diff = std::max(diff, std::abs(x[i] - y[i]));
-    scale = std::max(scale, std::abs(y[i]));
-  }
-  return diff / scale;
-}
 
 bool run_case(const std::string& name, const std::string& config, std::map<std::string, Tensor>& file) {
   std::istringstream in(config);
@@ -66,24 +53,14 @@ bool run_case(const std::string& name, const std::string& config, std::map<std::
   if (r.c_n.defined()) loss = add(loss, sum(mul(r.c_n, get("w_c"))));
   loss.backward();
 
-  std::vector<std::pair<std::string, double>> diffs = {{"output", rel_diff(r.output, get("output"))},
-                                                       {"h_n", rel_diff(r.h_n, get("h_n"))},
-                                                       {"grad x", rel_diff(x.grad(), get("grad.x"))}};
-  if (r.c_n.defined()) diffs.push_back({"c_n", rel_diff(r.c_n, get("c_n"))});
-  if (h0.defined()) diffs.push_back({"grad h0", rel_diff(h0.grad(), get("grad.h0"))});
-  if (c0.defined()) diffs.push_back({"grad c0", rel_diff(c0.grad(), get("grad.c0"))});
-  for (auto& [pname, p] : m->named_parameters()) diffs.push_back({"grad " + pname, rel_diff(p.grad(), get("grad." + pname))});
-  double worst = 0;
-  std::string where;
-  for (auto& [what, d] : diffs)
-    if (!(d <= worst)) {
-      worst = d;
-      where = what;
-    }
-  const bool ok = worst <= kTolerance;
-  std::printf("rnn_parity: %-10s %s: %zu tensors, largest relative difference %.2g (%s): %s\n", name.c_str(),
-              m->type_name().c_str(), diffs.size(), worst, where.c_str(), ok ? "equal" : "DIFFERENT");
-  return ok;
+  std::vector<std::pair<std::string, double>> diffs = {{"output", parity::rel_diff(r.output, get("output"))},
+                                                       {"h_n", parity::rel_diff(r.h_n, get("h_n"))},
+                                                       {"grad x", parity::rel_diff(x.grad(), get("grad.x"))}};
+  if (r.c_n.defined()) diffs.push_back({"c_n", parity::rel_diff(r.c_n, get("c_n"))});
+  if (h0.defined()) diffs.push_back({"grad h0", parity::rel_diff(h0.grad(), get("grad.h0"))});
+  if (c0.defined()) diffs.push_back({"grad c0", parity::rel_diff(c0.grad(), get("grad.c0"))});
+  for (auto& [pname, p] : m->named_parameters()) diffs.push_back({"grad " + pname, parity::rel_diff(p.grad(), get("grad." + pname))});
+  return parity::report("rnn_parity", name, m->type_name(), diffs);
 }
 
 }  // namespace
