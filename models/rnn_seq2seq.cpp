@@ -54,6 +54,20 @@ void RNNSeq2SeqConfig::validate() const {
        "pad_id " + std::to_string(pad_id) + ": expected an id of both vocabularies");
 }
 
+double RNNSeq2SeqConfig::parameter_count() const {
+  const double E = static_cast<double>(embed), H = static_cast<double>(hidden), Hd = 2 * H,
+               G = cell == "lstm" ? 4 : 3, Vs = static_cast<double>(src_vocab), Vt = static_cast<double>(tgt_vocab);
+  double n = (Vs + Vt) * E;                                  // embeddings
+  for (int64_t k = 0; k < layers; ++k)                        // encoder, both directions
+    n += 2 * (G * H * (k == 0 ? E : Hd) + G * H * H + 2 * G * H);
+  n += Hd * Hd + Hd;                                          // bridge
+  n += G * Hd * (E + Hd) + G * Hd * Hd + 2 * G * Hd;          // decoder cell
+  const double additive = 2 * Hd * Hd + 2 * Hd;               // w_q with bias, w_k, v
+  if (attention == "bahdanau") return n + additive + 2 * Hd * Vt + Vt;
+  n += attention == "general" ? Hd * Hd : attention == "concat" ? additive : 0;
+  return n + 2 * Hd * Hd + Hd * Vt + Vt;                      // combine, out
+}
+
 Metadata RNNSeq2SeqConfig::to_metadata() const {
   auto str = [](int64_t v) { return std::to_string(v); };
   return {{"cfg.model", "rnn"},          {"cfg.src_vocab", str(src_vocab)}, {"cfg.tgt_vocab", str(tgt_vocab)},
@@ -202,6 +216,23 @@ Tensor RNNSeq2Seq::loss(const Batch& src, const Batch& tgt_in, const Batch& tgt_
                                 std::to_string(tgt_in.cols) + ") and output (" + std::to_string(tgt_out.rows) + "," +
                                 std::to_string(tgt_out.cols) + ") differ in shape");
   return cross_entropy(forward(src, tgt_in), tgt_out.ids, cfg_.pad_id, label_smoothing);
+}
+
+void RNNSeq2Seq::select_rows(State& s, const std::vector<int64_t>& rows) {
+  const Tensor index = from_ints(rows, {static_cast<int64_t>(rows.size())});
+  for (Tensor* t : {&s.h, &s.c, &s.feed, &s.memory, &s.pad})
+    if (t->defined()) *t = index_select(*t, 0, index);
+}
+
+std::vector<int64_t> beam_search(RNNSeq2Seq& model, const std::vector<int64_t>& src, int64_t bos, int64_t eos,
+                                 int64_t max_len, int64_t beam_size, double alpha) {
+  if (beam_size < 1) throw std::invalid_argument("beam_search: beam_size must be at least 1, got " + std::to_string(beam_size));
+  NoGradGuard no_grad;
+  EvalScope eval(model);
+  RNNSeq2Seq::State st = model.start(Batch{src, 1, static_cast<int64_t>(src.size())});
+  BeamDecoder decoder{[&](const std::vector<int64_t>& rows) { RNNSeq2Seq::select_rows(st, rows); },
+                      [&](const std::vector<int64_t>& tokens) { return model.step(st, tokens); }};
+  return beam_search_steps(decoder, bos, eos, max_len, beam_size, alpha).front().tokens;
 }
 
 std::vector<std::vector<int64_t>> greedy_decode(RNNSeq2Seq& model, const Batch& src, int64_t bos, int64_t eos,

@@ -33,6 +33,9 @@ struct RNNSeq2SeqConfig {
   int64_t pad_id = 0;      // the padding id of both vocabularies
   uint64_t seed = 0;       // initialisation and dropout
   void validate() const;   // throws std::invalid_argument naming the field and its accepted values
+  // The number of parameters an RNNSeq2Seq of this configuration has,
+  // computed without building it (in double, as TransformerConfig's).
+  double parameter_count() const;
   // The architecture as checkpoint metadata: cfg.model = rnn, cfg.src_vocab,
   // cfg.tgt_vocab, cfg.embed, cfg.hidden, cfg.layers, cfg.cell, cfg.attention.
   Metadata to_metadata() const;
@@ -77,6 +80,7 @@ class RNNSeq2Seq : public nn::Module {
   };
   State start(const Batch& src);                                    // encodes and bridges
   Tensor step(State& state, const std::vector<int64_t>& tokens);   // (B) previous tokens -> logits (B,V)
+  static void select_rows(State& state, const std::vector<int64_t>& rows);  // keeps rows `rows`, in order (beam search)
 
  private:
   Tensor padding_mask(const Batch& src) const;  // (B,S): 1 where src is pad_id
@@ -97,5 +101,8 @@ class RNNSeq2Seq : public nn::Module {
 // without) EOS or after max_len tokens.
 std::vector<std::vector<int64_t>> greedy_decode(RNNSeq2Seq& model, const Batch& src, int64_t bos, int64_t eos,
                                                 int64_t max_len);
+// Beam search over one source row (models/beam_search.h): the best hypothesis.
+std::vector<int64_t> beam_search(RNNSeq2Seq& model, const std::vector<int64_t>& src, int64_t bos, int64_t eos,
+                                 int64_t max_len, int64_t beam_size, double alpha = 0.6);
 
 }  // namespace xg::models

@@ -282,49 +282,9 @@ std::vector<Hypothesis> beam_search_nbest(Transformer& model, const std::vector<
   NoGradGuard no_grad;
   EvalScope eval(model);
   DecodeState st = model.start_decode(Batch{src, 1, static_cast<int64_t>(src.size())});  // one row per live beam
-  struct Hyp {
-    std::vector<int64_t> toks;  // without BOS and EOS
-    double logp = 0;
-    bool done = false;
-    int64_t row = 0;  // its row in the decode state (live beams only)
-  };
-  auto penalty = [alpha](size_t len) { return std::pow((5.0 + static_cast<double>(len)) / 6.0, alpha); };
-  auto score = [&](const Hyp& h) { return h.logp / penalty(h.toks.size() + (h.done ? 1 : 0)); };
-  std::vector<Hyp> beams{Hyp{}};
-  for (int64_t step = 0; step < max_len; ++step) {
-    std::vector<const Hyp*> alive;
-    for (const Hyp& h : beams)
-      if (!h.done) alive.push_back(&h);
-    if (alive.empty()) break;
-    // State rows follow `alive`: keep the rows of the live beams, in order.
-    std::vector<int64_t> rows;
-    for (const Hyp* h : alive) rows.push_back(h->row);
-    Transformer::select_rows(st, rows);
-    std::vector<int64_t> feed;
-    for (const Hyp* h : alive) feed.push_back(h->toks.empty() ? bos : h->toks.back());
-    Tensor logp = log_softmax(model.decode_step(st, feed), -1);  // (k,V)
-    const int64_t v = logp.size(1);
-    std::vector<double> lp = logp.to_vector();
-    std::vector<Hyp> cand;
-    for (const Hyp& h : beams)
-      if (h.done) cand.push_back(h);
-    for (size_t i = 0; i < alive.size(); ++i)
-      for (int64_t t = 0; t < v; ++t) {
-        Hyp h = *alive[i];
-        h.logp += lp[i * v + t];
-        h.row = static_cast<int64_t>(i);
-        if (t == eos) h.done = true;
-        else h.toks.push_back(t);
-        cand.push_back(std::move(h));
-      }
-    std::stable_sort(cand.begin(), cand.end(), [&](const Hyp& a, const Hyp& b) { return score(a) > score(b); });
-    cand.resize(std::min<size_t>(cand.size(), beam_size));
-    beams = std::move(cand);
-  }
-  std::stable_sort(beams.begin(), beams.end(), [&](const Hyp& a, const Hyp& b) { return score(a) > score(b); });
-  std::vector<Hypothesis> out;
-  for (const Hyp& h : beams) out.push_back({h.toks, h.logp, score(h), h.done});
-  return out;
+  BeamDecoder decoder{[&](const std::vector<int64_t>& rows) { Transformer::select_rows(st, rows); },
+                      [&](const std::vector<int64_t>& tokens) { return model.decode_step(st, tokens); }};
+  return beam_search_steps(decoder, bos, eos, max_len, beam_size, alpha);
 }
 
 }  // namespace xg::models

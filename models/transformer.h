@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "models/beam_search.h"
 #include "models/config.h"
 #include "nn/nn.h"
 
@@ -156,13 +157,6 @@ std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Batch&
 // length penalty ((5 + |Y|) / 6)^alpha of Wu et al. (as in the paper, alpha 0.6).
 std::vector<int64_t> beam_search(Transformer& model, const std::vector<int64_t>& src, int64_t bos, int64_t eos,
                                  int64_t max_len, int64_t beam_size, double alpha = 0.6);
-// One entry of beam_search_nbest's list.
-struct Hypothesis {
-  std::vector<int64_t> tokens;  // without BOS and EOS
-  double logp = 0;              // log-probability, EOS included when finished
-  double score = 0;             // logp / ((5 + |Y|) / 6)^alpha, |Y| counting EOS
-  bool finished = false;        // ended with EOS (else it reached max_len)
-};
 // The n-best list behind beam_search: the final beams, best score first.
 std::vector<Hypothesis> beam_search_nbest(Transformer& model, const std::vector<int64_t>& src, int64_t bos,
                                           int64_t eos, int64_t max_len, int64_t beam_size, double alpha = 0.6);

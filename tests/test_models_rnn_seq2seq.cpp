@@ -119,3 +119,24 @@ TEST_CASE("rnn seq2seq: a short deterministic run learns the copy task (Bahdanau
     CHECK(right / 200 > 0.9);
   }
 }
+
+TEST_CASE("rnn seq2seq: parameter_count() equals the built model's, every cell and attention") {
+  for (const char* cell : {"lstm", "gru"})
+    for (const char* attention : {"bahdanau", "dot", "general", "concat"})
+      for (int64_t layers : {1, 3}) {
+        CAPTURE(cell);
+        CAPTURE(attention);
+        CAPTURE(layers);
+        RNNSeq2SeqConfig c = tiny(cell, attention, layers);
+        c.tgt_vocab = 9;
+        CHECK(c.parameter_count() == static_cast<double>(RNNSeq2Seq(c).num_parameters()));
+      }
+}
+
+TEST_CASE("rnn seq2seq: beam search with beam 1 equals greedy decoding; beam 0 is refused") {
+  RNNSeq2Seq m(tiny("gru", "general"));
+  const std::vector<int64_t> src{3, 4, 5};
+  const auto greedy = models::greedy_decode(m, Batch{src, 1, 3}, models::kBos, models::kEos, 6)[0];
+  CHECK(models::beam_search(m, src, models::kBos, models::kEos, 6, 1, 0.0) == greedy);
+  CHECK_THROWS_AS(models::beam_search(m, src, models::kBos, models::kEos, 6, 0), std::invalid_argument);
+}
