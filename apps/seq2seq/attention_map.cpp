@@ -9,7 +9,7 @@
 #include <cstdio>
 
 #include "apps/seq2seq/decoder.h"
-#include "models/attention_map.h"
+#include "models/attention_map.h"  // write_heatmaps
 #include "train/cli.h"
 
 int main(int argc, char** argv) {
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
     xg::seq2seq::Decoder decoder(checkpoint);
     const auto src = decoder.parse(input);
     const auto out = decoder.decode(src);
-    const auto maps = xg::models::cross_attention(decoder.model(), src, out, xg::models::kBos);
+    const auto maps = decoder.model().attention_maps(src, out);
     std::vector<std::string> src_labels, out_labels;
     for (int64_t id : src) src_labels.push_back(std::to_string(id));
     for (int64_t id : out) out_labels.push_back(std::to_string(id));

@@ -16,7 +16,7 @@ class Decoder {
   // Throws FormatError naming the file and the bad field.
   explicit Decoder(const std::string& checkpoint);
   const CheckpointInfo& info() const { return info_; }
-  models::Transformer& model() { return *model_; }
+  models::Seq2SeqModel& model() { return *model_; }  // the checkpoint's model, of either family
 
   // Token ids of one line ("3 4 5"); throws std::invalid_argument naming the
   // token and the symbol range, or a length past the model's positions.
@@ -30,7 +30,7 @@ class Decoder {
 
  private:
   CheckpointInfo info_;
-  std::unique_ptr<models::Transformer> model_;
+  std::unique_ptr<models::Seq2SeqModel> model_;
 };
 
 }  // namespace xg::seq2seq

@@ -20,11 +20,16 @@ void check(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument(what);
 }
 
-models::TransformerConfig with_vocab(models::TransformerConfig m, const TaskConfig& t) {
-  m.src_vocab = m.tgt_vocab = t.vocab;
-  m.pad_id = kPad;
-  m.max_len = std::max<int64_t>(m.max_len, t.max_len + 2);
-  return m;
+// The run's model configuration: the chosen family's, with the task's vocabulary.
+models::Seq2SeqConfig model_config(const TaskJobOptions& o) {
+  models::Seq2SeqConfig c;
+  c.kind = o.model_kind;
+  c.transformer = o.model;
+  c.rnn = o.rnn;
+  c.set_vocab(o.task.vocab, kPad);
+  c.transformer.max_len = std::max<int64_t>(c.transformer.max_len, o.task.max_len + 2);
+  c.transformer.seed = c.rnn.seed = o.seed;
+  return c;
 }
 
 std::string join(const std::vector<int64_t>& v) {
@@ -43,7 +48,7 @@ void TaskJobOptions::validate() const {
   check(std::isfinite(label_smoothing) && label_smoothing >= 0 && label_smoothing <= 0.999,
         fmt::format("label_smoothing {}: expected a finite number from 0 to 0.999", label_smoothing));
   check(samples >= 0, fmt::format("samples {}: expected 0 or more", samples));
-  const models::TransformerConfig full = with_vocab(model, task);
+  const models::Seq2SeqConfig full = model_config(*this);
   full.validate();
   models::check_fits_in_memory(full.parameter_count());
 }
@@ -63,19 +68,17 @@ train::TrainOptions default_recipe() {
 
 TaskJob::TaskJob(const TaskJobOptions& o) : opts_(o), data_gen_(o.seed) {
   opts_.validate();
-  opts_.model = with_vocab(opts_.model, opts_.task);
-  opts_.model.seed = opts_.seed;
-  model_ = std::make_shared<models::Transformer>(opts_.model);
+  const models::Seq2SeqConfig c = model_config(opts_);
+  opts_.model = c.transformer;
+  opts_.rnn = c.rnn;
+  model_ = models::make_seq2seq(c);
   Generator eval_gen(opts_.seed ^ kEvalSeedSalt);
   for (int64_t i = 0; i < opts_.eval_size; ++i) eval_set_.push_back(sample(opts_.task, eval_gen));
 }
 
 std::string TaskJob::describe() {
-  const auto& c = opts_.model;
-  return fmt::format("task={} vocab={} len={}..{} batch {} | Transformer N={} d_model={} heads={} d_ff={} dropout={:g} {}",
-                     task_name(opts_.task.task), opts_.task.vocab, opts_.task.min_len, opts_.task.max_len,
-                     opts_.batch_size, c.layers, c.d_model, c.heads, c.d_ff, c.dropout,
-                     c.pre_norm ? "pre-norm" : "post-norm");
+  return fmt::format("task={} vocab={} len={}..{} batch {} | {}", task_name(opts_.task.task), opts_.task.vocab,
+                     opts_.task.min_len, opts_.task.max_len, opts_.batch_size, model_->describe());
 }
 
 train::StepLoss TaskJob::loss(const train::Shard& shard) {
@@ -87,7 +90,7 @@ train::StepLoss TaskJob::loss(const train::Shard& shard) {
   for (const Example& e : ex) all_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
   ex = std::vector<Example>(ex.begin() + shard.begin(opts_.batch_size), ex.begin() + shard.end(opts_.batch_size));
   const TrainBatch b = make_batch(ex);
-  return {model_->loss(b.src, b.tgt_in, b.tgt_out, opts_.label_smoothing), b.target_tokens, all_tokens};
+  return {model_->loss(b, opts_.label_smoothing), b.target_tokens, all_tokens};
 }
 
 EvalResult TaskJob::evaluate_all(int64_t n_samples) {
@@ -115,7 +118,7 @@ std::string TaskJob::final_line(const train::RunSummary& r) const {
 }
 
 Metadata TaskJob::identity() const {
-  Metadata m = opts_.model.to_metadata();
+  Metadata m = model_->to_metadata();
   m["task"] = task_name(opts_.task.task);
   m["task.min_len"] = std::to_string(opts_.task.min_len);
   m["task.max_len"] = std::to_string(opts_.task.max_len);
@@ -134,13 +137,14 @@ void TaskJob::set_state(const Metadata& meta, const std::string& path) {
 
 CheckpointInfo read_checkpoint_info(const Metadata& m, const std::string& path) {
   CheckpointInfo info;
-  info.model = models::TransformerConfig::from_metadata(m, path);
-  const models::TransformerConfig& c = info.model;
-  if (c.src_vocab <= kFirstSymbol || c.tgt_vocab <= kFirstSymbol)
+  info.model = models::Seq2SeqConfig::from_metadata(m, path);
+  const int64_t vocab = info.model.src_vocab();
+  const int64_t other = info.model.kind == "rnn" ? info.model.rnn.tgt_vocab : info.model.transformer.tgt_vocab;
+  if (vocab <= kFirstSymbol || other <= kFirstSymbol)
     throw FormatError(fmt::format("checkpoint {}: vocabularies {} and {} leave no symbols after the {} special tokens",
-                                  path, c.src_vocab, c.tgt_vocab, kFirstSymbol));
-  info.model.pad_id = kPad;
-  info.task.vocab = c.src_vocab;
+                                  path, vocab, other, kFirstSymbol));
+  info.model.transformer.pad_id = info.model.rnn.pad_id = kPad;
+  info.task.vocab = vocab;
   auto task = m.find("task");
   if (task == m.end()) throw FormatError("checkpoint " + path + ": metadata has no 'task'");
   try {
@@ -148,8 +152,8 @@ CheckpointInfo read_checkpoint_info(const Metadata& m, const std::string& path) 
   } catch (const std::invalid_argument& e) {
     throw FormatError("checkpoint " + path + ": " + e.what());
   }
-  info.task.min_len = metadata_int(m, "task.min_len", path, 1, c.max_len);
-  info.task.max_len = metadata_int(m, "task.max_len", path, info.task.min_len, c.max_len);
+  info.task.min_len = metadata_int(m, "task.min_len", path, 1, info.model.max_positions());
+  info.task.max_len = metadata_int(m, "task.max_len", path, info.task.min_len, info.model.max_positions());
   info.step = metadata_int(m, "step", path, 0, int64_t{1} << 40);
   return info;
 }

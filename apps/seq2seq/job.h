@@ -1,4 +1,4 @@
-// The encoder-decoder Transformer on the copy or reverse task, as a
+// An encoder-decoder (the Transformer, or the recurrent RNNSeq2Seq) on the copy or reverse task, as a
 // train::Job: fresh random batches, evaluation by greedy decoding of a
 // held-out set, checkpoints that decode reads.
 //
@@ -20,6 +20,8 @@ namespace xg::seq2seq {
 struct TaskJobOptions {
   TaskConfig task;
   models::TransformerConfig model;  // vocab sizes and max_len are taken from `task`
+  std::string model_kind = "transformer";  // transformer | rnn (then `rnn` is the model)
+  models::RNNSeq2SeqConfig rnn;            // vocab sizes are taken from `task`
   int64_t batch_size = 64;          // sequences a step (B), split over processes under mpirun
   int64_t eval_size = 1000;         // held-out sequences
   double label_smoothing = 0.1;
@@ -36,10 +38,10 @@ train::TrainOptions default_recipe();
 class TaskJob : public train::Job {
  public:
   explicit TaskJob(const TaskJobOptions& o);  // validates; checks the model fits in memory
-  nn::Module& model() override { return *model_; }
-  models::Transformer& transformer() { return *model_; }
+  nn::Module& model() override { return model_->module(); }
+  models::Seq2SeqModel& seq2seq() { return *model_; }  // the model, of either family
   Generator* dropout_generator() override { return &model_->dropout_generator(); }
-  int64_t model_width() const override { return opts_.model.d_model; }
+  int64_t model_width() const override { return model_->width(); }
   std::string describe() override;
   train::StepLoss loss(const train::Shard& shard) override;
   train::Evaluation evaluate(train::EvalStage stage, int64_t step) override;
@@ -56,7 +58,7 @@ class TaskJob : public train::Job {
 
  private:
   TaskJobOptions opts_;
-  std::shared_ptr<models::Transformer> model_;
+  std::unique_ptr<models::Seq2SeqModel> model_;
   Generator data_gen_;
   std::vector<Example> eval_set_;
   std::optional<std::pair<int64_t, train::Evaluation>> last_eval_;  // (step, evaluation)
@@ -66,7 +68,7 @@ class TaskJob : public train::Job {
 // metadata and checked against limits before anything is built from it.
 // Throws FormatError naming the file, the key and the range.
 struct CheckpointInfo {
-  models::TransformerConfig model;
+  models::Seq2SeqConfig model;  // either family, with pad_id kPad
   TaskConfig task;  // vocab, task and the training lengths min_len..max_len
   int64_t step = 0;
 };

@@ -37,7 +37,7 @@ Example sample(const TaskConfig& cfg, Generator& gen) {
   return e;
 }
 
-EvalResult evaluate(models::Transformer& model, const std::vector<Example>& set, int64_t batch_size,
+EvalResult evaluate(models::Seq2SeqModel& model, const std::vector<Example>& set, int64_t batch_size,
                     int64_t n_samples) {
   EvalResult r;
   int64_t exact = 0, right = 0, positions = 0;
@@ -46,7 +46,7 @@ EvalResult evaluate(models::Transformer& model, const std::vector<Example>& set,
     TrainBatch b = make_batch(part);
     int64_t longest = 0;
     for (const auto& e : part) longest = std::max<int64_t>(longest, e.tgt.size());
-    auto outs = models::greedy_decode(model, b.src, kBos, kEos, longest + 5);
+    auto outs = model.greedy(b.src, longest + 5);
     for (size_t i = 0; i < part.size(); ++i) {
       const auto& want = part[i].tgt;
       const auto& got = outs[i];

@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "models/seq2seq.h"
+#include "models/seq2seq_model.h"
 
 namespace xg::seq2seq {
 
@@ -38,7 +38,7 @@ struct EvalResult {
   std::vector<std::pair<Example, std::vector<int64_t>>> samples;  // a few (input, output) pairs
 };
 // Greedy decoding of every example, in batches.
-EvalResult evaluate(models::Transformer& model, const std::vector<Example>& set, int64_t batch_size,
+EvalResult evaluate(models::Seq2SeqModel& model, const std::vector<Example>& set, int64_t batch_size,
                     int64_t n_samples = 3);
 
 }  // namespace xg::seq2seq

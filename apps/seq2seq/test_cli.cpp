@@ -215,7 +215,7 @@ TEST_CASE("decode: F10, a checkpoint's configuration is checked before any model
         "checkpoint " + text + ": metadata 'cfg.layers' is '1e6', expected a whole number from 1 to 1024");
   Decoder ok(checkpoint("f10_ok.safetensors"));
   CHECK(ok.info().task.max_len == 4);
-  CHECK(ok.model().num_parameters() == 1568);
+  CHECK(ok.model().module().num_parameters() == 1568);
 }
 
 TEST_CASE("decode: F14, every line decodes to one line, bad tokens are named, long inputs are flagged") {

@@ -134,7 +134,8 @@ TEST_CASE("train: resuming with another task or model names only the keys that d
   std::map<std::string, std::string> meta;
   load_tensors(path, &meta);
   CheckpointInfo info = read_checkpoint_info(meta, path);
-  CHECK(info.model.d_model == 32);
+  CHECK(info.model.kind == "transformer");
+  CHECK(info.model.transformer.d_model == 32);
   CHECK(info.task.max_len == 5);
   CHECK(info.task.task == Task::copy);
 }

@@ -1,0 +1,69 @@
+// An encoder-decoder of either family, the Transformer or the recurrent
+// RNNSeq2Seq, behind one interface: what a training job, a decoder and an
+// attention picture need, whichever model a run or a checkpoint has.
+//
+//   xg::models::Seq2SeqConfig c;  c.kind = "rnn";  c.rnn.attention = "general";
+//   auto model = xg::models::make_seq2seq(c);
+//   Tensor loss = model->loss(make_batch(examples), 0.1);
+//   auto back = xg::models::Seq2SeqConfig::from_metadata(metadata, path);  // reads cfg.model
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/rnn_seq2seq.h"
+#include "models/seq2seq.h"
+#include "models/transformer.h"
+
+namespace xg::models {
+
+// The common interface; token ids follow models/seq2seq.h (kBos, kEos).
+class Seq2SeqModel {
+ public:
+  virtual ~Seq2SeqModel() = default;
+  virtual nn::Module& module() = 0;                // the model itself, to train, save and load
+  virtual Generator& dropout_generator() = 0;      // its dropout layers' generator
+  virtual int64_t width() const = 0;               // the noam schedule's model width
+  virtual std::string kind() const = 0;            // "transformer" or "rnn"
+  virtual std::string describe() const = 0;        // "Transformer N=2 d_model=64 ..." for a run's header
+  virtual Metadata to_metadata() const = 0;        // the configuration's checkpoint keys
+  virtual double parameter_count() const = 0;      // computed from the configuration
+  virtual int64_t src_vocab() const = 0;           // source ids are 0..src_vocab-1
+  virtual int64_t max_positions() const = 0;       // the longest sequence it takes
+  // Mean cross-entropy of the batch's targets, padding ignored.
+  virtual Tensor loss(const TrainBatch& batch, double label_smoothing) = 0;
+  // Greedy decoding of every row of src, at most max_len tokens each.
+  virtual std::vector<std::vector<int64_t>> greedy(const Batch& src, int64_t max_len) = 0;
+  // Beam search over one source (models/beam_search.h).
+  virtual std::vector<int64_t> beam(const std::vector<int64_t>& src, int64_t max_len, int64_t beam_size,
+                                    double alpha) = 0;
+  // Where the decoder looks while it produces `out` from `src` (teacher
+  // forced on BOS + out, no gradient): one (H,T,S) tensor per attention
+  // layer (the RNN has one, with H = 1), row t the position predicting out[t]
+  // (the last, EOS).
+  virtual std::vector<Tensor> attention_maps(const std::vector<int64_t>& src, const std::vector<int64_t>& out) = 0;
+};
+
+// Either family's configuration, as a run or a checkpoint has it.
+struct Seq2SeqConfig {
+  std::string kind = "transformer";  // transformer | rnn
+  TransformerConfig transformer;     // when kind is transformer
+  RNNSeq2SeqConfig rnn;              // when kind is rnn
+  // The chosen configuration's checkpoint keys (the RNN's include cfg.model = rnn).
+  Metadata to_metadata() const;
+  // cfg.model "rnn" reads an RNNSeq2SeqConfig, no cfg.model (or
+  // "transformer") a TransformerConfig; throws FormatError naming `path`,
+  // the key and the accepted values.
+  static Seq2SeqConfig from_metadata(const Metadata& metadata, const std::string& path);
+  double parameter_count() const;  // of the chosen configuration, without building it
+  int64_t src_vocab() const;       // source ids are 0..src_vocab-1
+  // Sets both vocabularies and the padding id of the chosen configuration.
+  void set_vocab(int64_t vocab, int64_t pad_id);
+  // The longest sequence the chosen model takes (the Transformer's max_len).
+  int64_t max_positions() const;
+  void validate() const;  // the chosen configuration's validate(), and kind transformer|rnn
+};
+
+std::unique_ptr<Seq2SeqModel> make_seq2seq(const Seq2SeqConfig& config);  // builds the chosen model (validates)
+}  // namespace xg::models
