@@ -30,6 +30,8 @@ G2POptions::G2POptions() {
   model.dropout = 0.1;
   model.pre_norm = true;
   model.tie_weights = false;
+  rnn.embed = 128;
+  rnn.hidden = 256;
 }
 
 train::TrainOptions default_recipe() {
@@ -105,8 +107,8 @@ std::vector<std::string> decode_phones(const std::vector<int64_t>& ids, const st
   return out;
 }
 
-int64_t output_limit(const models::Transformer& m, size_t src_len) {
-  return std::min<int64_t>(static_cast<int64_t>(src_len) * 2 + 5, m.config().max_len - 1);
+int64_t output_limit(const models::Seq2SeqConfig& c, size_t src_len) {
+  return std::min<int64_t>(static_cast<int64_t>(src_len) * 2 + 5, c.max_positions() - 1);
 }
 
 }  // namespace
@@ -175,19 +177,25 @@ G2PJob::G2PJob(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudi
   c.pad_id = kPad;
   c.seed = opts_.seed;
   opts_.model = c;
-  models::check_fits_in_memory(c.parameter_count());
-  model_ = std::make_shared<models::Transformer>(c);
+  models::RNNSeq2SeqConfig r = opts_.rnn;
+  r.src_vocab = c.src_vocab;
+  r.tgt_vocab = c.tgt_vocab;
+  r.pad_id = kPad;
+  r.seed = opts_.seed;
+  opts_.rnn = r;
+  config_.kind = opts_.model_kind;
+  config_.transformer = c;
+  config_.rnn = r;
+  config_.validate();
+  models::check_fits_in_memory(config_.parameter_count());
+  model_ = models::make_seq2seq(config_);
 }
 
 std::string G2PJob::describe() {
-  const auto& c = opts_.model;
-  return fmt::format(
-      "dict={} ({} training pairs, {} held-out words) letters={} phones={} ({} stress) | Transformer N={} d_model={} "
-      "heads={} d_ff={} dropout={:g} {} | batch {} ({})",
-      opts_.dict, train_pairs(), test_words_.size(), letters_.size(), phones_.size(),
-      opts_.keep_stress ? "with" : "without", c.layers, c.d_model, c.heads, c.d_ff, c.dropout,
-      c.pre_norm ? "pre-norm" : "post-norm", opts_.batch_size,
-      opts_.length_batches ? "one spelling length" : "random lengths");
+  return fmt::format("dict={} ({} training pairs, {} held-out words) letters={} phones={} ({} stress) | {} | batch {} ({})",
+                     opts_.dict, train_pairs(), test_words_.size(), letters_.size(), phones_.size(),
+                     opts_.keep_stress ? "with" : "without", model_->describe(), opts_.batch_size,
+                     opts_.length_batches ? "one spelling length" : "random lengths");
 }
 
 std::vector<Example> G2PJob::draw_batch() {
@@ -217,7 +225,7 @@ train::StepLoss G2PJob::loss(const train::Shard& shard) {
   for (const Example& e : batch) all_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
   batch = std::vector<Example>(batch.begin() + shard.begin(opts_.batch_size), batch.begin() + shard.end(opts_.batch_size));
   const models::TrainBatch b = models::make_batch(batch);
-  return {model_->loss(b.src, b.tgt_in, b.tgt_out, opts_.label_smoothing), b.target_tokens, all_tokens};
+  return {model_->loss(b, opts_.label_smoothing), b.target_tokens, all_tokens};
 }
 
 G2PScores G2PJob::evaluate_words(int64_t n, int64_t beam, Words which) {
@@ -226,7 +234,7 @@ G2PScores G2PJob::evaluate_words(int64_t n, int64_t beam, Words which) {
   const size_t count = n > 0 ? std::min<size_t>(static_cast<size_t>(n), total) : total;
   auto word = [&](size_t k) -> const std::string& { return list[k * total / count]; };  // evenly spread
   NoGradGuard no_grad;
-  model_->eval();
+  model_->module().eval();
   std::vector<std::vector<std::string>> outputs;
   std::vector<std::vector<std::vector<std::string>>> refs;
   const size_t chunk = 256;
@@ -236,14 +244,14 @@ G2PScores G2PJob::evaluate_words(int64_t n, int64_t beam, Words which) {
       std::vector<Example> ex;
       for (size_t w = start; w < end; ++w) ex.push_back(Example{encode_word(word(w), letters_), {}});
       const models::TrainBatch b = models::make_batch(ex);
-      const int64_t limit = output_limit(*model_, static_cast<size_t>(b.src.cols));
-      for (const auto& ids : models::greedy_decode(*model_, b.src, kBos, kEos, limit))
+      const int64_t limit = output_limit(config_, static_cast<size_t>(b.src.cols));
+      for (const auto& ids : model_->greedy(b.src, limit))
         outputs.push_back(decode_phones(ids, phones_));
     } else {
       for (size_t w = start; w < end; ++w) {
         const auto src = encode_word(word(w), letters_);
         outputs.push_back(decode_phones(
-            models::beam_search(*model_, src, kBos, kEos, output_limit(*model_, src.size()), beam), phones_));
+            model_->beam(src, output_limit(config_, src.size()), beam, 0.6), phones_));
       }
     }
     for (size_t w = start; w < end; ++w) refs.push_back(dict_.prons.at(word(w)));
@@ -295,7 +303,7 @@ std::string G2PJob::final_line(const train::RunSummary& r) const {
 // What must match for a run to continue another: the model, the alphabet and
 // phones, and what decides the data order (the trainer adds the schedule's).
 Metadata G2PJob::identity() const {
-  Metadata m = opts_.model.to_metadata();
+  Metadata m = model_->to_metadata();
   m["letters"] = letters_;
   m["phones"] = join(phones_);
   m["seed"] = std::to_string(opts_.seed);
@@ -319,23 +327,26 @@ Pronouncer::Pronouncer(const std::string& checkpoint) {
   const Metadata& meta = ck.metadata;
   letters_ = train::metadata_string(meta, "letters", checkpoint);
   phones_ = split_words(train::metadata_string(meta, "phones", checkpoint));
-  models::TransformerConfig c = models::TransformerConfig::from_metadata(meta, checkpoint);
-  if (c.src_vocab != kFirstSymbol + static_cast<int64_t>(letters_.size()) ||
-      c.tgt_vocab != kFirstSymbol + static_cast<int64_t>(phones_.size()))
+  config_ = models::Seq2SeqConfig::from_metadata(meta, checkpoint);
+  const int64_t src_vocab = config_.src_vocab(),
+                tgt_vocab = config_.kind == "rnn" ? config_.rnn.tgt_vocab : config_.transformer.tgt_vocab;
+  if (src_vocab != kFirstSymbol + static_cast<int64_t>(letters_.size()) ||
+      tgt_vocab != kFirstSymbol + static_cast<int64_t>(phones_.size()))
     throw FormatError(fmt::format("checkpoint {}: vocabularies {} and {} do not match {} letters and {} phones",
-                                  checkpoint, c.src_vocab, c.tgt_vocab, letters_.size(), phones_.size()));
-  model_ = std::make_shared<models::Transformer>(c);
-  model_->load_state_dict(ck.weights);
+                                  checkpoint, src_vocab, tgt_vocab, letters_.size(), phones_.size()));
+  config_.transformer.pad_id = config_.rnn.pad_id = kPad;
+  model_ = models::make_seq2seq(config_);
+  model_->module().load_state_dict(ck.weights);
 }
 
 std::vector<int64_t> Pronouncer::encode(const std::string& word) const { return encode_word(word, letters_); }
 
 std::vector<std::string> Pronouncer::pronounce(const std::string& word, int64_t beam) {
   const auto src = encode(word);
-  if (static_cast<int64_t>(src.size()) >= model_->config().max_len)
+  if (static_cast<int64_t>(src.size()) >= config_.max_positions())
     throw std::invalid_argument(fmt::format("'{}': {} letters, more than the model's {} positions", word, src.size(),
-                                            model_->config().max_len - 1));
-  return decode_phones(models::beam_search(*model_, src, kBos, kEos, output_limit(*model_, src.size()), beam), phones_);
+                                            config_.max_positions() - 1));
+  return decode_phones(model_->beam(src, output_limit(config_, src.size()), beam, 0.6), phones_);
 }
 
 }  // namespace xg::g2p

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "apps/g2p/cmudict.h"
-#include "models/seq2seq.h"
+#include "models/seq2seq_model.h"
 #include "train/trainer.h"
 
 namespace xg::g2p {
@@ -25,6 +25,8 @@ using models::Example;
 struct G2POptions {
   std::string dict = kCmudictPath;
   models::TransformerConfig model;  // vocabularies are taken from the dictionary
+  std::string model_kind = "transformer";  // transformer | rnn (then `rnn` is the model)
+  models::RNNSeq2SeqConfig rnn;            // vocabularies are taken from the dictionary
   int64_t batch_size = 128;         // (word, pronunciation) pairs a step, split over processes under mpirun
   // true: every batch holds words of one spelling length (little padding; each
   // pair still drawn with probability 1/pairs); false: pairs drawn uniformly.
@@ -55,10 +57,10 @@ train::TrainOptions default_recipe();
 class G2PJob : public train::Job {
  public:
   explicit G2PJob(const G2POptions& o);  // reads the dictionary, builds the model
-  nn::Module& model() override { return *model_; }
-  models::Transformer& transformer() { return *model_; }
+  nn::Module& model() override { return model_->module(); }
+  models::Seq2SeqModel& seq2seq() { return *model_; }  // the model, of either family
   Generator* dropout_generator() override { return &model_->dropout_generator(); }
-  int64_t model_width() const override { return opts_.model.d_model; }
+  int64_t model_width() const override { return model_->width(); }
   std::string describe() override;
   train::StepLoss loss(const train::Shard& shard) override;
   train::Evaluation evaluate(train::EvalStage stage, int64_t step) override;
@@ -94,7 +96,8 @@ class G2PJob : public train::Job {
   std::vector<Example> train_;       // sorted by spelling length
   std::vector<std::pair<int64_t, int64_t>> buckets_;  // [begin, end) of train_, in order: one spelling length (or a few)
   std::vector<std::string> test_words_, train_words_;
-  std::shared_ptr<models::Transformer> model_;
+  models::Seq2SeqConfig config_;  // the run's model, vocabularies filled in
+  std::unique_ptr<models::Seq2SeqModel> model_;
   Generator data_gen_;
   std::optional<G2PScores> check_;  // the last check evaluation (greedy, all held-out words)
   G2PScores train_scores_;          // the final evaluation's training words
@@ -108,14 +111,15 @@ class Pronouncer {
   // Phones of a word (lower-cased first); throws std::invalid_argument naming
   // a character outside the training alphabet, and the alphabet.
   std::vector<std::string> pronounce(const std::string& word, int64_t beam = 4);
-  models::Transformer& model() { return *model_; }
+  models::Seq2SeqModel& model() { return *model_; }  // the checkpoint's model, of either family
   std::vector<int64_t> encode(const std::string& word) const;  // source ids (same checks)
   const std::vector<std::string>& phones() const { return phones_; }
 
  private:
   std::string letters_;
   std::vector<std::string> phones_;
-  std::shared_ptr<models::Transformer> model_;
+  models::Seq2SeqConfig config_;
+  std::unique_ptr<models::Seq2SeqModel> model_;
 };
 
 }  // namespace xg::g2p

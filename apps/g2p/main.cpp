@@ -25,7 +25,7 @@ int attention(const xg::g2p::G2PCommand& cmd) {
   std::vector<int64_t> out;
   for (const auto& ph : phones)
     out.push_back(xg::models::kFirstSymbol + (std::find(p.phones().begin(), p.phones().end(), ph) - p.phones().begin()));
-  const auto maps = xg::models::cross_attention(p.model(), src, out, xg::models::kBos);
+  const auto maps = p.model().attention_maps(src, out);
   std::vector<std::string> src_labels, out_labels = phones;
   for (char c : cmd.input) src_labels.push_back(std::string(1, c));
   out_labels.push_back("EOS");

@@ -287,7 +287,7 @@ G2POptions tiny_options(const std::string& dict) {
   o.batch_size = 4;
   return o;
 }
-std::vector<std::vector<double>> weights(models::Transformer& m) {
+std::vector<std::vector<double>> weights(nn::Module& m) {
   std::vector<std::vector<double>> w;
   for (auto& [name, p] : m.named_parameters()) w.push_back(p.to_vector());
   return w;
@@ -309,10 +309,10 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
     CHECK(g2p.averaged() == static_cast<int64_t>(std::count_if(due.begin(), due.end(), [&](int64_t s) { return s <= g2p.steps_done(); })));
     if (g2p.steps_done() == 26) {  // two snapshots in, for the resume below
       g2p.save(mid);
-      at26 = weights(run.job.transformer());
+      at26 = weights(run.job.model());
     }
     if (!due.count(g2p.steps_done())) continue;
-    const auto w = weights(run.job.transformer());
+    const auto w = weights(run.job.model());
     if (sum.empty()) sum.assign(w.size(), {});
     for (size_t i = 0; i < w.size(); ++i) {
       sum[i].resize(w[i].size());
@@ -320,9 +320,9 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
     }
   }
   CHECK(g2p.steps_done() == 40);
-  const auto last = weights(run.job.transformer());
+  const auto last = weights(run.job.model());
   g2p.use_average();
-  const auto mean = weights(run.job.transformer());
+  const auto mean = weights(run.job.model());
   double moved = 0;
   for (size_t i = 0; i < mean.size(); ++i)
     for (size_t j = 0; j < mean[i].size(); ++j) {
@@ -335,27 +335,27 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
         "Trainer::step: the model holds the mean of the weights (use_average()), not the training state");
 
   // A run still under way: pronounce takes its last weights, not the mean of two snapshots.
-  CHECK(weights(Pronouncer(mid).model()) == at26);
+  CHECK(weights(Pronouncer(mid).model().module()) == at26);
   // Resumed from step 26 (two snapshots in), the run ends with the same mean.
   Run resumed_run(o, r);
   Trainer& resumed = resumed_run.trainer;
   resumed.load(mid);
   CHECK(resumed.averaged() == 2);
   while (!resumed.finished()) resumed.step();
-  const auto resumed_last = weights(resumed_run.job.transformer());
+  const auto resumed_last = weights(resumed_run.job.model());
   resumed.use_average();
-  const auto again = weights(resumed_run.job.transformer());
+  const auto again = weights(resumed_run.job.model());
   for (size_t i = 0; i < mean.size(); ++i)
     for (size_t j = 0; j < mean[i].size(); ++j) CHECK(again[i][j] == doctest::Approx(mean[i][j]).epsilon(1e-6).scale(1e-6));
 
   // Saved after use_average(), a finished run: pronounce reads the mean, a
   // resume the last step's weights (the training state).
   resumed.save(ck);
-  CHECK(weights(Pronouncer(ck).model()) == again);
+  CHECK(weights(Pronouncer(ck).model().module()) == again);
   Run reloaded(o, r);
   reloaded.trainer.load(ck);
   CHECK(reloaded.trainer.finished());
-  CHECK(weights(reloaded.job.transformer()) == resumed_last);
+  CHECK(weights(reloaded.job.model()) == resumed_last);
   CHECK(resumed_last != again);
 
   // Files that do not hold together are refused, naming what is wrong.
