@@ -115,6 +115,29 @@ void add_model_options(CLI::App& app, Config& c, const std::string& layers_help)
   add_real(app, "--dropout", c.dropout, 0, 0.99, "dropout probability");
 }
 
+// The options of an encoder-decoder program that trains either family:
+// --model transformer|rnn, the Transformer's options (add_model_options), and
+// the recurrent model's --cell, --attention, --embed, --hidden. The recurrent
+// model takes --layers (its encoder's) and --dropout from the Transformer's
+// options: call take_shared_rnn_options after parsing.
+template <class TransformerConfig, class RNNConfig>
+void add_seq2seq_model_options(CLI::App& app, std::string& kind, TransformerConfig& t, RNNConfig& r) {
+  add_word(app, "--model", kind, {"transformer", "rnn"},
+           "the encoder-decoder: the Transformer, or a recurrent one with attention (--cell, --attention, --embed, "
+           "--hidden; --layers sets its encoder layers)");
+  add_model_options(app, t, "encoder and decoder layers (N); with --model rnn, the encoder's layers");
+  add_word(app, "--cell", r.cell, {"lstm", "gru"}, "--model rnn: the recurrent cell");
+  add_word(app, "--attention", r.attention, {"bahdanau", "dot", "general", "concat"},
+           "--model rnn: Bahdanau's additive attention, or Luong's score with input feeding");
+  add_int(app, "--embed", r.embed, 1, OptionLimits::d_model, "--model rnn: embedding width (E)");
+  add_int(app, "--hidden", r.hidden, 1, OptionLimits::d_model, "--model rnn: encoder width per direction (H)");
+}
+template <class TransformerConfig, class RNNConfig>
+void take_shared_rnn_options(const TransformerConfig& t, RNNConfig& r) {
+  r.layers = t.layers;
+  r.dropout = t.dropout;
+}
+
 // --precision f32 or bf16 (matrix products under Autocast), as a word.
 inline CLI::Option* add_precision(CLI::App& app, std::string& precision) {
   return add_word(app, "--precision", precision, {"f32", "bf16"},

@@ -32,15 +32,7 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
         "--stress keep] train_seconds=... train_wer=... train_per=... (the last two: greedy, on 1,000 training words)");
     CLI::App& t = *train;
     t.add_option("--dict", o.dict, "the dictionary in Festival's format")->type_name("PATH")->default_str(o.dict);
-    add_word(t, "--model", o.model_kind, {"transformer", "rnn"},
-             "the encoder-decoder: the Transformer, or a recurrent one with attention (--cell, --attention, --embed, "
-             "--hidden; --layers sets its encoder layers)");
-    add_model_options(t, o.model, "encoder and decoder layers (N); with --model rnn, the encoder's layers");
-    add_word(t, "--cell", o.rnn.cell, {"lstm", "gru"}, "--model rnn: the recurrent cell");
-    add_word(t, "--attention", o.rnn.attention, {"bahdanau", "dot", "general", "concat"},
-             "--model rnn: Bahdanau's additive attention, or Luong's score with input feeding");
-    add_int(t, "--embed", o.rnn.embed, 1, L::d_model, "--model rnn: embedding width (E)");
-    add_int(t, "--hidden", o.rnn.hidden, 1, L::d_model, "--model rnn: encoder width per direction (H)");
+    add_seq2seq_model_options(t, o.model_kind, o.model, o.rnn);
     add_int(t, "--batch", o.batch_size, 1, L::batch, "(word, pronunciation) pairs a step");
     add_word(t, "--batches", batches, {"length", "random"},
              "length: each batch holds words of one spelling length (less padding), each pair still drawn with "
@@ -84,8 +76,7 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
     o.seed = cmd.train.seed;
     check_loop_options(cmd.loop);
     check_heads(o.model);
-    o.rnn.layers = o.model.layers;
-    o.rnn.dropout = o.model.dropout;
+    take_shared_rnn_options(o.model, o.rnn);
     check_train_options(cmd.train, words);
     o.validate();
   };

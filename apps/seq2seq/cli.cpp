@@ -37,16 +37,8 @@ Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd)
     add_int(app, "--vocab", o.task.vocab, kFirstSymbol + 1, L::vocab, "vocabulary size, with the 3 special tokens");
     add_int(app, "--min-len", o.task.min_len, 1, L::length, "shortest sequence");
     add_int(app, "--max-len", o.task.max_len, 1, L::length, "longest sequence");
-    add_word(app, "--model", o.model_kind, {"transformer", "rnn"},
-             "the encoder-decoder: the Transformer, or a recurrent one with attention (--cell, --attention, --embed, "
-             "--hidden; --layers sets its encoder layers)");
-    add_model_options(app, o.model, "encoder and decoder layers (N); with --model rnn, the encoder's layers");
+    add_seq2seq_model_options(app, o.model_kind, o.model, o.rnn);
     app.add_flag("--pre-norm", o.model.pre_norm, "pre-norm layers (default: the paper's post-norm)");
-    add_word(app, "--cell", o.rnn.cell, {"lstm", "gru"}, "--model rnn: the recurrent cell");
-    add_word(app, "--attention", o.rnn.attention, {"bahdanau", "dot", "general", "concat"},
-             "--model rnn: Bahdanau's additive attention, or Luong's score with input feeding");
-    add_int(app, "--embed", o.rnn.embed, 1, L::d_model, "--model rnn: embedding width (E)");
-    add_int(app, "--hidden", o.rnn.hidden, 1, L::d_model, "--model rnn: encoder width per direction (H)");
     add_int(app, "--batch", o.batch_size, 1, L::batch, "sequences per step (B), split over processes under mpirun");
     add_real(app, "--smoothing", o.label_smoothing, 0, 0.999, "label smoothing");
     add_int(app, "--eval-size", o.eval_size, 1, L::eval_size, "held-out sequences");
@@ -64,8 +56,7 @@ Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd)
     o.seed = cmd.train.seed;
     check_loop_options(cmd.loop);
     check_heads(o.model);
-    o.rnn.layers = o.model.layers;
-    o.rnn.dropout = o.model.dropout;
+    take_shared_rnn_options(o.model, o.rnn);
     if (o.task.max_len < o.task.min_len)
       throw std::invalid_argument(fmt::format("--max-len {} is below --min-len {}", o.task.max_len, o.task.min_len));
     check_train_options(cmd.train, words);
