@@ -128,6 +128,24 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 // feed-forward block keeps one (.., F) tensor alive instead of two.
 Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen);
 
+// The cell of recurrence(): torch.nn.RNN's tanh or ReLU, LSTM (gates i, f,
+// g, o), GRU (gates r, z, n).
+enum class RecurrentCell { tanh, relu, lstm, gru };
+// One direction of one recurrent layer over all T steps, as one op (what
+// nn::RNN, nn::LSTM and nn::GRU run): per step one product h W_hh^T and the
+// cell's gates in one pass; in backward one product per step and the
+// weight's gradient as one product over all steps. G gates (4 LSTM, 3 GRU, 1).
+//   proj (B,T,G*H): every step's input products x W_ih^T + b_ih
+//   w_hh (G*H,H), b_hh (G*H) or undefined; h0 (B,H); c0 (B,H) for the LSTM only
+//   lengths: empty, or each row's steps (1..T); past its length a row's state
+//   is carried unchanged. reverse: the steps run from T-1 down to 0.
+// Returns the state after each step (B,T,H), or (B,T,2H) [h | c] for the
+// LSTM; the last state is at T-1 (at 0 when reverse), with or without lengths.
+// Under Autocast(bf16) the products run in bf16; the gates in float32.
+// Errors name the argument, its shape and the expected one.
+Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0,
+                  const Tensor& c0, const std::vector<int64_t>& lengths, bool reverse);
+
 // The heads, masks, dropout and key/value cache of attention(). Masked
 // scores are set to -1e9, so a query whose keys are all masked gets uniform
 // weights (no NaN).

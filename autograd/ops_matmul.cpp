@@ -144,6 +144,19 @@ bool autocast_bf16(const Tensor& t) { return autocast_precision() == Precision::
 
 }  // namespace
 
+void threaded_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+void threaded_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+                   int64_t ldb, double beta, double* c, int64_t ldc) {
+  gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+void threaded_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+                   const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_defined(a, "matmul");
   check_defined(b, "matmul");

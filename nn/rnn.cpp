@@ -34,11 +34,6 @@ Tensor uniform_parameter(const Shape& s, int64_t hidden, Generator& gen) {
   return t;
 }
 
-// Row b of a (B,N) tensor kept where mask[b] is 1, else `old`'s: old + m (new - old).
-Tensor keep_where(const Tensor& mask, const Tensor& fresh, const Tensor& old) {
-  return add(old, mul(mask, sub(fresh, old)));
-}
-
 }  // namespace
 
 Tensor rnn_step(RNNMode mode, const Tensor& x_proj, const Tensor& h, Tensor& c, const Tensor& w_hh,
@@ -130,14 +125,15 @@ RNNOutput RNNBase::forward(const Tensor& x, const Tensor& h0, const std::vector<
       throw std::invalid_argument(describe() + ": lengths[" + std::to_string(b) + "] = " +
                                   std::to_string(lengths[b]) + ": expected 1.." + std::to_string(T));
 
-  // masks[t] (B,1): 1 where step t is inside the row.
-  std::vector<Tensor> masks;
-  if (!lengths.empty())
-    for (int64_t t = 0; t < T; ++t) {
-      std::vector<double> m(static_cast<size_t>(B));
-      for (int64_t b = 0; b < B; ++b) m[static_cast<size_t>(b)] = t < lengths[static_cast<size_t>(b)] ? 1.0 : 0.0;
-      masks.push_back(from_vector(m, {B, 1}, x.dtype()));
-    }
+  // mask (B,T,1): 1 where step t is inside the row (the op carries a row's
+  // state past its length; the output there is zero, as PyTorch's).
+  Tensor mask;
+  if (!lengths.empty()) {
+    std::vector<double> m(static_cast<size_t>(B * T));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < lengths[static_cast<size_t>(b)]; ++t) m[static_cast<size_t>(b * T + t)] = 1.0;
+    mask = from_vector(m, {B, T, 1}, x.dtype());
+  }
   auto initial = [&](const Tensor& s, int64_t i) {
     return s.defined() ? reshape(slice(s, 0, i, i + 1), {B, H}) : zeros({B, H}, x.dtype());
   };
@@ -149,27 +145,15 @@ RNNOutput RNNBase::forward(const Tensor& x, const Tensor& h0, const std::vector<
     for (int64_t d = 0; d < D; ++d) {
       const std::vector<Tensor>& w = weights_[static_cast<size_t>(k * D + d)];
       const Tensor proj = linear(input, w[0], w[2]);  // (B,T,G*H): every step's input product at once
-      Tensor h = initial(h0, k * D + d), c = mode_ == RNNMode::lstm ? initial(c0, k * D + d) : Tensor();
-      std::vector<Tensor> out(static_cast<size_t>(T));
-      for (int64_t i = 0; i < T; ++i) {
-        const int64_t t = d == 0 ? i : T - 1 - i;
-        const Tensor x_t = reshape(slice(proj, 1, t, t + 1), {B, gates_ * H});
-        Tensor c_new = c;
-        const Tensor h_new = rnn_step(mode_, x_t, h, c_new, w[1], w[3]);
-        if (masks.empty()) {
-          h = h_new;
-          c = c_new;
-          out[static_cast<size_t>(t)] = h_new;
-        } else {
-          const Tensor& m = masks[static_cast<size_t>(t)];
-          h = keep_where(m, h_new, h);
-          if (c.defined()) c = keep_where(m, c_new, c);
-          out[static_cast<size_t>(t)] = mul(m, h_new);
-        }
-      }
-      direction_outputs.push_back(stack(out, 1));  // (B,T,H)
-      h_last.push_back(h);
-      if (c.defined()) c_last.push_back(c);
+      const bool lstm = mode_ == RNNMode::lstm;
+      const Tensor states = recurrence(mode_, proj, w[1], w[3], initial(h0, k * D + d),
+                                       lstm ? initial(c0, k * D + d) : Tensor(), lengths, d == 1);  // (B,T,S*H)
+      const int64_t last = d == 0 ? T - 1 : 0;  // where the op leaves each row's last state
+      const Tensor final_states = reshape(slice(states, 1, last, last + 1), {B, states.size(2)});
+      h_last.push_back(lstm ? slice(final_states, 1, 0, H) : final_states);
+      if (lstm) c_last.push_back(slice(final_states, 1, H, 2 * H));
+      Tensor out = lstm ? slice(states, 2, 0, H) : states;  // (B,T,H)
+      direction_outputs.push_back(mask.defined() ? mul(out, mask) : out);
     }
     input = D == 1 ? direction_outputs[0] : concat(direction_outputs, 2);  // (B,T,D*H)
     if (k + 1 < L && opts_.dropout > 0 && is_training()) input = dropout(input, opts_.dropout, true, *drop_gen_);

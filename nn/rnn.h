@@ -13,12 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops.h"
 #include "nn/module.h"
 
 namespace xg::nn {
 
-// Which recurrence a layer or cell runs.
-enum class RNNMode { tanh, relu, lstm, gru };
+// Which recurrence a layer or cell runs (xg::recurrence's cell, autograd/ops.h).
+using RNNMode = RecurrentCell;
 
 // The options of RNN, LSTM and GRU (torch.nn.RNN's, batch_first always).
 struct RNNOptions {

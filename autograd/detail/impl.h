@@ -88,6 +88,16 @@ using Bf16Buffer = Scratch<uint16_t>;
 // Converts (round to nearest even) across the thread pool.
 std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t);
 
+// C (m,n) = op(A) op(B) + beta C across the thread pool (blocks of rows of C,
+// or of columns when n > m), one single-threaded engine call per block; the
+// bf16 form accumulates into float32. What matmul and linear run on.
+void threaded_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+                   int64_t ldb, float beta, float* c, int64_t ldc);
+void threaded_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, const double* b,
+                   int64_t ldb, double beta, double* c, int64_t ldc);
+void threaded_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t lda,
+                   const uint16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+
 struct TensorImpl {
   Shape shape;
   Dtype dtype;

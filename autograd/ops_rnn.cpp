@@ -1,0 +1,354 @@
+// recurrence: one direction of one recurrent layer (tanh or ReLU RNN, LSTM,
+// GRU) over all T steps as one op. Forward runs one recurrent product a step
+// (h W_hh^T, B rows) and the step's gates in one pass over the row; backward
+// runs the steps in reverse, one product a step for the state's gradient, and
+// the weight's gradient as one product over all B*T rows at the end (not T
+// small ones). Under Autocast(bf16) the products take bf16 operands (the
+// recurrent weight converted once a pass) and accumulate in float32; the
+// gates are computed in float32.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "autograd/autocast.h"
+#include "autograd/detail/impl.h"
+#include "autograd/ops.h"
+#include "autograd/parallel.h"
+#include "engine/gemm.h"
+
+namespace xg {
+
+namespace {
+
+int64_t gate_count(RecurrentCell c) { return c == RecurrentCell::lstm ? 4 : c == RecurrentCell::gru ? 3 : 1; }
+const char* cell_name(RecurrentCell c) {
+  switch (c) {
+    case RecurrentCell::tanh: return "tanh";
+    case RecurrentCell::relu: return "relu";
+    case RecurrentCell::lstm: return "lstm";
+    case RecurrentCell::gru: return "gru";
+  }
+  return "?";
+}
+
+template <class T>
+inline T sigmoid_of(T x) {
+  return x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
+}
+
+// The layout of one call: sizes, strides and which steps each row takes.
+struct Recurrence {
+  RecurrentCell cell;
+  int64_t B, T, H, G, S, A;  // S: state width in H (2 for the LSTM: h, c); A: saved gate values per step in H
+  bool reverse, bf16, has_bias;
+  std::vector<int64_t> lengths;  // empty: every row takes all T steps
+  int64_t step(int64_t i) const { return reverse ? T - 1 - i : i; }  // the i-th step taken
+  bool active(int64_t b, int64_t t) const { return lengths.empty() || t < lengths[static_cast<size_t>(b)]; }
+};
+
+// The B rows of a (B,H) state at `p` with row stride `ld`, as contiguous bf16.
+void rows_to_bf16(const float* p, int64_t ld, int64_t rows, int64_t n, uint16_t* out) {
+  for (int64_t r = 0; r < rows; ++r) engine::to_bf16(p + r * ld, out + r * n, n);
+}
+
+// hh (B,G*H) = prev W_hh^T, prev's rows `ld` apart.
+template <class T>
+void recurrent_product(const Recurrence& r, const T* prev, int64_t ld, const T* w, const uint16_t* w16, uint16_t* h16,
+                       T* hh) {
+  const int64_t GH = r.G * r.H;
+  if constexpr (std::is_same_v<T, float>) {
+    if (r.bf16) {
+      rows_to_bf16(prev, ld, r.B, r.H, h16);
+      threaded_gemm(false, true, r.B, GH, r.H, h16, r.H, w16, r.H, 0.0f, hh, GH);
+      return;
+    }
+  }
+  threaded_gemm(false, true, r.B, GH, r.H, prev, ld, w, r.H, T(0), hh, GH);
+}
+
+template <class T>
+void forward(const Recurrence& r, const T* proj, const T* w, const T* bias, const T* h0, const T* c0, T* states,
+             T* acts) {
+  const int64_t B = r.B, H = r.H, GH = r.G * r.H, SH = r.S * H, rs = r.T * SH;
+  Scratch<T> hh(B * GH);
+  std::unique_ptr<Scratch<uint16_t>> w16, h16;
+  if (r.bf16) {
+    w16 = std::make_unique<Scratch<uint16_t>>(GH * H);
+    h16 = std::make_unique<Scratch<uint16_t>>(B * H);
+    if constexpr (std::is_same_v<T, float>) engine::to_bf16(w, w16->data(), GH * H);
+  }
+  for (int64_t i = 0; i < r.T; ++i) {
+    const int64_t t = r.step(i);
+    // The state before step t: h0 (and c0), or the state after the previous step.
+    const T* hp = i == 0 ? h0 : states + r.step(i - 1) * SH;
+    const int64_t ld = i == 0 ? H : rs;
+    const T* cp = r.cell != RecurrentCell::lstm ? nullptr : i == 0 ? c0 : states + r.step(i - 1) * SH + H;
+    recurrent_product<T>(r, hp, ld, w, w16 ? w16->data() : nullptr, h16 ? h16->data() : nullptr, hh.data());
+    parallel_for(B, 16 * GH, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        T* st = states + b * rs + t * SH;
+        const T* hprev = hp + b * ld;
+        const T* cprev = cp ? cp + b * ld : nullptr;
+        if (!r.active(b, t)) {  // past the row's length: the state is carried
+          std::copy(hprev, hprev + H, st);
+          if (cprev) std::copy(cprev, cprev + H, st + H);
+          continue;
+        }
+        const T* x = proj + (b * r.T + t) * GH;
+        const T* q = hh.data() + b * GH;
+        T* a = acts + (b * r.T + t) * r.A * H;
+        switch (r.cell) {
+          case RecurrentCell::tanh:
+          case RecurrentCell::relu:
+            for (int64_t j = 0; j < H; ++j) {
+              const T v = x[j] + q[j] + (bias ? bias[j] : T(0));
+              st[j] = r.cell == RecurrentCell::tanh ? std::tanh(v) : std::max(v, T(0));
+            }
+            break;
+          case RecurrentCell::lstm:
+            for (int64_t j = 0; j < H; ++j) {
+              auto pre = [&](int64_t k) { return x[k * H + j] + q[k * H + j] + (bias ? bias[k * H + j] : T(0)); };
+              const T ig = sigmoid_of(pre(0)), fg = sigmoid_of(pre(1)), gg = std::tanh(pre(2)),
+                      og = sigmoid_of(pre(3));
+              const T c = fg * cprev[j] + ig * gg;
+              a[j] = ig;
+              a[H + j] = fg;
+              a[2 * H + j] = gg;
+              a[3 * H + j] = og;
+              st[H + j] = c;
+              st[j] = og * std::tanh(c);
+            }
+            break;
+          case RecurrentCell::gru:
+            for (int64_t j = 0; j < H; ++j) {
+              auto hh_k = [&](int64_t k) { return q[k * H + j] + (bias ? bias[k * H + j] : T(0)); };
+              const T rg = sigmoid_of(x[j] + hh_k(0)), zg = sigmoid_of(x[H + j] + hh_k(1)), hn = hh_k(2);
+              const T n = std::tanh(x[2 * H + j] + rg * hn);
+              a[j] = rg;
+              a[H + j] = zg;
+              a[2 * H + j] = n;
+              a[3 * H + j] = hn;
+              st[j] = n + zg * (hprev[j] - n);
+            }
+            break;
+        }
+      }
+    });
+  }
+}
+
+// Gradients of forward's inputs from g (B,T,S*H). dproj (B,T,G*H) is the
+// gradient of the gates' pre-activations on the input side; dhh that on the
+// recurrent side (the same values but for the GRU's n gate, where r scales
+// the recurrent term).
+template <class T>
+void backward(const Recurrence& r, const T* g, const T* w, const T* h0, const T* c0, const T* states, const T* acts,
+              T* dproj, T* dhh, T* dh, T* dc, T* dw, T* dbias) {
+  const int64_t B = r.B, H = r.H, GH = r.G * r.H, SH = r.S * H, rs = r.T * SH;
+  const bool lstm = r.cell == RecurrentCell::lstm;
+  std::fill(dh, dh + B * H, T(0));
+  if (lstm) std::fill(dc, dc + B * H, T(0));
+  std::unique_ptr<Scratch<uint16_t>> w16, d16;
+  if (r.bf16) {
+    w16 = std::make_unique<Scratch<uint16_t>>(GH * H);
+    d16 = std::make_unique<Scratch<uint16_t>>(B * GH);
+    if constexpr (std::is_same_v<T, float>) engine::to_bf16(w, w16->data(), GH * H);
+  }
+  for (int64_t i = r.T - 1; i >= 0; --i) {
+    const int64_t t = r.step(i);
+    const T* hp = i == 0 ? h0 : states + r.step(i - 1) * SH;
+    const int64_t ld = i == 0 ? H : rs;
+    const T* cp = !lstm ? nullptr : i == 0 ? c0 : states + r.step(i - 1) * SH + H;
+    parallel_for(B, 16 * GH, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const T* gs = g + b * rs + t * SH;
+        const T* st = states + b * rs + t * SH;
+        T* dhb = dh + b * H;  // in: from the later steps; out: what reaches the earlier state directly
+        T* dcb = lstm ? dc + b * H : nullptr;
+        T* dp = dproj + (b * r.T + t) * GH;
+        T* dq = dhh + (b * r.T + t) * GH;
+        if (!r.active(b, t)) {  // the state was carried: its gradient passes through
+          std::fill(dp, dp + GH, T(0));
+          if (dq != dp) std::fill(dq, dq + GH, T(0));
+          for (int64_t j = 0; j < H; ++j) dhb[j] += gs[j];
+          if (lstm)
+            for (int64_t j = 0; j < H; ++j) dcb[j] += gs[H + j];
+          continue;
+        }
+        const T* a = acts + (b * r.T + t) * r.A * H;
+        switch (r.cell) {
+          case RecurrentCell::tanh:
+          case RecurrentCell::relu:
+            for (int64_t j = 0; j < H; ++j) {
+              const T dt = gs[j] + dhb[j], h = st[j];
+              dp[j] = r.cell == RecurrentCell::tanh ? dt * (T(1) - h * h) : (h > T(0) ? dt : T(0));
+              dhb[j] = 0;
+            }
+            break;
+          case RecurrentCell::lstm: {
+            const T* cprev = cp + b * ld;
+            for (int64_t j = 0; j < H; ++j) {
+              const T ig = a[j], fg = a[H + j], gg = a[2 * H + j], og = a[3 * H + j];
+              const T tc = std::tanh(st[H + j]);
+              const T dht = gs[j] + dhb[j];
+              const T dct = gs[H + j] + dcb[j] + dht * og * (T(1) - tc * tc);
+              dp[j] = dct * gg * ig * (T(1) - ig);
+              dp[H + j] = dct * cprev[j] * fg * (T(1) - fg);
+              dp[2 * H + j] = dct * ig * (T(1) - gg * gg);
+              dp[3 * H + j] = dht * tc * og * (T(1) - og);
+              dcb[j] = dct * fg;
+              dhb[j] = 0;
+            }
+            break;
+          }
+          case RecurrentCell::gru: {
+            const T* hprev = hp + b * ld;
+            for (int64_t j = 0; j < H; ++j) {
+              const T rg = a[j], zg = a[H + j], n = a[2 * H + j], hn = a[3 * H + j];
+              const T dht = gs[j] + dhb[j];
+              const T dn = dht * (T(1) - zg) * (T(1) - n * n);  // at n's pre-activation
+              dp[j] = dn * hn * rg * (T(1) - rg);
+              dp[H + j] = dht * (hprev[j] - n) * zg * (T(1) - zg);
+              dp[2 * H + j] = dn;
+              dq[j] = dp[j];
+              dq[H + j] = dp[H + j];
+              dq[2 * H + j] = dn * rg;
+              dhb[j] = dht * zg;
+            }
+            break;
+          }
+        }
+      }
+    });
+    // dh += dhh_t W_hh: the gradient that reaches the state before step t.
+    const T* dq_t = dhh + t * GH;
+    if constexpr (std::is_same_v<T, float>) {
+      if (r.bf16) {
+        rows_to_bf16(dq_t, r.T * GH, B, GH, d16->data());
+        threaded_gemm(false, false, B, H, GH, d16->data(), GH, w16->data(), H, 1.0f, dh, H);
+        continue;
+      }
+    }
+    threaded_gemm(false, false, B, H, GH, dq_t, r.T * GH, w, H, T(1), dh, H);
+  }
+  // dW_hh = sum over steps of dhh_t^T prev_t: one product over all B*T rows,
+  // prev (B,T,H) gathered from h0 and the states.
+  Scratch<T> prev(B * r.T * H);
+  parallel_for(B, r.T * H, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      for (int64_t i = 0; i < r.T; ++i) {
+        const T* src = i == 0 ? h0 + b * H : states + b * rs + r.step(i - 1) * SH;
+        std::copy(src, src + H, prev.data() + (b * r.T + r.step(i)) * H);
+      }
+  });
+  const int64_t rows = B * r.T;
+  bool done = false;
+  if constexpr (std::is_same_v<T, float>) {
+    if (r.bf16) {
+      Scratch<uint16_t> q16(rows * GH), p16(rows * H);
+      engine::to_bf16(dhh, q16.data(), rows * GH);
+      engine::to_bf16(prev.data(), p16.data(), rows * H);
+      threaded_gemm(true, false, GH, H, rows, q16.data(), GH, p16.data(), H, 0.0f, dw, H);
+      done = true;
+    }
+  }
+  if (!done) threaded_gemm(true, false, GH, H, rows, dhh, GH, prev.data(), H, T(0), dw, H);
+  if (dbias) {
+    parallel_for(GH, rows, [&](int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < j1; ++j) {
+        T s = 0;
+        for (int64_t q = 0; q < rows; ++q) s += dhh[q * GH + j];
+        dbias[j] = s;
+      }
+    });
+  }
+}
+
+}  // namespace
+
+Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0,
+                  const Tensor& c0, const std::vector<int64_t>& lengths, bool reverse) {
+  const std::string who = std::string("recurrence (") + cell_name(cell) + ")";
+  check_defined(proj, who.c_str());
+  check_defined(w_hh, who.c_str());
+  check_defined(h0, who.c_str());
+  const int64_t G = gate_count(cell);
+  if (w_hh.dim() != 2 || w_hh.size(0) != G * w_hh.size(1) || w_hh.size(1) < 1)
+    throw ShapeError(who + ": weight_hh of shape " + shape_str(w_hh.shape()) + ": expected (" + std::to_string(G) +
+                     "*H,H)");
+  const int64_t H = w_hh.size(1), GH = G * H;
+  if (proj.dim() != 3 || proj.size(2) != GH || proj.size(0) < 1 || proj.size(1) < 1)
+    throw ShapeError(who + ": input products of shape " + shape_str(proj.shape()) + ": expected (B,T," +
+                     std::to_string(GH) + ") with B, T >= 1");
+  const int64_t B = proj.size(0), T = proj.size(1);
+  detail::check_same_dtype(proj, w_hh, who.c_str());
+  if (b_hh.defined() && (b_hh.shape() != Shape{GH} || b_hh.dtype() != proj.dtype()))
+    throw ShapeError(who + ": bias_hh of shape " + shape_str(b_hh.shape()) + ": expected (" + std::to_string(GH) +
+                     ") of the input's dtype");
+  auto check_state = [&](const Tensor& s, const char* name) {
+    if (s.shape() != Shape{B, H} || s.dtype() != proj.dtype())
+      throw ShapeError(who + ": " + name + " of shape " + shape_str(s.shape()) + ": expected (" + std::to_string(B) +
+                       "," + std::to_string(H) + ") (B,H) of the input's dtype");
+  };
+  check_state(h0, "h0");
+  if (cell == RecurrentCell::lstm) {
+    if (!c0.defined()) throw std::invalid_argument(who + ": c0 is required (the LSTM's cell state)");
+    check_state(c0, "c0");
+  } else if (c0.defined()) {
+    throw std::invalid_argument(who + ": c0 is the LSTM's cell state; this cell has none");
+  }
+  if (!lengths.empty() && static_cast<int64_t>(lengths.size()) != B)
+    throw std::invalid_argument(who + ": " + std::to_string(lengths.size()) + " lengths for " + std::to_string(B) +
+                                " rows");
+  for (size_t b = 0; b < lengths.size(); ++b)
+    if (lengths[b] < 1 || lengths[b] > T)
+      throw std::invalid_argument(who + ": lengths[" + std::to_string(b) + "] = " + std::to_string(lengths[b]) +
+                                  ": expected 1.." + std::to_string(T));
+
+  Recurrence r;
+  r.cell = cell;
+  r.B = B;
+  r.T = T;
+  r.H = H;
+  r.G = G;
+  r.S = cell == RecurrentCell::lstm ? 2 : 1;
+  r.A = cell == RecurrentCell::lstm || cell == RecurrentCell::gru ? 4 : 0;
+  r.reverse = reverse;
+  r.bf16 = autocast_precision() == Precision::bf16 && proj.dtype() == Dtype::f32;
+  r.has_bias = b_hh.defined();
+  r.lengths = lengths;
+  const Tensor states = make_tensor({B, T, r.S * H}, proj.dtype());
+  const Tensor acts = make_tensor({B, T, std::max<int64_t>(r.A, 1) * H}, proj.dtype());
+  dispatch(proj.dtype(), [&](auto z) {
+    using V = decltype(z);
+    forward<V>(r, proj.data<V>(), w_hh.data<V>(), b_hh.defined() ? b_hh.data<V>() : nullptr, h0.data<V>(),
+               c0.defined() ? c0.data<V>() : nullptr, const_cast<Tensor&>(states).data<V>(),
+               const_cast<Tensor&>(acts).data<V>());
+  });
+  std::vector<Tensor> saved = {w_hh, h0, states};
+  if (c0.defined()) saved.push_back(c0);
+  return record(
+      "recurrence", states, {proj, w_hh, b_hh, h0, c0},
+      [r, w = w_hh.detach(), h0 = h0.detach(), c0 = c0.defined() ? c0.detach() : Tensor(), states = states.detach(),
+       acts](const Tensor& grad) {
+        const Shape ps{r.B, r.T, r.G * r.H};
+        Tensor dproj = make_tensor(ps, grad.dtype()), dw = make_tensor(w.shape(), grad.dtype());
+        Tensor db = r.has_bias ? make_tensor({r.G * r.H}, grad.dtype()) : Tensor();
+        Tensor dh = make_tensor({r.B, r.H}, grad.dtype());
+        Tensor dc = r.cell == RecurrentCell::lstm ? make_tensor({r.B, r.H}, grad.dtype()) : Tensor();
+        dispatch(grad.dtype(), [&](auto z) {
+          using V = decltype(z);
+          std::unique_ptr<Scratch<V>> dhh;  // the GRU's recurrent-side gradient differs from dproj
+          if (r.cell == RecurrentCell::gru) dhh = std::make_unique<Scratch<V>>(r.B * r.T * r.G * r.H);
+          backward<V>(r, grad.data<V>(), w.data<V>(), h0.data<V>(), c0.defined() ? c0.data<V>() : nullptr,
+                      states.data<V>(), acts.data<V>(), dproj.data<V>(), dhh ? dhh->data() : dproj.data<V>(),
+                      dh.data<V>(), dc.defined() ? dc.data<V>() : nullptr, dw.data<V>(),
+                      db.defined() ? db.data<V>() : nullptr);
+        });
+        return std::vector<Tensor>{dproj, dw, db, dh, dc};
+      },
+      saved);
+}
+
+}  // namespace xg
