@@ -13,6 +13,7 @@
 
 #include "autograd/autocast.h"
 #include "autograd/detail/impl.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 #include "engine/gemm.h"
@@ -32,9 +33,21 @@ const char* cell_name(RecurrentCell c) {
   return "?";
 }
 
+// float64 (the gradient checks) takes the C library's exp and tanh; float32
+// the branch-free detail::fast_* forms, so that the gate loops vectorise.
 template <class T>
 inline T sigmoid_of(T x) {
-  return x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
+  if constexpr (std::is_same_v<T, float>)
+    return detail::fast_sigmoidf(x);
+  else
+    return x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
+}
+template <class T>
+inline T tanh_of(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return detail::fast_tanhf(x);
+  else
+    return std::tanh(x);
 }
 
 // The layout of one call: sizes, strides and which steps each row takes.
@@ -88,7 +101,7 @@ void forward(const Recurrence& r, const T* proj, const T* w, const T* bias, cons
     parallel_for(B, 16 * GH, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         T* st = states + b * rs + t * SH;
-        const T* hprev = hp + b * ld;
+        const T* hprev = hp + b * ld;  // may be states' own memory (the previous step): read only
         const T* cprev = cp ? cp + b * ld : nullptr;
         if (!r.active(b, t)) {  // past the row's length: the state is carried
           std::copy(hprev, hprev + H, st);
@@ -96,40 +109,50 @@ void forward(const Recurrence& r, const T* proj, const T* w, const T* bias, cons
           continue;
         }
         const T* x = proj + (b * r.T + t) * GH;
-        const T* q = hh.data() + b * GH;
+        T* q = hh.data() + b * GH;  // this row's recurrent products, summed in place
         T* a = acts + (b * r.T + t) * r.A * H;
+        T* sh = st;
+        if (bias) {
+#pragma omp simd
+          for (int64_t j = 0; j < GH; ++j) q[j] += bias[j];
+        }
+        // Every gate's pre-activation but the GRU's n, whose recurrent part r scales.
+        const int64_t with_x = r.cell == RecurrentCell::gru ? 2 * H : GH;
+#pragma omp simd
+        for (int64_t j = 0; j < with_x; ++j) q[j] += x[j];
         switch (r.cell) {
           case RecurrentCell::tanh:
+#pragma omp simd
+            for (int64_t j = 0; j < H; ++j) sh[j] = tanh_of(q[j]);
+            break;
           case RecurrentCell::relu:
-            for (int64_t j = 0; j < H; ++j) {
-              const T v = x[j] + q[j] + (bias ? bias[j] : T(0));
-              st[j] = r.cell == RecurrentCell::tanh ? std::tanh(v) : std::max(v, T(0));
-            }
+#pragma omp simd
+            for (int64_t j = 0; j < H; ++j) sh[j] = std::max(q[j], T(0));
             break;
           case RecurrentCell::lstm:
+#pragma omp simd
             for (int64_t j = 0; j < H; ++j) {
-              auto pre = [&](int64_t k) { return x[k * H + j] + q[k * H + j] + (bias ? bias[k * H + j] : T(0)); };
-              const T ig = sigmoid_of(pre(0)), fg = sigmoid_of(pre(1)), gg = std::tanh(pre(2)),
-                      og = sigmoid_of(pre(3));
+              const T ig = sigmoid_of(q[j]), fg = sigmoid_of(q[H + j]), gg = tanh_of(q[2 * H + j]),
+                      og = sigmoid_of(q[3 * H + j]);
               const T c = fg * cprev[j] + ig * gg;
               a[j] = ig;
               a[H + j] = fg;
               a[2 * H + j] = gg;
               a[3 * H + j] = og;
-              st[H + j] = c;
-              st[j] = og * std::tanh(c);
+              sh[H + j] = c;
+              sh[j] = og * tanh_of(c);
             }
             break;
           case RecurrentCell::gru:
+#pragma omp simd
             for (int64_t j = 0; j < H; ++j) {
-              auto hh_k = [&](int64_t k) { return q[k * H + j] + (bias ? bias[k * H + j] : T(0)); };
-              const T rg = sigmoid_of(x[j] + hh_k(0)), zg = sigmoid_of(x[H + j] + hh_k(1)), hn = hh_k(2);
-              const T n = std::tanh(x[2 * H + j] + rg * hn);
+              const T rg = sigmoid_of(q[j]), zg = sigmoid_of(q[H + j]), hn = q[2 * H + j];
+              const T n = tanh_of(x[2 * H + j] + rg * hn);
               a[j] = rg;
               a[H + j] = zg;
               a[2 * H + j] = n;
               a[3 * H + j] = hn;
-              st[j] = n + zg * (hprev[j] - n);
+              sh[j] = n + zg * (hprev[j] - n);
             }
             break;
         }
@@ -180,6 +203,7 @@ void backward(const Recurrence& r, const T* g, const T* w, const T* h0, const T*
         switch (r.cell) {
           case RecurrentCell::tanh:
           case RecurrentCell::relu:
+#pragma omp simd
             for (int64_t j = 0; j < H; ++j) {
               const T dt = gs[j] + dhb[j], h = st[j];
               dp[j] = r.cell == RecurrentCell::tanh ? dt * (T(1) - h * h) : (h > T(0) ? dt : T(0));
@@ -188,9 +212,10 @@ void backward(const Recurrence& r, const T* g, const T* w, const T* h0, const T*
             break;
           case RecurrentCell::lstm: {
             const T* cprev = cp + b * ld;
+#pragma omp simd
             for (int64_t j = 0; j < H; ++j) {
               const T ig = a[j], fg = a[H + j], gg = a[2 * H + j], og = a[3 * H + j];
-              const T tc = std::tanh(st[H + j]);
+              const T tc = tanh_of(st[H + j]);
               const T dht = gs[j] + dhb[j];
               const T dct = gs[H + j] + dcb[j] + dht * og * (T(1) - tc * tc);
               dp[j] = dct * gg * ig * (T(1) - ig);
@@ -204,6 +229,7 @@ void backward(const Recurrence& r, const T* g, const T* w, const T* h0, const T*
           }
           case RecurrentCell::gru: {
             const T* hprev = hp + b * ld;
+#pragma omp simd
             for (int64_t j = 0; j < H; ++j) {
               const T rg = a[j], zg = a[H + j], n = a[2 * H + j], hn = a[3 * H + j];
               const T dht = gs[j] + dhb[j];
@@ -254,12 +280,14 @@ void backward(const Recurrence& r, const T* g, const T* w, const T* h0, const T*
     }
   }
   if (!done) threaded_gemm(true, false, GH, H, rows, dhh, GH, prev.data(), H, T(0), dw, H);
-  if (dbias) {
-    parallel_for(GH, rows, [&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j) {
-        T s = 0;
-        for (int64_t q = 0; q < rows; ++q) s += dhh[q * GH + j];
-        dbias[j] = s;
+  if (dbias) {  // column sums of dhh, row after row, in blocks of columns
+    parallel_for((GH + 63) / 64, rows * 64, [&](int64_t u0, int64_t u1) {
+      const int64_t j0 = u0 * 64, j1 = std::min(GH, u1 * 64);
+      std::fill(dbias + j0, dbias + j1, T(0));
+      for (int64_t q = 0; q < rows; ++q) {
+        const T* row = dhh + q * GH;
+#pragma omp simd
+        for (int64_t j = j0; j < j1; ++j) dbias[j] += row[j];
       }
     });
   }

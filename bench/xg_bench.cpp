@@ -9,6 +9,9 @@
 //   xg_bench micro  [--batch 80] [--len 10] [--only attention_core|layer_norm|linear|log_softmax_nll] [--reps 20]
 //   xg_bench converge --task copy|reverse [--precision f32|bf16] [--seed 1] [--max-steps 4000] [--threads T]
 //   xg_bench xtensor [--batch 80] [--len 10] [--reps 20] [--threads T]: xgrad's kernels vs xtensor expressions
+//   xg_bench rnn    --cell lstm|gru --batch B --len T --input C --hidden H [--precision f32|bf16] [--threads T]
+//                   [--reps 10] [--warmup 3]: one layer's forward + backward, and the time its products take
+//                   alone at the engine's best speed on each of their shapes
 // A flag it does not know, a value that is not a whole number in the flag's
 // range, or an unknown mode ends it with a message and exit code 2.
 #include <xtensor/xmath.hpp>
@@ -41,6 +44,7 @@
 #include "distributed/data_parallel.h"
 #include "apps/seq2seq/job.h"
 #include "models/transformer.h"
+#include "nn/rnn.h"
 #include "optim/optim.h"
 
 using namespace xg;
@@ -50,7 +54,7 @@ namespace {
 
 const std::set<std::string> kFlags = {"vocab",  "len",     "d-model", "heads", "layers",   "d-ff", "batch",
                                        "steps",  "warmup",  "threads", "precision", "sequences", "reps", "cache",
-                                       "only",   "task",    "seed",    "max-steps", "bucket-mb", "comm"};
+                                       "only",   "task",    "seed",    "max-steps", "bucket-mb", "comm", "cell", "input", "hidden"};
 
 // The command line (CLI11): a mode, then --flag value pairs, kept as text and
 // checked where they are read (geti: a whole number in range).
@@ -58,7 +62,7 @@ std::map<std::string, std::string> parse(int argc, char** argv, std::string& mod
   CLI::App app;
   app.name("xg_bench");
   app.description("xgrad's side of bench/run.sh: one JSON line of timings per run.");
-  app.add_option("mode", mode, "train, ddp (under mpirun), decode, sgemm, micro, converge or xtensor")->required();
+  app.add_option("mode", mode, "train, ddp (under mpirun), decode, sgemm, micro, converge, xtensor or rnn")->required();
   std::map<std::string, std::string> a;
   for (const auto& f : kFlags)
     app.add_option_function<std::string>("--" + f, [&a, f](const std::string& v) { a[f] = v; })->type_name("VALUE");
@@ -475,6 +479,99 @@ int ddp_mode(const std::map<std::string, std::string>& a) {
   return 0;
 }
 
+// One recurrent layer (nn::LSTM or nn::GRU), forward and backward of the sum
+// of its output with the input requiring a gradient (bench/rnn.py runs the
+// same in PyTorch). `products_ms` is what the layer's matrix products take
+// by themselves, each shape at the best speed the engine reaches on it
+// (best of 10 after 2 warm-up calls, split across the threads as matmul
+// splits it): the bound the layer's time is measured against.
+int rnn_mode(const std::map<std::string, std::string>& a) {
+  const std::string cell = gets(a, "cell", "lstm");
+  if (cell != "lstm" && cell != "gru") throw std::invalid_argument("--cell " + cell + ": expected lstm or gru");
+  const int64_t B = geti(a, "batch", 64, 1, 4096), T = geti(a, "len", 32, 1, 4096), C = geti(a, "input", 256, 1, 8192),
+                H = geti(a, "hidden", 512, 1, 8192), reps = geti(a, "reps", 10), warm = geti(a, "warmup", 3, 0);
+  const Precision precision = parse_precision(gets(a, "precision", "f32"));
+  const int64_t G = cell == "lstm" ? 4 : 3, GH = G * H;
+  Generator gen(1);
+  nn::RNNOptions o;
+  o.input_size = C;
+  o.hidden_size = H;
+  std::unique_ptr<nn::RNNBase> layer;
+  if (cell == "lstm")
+    layer = std::make_unique<nn::LSTM>(o, gen);
+  else
+    layer = std::make_unique<nn::GRU>(o, gen);
+  Tensor x = randn({B, T, C}, gen).requires_grad_();
+  std::vector<double> times;
+  for (int64_t r = 0; r < warm + reps; ++r) {
+    layer->zero_grad();
+    x.zero_grad();
+    auto t0 = clk::now();
+    Tensor y;
+    {
+      Autocast cast(precision);
+      y = layer->forward(x, Tensor()).output;
+    }
+    sum(y).backward();
+    if (r >= warm) times.push_back(ms_since(t0));
+  }
+  // The products: (m, n, k, transposed A, transposed B, how many).
+  struct Product {
+    int64_t m, n, k;
+    bool ta, tb;
+    int64_t count;
+  };
+  const std::vector<Product> products = {
+      {B * T, GH, C, false, true, 1},  // input products, forward
+      {B, GH, H, false, true, T},      // recurrent product, each step
+      {B * T, C, GH, false, false, 1},  // input's gradient
+      {GH, C, B * T, true, false, 1},   // weight_ih's gradient
+      {B, H, GH, false, false, T},      // the state's gradient, each step
+      {GH, H, B * T, true, false, 1}};  // weight_hh's gradient, all steps at once
+  const bool bf16 = precision == Precision::bf16;
+  std::vector<float> A(4 * 1024 * 1024 + B * T * GH), Bm(A.size()), Cm(A.size());
+  std::vector<engine::bf16_t> A16(A.size()), B16(A.size());
+  double bound_ms = 0;
+  std::string each;  // [m, n, k, ta, tb, count, best ms of one]
+  for (const Product& p : products) {
+    if (p.m * p.k > static_cast<int64_t>(A.size()) || p.k * p.n > static_cast<int64_t>(A.size()) ||
+        p.m * p.n > static_cast<int64_t>(A.size()))
+      throw std::invalid_argument("--batch/--len/--hidden: a product is too large for the benchmark's buffers");
+    const int64_t lda = p.ta ? p.m : p.k, ldb = p.tb ? p.k : p.n;
+    double best = 1e30;
+    for (int r = 0; r < 12; ++r) {
+      auto t0 = clk::now();
+      // Split as matmul splits: blocks of 16 rows of C, or of columns when n > m.
+      const bool by_rows = p.m >= p.n;
+      const int64_t units = ((by_rows ? p.m : p.n) + 15) / 16;
+      parallel_for(units, 2 * 16 * (by_rows ? p.n : p.m) * p.k, [&](int64_t u0, int64_t u1) {
+        const int64_t i0 = u0 * 16, i1 = std::min(by_rows ? p.m : p.n, u1 * 16);
+        const int64_t m = by_rows ? i1 - i0 : p.m, n = by_rows ? p.n : i1 - i0;
+        const int64_t ao = by_rows ? (p.ta ? i0 : i0 * lda) : 0, bo = by_rows ? 0 : (p.tb ? i0 * ldb : i0);
+        const int64_t co = by_rows ? i0 * p.n : i0;
+        if (bf16)
+          engine::gemm_bf16(p.ta, p.tb, m, n, p.k, 1.0f, A16.data() + ao, lda, B16.data() + bo, ldb, 0.0f,
+                            Cm.data() + co, p.n);
+        else
+          engine::gemm(p.ta, p.tb, m, n, p.k, 1.0f, A.data() + ao, lda, Bm.data() + bo, ldb, 0.0f, Cm.data() + co,
+                       p.n);
+      });
+      if (r >= 2) best = std::min(best, ms_since(t0));
+    }
+    bound_ms += best * static_cast<double>(p.count);
+    each += fmt::format("{}[{},{},{},{},{},{},{:.3f}]", each.empty() ? "" : ",", p.m, p.n, p.k, int(p.ta), int(p.tb),
+                        p.count, best);
+  }
+  std::sort(times.begin(), times.end());
+  std::printf("{\"mode\":\"rnn\",\"side\":\"xgrad\",\"cell\":\"%s\",\"batch\":%lld,\"len\":%lld,\"input\":%lld,"
+              "\"hidden\":%lld,\"threads\":%d,\"precision\":\"%s\",\"ms\":%s,\"median_ms\":%.2f,\"flops\":%.6g,"
+              "\"products_ms\":%.2f,\"products\":[%s],\"core\":\"%s\"}\n",
+              cell.c_str(), (long long)B, (long long)T, (long long)C, (long long)H, num_threads(),
+              precision_name(precision), list(times).c_str(), times[times.size() / 2],
+              3.0 * 2.0 * B * T * GH * (C + H), bound_ms, each.c_str(), engine::blas_core().c_str());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   try {
     std::string mode;
@@ -490,9 +587,11 @@ int main(int argc, char** argv) {
     if (mode == "micro") return micro(a);
     if (mode == "converge") return converge(a);
     if (mode == "xtensor") return xtensor_vs_kernels(a);
-    std::fprintf(stderr, "xg_bench: unknown mode %s (train, decode, sgemm, micro, converge or xtensor)\n", mode.c_str());
+    if (mode == "rnn") return rnn_mode(a);
+    std::fprintf(stderr, "xg_bench: unknown mode %s (train, decode, sgemm, micro, converge, xtensor or rnn)\n",
+                 mode.c_str());
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "xg_bench: %s (modes: train, decode, sgemm, micro, converge, xtensor)\n", e.what());
+    std::fprintf(stderr, "xg_bench: %s (modes: train, decode, sgemm, micro, converge, xtensor, rnn)\n", e.what());
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "xg_bench: out of memory: the model, batch or length is too large for this machine\n");
   } catch (const std::exception& e) {

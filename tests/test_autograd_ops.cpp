@@ -295,6 +295,28 @@ TEST_CASE("ops: dropout keeps the expected fraction, scales, and is the identity
   CHECK(sum(dropout(x, 1.0, true, g)).item() == 0.0);
 }
 
+TEST_CASE("float32 kernels: fast_tanhf and fast_sigmoidf against double, across the series/exp switch") {
+  double worst_tanh = 0, worst_sig = 0;
+  for (int i = 0; i <= 400000; ++i) {
+    // Dense near 0 (the series, and tiny values where relative error shows),
+    // then out to +-30 (saturation).
+    const double u = -1.0 + 2.0 * i / 400000.0;
+    const float x = static_cast<float>(u * u * u * 30.0);
+    const double t = std::tanh(static_cast<double>(x)), s = 1.0 / (1.0 + std::exp(-static_cast<double>(x)));
+    if (t != 0) worst_tanh = std::max(worst_tanh, std::fabs(xg::detail::fast_tanhf(x) - t) / std::fabs(t));
+    worst_sig = std::max(worst_sig, std::fabs(xg::detail::fast_sigmoidf(x) - s) / s);
+  }
+  CHECK(worst_tanh < 1e-6);
+  CHECK(worst_sig < 1e-6);
+  CHECK(xg::detail::fast_tanhf(0.0f) == 0.0f);
+  CHECK(xg::detail::fast_tanhf(std::numeric_limits<float>::infinity()) == 1.0f);
+  CHECK(xg::detail::fast_tanhf(-std::numeric_limits<float>::infinity()) == -1.0f);
+  CHECK(std::isnan(xg::detail::fast_tanhf(std::nanf(""))));
+  CHECK(xg::detail::fast_sigmoidf(-1000.0f) == 0.0f);
+  CHECK(xg::detail::fast_sigmoidf(1000.0f) == 1.0f);
+  CHECK(std::isnan(xg::detail::fast_sigmoidf(std::nanf(""))));
+}
+
 TEST_CASE("float32 kernels: fast_expf and fast_erff against the C library, gelu float32 against float64") {
   double worst_exp = 0, worst_erf = 0;
   for (int i = 0; i <= 200000; ++i) {

@@ -102,7 +102,7 @@ TEST_CASE("rnn seq2seq: a short deterministic run learns the copy task (Bahdanau
       return ex;
     };
     double first = 0, last = 0;
-    for (int step = 0; step < 300; ++step) {
+    for (int step = 0; step < 400; ++step) {
       const auto b = models::make_batch(batch(32));
       adam.zero_grad();
       Tensor loss = m.loss(b.src, b.tgt_in, b.tgt_out);
@@ -116,7 +116,7 @@ TEST_CASE("rnn seq2seq: a short deterministic run learns the copy task (Bahdanau
     for (size_t i = 0; i < held_out.size(); ++i) right += got[i] == held_out[i].tgt;
     INFO("first loss " << first << ", last " << last << ", exact match " << right / 200);
     CHECK(first > 1.8);
-    CHECK(right / 200 > 0.9);
+    CHECK(right / 200 >= 0.95);
   }
 }
 
