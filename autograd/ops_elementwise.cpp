@@ -236,7 +236,12 @@ Tensor gelu(const Tensor& a) {
 }
 
 Tensor tanh(const Tensor& a) {
-  Tensor out = map(check_defined(a, "tanh"), [](auto x) { return std::tanh(x); });
+  // float32: the vectorisable tanh of detail/kernels.h (below 1e-6
+  // relative); float64 the C library's, for gradient checks.
+  Tensor out = map(check_defined(a, "tanh"), [](auto x) {
+    if constexpr (std::is_same_v<decltype(x), float>) return detail::fast_tanhf(x);
+    else return std::tanh(x);
+  });
   return record("tanh", out, {a}, [out = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{mul(g, map(out, [](auto y) { return 1 - y * y; }))};
   }, {out});
@@ -244,8 +249,9 @@ Tensor tanh(const Tensor& a) {
 
 Tensor sigmoid(const Tensor& a) {
   Tensor out = map(check_defined(a, "sigmoid"), [](auto x) {
-    // stable on both sides
-    return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
+    // float32 vectorisable (detail/kernels.h); float64 stable on both sides
+    if constexpr (std::is_same_v<decltype(x), float>) return detail::fast_sigmoidf(x);
+    else return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
   });
   return record("sigmoid", out, {a}, [out = out.detach()](const Tensor& g) {
     return std::vector<Tensor>{mul(g, map(out, [](auto y) { return y * (1 - y); }))};

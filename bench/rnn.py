@@ -14,8 +14,11 @@ or n and 1; the fastest of every split up to n threads counts; without OPENBLAS_
 OpenBLAS would use every core under torch.set_num_threads(1)), the ratio,
 GFLOP/s (3 x the forward products), and the share of xgrad's time its
 products alone take at the engine's best speed on each of their shapes (100%
-= the layer does nothing but its products). Where xgrad cannot run bf16 (no
-AVX512_BF16), the bf16 rows are left out and the reason printed.
+= the layer does nothing but its products). In f32 it also runs
+`onednn_rnn` (bench/onednn_rnn.cpp): oneDNN's own LSTM and linear-before-
+reset GRU primitives on the same shape, the alternative to xgrad's kernels.
+Where xgrad cannot run bf16 (no AVX512_BF16), the bf16 rows are left out and
+the reason printed.
 """
 import json
 import os
@@ -72,6 +75,7 @@ def main(argv):
     a = {argv[i][2:]: argv[i + 1] for i in range(0, len(argv) - 1, 2)}
     build = a.get("build", "build")
     xg = os.path.join(build, "bench", "xg_bench")
+    onednn = os.path.join(build, "bench", "onednn_rnn")
     if not os.path.exists(xg):
         raise SystemExit(f"rnn.py: {xg} not found (cmake --build {build} --target xg_bench)")
     reps = a.get("reps", "10")
@@ -98,21 +102,24 @@ def main(argv):
                         split_ms[split] = t["median_ms"]
                     best_split = min(split_ms, key=split_ms.get)
                     best = split_ms[best_split]
+                    prim = float("nan")
+                    if precision == "f32" and os.path.exists(onednn):
+                        prim = run([onednn] + common[:-6] + ["--threads", str(n), "--reps", reps], (n, 1))["median_ms"]
                     rows.append((f"{B}x{T}x{C}x{H}", cell, precision, n, x["median_ms"], best,
                                  f"{best_split[0]}/{best_split[1]}", x["median_ms"] / best,
                                  x["flops"] / x["median_ms"] / 1e6, x["flops"] / best / 1e6,
-                                 100 * x["products_ms"] / x["median_ms"], x["products"]))
+                                 100 * x["products_ms"] / x["median_ms"], x["products"], prim))
                     print(f"rnn.py: {rows[-1][:11]} PyTorch's splits {split_ms}", file=sys.stderr, flush=True)
     print(f"OpenBLAS core {core}, OPENBLAS_CORETYPE unset; median ms of one forward + backward; PyTorch "
           f"{torch_version()} at its best split up to that many threads (torch threads/OpenBLAS threads); ratio = xgrad / PyTorch\n")
     for note in sorted(set(notes)):
         print(f"{note}\n")
     print("| B x T x C x H | cell | precision | threads | xgrad ms | PyTorch ms | its split | ratio "
-          "| xgrad GFLOP/s | PyTorch GFLOP/s | products' share of xgrad's time |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| xgrad GFLOP/s | PyTorch GFLOP/s | products' share of xgrad's time | oneDNN RNN primitive ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]} | {r[3]} | {r[4]:.1f} | {r[5]:.1f} | {r[6]} | {r[7]:.2f} | {r[8]:.0f} "
-              f"| {r[9]:.0f} | {r[10]:.0f}% |")
+              f"| {r[9]:.0f} | {r[10]:.0f}% | {r[12]:.1f} |")
     print("\nxgrad's products, each at the engine's best speed on its shape (m x n x k, transposed A/B, "
           "times per step: GFLOP/s):\n")
     for r in rows:

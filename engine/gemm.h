@@ -13,7 +13,7 @@ namespace xg::engine {
 
 // Which library runs float32 products in this build, with its version:
 // "oneDNN 2.6.3" or "OpenBLAS 0.3.21"; on a CPU without AVX-512 the oneDNN
-// build sends products with a transposed A to OpenBLAS and says so.
+// build sends large products with a transposed A to OpenBLAS and says so.
 std::string f32_engine();
 // OpenBLAS's kernel family (openblas_get_corename(), such as "Cooperlake"),
 // which follows OPENBLAS_CORETYPE when it is set.
@@ -25,8 +25,8 @@ std::string describe();
 // ldc are the row strides of A, B, C as stored. beta must be 0 or 1.
 // Products smaller than about 48³ multiply-adds go to OpenBLAS whatever the
 // build: oneDNN's fixed cost per call (about 1 us) exceeds their work. So do
-// float32 products with a transposed A on a CPU without AVX-512, where
-// oneDNN 2.6 runs them at as little as half OpenBLAS's rate.
+// float32 products with a transposed A of at least 2^25 multiply-adds on a
+// CPU without AVX-512, where oneDNN 2.6 runs some at half OpenBLAS's rate.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,

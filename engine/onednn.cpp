@@ -177,11 +177,14 @@ void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
 
 }  // namespace
 
-// On CPUs without AVX-512, oneDNN 2.6 runs A^T B (every weight gradient)
-// at as little as half its A B rate when B is narrow, where OpenBLAS does
-// not slow down: one core of an AVX2 EPYC, GFLOP/s, A^T B / A B / OpenBLAS
-// A^T B: 2048x256x2048 33 / 73 / 75, 512x512x800 39 / 50 / 78, 2048x512x800
-// 72 / 73 / 79 (docs/performance.md). So there, A^T B goes to OpenBLAS.
+// On CPUs without AVX-512, oneDNN 2.6 runs some large A^T B products (weight
+// gradients) at half its A B rate, where OpenBLAS does not slow down; on
+// small ones oneDNN stays ahead. One core of an AVX2 EPYC, GFLOP/s, oneDNN
+// A^T B / OpenBLAS A^T B: 2048x256x2048 34 / 71, 512x128x1024 42 / 67,
+// 512x512x800 45 / 65, 2048x512x800 72 / 77; 128x128x1024 80 / 74,
+// 64x64x768 70 / 65 (docs/performance.md). So there, A^T B products of at
+// least 2^25 multiply-adds go to OpenBLAS.
+constexpr int64_t kLargeTransposedA = int64_t{1} << 25;
 static bool transposed_a_on_blas() {
   static const bool yes = [] {
     __builtin_cpu_init();
@@ -193,12 +196,12 @@ static bool transposed_a_on_blas() {
 std::string f32_engine() {
   const dnnl_version_t* v = dnnl_version();
   return fmt::format("oneDNN {}.{}.{}{}", v->major, v->minor, v->patch,
-                     transposed_a_on_blas() ? " (A^T B on OpenBLAS: no AVX-512)" : "");
+                     transposed_a_on_blas() ? " (large A^T B on OpenBLAS: no AVX-512)" : "");
 }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  if (m * n * k < blas::kSmallProduct || (ta && transposed_a_on_blas()))
+  if (m * n * k < blas::kSmallProduct || (ta && m * n * k >= kLargeTransposedA && transposed_a_on_blas()))
     return blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   run(dt::f32, Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

@@ -38,26 +38,19 @@ Tensor uniform_parameter(const Shape& s, int64_t hidden, Generator& gen) {
 
 Tensor rnn_step(RNNMode mode, const Tensor& x_proj, const Tensor& h, Tensor& c, const Tensor& w_hh,
                 const Tensor& b_hh) {
-  const Tensor hh = linear(h, w_hh, b_hh);  // (B,G*H)
-  switch (mode) {
-    case RNNMode::tanh:
-      return tanh(add(x_proj, hh));
-    case RNNMode::relu:
-      return relu(add(x_proj, hh));
-    case RNNMode::lstm: {
-      const std::vector<Tensor> g = chunk(add(x_proj, hh), 4, 1);  // i, f, g, o
-      c = add(mul(sigmoid(g[1]), c), mul(sigmoid(g[0]), tanh(g[2])));
-      return mul(sigmoid(g[3]), tanh(c));
-    }
-    case RNNMode::gru: {
-      const std::vector<Tensor> x = chunk(x_proj, 3, 1), r_z_n = chunk(hh, 3, 1);
-      const Tensor r = sigmoid(add(x[0], r_z_n[0]));
-      const Tensor z = sigmoid(add(x[1], r_z_n[1]));
-      const Tensor n = tanh(add(x[2], mul(r, r_z_n[2])));
-      return add(n, mul(z, sub(h, n)));  // (1 - z) n + z h
-    }
-  }
-  throw std::logic_error("rnn_step: unknown mode");
+  // The fused recurrence over one step: (B,G*H) -> (B,1,G*H) -> (B,1,S*H).
+  const bool lstm = mode == RNNMode::lstm;
+  if (!x_proj.defined() || x_proj.dim() != 2)
+    throw ShapeError(std::string("rnn_step: x_proj of shape ") +
+                     (x_proj.defined() ? shape_str(x_proj.shape()) : "undefined") + ": expected (B,G*H)");
+  const int64_t B = x_proj.size(0);
+  const Tensor states =
+      recurrence(mode, reshape(x_proj, {B, 1, x_proj.size(1)}), w_hh, b_hh, h, lstm ? c : Tensor(), {}, false);
+  const Tensor s = reshape(states, {B, states.size(2)});
+  if (!lstm) return s;
+  const int64_t H = w_hh.size(1);
+  c = slice(s, 1, H, 2 * H);
+  return slice(s, 1, 0, H);
 }
 
 RNNBase::RNNBase(RNNMode mode, const RNNOptions& o, Generator& gen, std::shared_ptr<Generator> dropout_gen)

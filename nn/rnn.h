@@ -38,10 +38,10 @@ struct RNNOutput {
   Tensor c_n;     // (L*D,B,H): the LSTM's last cell states; undefined for RNN and GRU
 };
 
-// One step of a recurrence: the cell of RNNCell, LSTMCell and GRUCell, and of
-// every layer and direction of RNN, LSTM and GRU. x_proj is x W_ih^T + b_ih
-// (B,G*H), computed for all steps at once by the layers; returns the new h,
-// and for the LSTM the new c through `c`.
+// One step of a recurrence, the cell of RNNCell, LSTMCell and GRUCell: the
+// fused xg::recurrence over one step (the layers run it over all their
+// steps at once). x_proj is x W_ih^T + b_ih (B,G*H); returns the new h, and
+// for the LSTM the new c through `c` (which must then be defined).
 Tensor rnn_step(RNNMode mode, const Tensor& x_proj, const Tensor& h, Tensor& c, const Tensor& w_hh,
                 const Tensor& b_hh);
 

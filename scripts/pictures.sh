@@ -9,6 +9,12 @@
 #   g2p_attention.png        letter-to-sound alignment, when G2P_CHECKPOINT names a g2p checkpoint
 #   g2p_curves.png           from G2P_METRICS, a g2p metrics CSV (default: the default run's,
 #                            bench/results/g2p/g2p_default.csv)
+#   rnn_vs_transformer.png   (seq2seq and g2p) held-out accuracy against seconds of training, from
+#                            the equal-time runs' CSVs in bench/results/rnn_vs_transformer/
+#   g2p_attention_rnn_vs_transformer.png
+#                            when G2P_CHECKPOINT and G2P_RNN_CHECKPOINT name a Transformer and an
+#                            RNN g2p checkpoint: for each of G2P_WORDS, the RNN's attention beside
+#                            the mean of the Transformer's last-layer heads
 #
 #   scripts/pictures.sh [build-dir]
 set -euo pipefail
@@ -50,6 +56,39 @@ if [ -n "${G2P_CHECKPOINT:-}" ]; then
   "$build/apps/g2p/g2p" attention --checkpoint "$G2P_CHECKPOINT" --input "${G2P_WORD:-phonetically}" --out "$tmp/g2p-att"
   scripts/plot_heatmaps.sh "$g2p/g2p_attention.png" "g2p: cross-attention for '${G2P_WORD:-phonetically}'" \
       "$tmp/g2p-att"/layer*_head*.txt
+fi
+if [ -n "${G2P_CHECKPOINT:-}" ] && [ -n "${G2P_RNN_CHECKPOINT:-}" ]; then
+  panels=()
+  for word in ${G2P_WORDS:-phonetically thoughtful xylophone}; do
+    mkdir -p "$tmp/rnn-$word" "$tmp/tf-$word"
+    "$build/apps/g2p/g2p" attention --checkpoint "$G2P_RNN_CHECKPOINT" --input "$word" --out "$tmp/rnn-$word" >/dev/null
+    "$build/apps/g2p/g2p" attention --checkpoint "$G2P_CHECKPOINT" --input "$word" --out "$tmp/tf-$word" >/dev/null
+    cp "$tmp/rnn-$word/layer0_head0.txt" "$tmp/${word}_RNN.txt"
+    last=$(ls "$tmp/tf-$word"/layer*_head0.txt | sort -V | tail -1)
+    # The mean over the last layer's heads: same headers, values averaged.
+    awk 'FNR == 1 { files++; if (files == 1) header = $0; next }
+         { label[FNR] = $1; for (i = 2; i <= NF; ++i) sum[FNR, i] += $i; if (NF > width) width = NF; rows = FNR }
+         END { print header; for (r = 2; r <= rows; ++r) { line = label[r];
+               for (i = 2; i <= width; ++i) line = line " " sum[r, i] / files; print line } }' \
+        "${last%_head0.txt}"_head*.txt > "$tmp/${word}_Transformer_last_layer_mean_of_heads.txt"
+    panels+=("$tmp/${word}_RNN.txt" "$tmp/${word}_Transformer_last_layer_mean_of_heads.txt")
+  done
+  HEATMAP_COLUMNS=2 scripts/plot_heatmaps.sh "$g2p/g2p_attention_rnn_vs_transformer.png" \
+      "g2p: the RNN's attention and the Transformer's cross-attention (letters x phones)" "${panels[@]}"
+fi
+eq=bench/results/rnn_vs_transformer
+if [ -f "$eq/copy_rnn.csv" ]; then
+  args=()
+  for task in copy reverse; do
+    for model in transformer rnn; do args+=("$eq/${task}_${model}.csv=$task $model"); done
+  done
+  scripts/plot_metrics.sh "$seq2seq/rnn_vs_transformer.png" --x train_s \
+      --title "copy and reverse: the RNN and the Transformer by seconds of training" "${args[@]}"
+fi
+if [ -f "$eq/g2p_rnn.csv" ]; then
+  scripts/plot_metrics.sh "$g2p/g2p_rnn_vs_transformer.png" --x elapsed_s \
+      --title "g2p: the RNN and the Transformer, 1,200 s of training each (x: wall-clock, evaluations included)" \
+      "$eq/g2p_transformer.csv=transformer" "$eq/g2p_rnn.csv=rnn"
 fi
 G2P_METRICS=${G2P_METRICS:-bench/results/g2p/g2p_default.csv}
 if [ -f "$G2P_METRICS" ]; then

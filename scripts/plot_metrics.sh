@@ -6,8 +6,9 @@
 #   scripts/plot_metrics.sh OUT.png [--x COLUMN] [--title TEXT] CSV[=LABEL]...
 #
 # The x axis is the column named by --x (default: step; elapsed_s compares
-# runs by wall-clock). Metrics are every column but step, loss, lr,
-# tokens_per_s and elapsed_s, taken from the first file's header.
+# runs by wall-clock, train_s by seconds of training). Metrics are every column
+# but step, loss, lr, tokens_per_s, elapsed_s and train_s, taken from the first
+# file's header.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 OUT.png [--x COLUMN] [--title TEXT] CSV[=LABEL]..." >&2; exit 2; }
 out=$1; shift
@@ -29,7 +30,7 @@ col() { head -1 "$2" | tr ',' '\n' | grep -nx "$1" | cut -d: -f1 | head -1 || tr
 IFS=',' read -r -a header < <(head -1 "${files[0]}")
 metrics=()
 for h in "${header[@]}"; do
-  case $h in step|loss|lr|tokens_per_s|elapsed_s|"$x") ;; *) metrics+=("$h") ;; esac
+  case $h in step|loss|lr|tokens_per_s|elapsed_s|train_s|"$x") ;; *) metrics+=("$h") ;; esac
 done
 [ -n "$(col "$x" "${files[0]}")" ] || { echo "$0: ${files[0]} has no column '$x'" >&2; exit 1; }
 

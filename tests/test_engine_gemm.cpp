@@ -69,6 +69,8 @@ TEST_CASE("engine: float32 gemm in every transposed form, small and large, alpha
       check_form(ta, tb, 70, 65, 80, 1.0f, 0.0f);    // the engine (oneDNN by default)
       check_form(ta, tb, 70, 65, 80, 0.25f, 1.0f);   // scaled and accumulated
       check_form(ta, tb, 1, 130, 1000, 1.0f, 1.0f);  // a single row
+      // 2^25 multiply-adds: with a transposed A, OpenBLAS on a CPU without AVX-512
+      check_form(ta, tb, 256, 256, 512, 0.5f, 1.0f);
     }
 }
 

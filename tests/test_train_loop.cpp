@@ -133,7 +133,7 @@ TEST_CASE("train: fit on a toy job prints the header, evaluations and final line
   REQUIRE(csv);
   const std::string rows = read_all(csv);
   std::fclose(csv);
-  CHECK(rows.rfind("step,loss,lr,fit,tokens_per_s,elapsed_s\n10,", 0) == 0);
+  CHECK(rows.rfind("step,loss,lr,fit,tokens_per_s,elapsed_s,train_s\n10,", 0) == 0);
   CHECK(rows.find("\n20,") != std::string::npos);
   CHECK(r.final.metrics.at(0).second > 0.5);  // it learnt: the mean squared error is below 1
 }

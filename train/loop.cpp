@@ -136,13 +136,14 @@ RunSummary fit(Trainer& trainer, const LoopOptions& loop) {
         if (!append) {
           std::string header = "step,loss,lr";
           for (const auto& [name, v] : e.metrics) header += "," + name;
-          std::fprintf(metrics.f, "%s,tokens_per_s,elapsed_s\n", header.c_str());
+          std::fprintf(metrics.f, "%s,tokens_per_s,elapsed_s,train_s\n", header.c_str());
         }
       }
       std::string row = fmt::format("{},{:.6f},{:.6g}", step, window ? loss_sum / static_cast<double>(window) : NAN,
                                     trainer.current_lr());
       for (const auto& [name, v] : e.metrics) row += fmt::format(",{:.6f}", v);
-      std::fprintf(metrics.f, "%s,%.1f,%.1f\n", row.c_str(), tokens_per_s(), since(start));
+      std::fprintf(metrics.f, "%s,%.1f,%.1f,%.1f\n", row.c_str(), tokens_per_s(), since(start),
+                   trainer.train_seconds());
       std::fflush(metrics.f);
     }
     loss_sum = 0;
