@@ -70,11 +70,11 @@ if [ -n "${G2P_CHECKPOINT:-}" ] && [ -n "${G2P_RNN_CHECKPOINT:-}" ]; then
          { label[FNR] = $1; for (i = 2; i <= NF; ++i) sum[FNR, i] += $i; if (NF > width) width = NF; rows = FNR }
          END { print header; for (r = 2; r <= rows; ++r) { line = label[r];
                for (i = 2; i <= width; ++i) line = line " " sum[r, i] / files; print line } }' \
-        "${last%_head0.txt}"_head*.txt > "$tmp/${word}_Transformer_last_layer_mean_of_heads.txt"
-    panels+=("$tmp/${word}_RNN.txt" "$tmp/${word}_Transformer_last_layer_mean_of_heads.txt")
+        "${last%_head0.txt}"_head*.txt > "$tmp/${word}_Transformer_last_layer.txt"
+    panels+=("$tmp/${word}_RNN.txt" "$tmp/${word}_Transformer_last_layer.txt")
   done
   HEATMAP_COLUMNS=2 scripts/plot_heatmaps.sh "$g2p/g2p_attention_rnn_vs_transformer.png" \
-      "g2p: the RNN's attention and the Transformer's cross-attention (letters x phones)" "${panels[@]}"
+      "g2p: the RNN's attention and the Transformer's last-layer cross-attention, mean of its heads (letters x phones)" "${panels[@]}"
 fi
 eq=bench/results/rnn_vs_transformer
 if [ -f "$eq/copy_rnn.csv" ]; then
