@@ -13,8 +13,7 @@ std::vector<Tensor> cross_attention(Transformer& model, const std::vector<int64_
                                     const std::vector<int64_t>& out, int64_t bos) {
   if (src.empty()) throw std::invalid_argument("cross_attention: an empty source");
   NoGradGuard no_grad;
-  const bool was_training = model.is_training();
-  model.eval();
+  nn::EvalGuard eval(model);
   std::vector<int64_t> tgt_in{bos};
   tgt_in.insert(tgt_in.end(), out.begin(), out.end());
   for (size_t i = 0; i < model.decoder->size(); ++i)
@@ -28,7 +27,6 @@ std::vector<Tensor> cross_attention(Transformer& model, const std::vector<int64_
     maps.push_back(w.reshape({w.size(1), w.size(2), w.size(3)}));
     attn.set_store_attention(false);
   }
-  if (was_training) model.train();
   return maps;
 }
 

@@ -159,8 +159,7 @@ std::vector<std::vector<int64_t>> GPT::generate(const std::vector<std::vector<in
     throw std::invalid_argument("GPT::generate: a prompt of " + std::to_string(t) + " tokens plus " +
                                 std::to_string(new_tokens) + " new ones exceeds max_len " + std::to_string(cfg_.max_len));
   NoGradGuard no_grad;
-  const bool was_training = is_training();
-  eval();
+  nn::EvalGuard eval_mode(*this);
   std::vector<std::vector<int64_t>> out(prompts.size());
   if (new_tokens > 0) {
     Cache cache = start_cache();
@@ -171,7 +170,6 @@ std::vector<std::vector<int64_t>> GPT::generate(const std::vector<std::vector<in
       if (k + 1 < new_tokens) logits = step(cache, next);
     }
   }
-  if (was_training) train();
   return out;
 }
 

@@ -26,14 +26,6 @@ std::string metadata_word(const Metadata& m, const std::string& key, const std::
   throw FormatError("checkpoint " + path + ": " + key + " '" + it->second + "': expected one of " + list);
 }
 
-// Restores train/eval mode on scope exit.
-struct EvalScope {
-  nn::Module& m;
-  bool was;
-  explicit EvalScope(nn::Module& mod) : m(mod), was(mod.is_training()) { m.eval(); }
-  ~EvalScope() { m.train(was); }
-};
-
 }  // namespace
 
 void RNNSeq2SeqConfig::validate() const {
@@ -228,7 +220,7 @@ std::vector<int64_t> beam_search(RNNSeq2Seq& model, const std::vector<int64_t>& 
                                  int64_t max_len, int64_t beam_size, double alpha) {
   if (beam_size < 1) throw std::invalid_argument("beam_search: beam_size must be at least 1, got " + std::to_string(beam_size));
   NoGradGuard no_grad;
-  EvalScope eval(model);
+  nn::EvalGuard eval(model);
   RNNSeq2Seq::State st = model.start(Batch{src, 1, static_cast<int64_t>(src.size())});
   BeamDecoder decoder{[&](const std::vector<int64_t>& rows) { RNNSeq2Seq::select_rows(st, rows); },
                       [&](const std::vector<int64_t>& tokens) { return model.step(st, tokens); }};
@@ -238,7 +230,7 @@ std::vector<int64_t> beam_search(RNNSeq2Seq& model, const std::vector<int64_t>& 
 std::vector<std::vector<int64_t>> greedy_decode(RNNSeq2Seq& model, const Batch& src, int64_t bos, int64_t eos,
                                                 int64_t max_len) {
   NoGradGuard no_grad;
-  EvalScope eval(model);
+  nn::EvalGuard eval(model);
   RNNSeq2Seq::State s = model.start(src);
   std::vector<std::vector<int64_t>> out(static_cast<size_t>(src.rows));
   std::vector<int64_t> tokens(static_cast<size_t>(src.rows), bos);

@@ -9,11 +9,32 @@ namespace xg::models {
 
 namespace {
 
-class TransformerModel : public Seq2SeqModel {
+// What both families' adapters forward to their model alike.
+template <class M>
+class Adapter : public Seq2SeqModel {
  public:
-  explicit TransformerModel(const TransformerConfig& c) : m_(c) {}
+  template <class Config>
+  explicit Adapter(const Config& c) : m_(c) {}
   nn::Module& module() override { return m_; }
   Generator& dropout_generator() override { return m_.dropout_generator(); }
+  Metadata to_metadata() const override { return m_.config().to_metadata(); }
+  double parameter_count() const override { return m_.config().parameter_count(); }
+  int64_t src_vocab() const override { return m_.config().src_vocab; }
+  Tensor loss(const TrainBatch& b, double smoothing) override { return m_.loss(b.src, b.tgt_in, b.tgt_out, smoothing); }
+  std::vector<std::vector<int64_t>> greedy(const Batch& src, int64_t max_len) override {
+    return greedy_decode(m_, src, kBos, kEos, max_len);
+  }
+  std::vector<int64_t> beam(const std::vector<int64_t>& src, int64_t max_len, int64_t beam_size, double alpha) override {
+    return beam_search(m_, src, kBos, kEos, max_len, beam_size, alpha);
+  }
+
+ protected:
+  M m_;
+};
+
+class TransformerModel : public Adapter<Transformer> {
+ public:
+  using Adapter::Adapter;
   int64_t width() const override { return m_.config().d_model; }
   std::string kind() const override { return "transformer"; }
   std::string describe() const override {
@@ -21,30 +42,15 @@ class TransformerModel : public Seq2SeqModel {
     return fmt::format("Transformer N={} d_model={} heads={} d_ff={} dropout={:g} {}", c.layers, c.d_model, c.heads,
                        c.d_ff, c.dropout, c.pre_norm ? "pre-norm" : "post-norm");
   }
-  Metadata to_metadata() const override { return m_.config().to_metadata(); }
-  double parameter_count() const override { return m_.config().parameter_count(); }
-  int64_t src_vocab() const override { return m_.config().src_vocab; }
   int64_t max_positions() const override { return m_.config().max_len; }
-  Tensor loss(const TrainBatch& b, double smoothing) override { return m_.loss(b.src, b.tgt_in, b.tgt_out, smoothing); }
-  std::vector<std::vector<int64_t>> greedy(const Batch& src, int64_t max_len) override {
-    return greedy_decode(m_, src, kBos, kEos, max_len);
-  }
-  std::vector<int64_t> beam(const std::vector<int64_t>& src, int64_t max_len, int64_t beam_size, double alpha) override {
-    return beam_search(m_, src, kBos, kEos, max_len, beam_size, alpha);
-  }
   std::vector<Tensor> attention_maps(const std::vector<int64_t>& src, const std::vector<int64_t>& out) override {
     return cross_attention(m_, src, out, kBos);
   }
-
- private:
-  Transformer m_;
 };
 
-class RNNModel : public Seq2SeqModel {
+class RNNModel : public Adapter<RNNSeq2Seq> {
  public:
-  explicit RNNModel(const RNNSeq2SeqConfig& c) : m_(c) {}
-  nn::Module& module() override { return m_; }
-  Generator& dropout_generator() override { return m_.dropout_generator(); }
+  using Adapter::Adapter;
   int64_t width() const override { return 2 * m_.config().hidden; }
   std::string kind() const override { return "rnn"; }
   std::string describe() const override {
@@ -52,31 +58,16 @@ class RNNModel : public Seq2SeqModel {
     return fmt::format("RNN seq2seq {} layers={} embed={} hidden={} attention={} dropout={:g}", c.cell, c.layers,
                        c.embed, c.hidden, c.attention, c.dropout);
   }
-  Metadata to_metadata() const override { return m_.config().to_metadata(); }
-  double parameter_count() const override { return m_.config().parameter_count(); }
-  int64_t src_vocab() const override { return m_.config().src_vocab; }
   int64_t max_positions() const override { return ModelLimits::max_len; }
-  Tensor loss(const TrainBatch& b, double smoothing) override { return m_.loss(b.src, b.tgt_in, b.tgt_out, smoothing); }
-  std::vector<std::vector<int64_t>> greedy(const Batch& src, int64_t max_len) override {
-    return greedy_decode(m_, src, kBos, kEos, max_len);
-  }
-  std::vector<int64_t> beam(const std::vector<int64_t>& src, int64_t max_len, int64_t beam_size, double alpha) override {
-    return beam_search(m_, src, kBos, kEos, max_len, beam_size, alpha);
-  }
   std::vector<Tensor> attention_maps(const std::vector<int64_t>& src, const std::vector<int64_t>& out) override {
     NoGradGuard no_grad;
-    const bool was = m_.is_training();
-    m_.eval();
+    nn::EvalGuard eval(m_);
     std::vector<int64_t> in{kBos};
     in.insert(in.end(), out.begin(), out.end());
     const int64_t S = static_cast<int64_t>(src.size()), T = static_cast<int64_t>(in.size());
     m_.forward(Batch{src, 1, S}, Batch{in, 1, T});
-    m_.train(was);
     return {m_.last_attention()};  // (1,T,S): one layer, one head
   }
-
- private:
-  RNNSeq2Seq m_;
 };
 
 }  // namespace

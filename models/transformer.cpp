@@ -236,20 +236,12 @@ Tensor Transformer::loss(const Batch& src, const Batch& tgt_in, const Batch& tgt
 
 namespace {
 
-// Restores train/eval mode on scope exit.
-struct EvalScope {
-  nn::Module& m;
-  bool was;
-  explicit EvalScope(nn::Module& mod) : m(mod), was(mod.is_training()) { m.eval(); }
-  ~EvalScope() { m.train(was); }
-};
-
 }  // namespace
 
 std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Batch& src, int64_t bos, int64_t eos,
                                                 int64_t max_len) {
   NoGradGuard no_grad;
-  EvalScope eval(model);
+  nn::EvalGuard eval(model);
   DecodeState st = model.start_decode(src);  // the encoder runs once
   const int64_t b = src.rows;
   std::vector<std::vector<int64_t>> out(b);
@@ -280,7 +272,7 @@ std::vector<Hypothesis> beam_search_nbest(Transformer& model, const std::vector<
                                           int64_t eos, int64_t max_len, int64_t beam_size, double alpha) {
   if (beam_size < 1) throw std::invalid_argument("beam_search: beam_size must be at least 1, got " + std::to_string(beam_size));
   NoGradGuard no_grad;
-  EvalScope eval(model);
+  nn::EvalGuard eval(model);
   DecodeState st = model.start_decode(Batch{src, 1, static_cast<int64_t>(src.size())});  // one row per live beam
   BeamDecoder decoder{[&](const std::vector<int64_t>& rows) { Transformer::select_rows(st, rows); },
                       [&](const std::vector<int64_t>& tokens) { return model.decode_step(st, tokens); }};

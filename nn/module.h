@@ -112,4 +112,18 @@ class Module {
   std::string path_;
 };
 
+// Puts a module (and its children) in eval mode for a scope, and gives it
+// back the mode it had on leaving the scope, an exception included.
+class EvalGuard {
+ public:
+  explicit EvalGuard(Module& m) : m_(m), was_(m.is_training()) { m_.eval(); }  // m.eval(), its mode kept
+  ~EvalGuard() { m_.train(was_); }                                              // m's mode as before
+  EvalGuard(const EvalGuard&) = delete;
+  EvalGuard& operator=(const EvalGuard&) = delete;
+
+ private:
+  Module& m_;
+  bool was_;
+};
+
 }  // namespace xg::nn

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <stdexcept>
 
 #include "test_nn_helpers.h"
 
@@ -80,6 +81,26 @@ TEST_CASE("nn Module: train() and eval() recurse") {
   CHECK(net.layers->at<Block>(1)->norm->is_training());
   net.train(false);
   CHECK_FALSE(net.head->is_training());
+}
+
+TEST_CASE("nn EvalGuard: eval inside the scope, the previous mode after it, an exception included") {
+  Net net(1);
+  {
+    nn::EvalGuard guard(net);
+    CHECK_FALSE(net.is_training());
+    CHECK_FALSE(net.layers->at<Block>(0)->fc->is_training());
+  }
+  CHECK(net.is_training());
+  CHECK(net.layers->at<Block>(0)->fc->is_training());
+  try {
+    nn::EvalGuard guard(net);
+    throw std::runtime_error("inside");
+  } catch (const std::runtime_error&) {
+  }
+  CHECK(net.layers->at<Block>(1)->norm->is_training());
+  net.eval();
+  { nn::EvalGuard guard(net); }
+  CHECK_FALSE(net.is_training());  // a module in eval mode stays there
 }
 
 TEST_CASE("nn Module: duplicate names, dotted names and non-leaves throw naming the name") {

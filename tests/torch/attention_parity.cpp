@@ -56,19 +56,4 @@ bool run_case(const std::string& name, const std::string& config, std::map<std::
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: attention_parity FILE.safetensors (written by attention_parity.py)\n");
-    return 2;
-  }
-  try {
-    std::map<std::string, std::string> meta;
-    auto file = load_tensors(argv[1], &meta);
-    bool ok = !meta.empty();
-    for (auto& [name, config] : meta) ok = run_case(name, config, file) && ok;
-    return ok ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "attention_parity: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return xg::parity::run_file("attention_parity", argc, argv, run_case); }

@@ -1,14 +1,17 @@
 // What the PyTorch parity programs share: the relative difference of two
-// tensors and the one-line verdict of a case.
+// tensors, the one-line verdict of a case, and the program's main.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "autograd/serialize.h"
 #include "autograd/tensor.h"
 
 namespace xg::parity {
@@ -43,6 +46,27 @@ inline bool report(const char* program, const std::string& name, const std::stri
   std::printf("%s: %-10s %s: %zu tensors, largest relative difference %.2g (%s): %s\n", program, name.c_str(),
               what.c_str(), diffs.size(), worst, where.c_str(), ok ? "equal" : "DIFFERENT");
   return ok;
+}
+
+// The main of a parity program: reads the file that its Python side wrote
+// (argv[1]; one case per metadata entry, name -> configuration) and runs
+// `run_case` on each. Exit 0 when every case agrees, 1 otherwise, 2 on usage.
+template <class RunCase>
+int run_file(const char* program, int argc, char** argv, RunCase run_case) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s FILE.safetensors (written by %s.py)\n", program, program);
+    return 2;
+  }
+  try {
+    std::map<std::string, std::string> meta;
+    auto file = load_tensors(argv[1], &meta);
+    bool ok = !meta.empty();
+    for (auto& [name, config] : meta) ok = run_case(name, config, file) && ok;
+    return ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", program, e.what());
+    return 1;
+  }
 }
 
 }  // namespace xg::parity
