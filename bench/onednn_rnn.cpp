@@ -50,8 +50,17 @@ Args parse(int argc, char** argv) {
     long* dst = k == "--batch" ? &a.B : k == "--len" ? &a.T : k == "--input" ? &a.C : k == "--hidden" ? &a.H
               : k == "--threads" ? &a.threads : k == "--reps" ? &a.reps : nullptr;
     if (!dst) throw std::invalid_argument("unknown option " + k);
-    *dst = std::stol(v);
-    if (*dst < 1 || *dst > 65536) throw std::invalid_argument(k + " " + v + ": expected 1..65536");
+    // A whole number, all of the text: "1.5", "nan", "1e30" and "" are refused.
+    size_t used = 0;
+    long n = 0;
+    try {
+      n = std::stol(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != v.size() || n < 1 || n > 65536)
+      throw std::invalid_argument(k + " " + v + ": expected a whole number from 1 to 65536");
+    *dst = n;
   }
   return a;
 }

@@ -78,10 +78,18 @@ def main(argv):
     onednn = os.path.join(build, "bench", "onednn_rnn")
     if not os.path.exists(xg):
         raise SystemExit(f"rnn.py: {xg} not found (cmake --build {build} --target xg_bench)")
-    reps = a.get("reps", "10")
-    shapes = [tuple(int(v) for v in s.split("x")) for s in a.get("shapes", "64x32x256x512,16x64x512x512").split(",")]
+    try:
+        reps = str(int(a.get("reps", "10")))
+        shapes = [tuple(int(v) for v in s.split("x"))
+                  for s in a.get("shapes", "64x32x256x512,16x64x512x512").split(",")]
+        threads = [int(t) for t in a.get("threads", "1,2").split(",")]
+    except ValueError as e:
+        raise SystemExit(f"rnn.py: --reps, --shapes (BxTxCxH,...) and --threads (N,...) take whole numbers: {e}")
     cells = a.get("cells", "lstm,gru").split(",")
-    threads = [int(t) for t in a.get("threads", "1,2").split(",")]
+    if int(reps) < 1 or any(len(s) != 4 or min(s) < 1 for s in shapes) or any(t not in SPLITS for t in threads) \
+            or any(c not in ("lstm", "gru") for c in cells):
+        raise SystemExit(f"rnn.py: expected --reps >= 1, --shapes of four positive sizes, --threads among "
+                         f"{sorted(SPLITS)}, --cells among lstm,gru")
     rows, notes = [], []
     core = None
     for (B, T, C, H) in shapes:

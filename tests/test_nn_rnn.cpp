@@ -152,3 +152,12 @@ TEST_CASE("nn RNN/LSTM/GRU: bad arguments name the argument and the accepted ran
   CHECK(xgnt::contains(XGN_THROW_MESSAGE(cell.forward(zeros({2, 3}), zeros({2, 5}), Tensor()), ShapeError),
                        "h of shape (2,5)"));
 }
+
+TEST_CASE("nn rnn_step: an input product that is not (B,G*H) is named with its shape") {
+  Tensor w = zeros({8, 2}, f64), c = zeros({3, 2}, f64), h = zeros({3, 2}, f64);
+  CHECK(XG_THROW_MESSAGE(nn::rnn_step(nn::RNNMode::lstm, zeros({3, 1, 8}, f64), h, c, w, Tensor()), ShapeError) ==
+        "rnn_step: x_proj of shape (3,1,8): expected (B,G*H)");
+  Tensor undefined;
+  CHECK(XG_THROW_MESSAGE(nn::rnn_step(nn::RNNMode::lstm, undefined, h, c, w, Tensor()), ShapeError) ==
+        "rnn_step: x_proj of shape undefined: expected (B,G*H)");
+}
