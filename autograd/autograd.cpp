@@ -18,6 +18,10 @@ thread_local bool g_grad_enabled = true;
 thread_local bool g_anomaly = false;
 thread_local std::string g_scope;  // the innermost NameScope (anomaly mode only)
 thread_local const std::vector<std::shared_ptr<Node>>* g_backward_edges = nullptr;  // of the node running backward
+thread_local Node* g_current_node = nullptr;  // the node whose backward runs
+// xg::grad: the nodes through which a gradient reaches an input asked for
+// (null in backward(), where every node runs).
+thread_local const std::unordered_set<const Node*>* g_needed = nullptr;
 // (the ops a backward formula runs are not checked one by one: its results are)
 std::atomic<uint64_t> g_seq{0};
 std::atomic<int64_t> g_live_nodes{0};
@@ -48,8 +52,61 @@ std::string current_scope() { return g_anomaly ? g_scope : std::string(); }
 
 bool needs_input_grad(size_t i) {
   if (!g_backward_edges || i >= g_backward_edges->size()) return true;
-  return (*g_backward_edges)[i] != nullptr;
+  const Node* n = (*g_backward_edges)[i].get();
+  return n != nullptr && (!g_needed || g_needed->count(n));
 }
+
+namespace detail {
+
+Tensor saved_output(const Tensor& out) {
+  if (!g_grad_enabled || !g_current_node || !out.defined()) return out;
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = out.shape();
+  impl->dtype = out.dtype();
+  impl->buf = out.impl()->buf;
+  impl->grad_fn = g_current_node->shared_from_this();
+  return Tensor(std::move(impl));
+}
+
+Tensor input_with_values(size_t i, const Tensor& values) {
+  if (!g_grad_enabled || !g_backward_edges || i >= g_backward_edges->size() || !(*g_backward_edges)[i])
+    return values.detach();
+  auto impl = std::make_shared<TensorImpl>();
+  impl->shape = values.shape();
+  impl->dtype = values.dtype();
+  impl->buf = values.impl()->buf;
+  impl->grad_fn = (*g_backward_edges)[i];
+  return Tensor(std::move(impl));
+}
+
+Tensor alias(const Tensor& t) {
+  return record("alias", t.detach(), {t}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+}
+
+std::vector<Tensor> vjp_by_recompute(const std::function<Tensor(const std::vector<Tensor>&)>& composed,
+                                     const std::vector<Tensor>& inputs, const Tensor& g) {
+  std::vector<Tensor> aliases(inputs.size()), wanted;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    aliases[i] = needs_input_grad(i) ? alias(inputs[i]) : inputs[i].detach();
+    if (needs_input_grad(i)) {
+      wanted.push_back(aliases[i]);
+      where.push_back(i);
+    }
+  }
+  std::vector<Tensor> out(inputs.size());
+  if (wanted.empty()) return out;
+  const Tensor y = composed(aliases);
+  GradOptions o;
+  o.create_graph = true;
+  o.allow_unused = true;
+  std::vector<Tensor> gs = grad({y}, wanted, {g}, o);
+  for (size_t k = 0; k < where.size(); ++k) out[where[k]] = gs[k];
+  return out;
+}
+
+}  // namespace detail
 
 int64_t first_nonfinite(const Tensor& t) {
   if (t.dtype() == Dtype::i64) return -1;  // every integer is finite
@@ -247,15 +304,19 @@ void check_input_gradient(const Node& node, size_t i, const Tensor& gi, const Te
 // Runs a node's backward function: one gradient per input (undefined where
 // an input needs none).
 std::vector<Tensor> call_backward(Node& node, const Tensor& g) {
+  // Saved and restored: a backward formula may itself run xg::grad (a fused
+  // op's second order by recomputation).
+  struct Restore {
+    const std::vector<std::shared_ptr<Node>>* edges = g_backward_edges;
+    Node* current = g_current_node;
+    ~Restore() {
+      g_backward_edges = edges;
+      g_current_node = current;
+    }
+  } restore;
   g_backward_edges = &node.next;
-  std::vector<Tensor> in_grads;
-  try {
-    in_grads = node.fn(g);
-  } catch (...) {
-    g_backward_edges = nullptr;
-    throw;
-  }
-  g_backward_edges = nullptr;
+  g_current_node = &node;
+  std::vector<Tensor> in_grads = node.fn(g);
   if (in_grads.size() != node.next.size())
     throw std::logic_error(std::string("backward of ") + node.op + " returned " + std::to_string(in_grads.size()) +
                            " gradients for " + std::to_string(node.next.size()) + " inputs");
@@ -278,8 +339,9 @@ void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
 // still owed.
 class BackwardPass {
  public:
-  explicit BackwardPass(const std::shared_ptr<Node>& root) {
-    if (g_hooks.load(std::memory_order_relaxed) > 0) count_hooked_edges(root.get());
+  // hooks: whether post-accumulate hooks fire (backward(), not xg::grad).
+  BackwardPass(const std::vector<std::shared_ptr<Node>>& roots, bool hooks) {
+    if (hooks && g_hooks.load(std::memory_order_relaxed) > 0) count_hooked_edges(roots);
   }
 
   // Queues gradient g for node n, or adds it to the one already waiting.
@@ -318,17 +380,20 @@ class BackwardPass {
     if (it != pending_.end() && --it->second == 0 && !g.defined() && !waiting_.count(n)) fire_hooks(n);
   }
 
-  // Without retain_graph: unlinks every visited node from its inputs.
+  // Without retain_graph: unlinks every node that ran from its inputs.
   void unlink() {
-    for (auto& n : visited_) n->next.clear();
+    for (auto& n : visited_)
+      if (n->released) n->next.clear();
   }
 
  private:
   // Leaves with post-accumulate hooks: how many edges owe them a gradient. A
   // leaf's node may run more than once (its seq is that of its first use).
-  void count_hooked_edges(Node* root) {
-    std::vector<Node*> stack{root};
-    std::unordered_set<Node*> seen{root};
+  void count_hooked_edges(const std::vector<std::shared_ptr<Node>>& roots) {
+    std::vector<Node*> stack;
+    std::unordered_set<Node*> seen;
+    for (const auto& r : roots)
+      if (seen.insert(r.get()).second) stack.push_back(r.get());
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
@@ -338,7 +403,8 @@ class BackwardPass {
         if (seen.insert(nx.get()).second) stack.push_back(nx.get());
       }
     }
-    if (root->leaf && !root->leaf->post_accumulate_hooks.empty()) pending_[root] = 0;
+    for (const auto& r : roots)
+      if (r->leaf && !r->leaf->post_accumulate_hooks.empty() && !pending_.count(r.get())) pending_[r.get()] = 0;
   }
   static void fire_hooks(Node* leaf_node) {
     const Tensor leaf(leaf_node->leaf);
@@ -355,23 +421,96 @@ class BackwardPass {
   std::vector<std::shared_ptr<Node>> visited_;
 };
 
+// Grad mode during a walk: on only when the walk records the gradients'
+// own graph (create_graph); the previous mode comes back at the end.
+struct GradModeScope {
+  bool prev = g_grad_enabled;
+  const std::unordered_set<const Node*>* needed = g_needed;
+  explicit GradModeScope(bool on) { g_grad_enabled = on; }
+  ~GradModeScope() {
+    g_grad_enabled = prev;
+    g_needed = needed;
+  }
+};
+
+// The nodes from which a gradient path reaches one of `targets` (targets
+// included): the only ones xg::grad runs.
+std::unordered_set<const Node*> nodes_leading_to(const std::vector<std::shared_ptr<Node>>& roots,
+                                                 const std::unordered_map<const Node*, std::vector<size_t>>& targets) {
+  std::unordered_set<const Node*> needed, done;
+  std::vector<std::pair<const Node*, size_t>> stack;  // (node, next child to look at)
+  for (const auto& r : roots) {
+    if (done.count(r.get())) continue;
+    stack.push_back({r.get(), 0});
+    done.insert(r.get());
+    while (!stack.empty()) {
+      auto& [n, k] = stack.back();
+      if (k < n->next.size()) {
+        const Node* c = n->next[k++].get();
+        if (c && done.insert(c).second) stack.push_back({c, 0});
+        continue;
+      }
+      bool lead = targets.count(n) > 0;
+      for (const auto& c : n->next) lead = lead || (c && needed.count(c.get()));
+      if (lead) needed.insert(n);
+      stack.pop_back();
+    }
+  }
+  return needed;
+}
+
 // The walk: each node, latest first, checks what it saved, runs its
-// backward, checks the gradients it returns and sends them on.
-void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
-  NoGradGuard no_grad;
-  const std::shared_ptr<Node> root_node = gradient_edge(root);
-  if (!root_node)
-    throw std::logic_error("backward: tensor does not require grad and has no grad_fn "
-                           "(did you forget requires_grad_() on a leaf, or run under NoGradGuard?)");
-  if (root_node->released)
-    throw std::logic_error("backward: this graph was already freed by an earlier backward(); "
-                           "pass retain_graph=true to the first call to backward through it twice");
-  BackwardPass pass(root_node);
-  pass.send(root_node, grad_output);
+// backward, checks the gradients it returns and sends them on. With
+// `inputs` (xg::grad) the gradients reaching them are returned instead of
+// accumulated into any leaf, and only the nodes on a path to them run.
+std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
+                                 bool retain_graph, bool create_graph, const std::vector<Tensor>* inputs,
+                                 bool allow_unused) {
+  GradModeScope mode(create_graph);
+  std::vector<std::shared_ptr<Node>> root_nodes;
+  for (const Tensor& root : roots) {
+    std::shared_ptr<Node> n = gradient_edge(root);
+    if (!n)
+      throw std::logic_error("backward: tensor does not require grad and has no grad_fn "
+                             "(did you forget requires_grad_() on a leaf, or run under NoGradGuard?)");
+    if (n->released)
+      throw std::logic_error("backward: this graph was already freed by an earlier backward(); "
+                             "pass retain_graph=true to the first call to backward through it twice");
+    root_nodes.push_back(std::move(n));
+  }
+  std::unordered_map<const Node*, std::vector<size_t>> target_of;
+  std::unordered_set<const Node*> needed;
+  std::vector<Tensor> results;
+  if (inputs) {
+    for (size_t i = 0; i < inputs->size(); ++i) {
+      const Tensor& x = (*inputs)[i];
+      if (!x.defined()) throw std::invalid_argument("grad: input " + std::to_string(i) + " is undefined");
+      std::shared_ptr<Node> e = gradient_edge(x);
+      if (!e)
+        throw std::logic_error("grad: input " + std::to_string(i) + " " + shape_str(x.shape()) +
+                               " does not require grad and has no grad_fn: no gradient can reach it");
+      target_of[e.get()].push_back(i);
+    }
+    needed = nodes_leading_to(root_nodes, target_of);
+    g_needed = &needed;
+    results.resize(inputs->size());
+  } else {
+    g_needed = nullptr;
+  }
+  BackwardPass pass(root_nodes, inputs == nullptr);
+  for (size_t k = 0; k < root_nodes.size(); ++k)
+    if (!inputs || needed.count(root_nodes[k].get())) pass.send(root_nodes[k], grad_outputs[k]);
   while (true) {
     auto [node, g] = pass.next();
     if (!node) break;
-    if (node->leaf) {
+    if (inputs) {
+      auto t = target_of.find(node);
+      if (t != target_of.end())  // a leaf's node may pop more than once (its seq is its first use's)
+        for (size_t i : t->second) results[i] = results[i].defined() ? add(results[i], g) : g;
+      bool onward = false;
+      for (const auto& c : node->next) onward = onward || (c && needed.count(c.get()));
+      if (node->leaf || !onward) continue;
+    } else if (node->leaf) {
       accumulate_into_leaf(*node->leaf, std::move(g));
       pass.leaf_accumulated(node);
       continue;
@@ -383,7 +522,11 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     for (size_t i = 0; i < node->next.size(); ++i) {
       const std::shared_ptr<Node>& input = node->next[i];
       if (!input) continue;
-      pass.edge_walked(input.get(), in_grads[i]);
+      if (inputs) {
+        if (!needed.count(input.get())) continue;
+      } else {
+        pass.edge_walked(input.get(), in_grads[i]);
+      }
       if (!in_grads[i].defined()) continue;
       check_input_gradient(*node, i, in_grads[i], g);
       pass.send(input, in_grads[i]);
@@ -395,6 +538,40 @@ void run_backward(const Tensor& root, const Tensor& grad_output, bool retain_gra
     }
   }
   if (!retain_graph) pass.unlink();
+  if (inputs && !allow_unused)
+    for (size_t i = 0; i < results.size(); ++i)
+      if (!results[i].defined())
+        throw std::logic_error("grad: input " + std::to_string(i) + " " + shape_str((*inputs)[i].shape()) +
+                               " is not reached from the outputs (pass allow_unused = true to get an undefined "
+                               "tensor for it instead)");
+  return results;
+}
+
+// The seeds of a walk: the given gradients, or ones for single-element
+// outputs; each checked against its output.
+std::vector<Tensor> seeds(const char* who, const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs) {
+  if (outputs.empty()) throw std::invalid_argument(std::string(who) + ": no outputs given");
+  if (!grad_outputs.empty() && grad_outputs.size() != outputs.size())
+    throw std::invalid_argument(std::string(who) + ": " + std::to_string(grad_outputs.size()) +
+                                " grad_outputs for " + std::to_string(outputs.size()) + " outputs");
+  std::vector<Tensor> gs;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Tensor& y = outputs[k];
+    if (!y.defined()) throw std::invalid_argument(std::string(who) + ": output " + std::to_string(k) + " is undefined");
+    Tensor g = grad_outputs.empty() ? Tensor() : grad_outputs[k];
+    if (!g.defined()) {
+      if (y.numel() != 1)
+        throw ShapeError(std::string(who) + ": output " + std::to_string(k) + " has shape " + shape_str(y.shape()) +
+                         " and no gradient was given; only a single-element output can be its own seed");
+      g = ones(y.shape(), y.dtype());
+    }
+    if (g.shape() != y.shape() || g.dtype() != y.dtype())
+      throw ShapeError(std::string(who) + ": gradient " + shape_str(g.shape()) + " " + dtype_name(g.dtype()) +
+                       " does not match output " + std::to_string(k) + " " + shape_str(y.shape()) + " " +
+                       dtype_name(y.dtype()));
+    gs.push_back(std::move(g));
+  }
+  return gs;
 }
 
 }  // namespace
@@ -420,18 +597,31 @@ void Tensor::remove_post_accumulate_grad_hook(int64_t id) {
     }
 }
 
-void Tensor::backward(bool retain_graph) const {
+void Tensor::backward(bool retain_graph, bool create_graph) const {
   if (numel() != 1)
     throw ShapeError("backward: called on a tensor of shape " + shape_str(shape()) +
                      " without a gradient; only a single-element tensor can be its own seed");
-  backward(ones(shape(), dtype()), retain_graph);
+  backward(ones(shape(), dtype()), retain_graph, create_graph);
 }
 
-void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
+void Tensor::backward(const Tensor& grad_output, bool retain_graph, bool create_graph) const {
   if (grad_output.shape() != shape() || grad_output.dtype() != dtype())
     throw ShapeError("backward: gradient " + shape_str(grad_output.shape()) + " " + dtype_name(grad_output.dtype()) +
                      " does not match output " + shape_str(shape()) + " " + dtype_name(dtype()));
-  run_backward(*this, grad_output, retain_graph);
+  run_backward({*this}, {grad_output}, retain_graph || create_graph, create_graph, nullptr, false);
+}
+
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs, const GradOptions& o) {
+  const std::vector<Tensor> gs = seeds("backward", outputs, grad_outputs);
+  run_backward(outputs, gs, o.retain_graph.value_or(o.create_graph), o.create_graph, nullptr, false);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs, const GradOptions& o) {
+  const std::vector<Tensor> gs = seeds("grad", outputs, grad_outputs);
+  if (inputs.empty()) throw std::invalid_argument("grad: no inputs given");
+  return run_backward(outputs, gs, o.retain_graph.value_or(o.create_graph), o.create_graph, &inputs,
+                      o.allow_unused);
 }
 
 Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
@@ -443,8 +633,11 @@ Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
     out = op.forward(inputs);
   }
   if (!out.defined()) throw std::logic_error("apply: forward of custom op '" + op.name + "' returned no tensor");
+  // A twice-differentiable op's backward gets the inputs with their history;
+  // the other kind gets them detached and runs without the tape.
+  const bool twice = op.twice_differentiable;
   std::vector<Tensor> saved;
-  for (const Tensor& t : inputs) saved.push_back(t.defined() ? t.detach() : Tensor());
+  for (const Tensor& t : inputs) saved.push_back(!t.defined() ? Tensor() : twice ? t : t.detach());
   Tensor saved_out = out.detach();
   auto bw = op.backward;
   std::string name = op.name;
@@ -452,8 +645,31 @@ Tensor apply(const CustomOp& op, const std::vector<Tensor>& inputs) {
   versioned.push_back(saved_out);
   return record(
       name.c_str(), out, inputs,
-      [bw, saved, saved_out, name](const Tensor& g) {
-        std::vector<Tensor> grads = bw(saved, saved_out, g);
+      [bw, saved, saved_out, name, twice, live = inputs](const Tensor& g) {
+        std::vector<Tensor> grads;
+        if (twice) {
+          grads = bw(saved, detail::saved_output(saved_out), g);
+        } else {
+          const bool recording = grad_enabled();
+          {
+            NoGradGuard off;
+            grads = bw(saved, saved_out, g.detach());
+          }
+          if (recording) {
+            // Each gradient is linked to what it was computed from by a node
+            // that refuses to be differentiated (PyTorch's once_differentiable).
+            std::vector<Tensor> from{g};
+            from.insert(from.end(), live.begin(), live.end());
+            for (Tensor& gi : grads)
+              if (gi.defined())
+                gi = record((name + " (backward)").c_str(), gi.detach(), from, [name](const Tensor&) -> std::vector<Tensor> {
+                  throw std::logic_error("custom op '" + name +
+                                         "': its backward is not twice differentiable, so a gradient of its "
+                                         "gradient (create_graph) cannot go through it; write its backward with "
+                                         "xgrad ops and set twice_differentiable = true");
+                });
+          }
+        }
         if (grads.size() != saved.size())
           throw std::logic_error("custom op '" + name + "': backward returned " + std::to_string(grads.size()) +
                                  " gradients for " + std::to_string(saved.size()) + " inputs");

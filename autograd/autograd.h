@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,33 @@ class NameScope {
 };
 std::string current_scope();  // "" outside any scope or outside anomaly mode
 
+// Settings of grad() and backward(outputs).
+struct GradOptions {
+  // Record the backward pass itself on the tape, so that the gradients
+  // returned are differentiable tensors (a gradient penalty, a Hessian-vector
+  // product). Off: nothing is recorded, and the walk is the first-order one.
+  bool create_graph = false;
+  // Keep the graph's saved values after the walk (for another walk through
+  // it); unset means "as create_graph".
+  std::optional<bool> retain_graph;
+  // An input that no output depends on gets an undefined tensor; without it,
+  // that is an error naming the input.
+  bool allow_unused = false;
+};
+
+// The gradients of the outputs with respect to `inputs` (leaves or any
+// tensor on the tape), weighted by grad_outputs (one per output, each of its
+// output's shape; empty or undefined means ones for a single-element output),
+// as torch.autograd.grad. Touches no grad(); runs only the part of the graph
+// between the outputs and the inputs. Throws std::logic_error for an input
+// that does not require grad, or is unused without allow_unused.
+std::vector<Tensor> grad(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grad_outputs = {}, const GradOptions& options = {});
+// Backward from several outputs at once, accumulating into the leaves' grad()
+// (torch.autograd.backward); allow_unused is ignored.
+void backward(const std::vector<Tensor>& outputs, const std::vector<Tensor>& grad_outputs = {},
+              const GradOptions& options = {});
+
 // A user-defined differentiable op. `forward` runs with grad mode off on the
 // inputs; `backward` receives the inputs and the output (detached) and the
 // output's gradient, and returns one gradient per input (each of that
@@ -100,6 +128,12 @@ struct CustomOp {
   std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs, const Tensor& output,
                                     const Tensor& grad_output)>
       backward;
+  // Whether `backward` is written with xgrad ops on the tensors it receives,
+  // so that it can itself be differentiated (create_graph). When true, it is
+  // given the inputs with their history and the output linked to this op;
+  // when false (the default) it runs without the tape, and differentiating
+  // its result again throws std::logic_error naming the op.
+  bool twice_differentiable = false;
 };
 // Runs op.forward and records op.backward on the tape. Throws
 // std::invalid_argument if either is missing, std::logic_error if forward

@@ -48,7 +48,8 @@ GradcheckResult gradcheck(const std::function<Tensor()>& f, const std::vector<Te
   {
     Tensor y = f();
     if (!y.defined()) throw std::invalid_argument("gradcheck: the function returned an undefined tensor");
-    scalar_of(y).backward();
+    const Tensor s = scalar_of(y);
+    if (s.requires_grad() || !s.is_leaf()) s.backward();  // else a constant: every gradient is 0
   }
 
   GradcheckResult res;
@@ -107,6 +108,54 @@ GradcheckResult gradcheck(const std::function<Tensor()>& f, const std::vector<Te
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& opts) {
   return gradcheck([&]() { return f(inputs); }, inputs, opts);
+}
+
+GradcheckResult gradgradcheck(const std::function<Tensor()>& f, const std::vector<Tensor>& params,
+                              const GradcheckOptions& opts) {
+  std::vector<Tensor> wanted;
+  for (const Tensor& p : params)
+    if (p.defined() && p.requires_grad()) wanted.push_back(p);
+  if (wanted.empty()) throw std::invalid_argument("gradgradcheck: no input requires a gradient");
+  Tensor y0;
+  {
+    NoGradGuard off;
+    y0 = f();
+  }
+  if (!y0.defined()) throw std::invalid_argument("gradgradcheck: the function returned an undefined tensor");
+  if (y0.dtype() != Dtype::f64)
+    throw std::invalid_argument("gradgradcheck: the function returns " + std::string(dtype_name(y0.dtype())) +
+                                "; finite differences need float64");
+  Generator gen(opts.seed + 777);
+  Tensor w = rand(y0.shape(), gen, Dtype::f64, 0.5, 1.5).requires_grad_();
+  // The first-order gradients, flattened into one vector, recorded on the
+  // tape whatever the caller's grad mode (gradcheck evaluates under NoGradGuard).
+  auto first_order = [&]() {
+    const bool prev = grad_enabled();
+    set_grad_enabled(true);
+    struct Restore {
+      bool prev;
+      ~Restore() { set_grad_enabled(prev); }
+    } restore{prev};
+    const Tensor y = f();
+    GradOptions o;
+    o.create_graph = true;
+    o.allow_unused = true;
+    const std::vector<Tensor> gs = grad({y}, wanted, {w}, o);
+    std::vector<Tensor> parts;
+    for (size_t i = 0; i < gs.size(); ++i)
+      parts.push_back(gs[i].defined() ? reshape(gs[i], {-1}) : zeros({wanted[i].numel()}, Dtype::f64));
+    return concat(parts, 0);
+  };
+  std::vector<Tensor> checked = wanted;
+  checked.push_back(w);
+  GradcheckResult r = gradcheck(first_order, checked, opts);
+  r.message = "grad" + r.message;  // "gradgradcheck passed: ..."
+  return r;
+}
+
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                              const std::vector<Tensor>& inputs, const GradcheckOptions& opts) {
+  return gradgradcheck([&]() { return f(inputs); }, inputs, opts);
 }
 
 }  // namespace xg

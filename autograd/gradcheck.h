@@ -42,4 +42,17 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
 GradcheckResult gradcheck(const std::function<Tensor()>& f, const std::vector<Tensor>& params,
                           const GradcheckOptions& opts = {});
 
+// Second order: checks the gradient of the gradient by the same central
+// differences (PyTorch's gradgradcheck). With a fixed random w (f's output
+// shape, float64), the first-order gradients G(x, w) = d<w, f(x)>/dx are
+// computed with create_graph and gradcheck()ed as a function of both the
+// inputs and w; so every backward formula on the way is checked to be
+// differentiable, and correct, in its inputs and in its output gradient.
+// Needs xg::grad, so f must not run under NoGradGuard.
+GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                              const std::vector<Tensor>& inputs, const GradcheckOptions& opts = {});
+// The same for a function of no arguments, checking `params`.
+GradcheckResult gradgradcheck(const std::function<Tensor()>& f, const std::vector<Tensor>& params,
+                              const GradcheckOptions& opts = {});
+
 }  // namespace xg

@@ -210,6 +210,28 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
   });
 }
 
+// The same attention from ops (matmul, masked_fill, softmax, dropout with
+// the same hash): the fused op's second order differentiates this.
+Tensor composed(const Plan& pl, const Tensor& q, const Tensor& k, const Tensor& v) {
+  const Geometry& g = pl.g;
+  auto heads = [&](const Tensor& t, int64_t n) {  // (B,n,C) -> (B,H,n,D)
+    const Tensor u = n == t.size(1) ? t : slice(t, 1, 0, n);
+    return permute(reshape(u, {g.B, n, g.H, g.D}), {0, 2, 1, 3});
+  };
+  Tensor scores = matmul(heads(q, g.T), transpose(heads(k, g.S), -1, -2)) * pl.scale;  // (B,H,T,S)
+  if (pl.causal || !pl.masked->empty()) {
+    Tensor mask = zeros({g.B, 1, g.T, g.S}, q.dtype());
+    for (int64_t b = 0; b < g.B; ++b)
+      for (int64_t i = 0; i < g.T; ++i)
+        for (int64_t j = 0; j < g.S; ++j)
+          if (pl.is_masked(b, i, j)) mask.set({b, 0, i, j}, 1.0);
+    scores = masked_fill(scores, mask, kMasked);
+  }
+  Tensor p = softmax(scores, -1);
+  if (pl.p > 0) p = detail::dropout_keyed(p, pl.p, pl.key);
+  return reshape(permute(matmul(p, heads(v, g.S)), {0, 2, 1, 3}), {g.B, g.T, g.C});
+}
+
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
@@ -268,7 +290,11 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   });
   if (o.weights) *o.weights = w;
   return record("attention", out, {q, k, v},
-                [q = q.detach(), k = k.detach(), v = v.detach(), w, pl, cost](const Tensor& g) {
+                [q, k, v, w, pl, cost](const Tensor& g) {
+                  if (grad_enabled())  // second order by recomputation from ops
+                    return detail::vjp_by_recompute(
+                        [pl](const std::vector<Tensor>& in) { return composed(pl, in[0], in[1], in[2]); }, {q, k, v},
+                        g);
                   Tensor dq = make_tensor(q.shape(), q.dtype());
                   const bool partial = pl.g.Skv != pl.g.S;  // positions past kv_length get 0
                   Tensor dk = partial ? zeros(k.shape(), k.dtype()) : make_tensor(k.shape(), k.dtype());

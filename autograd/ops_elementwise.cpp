@@ -92,7 +92,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("mul", a, b, [](auto x, auto y) { return x * y; });
   return record(
       "mul", out, {a, b},
-      [a = a.detach(), b = b.detach()](const Tensor& g) {
+      [a, b](const Tensor& g) {
         return std::vector<Tensor>{needs_input_grad(0) ? unbroadcast(mul(g, b), a.shape()) : Tensor(),
                                    needs_input_grad(1) ? unbroadcast(mul(g, a), b.shape()) : Tensor()};
       },
@@ -103,7 +103,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("div", a, b, [](auto x, auto y) { return x / y; });
   return record(
       "div", out, {a, b},
-      [a = a.detach(), b = b.detach()](const Tensor& g) {
+      [a, b](const Tensor& g) {
         Tensor ga = div(g, b);  // d(a/b)/da = 1/b
         Tensor gb = needs_input_grad(1) ? neg(mul(ga, div(a, b))) : Tensor();  // d(a/b)/db = -a/b^2
         return std::vector<Tensor>{needs_input_grad(0) ? unbroadcast(ga, a.shape()) : Tensor(),
@@ -116,11 +116,11 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary_kernel("pow", a, b, [](auto x, auto y) { return std::pow(x, y); });
   return record(
       "pow", out, {a, b},
-      [a = a.detach(), b = b.detach(), out = out.detach()](const Tensor& g) {
+      [a, b, out = out.detach()](const Tensor& g) {
         // d/da = b a^(b-1); d/db = a^b log a (defined for a > 0)
         Tensor ga, gb;
         if (needs_input_grad(0)) ga = unbroadcast(mul(g, mul(b, pow(a, sub(b, scalar_like(1.0, b))))), a.shape());
-        if (needs_input_grad(1)) gb = unbroadcast(mul(g, mul(out, log(a))), b.shape());
+        if (needs_input_grad(1)) gb = unbroadcast(mul(g, mul(detail::saved_output(out), log(a))), b.shape());
         return std::vector<Tensor>{ga, gb};
       },
       {a, b, out});
@@ -130,7 +130,7 @@ Tensor pow(const Tensor& a, double e) {
   Tensor out = detail::map(check_defined(a, "pow"), [e](auto x) { return static_cast<decltype(x)>(std::pow(x, e)); });
   return record(
       "pow", out, {a},
-      [a = a.detach(), e](const Tensor& g) {
+      [a, e](const Tensor& g) {
         return std::vector<Tensor>{mul(g, mul(pow(a, e - 1.0), scalar_like(e, a)))};
       },
       {a});
@@ -180,19 +180,20 @@ Tensor neg(const Tensor& a) {
 Tensor exp(const Tensor& a) {
   Tensor out = map(check_defined(a, "exp"), [](auto x) { return std::exp(x); });
   return record(
-      "exp", out, {a}, [out = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, out)}; }, {out});
+      "exp", out, {a},
+      [out = out.detach()](const Tensor& g) { return std::vector<Tensor>{mul(g, detail::saved_output(out))}; }, {out});
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = map(check_defined(a, "log"), [](auto x) { return std::log(x); });
   return record(
-      "log", out, {a}, [a = a.detach()](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; }, {a});
+      "log", out, {a}, [a](const Tensor& g) { return std::vector<Tensor>{div(g, a)}; }, {a});
 }
 
 Tensor sqrt(const Tensor& a) {
   Tensor out = map(check_defined(a, "sqrt"), [](auto x) { return std::sqrt(x); });
   return record("sqrt", out, {a}, [out = out.detach()](const Tensor& g) {
-    return std::vector<Tensor>{div(mul(g, scalar_like(0.5, g)), out)};  // 1 / (2 sqrt(a))
+    return std::vector<Tensor>{div(mul(g, scalar_like(0.5, g)), detail::saved_output(out))};  // 1 / (2 sqrt(a))
   }, {out});
 }
 
@@ -208,9 +209,32 @@ Tensor relu(const Tensor& a) {
   Tensor out = map(check_defined(a, "relu"), [](auto x) { return x > 0 ? x : decltype(x)(0); });
   // Backward reads the output (out > 0 exactly where a > 0): the input need not stay alive.
   return record("relu", out, {a}, [out = out.detach()](const Tensor& g) {
+    if (grad_enabled())  // second order: the mask is a constant factor
+      return std::vector<Tensor>{mul(g, map(out, [](auto y) { return decltype(y)(y > 0 ? 1 : 0); }))};
     return std::vector<Tensor>{binary_kernel("relu", g, out, [](auto gi, auto y) { return y > 0 ? gi : decltype(gi)(0); })};
   }, {out});
 }
+
+namespace {
+// d gelu / dx = Phi(x) + x phi(x), as an op of its own (for gelu's second
+// order); its derivative phi(x) (2 - x^2) is written with ops, so every
+// order follows. phi(x) = exp(-x^2/2) / sqrt(2 pi).
+Tensor gelu_slope(const Tensor& a) {
+  Tensor out = map(a, [](auto x) {
+    using T = decltype(x);
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    return cdf + x * T(0.39894228040143267794) * std::exp(T(-0.5) * x * x);
+  });
+  return record(
+      "gelu_slope", out, {a},
+      [a](const Tensor& g) {
+        const Tensor x2 = mul(a, a);
+        const Tensor phi = exp(x2 * -0.5) * 0.39894228040143267794;
+        return std::vector<Tensor>{mul(g, mul(phi, 2.0 - x2))};
+      },
+      {a});
+}
+}  // namespace
 
 Tensor gelu(const Tensor& a) {
   // gelu(x) = x * Phi(x), Phi the standard normal CDF. float32 uses the
@@ -220,7 +244,8 @@ Tensor gelu(const Tensor& a) {
     if constexpr (std::is_same_v<decltype(x), float>) return 0.5f * x * (1.0f + detail::fast_erff(x * 0.70710678f));
     else return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440));
   });
-  return record("gelu", out, {a}, [a = a.detach()](const Tensor& g) {
+  return record("gelu", out, {a}, [a](const Tensor& g) {
+    if (grad_enabled()) return std::vector<Tensor>{mul(g, gelu_slope(a))};  // second order
     // d/dx = Phi(x) + x * phi(x)
     Tensor d = map(a, [](auto x) {
       if constexpr (std::is_same_v<decltype(x), float>) {
@@ -243,6 +268,10 @@ Tensor tanh(const Tensor& a) {
     else return std::tanh(x);
   });
   return record("tanh", out, {a}, [out = out.detach()](const Tensor& g) {
+    if (grad_enabled()) {  // second order: 1 - y^2 through the output itself
+      const Tensor y = detail::saved_output(out);
+      return std::vector<Tensor>{mul(g, 1.0 - mul(y, y))};
+    }
     return std::vector<Tensor>{mul(g, map(out, [](auto y) { return 1 - y * y; }))};
   }, {out});
 }
@@ -254,6 +283,10 @@ Tensor sigmoid(const Tensor& a) {
     else return x >= 0 ? 1 / (1 + std::exp(-x)) : std::exp(x) / (1 + std::exp(x));
   });
   return record("sigmoid", out, {a}, [out = out.detach()](const Tensor& g) {
+    if (grad_enabled()) {  // second order: y (1 - y) through the output itself
+      const Tensor y = detail::saved_output(out);
+      return std::vector<Tensor>{mul(g, sub(y, mul(y, y)))};
+    }
     return std::vector<Tensor>{mul(g, map(out, [](auto y) { return y * (1 - y); }))};
   }, {out});
 }

@@ -157,6 +157,16 @@ void threaded_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint
   gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
+namespace {
+// A product under Autocast(bf16) saved only bf16 copies of its inputs.
+[[noreturn]] void throw_bf16_second_order(const char* op) {
+  throw std::logic_error(std::string(op) +
+                         ": a gradient of a gradient (create_graph) through a product run under "
+                         "Autocast(bf16) is not supported (it saved bf16 copies only); run the model in float32 "
+                         "or float64 for second order");
+}
+}  // namespace
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_defined(a, "matmul");
   check_defined(b, "matmul");
@@ -191,6 +201,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     pl.forward(a16->data(), b16->data(), out.data<float>());
     // Saved as bf16 copies: a later write to a or b cannot reach them.
     return record("matmul", out, {a, b}, [a16, b16, pl, as = a.shape(), bs = b.shape()](const Tensor& g) {
+      if (grad_enabled()) throw_bf16_second_order("matmul");
       Tensor ga = needs_input_grad(0) ? zeros(as, f32) : Tensor(), gb = needs_input_grad(1) ? zeros(bs, f32) : Tensor();
       pl.backward(a16->data(), b16->data(), to_bf16(g)->data(), data_or_null<float>(ga),
                   data_or_null<float>(gb));
@@ -203,7 +214,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   });
   return record(
       "matmul", out, {a, b},
-      [a = a.detach(), b = b.detach(), pl](const Tensor& g) {
+      [a, b, pl](const Tensor& g) {
+        if (grad_enabled()) {  // second order: the same products as ops
+          Tensor ga, gb;
+          if (needs_input_grad(0)) ga = detail::unbroadcast(matmul(g, transpose(b, -1, -2)), a.shape());
+          if (needs_input_grad(1)) gb = detail::unbroadcast(matmul(transpose(a, -1, -2), g), b.shape());
+          return std::vector<Tensor>{ga, gb};
+        }
         Tensor ga = needs_input_grad(0) ? zeros(a.shape(), a.dtype()) : Tensor();
         Tensor gb = needs_input_grad(1) ? zeros(b.shape(), b.dtype()) : Tensor();
         dispatch(a.dtype(), [&](auto z) {
@@ -283,6 +300,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     return record(
         "linear", out, {x, w, b},
         [x16, w = w.detach(), pl, xs = x.shape(), has_b = b.defined()](const Tensor& g) {
+          if (grad_enabled()) throw_bf16_second_order("linear");
           Tensor gx = needs_input_grad(0) ? make_tensor(xs, f32) : Tensor();
           Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), f32) : Tensor();
           pl.backward(x16->data(), needs_input_grad(0) ? to_bf16(w)->data() : nullptr, to_bf16(g)->data(),
@@ -298,7 +316,15 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   });
   return record(
       "linear", out, {x, w, b},
-      [x = x.detach(), w = w.detach(), pl, has_b = b.defined()](const Tensor& g) {
+      [x, w, pl, has_b = b.defined()](const Tensor& g) {
+        if (grad_enabled()) {  // second order: the same products as ops
+          const Tensor g2 = reshape(g, {pl.rows, pl.out_f});
+          Tensor gx, gw, gb;
+          if (needs_input_grad(0)) gx = reshape(matmul(g2, w), x.shape());
+          if (needs_input_grad(1)) gw = matmul(transpose(g2, 0, 1), reshape(x, {pl.rows, pl.in}));
+          if (has_b && needs_input_grad(2)) gb = sum(g2, {0});
+          return std::vector<Tensor>{gx, gw, gb};
+        }
         Tensor gx = needs_input_grad(0) ? make_tensor(x.shape(), x.dtype()) : Tensor();
         Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), w.dtype()) : Tensor();
         dispatch(x.dtype(), [&](auto z) {

@@ -61,9 +61,14 @@ Tensor softmax_impl(const Tensor& a, int64_t axis, bool log_form) {
     using T = decltype(z);
     softmax_kernel(a.data<T>(), out.data<T>(), v, log_form);
   });
-  return record(op, out, {a}, [y = out.detach(), v, log_form](const Tensor& g) {
+  return record(op, out, {a}, [y = out.detach(), v, ax, log_form](const Tensor& g) {
     // softmax:     dx = y * (g - sum_k g_k y_k)
     // log_softmax: dx = g - exp(y) * sum_k g_k
+    if (grad_enabled()) {  // second order: the same formula as ops, through the output itself
+      const Tensor yy = detail::saved_output(y);
+      if (log_form) return std::vector<Tensor>{g - exp(yy) * sum(g, {ax}, true)};
+      return std::vector<Tensor>{yy * (g - sum(g * yy, {ax}, true))};
+    }
     Tensor gx = make_tensor(y.shape(), y.dtype());
     dispatch(y.dtype(), [&](auto z) {
       using T = decltype(z);
@@ -92,6 +97,17 @@ Tensor softmax_impl(const Tensor& a, int64_t axis, bool log_form) {
 
 Tensor softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, false); }
 Tensor log_softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, true); }
+
+namespace {
+// layer_norm from ops (its second order).
+Tensor layer_norm_composed(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
+  const Tensor d = x - mean(x, {-1}, true);
+  Tensor y = d * pow(mean(d * d, {-1}, true) + eps, -0.5);
+  if (w.defined()) y = y * w;
+  if (b.defined()) y = y + b;
+  return y;
+}
+}  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   check_defined(x, "layer_norm");
@@ -144,8 +160,20 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     });
   });
   return record("layer_norm", out, {x, weight, bias},
-                [xhat, rstd, w = weight.defined() ? weight.detach() : Tensor(), has_b = bias.defined(), rows,
-                 c](const Tensor& g) {
+                [xhat, rstd, w = weight, b = bias, has_b = bias.defined(), rows, c, eps](const Tensor& g) {
+                  if (grad_enabled()) {
+                    // Second order by recomputation from ops. x itself is not
+                    // saved; x - mean = xhat / rstd has its values up to a shift
+                    // per row, to which layer norm is blind.
+                    Tensor centred;
+                    {
+                      NoGradGuard off;
+                      centred = reshape(div(reshape(xhat, {rows, c}), reshape(rstd, {rows, 1})), xhat.shape());
+                    }
+                    return detail::vjp_by_recompute(
+                        [eps](const std::vector<Tensor>& in) { return layer_norm_composed(in[0], in[1], in[2], eps); },
+                        {detail::input_with_values(0, centred), w, b}, g);
+                  }
                   // With gh = g * w:  dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
                   //                   dw = sum_rows g * xhat,  db = sum_rows g
                   Tensor gx = make_tensor(xhat.shape(), xhat.dtype());
@@ -229,6 +257,28 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets, 
                   // dlogits = (softmax - q) * g / count, q = (1-e) onehot(t) + e/V
                   Tensor gl = zeros(shape, logp.dtype());
                   if (count == 0) return std::vector<Tensor>{gl};
+                  if (grad_enabled()) {
+                    // Second order by recomputation: -sum(log_softmax(logits) * q) / count
+                    // with q the rows' target weights. The logits are not saved;
+                    // log p has their values up to a shift per row, to which
+                    // log_softmax is blind.
+                    const int64_t v = logp.size(1);
+                    Tensor q = zeros({logp.size(0), v}, logp.dtype());
+                    dispatch(q.dtype(), [&](auto z) {
+                      using T = decltype(z);
+                      T* pq = q.data<T>();
+                      for (size_t r = 0; r < targets.size(); ++r) {
+                        if (targets[r] == ignore_index) continue;
+                        std::fill(pq + r * v, pq + (r + 1) * v, T(e / v));
+                        pq[r * v + targets[r]] += T(1 - e);
+                      }
+                    });
+                    return detail::vjp_by_recompute(
+                        [q, count, v](const std::vector<Tensor>& in) {
+                          return sum(log_softmax(reshape(in[0], {-1, v}), -1) * q) * (-1.0 / count);
+                        },
+                        {detail::input_with_values(0, reshape(logp, shape))}, g);
+                  }
                   dispatch(logp.dtype(), [&](auto z) {
                     using T = decltype(z);
                     const int64_t v = logp.size(1);
@@ -265,6 +315,13 @@ Tensor gather_rows(const Tensor& table, const std::vector<int64_t>& ids, const S
     for (size_t i = 0; i < ids.size(); ++i) std::copy(src + ids[i] * c, src + (ids[i] + 1) * c, dst + i * c);
   });
   return record("gather_rows", out, {table}, [ids, shape = table.shape()](const Tensor& g) {
+    if (grad_enabled()) {  // second order: the scatter as an op
+      auto idx = std::make_shared<std::vector<int64_t>>();
+      idx->reserve(ids.size() * shape[1]);
+      for (int64_t id : ids)
+        for (int64_t j = 0; j < shape[1]; ++j) idx->push_back(id * shape[1] + j);
+      return std::vector<Tensor>{detail::put_add(g, idx, shape)};
+    }
     Tensor gt = zeros(shape, g.dtype());  // rows hit twice add up
     dispatch(g.dtype(), [&](auto z) {
       using T = decltype(z);
@@ -326,6 +383,14 @@ Tensor index_select(const Tensor& a, int64_t axis, const Tensor& index) {
         std::copy(src + (o * n + idx[i]) * inner, src + (o * n + idx[i] + 1) * inner, dst + (o * m + i) * inner);
   });
   return record("index_select", out, {a}, [idx, s, outer, inner, n, m](const Tensor& g) {
+    if (grad_enabled()) {  // second order: the scatter as an op
+      auto flat = std::make_shared<std::vector<int64_t>>();
+      flat->reserve(outer * m * inner);
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < inner; ++j) flat->push_back((o * n + idx[static_cast<size_t>(i)]) * inner + j);
+      return std::vector<Tensor>{detail::put_add(g, flat, s)};
+    }
     Tensor ga = zeros(s, g.dtype());  // slices picked twice add up
     dispatch(g.dtype(), [&](auto z) {
       using T = decltype(z);
@@ -403,6 +468,8 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen) {
   // derivative is 1/(1-p); it is 0 everywhere else. So only out is saved.
   return record("relu_dropout", out, {x}, [out = out.detach(), p](const Tensor& g) {
     const double keep = 1.0 / (1.0 - p);
+    if (grad_enabled())  // second order: the mask is a constant factor
+      return std::vector<Tensor>{mul(g, detail::map(out, [keep](auto y) { return decltype(y)(y > 0 ? keep : 0); }))};
     return std::vector<Tensor>{binary_kernel_relu_dropout(g, out, keep)};
   }, {out});
 }
@@ -416,14 +483,16 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
   // where murmur3's 32-bit finaliser of (i ^ key_hi) * golden + key_lo is at
   // least p * 2^32. Branch-free 32-bit arithmetic, so the loop vectorises.
   // The mask is recomputed from the key in backward rather than stored.
-  const uint64_t key = gen.engine()();
+  return detail::dropout_keyed(x, p, gen.engine()());
+}
+
+namespace detail {
+Tensor dropout_keyed(const Tensor& x, double p, uint64_t key) {
   Tensor out = make_tensor(x.shape(), x.dtype());
   dropout_kernel(x, out, p, key);
-  return record("dropout", out, {x}, [p, key](const Tensor& g) {
-    Tensor gx = make_tensor(g.shape(), g.dtype());
-    dropout_kernel(g, gx, p, key);
-    return std::vector<Tensor>{gx};
-  });
+  // Linear in x: its backward is itself, with the same mask (so every order is).
+  return record("dropout", out, {x}, [p, key](const Tensor& g) { return std::vector<Tensor>{dropout_keyed(g, p, key)}; });
 }
+}  // namespace detail
 
 }  // namespace xg

@@ -136,6 +136,7 @@ Tensor max(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {
     });
   });
   return record("max", out, {a}, [arg, in = a.shape()](const Tensor& g) {
+    if (grad_enabled()) return std::vector<Tensor>{detail::put_add(g, arg, in)};  // second order
     Tensor gi = zeros(in, g.dtype());
     dispatch(g.dtype(), [&](auto z) {
       using T = decltype(z);

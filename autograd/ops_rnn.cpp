@@ -360,6 +360,10 @@ Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, co
       "recurrence", states, {proj, w_hh, b_hh, h0, c0},
       [r, w = w_hh.detach(), h0 = h0.detach(), c0 = c0.defined() ? c0.detach() : Tensor(), states = states.detach(),
        acts](const Tensor& grad) {
+        if (grad_enabled())
+          throw std::logic_error(
+              "recurrence: a gradient of a gradient (create_graph) through the fused recurrent layer is not "
+              "supported (it does not keep its input products, which that would need)");
         const Shape ps{r.B, r.T, r.G * r.H};
         Tensor dproj = make_tensor(ps, grad.dtype()), dw = make_tensor(w.shape(), grad.dtype());
         Tensor db = r.has_bias ? make_tensor({r.G * r.H}, grad.dtype()) : Tensor();

@@ -54,7 +54,54 @@ void scatter_add_strided(const Tensor& src, Tensor& dst, int64_t offset, const s
   });
 }
 
+// The adjoint pair as ops, each the other's backward: what slice's
+// gradient is built from when it must be differentiable (second order).
+Tensor scatter_strided_op(const Tensor& g, const Shape& in, int64_t offset, const std::vector<int64_t>& strides);
+Tensor gather_strided_op(const Tensor& x, const Shape& shape, int64_t offset, const std::vector<int64_t>& strides) {
+  Tensor out = gather_strided(x, shape, offset, strides);
+  return record("slice", out, {x}, [in = x.shape(), offset, strides](const Tensor& g) {
+    return std::vector<Tensor>{scatter_strided_op(g, in, offset, strides)};
+  });
+}
+Tensor scatter_strided_op(const Tensor& g, const Shape& in, int64_t offset, const std::vector<int64_t>& strides) {
+  Tensor out = zeros(in, g.dtype());
+  scatter_add_strided(g, out, offset, strides);
+  return record("slice_backward", out, {g}, [shape = g.shape(), offset, strides](const Tensor& gg) {
+    return std::vector<Tensor>{gather_strided_op(gg, shape, offset, strides)};
+  });
+}
+
 }  // namespace
+
+namespace detail {
+
+Tensor take(const Tensor& x, const Index& idx, const Shape& shape) {
+  Tensor out = make_tensor(shape, x.dtype());
+  dispatch(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    for (size_t j = 0; j < idx->size(); ++j) po[j] = px[(*idx)[j]];
+  });
+  return record("take", out, {x}, [idx, in = x.shape()](const Tensor& g) {
+    return std::vector<Tensor>{put_add(g, idx, in)};
+  });
+}
+
+Tensor put_add(const Tensor& g, const Index& idx, const Shape& shape) {
+  Tensor out = zeros(shape, g.dtype());
+  dispatch(g.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* pg = g.data<T>();
+    T* po = out.data<T>();
+    for (size_t j = 0; j < idx->size(); ++j) po[(*idx)[j]] += pg[j];
+  });
+  return record("put_add", out, {g}, [idx, gs = g.shape()](const Tensor& gg) {
+    return std::vector<Tensor>{take(gg, idx, gs)};
+  });
+}
+
+}  // namespace detail
 
 Tensor reshape(const Tensor& a, const Shape& shape) {
   check_defined_any(a, "reshape");
@@ -140,6 +187,7 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t 
   strides[ax] *= step;
   Tensor out = gather_strided(a, out_shape, offset, strides);
   return record("slice", out, {a}, [in = a.shape(), offset, strides](const Tensor& g) {
+    if (grad_enabled()) return std::vector<Tensor>{scatter_strided_op(g, in, offset, strides)};  // second order
     Tensor gi = zeros(in, g.dtype());
     scatter_add_strided(g, gi, offset, strides);
     return std::vector<Tensor>{gi};

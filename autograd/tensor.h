@@ -86,8 +86,11 @@ class Tensor {
   // Runs the tape from this tensor back to the leaves, accumulating into
   // their grad(). Without an argument the tensor must hold one element.
   // Unless retain_graph, the saved values are released as backward goes.
-  void backward(bool retain_graph = false) const;
-  void backward(const Tensor& grad_output, bool retain_graph = false) const;
+  // create_graph records backward itself on the tape, so the gradients
+  // accumulated into grad() can be differentiated again (it implies
+  // retain_graph). xg::grad (autograd.h) returns gradients instead.
+  void backward(bool retain_graph = false, bool create_graph = false) const;
+  void backward(const Tensor& grad_output, bool retain_graph = false, bool create_graph = false) const;
   // Leaves: `hook(leaf)` runs during every backward() that reaches this leaf,
   // as soon as its grad() holds all of that backward's contributions (before
   // the rest of the graph is done), in the thread that runs backward. What

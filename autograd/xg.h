@@ -2,6 +2,7 @@
 #pragma once
 #include "autograd/autocast.h"
 #include "autograd/autograd.h"
+#include "autograd/functional.h"
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"

@@ -24,6 +24,15 @@ inline xg::Tensor leaf(const xg::Shape& s, uint64_t seed, double lo = -2.0, doub
     CHECK(xg_r_.checked > 0);                                   \
   } while (0)
 
+// The same for the gradient of the gradient (gradgradcheck).
+#define XG_CHECK_GRADGRAD(fn, ...)                                            \
+  do {                                                                        \
+    auto xg_r_ = xg::gradgradcheck(fn, std::vector<xg::Tensor>{__VA_ARGS__}); \
+    INFO(xg_r_.message);                                                      \
+    CHECK(xg_r_.ok);                                                          \
+    CHECK(xg_r_.checked > 0);                                                 \
+  } while (0)
+
 // The message of the exception `expr` throws (fails the test if none).
 #define XG_THROW_MESSAGE(expr, Type)                 \
   [&]() -> std::string {                             \

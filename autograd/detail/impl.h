@@ -125,7 +125,7 @@ struct SavedVersion {
   Shape shape;
 };
 
-struct Node {
+struct Node : std::enable_shared_from_this<Node> {
   std::string op;
   std::string scope;  // module path when recorded in anomaly mode
   uint64_t seq = 0;  // creation order: a node is always created after its inputs' nodes
@@ -139,6 +139,34 @@ struct Node {
   Node();
   ~Node();  // iterative: a 1M-node chain must not overflow the stack
 };
+
+// Second order, for backward formulas (autograd.cpp). Outside a backward
+// with create_graph (grad mode off) each returns its argument detached, so
+// the first-order path is unchanged.
+namespace detail {
+// The op's own output, linked to the node whose backward runs: what a
+// formula reading its output (exp, tanh, softmax) differentiates through.
+Tensor saved_output(const Tensor& out);
+// `values` (of input i's shape) with input i's gradient edge: for a formula
+// that saved a transform of its input rather than the input itself.
+Tensor input_with_values(size_t i, const Tensor& values);
+// An identity op: its own gradient edge to t.
+Tensor alias(const Tensor& t);
+// Inside a backward with create_graph: the vector-Jacobian product of
+// `composed` (the op written with differentiable ops) at `inputs` against g,
+// differentiable in turn. The fused ops' second order.
+// Flat indices: out.flat[j] = x.flat[idx[j]] (take) and its adjoint,
+// zeros(shape) with g.flat[j] added at idx[j] (put_add); each the other's
+// backward. The second order of max, gather_rows and index_select.
+using Index = std::shared_ptr<const std::vector<int64_t>>;
+Tensor take(const Tensor& x, const Index& idx, const Shape& shape);
+Tensor put_add(const Tensor& g, const Index& idx, const Shape& shape);
+// dropout() with its mask's key given: element i kept where the hash of
+// (i, key) says so. Attention's dropout uses the same hash.
+Tensor dropout_keyed(const Tensor& x, double p, uint64_t key);
+std::vector<Tensor> vjp_by_recompute(const std::function<Tensor(const std::vector<Tensor>&)>& composed,
+                                     const std::vector<Tensor>& inputs, const Tensor& g);
+}  // namespace detail
 
 // Any dtype: ops that only move values (reshape, slice, concat, ...).
 inline const Tensor& check_defined_any(const Tensor& t, const char* op) {
