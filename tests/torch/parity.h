@@ -32,9 +32,10 @@ inline double rel_diff(const Tensor& a, const Tensor& b) {
 }
 
 // Prints "PROGRAM: CASE WHAT: N tensors, largest relative difference D (NAME): equal|DIFFERENT"
-// and returns whether every difference is within kTolerance.
+// (followed by ", tolerance T" when T is not kTolerance) and returns whether
+// every difference is within `tolerance`.
 inline bool report(const char* program, const std::string& name, const std::string& what,
-                   const std::vector<std::pair<std::string, double>>& diffs) {
+                   const std::vector<std::pair<std::string, double>>& diffs, double tolerance = kTolerance) {
   double worst = 0;
   std::string where;
   for (const auto& [tensor, d] : diffs)
@@ -42,9 +43,11 @@ inline bool report(const char* program, const std::string& name, const std::stri
       worst = d;
       where = tensor;
     }
-  const bool ok = !diffs.empty() && worst <= kTolerance;
-  std::printf("%s: %-10s %s: %zu tensors, largest relative difference %.2g (%s): %s\n", program, name.c_str(),
+  const bool ok = !diffs.empty() && worst <= tolerance;
+  std::printf("%s: %-10s %s: %zu tensors, largest relative difference %.2g (%s): %s", program, name.c_str(),
               what.c_str(), diffs.size(), worst, where.c_str(), ok ? "equal" : "DIFFERENT");
+  if (tolerance != kTolerance) std::printf(", tolerance %.0g", tolerance);
+  std::printf("\n");
   return ok;
 }
 

@@ -1,0 +1,190 @@
+# Writes what PyTorch computes for second-order gradients in float64, for
+# tests/torch/higher_order_parity.cpp to compare with xg::grad(create_graph),
+# Tensor::backward and xg::hvp on the same weights and inputs:
+#   mlp_gp           a gradient penalty on an MLP critic (Linear 5->16, tanh,
+#                    Linear 16->16, gelu, Linear 16->1): the loss and its
+#                    gradient with respect to every parameter and the input
+#   transformer_gp   a one-layer models::Transformer's label-smoothed loss L
+#                    plus 0.5 * sum over parameters of |dL/dp|^2: L, the total
+#                    and the total's gradient with respect to every parameter
+#   transformer_hvp  the Hessian-vector product of the same L along a random
+#                    direction (one tensor per parameter)
+# The Transformer is written out functionally with torch ops, as
+# models/transformer.cpp computes it (post-norm, tied embeddings, dropout 0).
+#   python3 higher_order_parity.py OUT.safetensors
+import math
+import sys
+
+import torch
+import torch.nn.functional as F
+
+from safetensors_io import save
+
+D64 = dict(dtype=torch.float64)
+
+# ---- mlp_gp ----------------------------------------------------------------
+
+MLP_IN, MLP_HIDDEN, MLP_N, GP_WEIGHT = 5, 16, 8, 10.0
+
+
+def mlp_gp(name, out, meta):
+    torch.manual_seed(sum(map(ord, name)))
+    sizes = {"fc1": (MLP_HIDDEN, MLP_IN), "fc2": (MLP_HIDDEN, MLP_HIDDEN), "fc3": (1, MLP_HIDDEN)}
+    params = {}
+    for layer, (o, i) in sizes.items():
+        bound = 1 / math.sqrt(i)  # nn::Linear's (and torch.nn.Linear's) initial range
+        params[layer + ".weight"] = (torch.rand(o, i, **D64) * 2 - 1) * bound
+        params[layer + ".bias"] = (torch.rand(o, **D64) * 2 - 1) * bound
+    for p in params.values():
+        p.requires_grad_()
+    x = torch.randn(MLP_N, MLP_IN, **D64, requires_grad=True)
+
+    def critic(x):
+        h = torch.tanh(F.linear(x, params["fc1.weight"], params["fc1.bias"]))
+        h = F.gelu(F.linear(h, params["fc2.weight"], params["fc2.bias"]))
+        return F.linear(h, params["fc3.weight"], params["fc3.bias"])  # (N,1)
+
+    d = critic(x)
+    (g,) = torch.autograd.grad(d.sum(), x, create_graph=True)  # (N,5)
+    norm = torch.sqrt((g * g).sum(1))
+    loss = d.mean() + GP_WEIGHT * ((norm - 1) ** 2).mean()
+    loss.backward()
+    for pname, p in params.items():
+        out[f"{name}.param.{pname}"], out[f"{name}.grad.{pname}"] = p, p.grad
+    out[f"{name}.x"], out[f"{name}.grad.x"] = x, x.grad
+    out[f"{name}.loss"] = loss
+    meta[name] = f"{MLP_IN} {MLP_HIDDEN} {GP_WEIGHT}"
+
+
+# ---- the Transformer --------------------------------------------------------
+
+V, C, H, FF, PAD, SMOOTHING = 11, 16, 2, 32, 0, 0.1
+# Rows padded with PAD (0) at the end; tgt_in starts with BOS (1); no row of
+# any mask is all masked.
+SRC = [[3, 7, 2, 9, 4, 5], [6, 2, 8, 10, 0, 0], [5, 5, 3, 0, 0, 0]]
+TGT_IN = [[1, 4, 9, 2, 7], [1, 10, 3, 0, 0], [1, 6, 2, 8, 0]]
+TGT_OUT = [[4, 9, 2, 7, 2], [10, 3, 2, 0, 0], [6, 2, 8, 2, 0]]
+
+
+def transformer_shapes():
+    """xgrad's parameter names and shapes for layers=1 (tied embeddings, post-norm)."""
+    shapes = {"src_embed.weight": (V, C)}
+
+    def attention(prefix):
+        for w in ("w_q", "w_k", "w_v", "w_o"):
+            shapes[f"{prefix}.{w}.weight"], shapes[f"{prefix}.{w}.bias"] = (C, C), (C,)
+
+    def block(prefix, attentions, norms):
+        for a in attentions:
+            attention(f"{prefix}.{a}")
+        shapes[f"{prefix}.ff.linear1.weight"], shapes[f"{prefix}.ff.linear1.bias"] = (FF, C), (FF,)
+        shapes[f"{prefix}.ff.linear2.weight"], shapes[f"{prefix}.ff.linear2.bias"] = (C, FF), (C,)
+        for n in range(1, norms + 1):
+            shapes[f"{prefix}.norm{n}.weight"], shapes[f"{prefix}.norm{n}.bias"] = (C,), (C,)
+
+    block("encoder.0", ["self_attn"], 2)
+    block("decoder.0", ["self_attn", "cross_attn"], 3)
+    return shapes
+
+
+def transformer_weights():
+    """Glorot-uniform matrices (as the model's own initialisation), biases in
+    nn::Linear's range, layer norms off their identity so that they count."""
+    torch.manual_seed(sum(map(ord, "transformer")))
+    weights = {}
+    for pname, shape in transformer_shapes().items():
+        if len(shape) == 2:
+            bound = math.sqrt(6 / (shape[0] + shape[1]))
+            weights[pname] = (torch.rand(*shape, **D64) * 2 - 1) * bound
+        elif ".norm" in pname:
+            base = 1.0 if pname.endswith(".weight") else 0.0
+            weights[pname] = base + 0.1 * torch.randn(*shape, **D64)
+        else:
+            fan_in = FF if ".linear2." in pname else C
+            weights[pname] = (torch.rand(*shape, **D64) * 2 - 1) / math.sqrt(fan_in)
+    return weights
+
+
+def positional_encoding(length):
+    t = torch.arange(length, **D64)[:, None]
+    c = torch.arange(C)
+    angle = t * torch.pow(torch.tensor(10000.0, **D64), -(c - c % 2).to(torch.float64) / C)
+    return torch.where(c % 2 == 0, torch.sin(angle), torch.cos(angle))  # (L,C)
+
+
+def transformer_loss(P, src, tgt_in, tgt_out):
+    def linear(x, prefix):
+        return F.linear(x, P[prefix + ".weight"], P[prefix + ".bias"])
+
+    def norm(x, prefix):
+        return F.layer_norm(x, (C,), P[prefix + ".weight"], P[prefix + ".bias"], 1e-5)
+
+    def attention(prefix, q_in, kv_in, key_pad, causal):
+        B, T, S, D = q_in.shape[0], q_in.shape[1], kv_in.shape[1], C // H
+        q = linear(q_in, prefix + ".w_q").view(B, T, H, D).transpose(1, 2)  # (B,H,T,D)
+        k = linear(kv_in, prefix + ".w_k").view(B, S, H, D).transpose(1, 2)
+        v = linear(kv_in, prefix + ".w_v").view(B, S, H, D).transpose(1, 2)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(D)  # (B,H,T,S)
+        masked = key_pad[:, None, None, :].expand(B, H, T, S)
+        if causal:
+            masked = masked | torch.ones(T, S, dtype=torch.bool).triu(1)
+        w = torch.softmax(scores.masked_fill(masked, float("-inf")), dim=-1)
+        return linear((w @ v).transpose(1, 2).reshape(B, T, C), prefix + ".w_o")
+
+    def feed_forward(x, prefix):
+        return linear(torch.relu(linear(x, prefix + ".linear1")), prefix + ".linear2")
+
+    E = P["src_embed.weight"]
+
+    def embed(ids):
+        return E[ids] * math.sqrt(C) + positional_encoding(ids.shape[1])
+
+    src_pad, tgt_pad = src == PAD, tgt_in == PAD
+    x = embed(src)  # encoder, post-norm: norm(x + f(x))
+    h = norm(x + attention("encoder.0.self_attn", x, x, src_pad, False), "encoder.0.norm1")
+    memory = norm(h + feed_forward(h, "encoder.0.ff"), "encoder.0.norm2")
+    y = embed(tgt_in)  # decoder
+    h = norm(y + attention("decoder.0.self_attn", y, y, tgt_pad, True), "decoder.0.norm1")
+    h = norm(h + attention("decoder.0.cross_attn", h, memory, src_pad, False), "decoder.0.norm2")
+    y = norm(h + feed_forward(h, "decoder.0.ff"), "decoder.0.norm3")
+    logits = y @ E.T  # tied output projection, (B,T,V)
+    return F.cross_entropy(logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=PAD, label_smoothing=SMOOTHING)
+
+
+def transformer_case(name, kind, out, meta):
+    P = transformer_weights()
+    for p in P.values():
+        p.requires_grad_()
+    src, tgt_in, tgt_out = (torch.tensor(b, dtype=torch.int64) for b in (SRC, TGT_IN, TGT_OUT))
+    names = list(P)
+    loss = transformer_loss(P, src, tgt_in, tgt_out)
+    grads = torch.autograd.grad(loss, [P[n] for n in names], create_graph=True)
+    if kind == "gp":
+        total = loss + 0.5 * sum((g * g).sum() for g in grads)
+        second = torch.autograd.grad(total, [P[n] for n in names])
+        out[f"{name}.total"] = total
+    else:
+        torch.manual_seed(sum(map(ord, name)))
+        v = {n: torch.randn_like(P[n]) for n in names}
+        dot = sum((g * v[n]).sum() for n, g in zip(names, grads))
+        second = torch.autograd.grad(dot, [P[n] for n in names])
+        for n in names:
+            out[f"{name}.v.{n}"] = v[n]
+    for n, g, s in zip(names, grads, second):
+        out[f"{name}.param.{n}"], out[f"{name}.grad.{n}"] = P[n], g
+        out[f"{name}.{'grad_total' if kind == 'gp' else 'hvp'}.{n}"] = s
+    out[f"{name}.src"], out[f"{name}.tgt_in"], out[f"{name}.tgt_out"] = src, tgt_in, tgt_out
+    out[f"{name}.loss"] = loss
+    meta[name] = f"{kind} {V} {C} {H} {FF} {PAD} {SMOOTHING}"
+
+
+def main():
+    out, meta = {}, {}
+    mlp_gp("mlp_gp", out, meta)
+    transformer_case("transformer_gp", "gp", out, meta)
+    transformer_case("transformer_hvp", "hvp", out, meta)
+    save(sys.argv[1], out, meta)
+    print(f"higher_order_parity.py: {len(meta)} cases written to {sys.argv[1]} (torch {torch.__version__})")
+
+
+main()
