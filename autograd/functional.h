@@ -2,8 +2,8 @@
 // (torch.autograd.functional): the Hessian-vector product of a scalar
 // function and the Jacobian-vector product of any function. Both are built
 // on xg::grad with create_graph, so every op on the way must be twice
-// differentiable (every built-in op is, except the fused recurrence and
-// products under Autocast(bf16); those throw naming themselves).
+// differentiable (every built-in op is, except products under
+// Autocast(bf16), which throw naming themselves).
 #pragma once
 
 #include <functional>

@@ -293,6 +293,81 @@ void backward(const Recurrence& r, const T* g, const T* w, const T* h0, const T*
   }
 }
 
+// An activation whose values forward already computed: y = f(pre) with y
+// given, so pre's values are never read. Its gradient g f'(y) goes through
+// y itself (sigmoid y (1 - y), tanh 1 - y^2, relu [y > 0]), so every order
+// follows. The recurrence's second order is built from these.
+Tensor activation_from(const char* f, const Tensor& pre, const Tensor& y) {
+  return record(
+      f, y.detach(), {pre},
+      [f = std::string(f), y = y.detach()](const Tensor& g) {
+        if (f == "relu") return std::vector<Tensor>{mul(g, detail::map(y, [](auto v) { return decltype(v)(v > 0); }))};
+        const Tensor yy = detail::saved_output(y);
+        return std::vector<Tensor>{mul(g, f == "tanh" ? 1.0 - mul(yy, yy) : sub(yy, mul(yy, yy)))};
+      },
+      {y});
+}
+
+// The recurrence from ops, step by step, for its second order. proj carries
+// only its gradient edge (the op does not keep its values): every gate's
+// pre-activation feeds an activation_from() holding the saved gate value,
+// and everything else (the cell state, the GRU's recurrent term, the masks
+// of rows past their length) is recomputed from the saved states.
+Tensor composed(const Recurrence& r, const Tensor& proj, const Tensor& w, const Tensor& b, const Tensor& h0,
+                const Tensor& c0, const Tensor& states, const Tensor& acts) {
+  const int64_t B = r.B, H = r.H, GH = r.G * r.H;
+  auto cols = [](const Tensor& t, int64_t from, int64_t to) { return slice(t, 1, from, to); };
+  auto at_step = [&](const Tensor& t, int64_t s) { return reshape(slice(t, 1, s, s + 1), {B, t.size(2)}); };
+  Tensor h = h0, c = c0;
+  std::vector<Tensor> out(static_cast<size_t>(r.T));
+  for (int64_t i = 0; i < r.T; ++i) {
+    const int64_t t = r.step(i);
+    Tensor active, a;  // (B,1) 1 where row b takes step t; the step's saved gate values (0 past a row's length)
+    {
+      NoGradGuard off;
+      active = zeros({B, 1}, proj.dtype());
+      for (int64_t row = 0; row < B; ++row) active.set({row, 0}, r.active(row, t) ? 1.0 : 0.0);
+      a = r.A > 0 ? where(active, at_step(acts, t), zeros({B, r.A * H}, proj.dtype())) : Tensor();
+      if (r.A == 0) a = where(active, cols(at_step(states, t), 0, H), zeros({B, H}, proj.dtype()));
+    }
+    const Tensor x = at_step(proj, t);
+    const Tensor hh = linear(h, w, b);  // h W_hh^T + b_hh
+    Tensor hn, cn;
+    switch (r.cell) {
+      case RecurrentCell::tanh:
+      case RecurrentCell::relu:
+        hn = activation_from(r.cell == RecurrentCell::tanh ? "tanh" : "relu", x + hh, a);
+        break;
+      case RecurrentCell::lstm: {
+        const Tensor pre = x + hh;
+        const Tensor ig = activation_from("sigmoid", cols(pre, 0, H), cols(a, 0, H));
+        const Tensor fg = activation_from("sigmoid", cols(pre, H, 2 * H), cols(a, H, 2 * H));
+        const Tensor gg = activation_from("tanh", cols(pre, 2 * H, 3 * H), cols(a, 2 * H, 3 * H));
+        const Tensor og = activation_from("sigmoid", cols(pre, 3 * H, GH), cols(a, 3 * H, 4 * H));
+        cn = fg * c + ig * gg;
+        hn = og * tanh(cn);
+        break;
+      }
+      case RecurrentCell::gru: {
+        const Tensor rz = cols(x, 0, 2 * H) + cols(hh, 0, 2 * H);
+        const Tensor rg = activation_from("sigmoid", cols(rz, 0, H), cols(a, 0, H));
+        const Tensor zg = activation_from("sigmoid", cols(rz, H, 2 * H), cols(a, H, 2 * H));
+        const Tensor n = activation_from("tanh", cols(x, 2 * H, GH) + rg * cols(hh, 2 * H, GH), cols(a, 2 * H, 3 * H));
+        hn = n + zg * (h - n);
+        break;
+      }
+    }
+    if (!r.lengths.empty()) {  // a row past its length carries its state
+      hn = where(active, hn, h);
+      if (cn.defined()) cn = where(active, cn, c);
+    }
+    h = hn;
+    c = cn;
+    out[static_cast<size_t>(t)] = c.defined() ? concat({h, c}, 1) : h;
+  }
+  return stack(out, 1);
+}
+
 }  // namespace
 
 Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0,
@@ -358,12 +433,15 @@ Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, co
   if (c0.defined()) saved.push_back(c0);
   return record(
       "recurrence", states, {proj, w_hh, b_hh, h0, c0},
-      [r, w = w_hh.detach(), h0 = h0.detach(), c0 = c0.defined() ? c0.detach() : Tensor(), states = states.detach(),
-       acts](const Tensor& grad) {
-        if (grad_enabled())
-          throw std::logic_error(
-              "recurrence: a gradient of a gradient (create_graph) through the fused recurrent layer is not "
-              "supported (it does not keep its input products, which that would need)");
+      [r, w = w_hh, b = b_hh, h0, c0, states = states.detach(), acts](const Tensor& grad) {
+        if (grad_enabled()) {  // second order by recomputation from ops, through the saved gate values
+          const Tensor p = detail::input_with_values(0, zeros({r.B, r.T, r.G * r.H}, grad.dtype()));
+          return detail::vjp_by_recompute(
+              [r, states, acts](const std::vector<Tensor>& in) {
+                return composed(r, in[0], in[1], in[2], in[3], in[4], states, acts);
+              },
+              {p, w, b, h0, c0}, grad);
+        }
         const Shape ps{r.B, r.T, r.G * r.H};
         Tensor dproj = make_tensor(ps, grad.dtype()), dw = make_tensor(w.shape(), grad.dtype());
         Tensor db = r.has_bias ? make_tensor({r.G * r.H}, grad.dtype()) : Tensor();

@@ -297,11 +297,29 @@ TEST_CASE("custom ops: twice differentiable when they say so, a named error othe
   CHECK(m.find("twice_differentiable") != std::string::npos);
 }
 
-TEST_CASE("second order through the fused recurrence is refused, naming it") {
-  Tensor proj = leaf({2, 3, 4}, 36), w = leaf({4, 4}, 37), h0 = leaf({2, 4}, 38);
-  Tensor y = recurrence(RecurrentCell::tanh, proj, w, Tensor(), h0, Tensor(), {}, false);
-  const std::string m = XG_THROW_MESSAGE(grad({sum(y)}, {w}, {}, create()), std::logic_error);
-  CHECK(m.find("recurrence") != std::string::npos);
+TEST_CASE("gradgradcheck: the fused recurrence, every cell, direction, lengths and bias") {
+  for (RecurrentCell cell : {RecurrentCell::tanh, RecurrentCell::relu, RecurrentCell::lstm, RecurrentCell::gru}) {
+    const int64_t G = cell == RecurrentCell::lstm ? 4 : cell == RecurrentCell::gru ? 3 : 1, H = 2;
+    for (bool reverse : {false, true})
+      for (bool with_lengths : {false, true}) {
+        CAPTURE(static_cast<int>(cell));
+        CAPTURE(reverse);
+        CAPTURE(with_lengths);
+        const std::vector<int64_t> lengths = with_lengths ? std::vector<int64_t>{3, 1} : std::vector<int64_t>{};
+        Tensor proj = leaf({2, 3, G * H}, 50), w = leaf({G * H, H}, 51, -1, 1), b = leaf({G * H}, 52);
+        Tensor h0 = leaf({2, H}, 53), c0 = leaf({2, H}, 54);
+        const bool lstm = cell == RecurrentCell::lstm;
+        if (lstm)
+          XG_CHECK_GRADGRAD([&](const V& x) { return recurrence(cell, x[0], x[1], x[2], x[3], x[4], lengths, reverse); },
+                            proj, w, b, h0, c0);
+        else
+          XG_CHECK_GRADGRAD([&](const V& x) { return recurrence(cell, x[0], x[1], x[2], x[3], Tensor(), lengths, reverse); },
+                            proj, w, b, h0);
+        if (!lstm && !with_lengths)  // no bias
+          XG_CHECK_GRADGRAD([&](const V& x) { return recurrence(cell, x[0], x[1], Tensor(), x[2], Tensor(), {}, reverse); },
+                            proj, w, h0);
+      }
+  }
 }
 
 TEST_CASE("hvp equals finite differences of gradients; jvp equals finite differences of values") {
