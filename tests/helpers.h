@@ -33,6 +33,12 @@ inline xg::Tensor leaf(const xg::Shape& s, uint64_t seed, double lo = -2.0, doub
     CHECK(xg_r_.checked > 0);                                                 \
   } while (0)
 
+// A case that cannot run on this machine says so with this marker: CTest
+// reports it as skipped (SKIP_REGULAR_EXPRESSION "xg-skip"), and .ci/run
+// lists it. "(hardware)" marks what no package can fix, such as bf16 on a
+// CPU without AVX512_BF16.
+#define XG_SKIP_HARDWARE(reason) MESSAGE("xg-skip (hardware): " << reason)
+
 // The message of the exception `expr` throws (fails the test if none).
 #define XG_THROW_MESSAGE(expr, Type)                 \
   [&]() -> std::string {                             \

@@ -1,6 +1,9 @@
 // Autocast(bf16): products take bf16 operands and accumulate in float32,
 // forward and backward; everything else stays float32; float64 is untouched.
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "engine/gemm.h"
 #include "tests/helpers.h"
@@ -40,7 +43,7 @@ double rel_norm_error(const Tensor& a, const Tensor& b) {
 
 bool bf16_here() {
   const std::string why = bf16_unsupported_reason();
-  if (!why.empty()) MESSAGE("bf16 not available here: " << why);
+  if (!why.empty()) XG_SKIP_HARDWARE("bf16 not available here: " << why);
   return why.empty();
 }
 
@@ -67,6 +70,39 @@ TEST_CASE("autocast: precision names, nesting, and the scope is per thread") {
     CHECK(autocast_precision() == Precision::bf16);
   }
   CHECK(autocast_precision() == Precision::f32);
+}
+
+TEST_CASE("autocast: two threads at once, one under Autocast(bf16), the other's products stay float32") {
+  if (!bf16_here()) return;
+  Generator gen(8);
+  const Tensor x = randn({16, 32}, gen), w = randn({8, 32}, gen);
+  const Tensor want = linear(x, w);  // float32, before any thread starts
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  auto meet = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (++arrived == 2) cv.notify_all();
+    cv.wait(lock, [&] { return arrived >= 2; });
+  };
+  Tensor in_bf16, in_f32;
+  Precision seen_by_other = Precision::bf16;
+  std::thread a([&] {
+    Autocast scope(bf16);
+    meet();
+    in_bf16 = linear(x, w);
+  });
+  std::thread b([&] {
+    meet();
+    seen_by_other = autocast_precision();
+    in_f32 = linear(x, w);
+  });
+  a.join();
+  b.join();
+  CHECK(seen_by_other == Precision::f32);
+  CHECK(bit_equal(in_f32, want));
+  CHECK(max_abs_diff(in_bf16, linear(rounded(x), rounded(w))) < 1e-4);  // the bf16 products
+  CHECK(max_abs_diff(in_bf16, want) > 1e-4);                         // which are not the float32 ones
 }
 
 TEST_CASE("autocast: linear and matmul equal the float32 products of bf16-rounded operands, forward and backward") {

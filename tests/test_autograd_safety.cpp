@@ -1,7 +1,10 @@
 // Gradients that cannot silently be wrong: version counters, anomaly mode,
 // needs-grad per input, non-finite values refused by optim.
 #include <cmath>
+#include <condition_variable>
 #include <limits>
+#include <mutex>
+#include <thread>
 
 #include "autograd/xg.h"
 #include "helpers.h"
@@ -102,6 +105,55 @@ TEST_CASE("version: a raw-pointer write is seen only after bump_version()") {
   CHECK_THROWS_AS(y.backward(), std::logic_error);
 }
 
+TEST_CASE("version: convert_, nn::init and gradient clipping count as in-place writes") {
+  {  // convert_ on a saved leaf
+    Tensor p = xgt::leaf({3}, 30);
+    Tensor y = sum(p * p);
+    p.convert_(f32);
+    const std::string m = XG_THROW_MESSAGE(y.backward(), std::logic_error);
+    CHECK(contains(m, "backward of mul"));
+    CHECK(contains(m, "modified in place"));
+  }
+  {  // nn::init on a saved parameter
+    Tensor p = xgt::leaf({2, 3}, 31);
+    Tensor y = sum(tanh(p) * p);
+    nn::init::constant_(p, 0.5);
+    CHECK(contains(XG_THROW_MESSAGE(y.backward(), std::logic_error), "modified in place"));
+    Tensor q = xgt::leaf({2, 3}, 32);
+    Tensor z = sum(q * q);
+    Generator g(1);
+    nn::init::normal_(q, g);
+    CHECK(contains(XG_THROW_MESSAGE(z.backward(), std::logic_error), "modified in place"));
+  }
+  {  // clipping a gradient that a second-order graph saved
+    Tensor p = xgt::leaf({4}, 33);
+    sum(p * p * p).backward(false, true);  // p.grad() = 3 p^2, with history
+    const Tensor penalty = sum(p.grad() * p.grad());  // mul saves the gradient
+    CHECK(optim::clip_grad_norm({p}, 1e-3) > 1e-3);  // scales it in place
+    const std::string m = XG_THROW_MESSAGE(penalty.backward(), std::logic_error);
+    CHECK(contains(m, "backward of mul"));
+    CHECK(contains(m, "modified in place"));
+  }
+}
+
+TEST_CASE("custom op: a backward returning the wrong shape or dtype is refused by name") {
+  CustomOp op;
+  op.name = "sloppy";
+  op.forward = [](const std::vector<Tensor>& in) { return in[0] * 2.0; };
+  Tensor x = xgt::leaf({2, 2}, 34);
+  op.backward = [](const std::vector<Tensor>&, const Tensor&, const Tensor& g) {
+    return std::vector<Tensor>{reshape(g, {4})};
+  };
+  std::string m = XG_THROW_MESSAGE(sum(apply(op, {x})).backward(), std::logic_error);
+  CHECK(contains(m, "backward of sloppy: gradient for input 0 has shape (4,), expected (2,2)"));
+  op.backward = [](const std::vector<Tensor>&, const Tensor&, const Tensor& g) { return std::vector<Tensor>{g.to(f32)}; };
+  m = XG_THROW_MESSAGE(sum(apply(op, {x})).backward(), std::logic_error);
+  CHECK(contains(m, "backward of sloppy: gradient for input 0 is float32, the input is float64"));
+  op.backward = [](const std::vector<Tensor>&, const Tensor&, const Tensor& g) { return std::vector<Tensor>{g, g}; };
+  m = XG_THROW_MESSAGE(sum(apply(op, {x})).backward(), std::logic_error);
+  CHECK(contains(m, "custom op 'sloppy': backward returned 2 gradients for 1 inputs"));
+}
+
 TEST_CASE("needs_input_grad: a backward closure learns which inputs need a gradient") {
   std::vector<int> seen;
   CustomOp op;
@@ -161,6 +213,45 @@ TEST_CASE("anomaly: backward names the op whose gradient is not finite") {
   INFO(m);
   CHECK(contains(m, "backward of sqrt produced inf"));
   CHECK(contains(m, "input 0 (2,)"));
+}
+
+TEST_CASE("anomaly: two threads at once, one in anomaly mode, each sees only its own mode") {
+  // Both threads hold their state across a barrier, so the modes overlap in time.
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  auto meet = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    if (++arrived == 2) cv.notify_all();
+    cv.wait(lock, [&] { return arrived >= 2; });
+  };
+  std::string caught;
+  bool other_saw_anomaly = true, other_threw = false;
+  std::thread a([&] {
+    DetectAnomalyGuard on;
+    meet();
+    Tensor x = tensor({-1.0}, {1}, f64);
+    try {
+      (void)sqrt(x);  // nan: anomaly mode names the op
+    } catch (const AnomalyError& e) {
+      caught = e.what();
+    }
+  });
+  std::thread b([&] {
+    meet();
+    other_saw_anomaly = anomaly_enabled();
+    try {
+      Tensor x = tensor({-1.0}, {1}, f64);
+      (void)sqrt(x);  // nan, silently: anomaly mode is off in this thread
+    } catch (...) {
+      other_threw = true;
+    }
+  });
+  a.join();
+  b.join();
+  CHECK(contains(caught, "sqrt produced nan"));
+  CHECK_FALSE(other_saw_anomaly);
+  CHECK_FALSE(other_threw);
 }
 
 TEST_CASE("anomaly: the guard restores the previous mode and is per thread") {

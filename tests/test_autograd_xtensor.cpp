@@ -83,6 +83,7 @@ TEST_CASE("xtensor: from_xtensor takes an rvalue's buffer without a copy, copies
 
 TEST_CASE("xtensor: broadcasting binary ops equal xtensor's on 300 random shape pairs") {
   std::mt19937_64 r(5);
+  int64_t zeros = 0, nonzeros = 0;  // of where's condition, over all cases
   for (int n = 0; n < 300; ++n) {
     Case c = random_case(r);
     CAPTURE(shape_str(c.a));
@@ -95,31 +96,62 @@ TEST_CASE("xtensor: broadcasting binary ops equal xtensor's on 300 random shape 
     check_same(a / b, xa / xb, "div");
     check_same(maximum(a, b), xt::maximum(xa, xb), "maximum");
     check_same(pow(a, b), xt::pow(xa, xb), "pow", 1e-15);
-    Tensor cond = xgt::leaf(c.a, 900 + n, -1.0, 1.0).detach() * 0.0 + (a - 1.25);  // mixed signs
+    // A condition of zeros and nonzeros (of either sign): both branches taken.
+    Generator gc(900 + n);
+    std::vector<double> cv;
+    for (int64_t i = 0; i < shape_numel(c.a); ++i) cv.push_back(std::vector<double>{0.0, 1.0, -2.0}[gc.uniform() < 0.5 ? 0 : gc.uniform() < 0.5 ? 1 : 2]);
+    for (double v : cv) (v == 0 ? zeros : nonzeros)++;
+    Tensor cond = from_vector(cv, c.a);
     const xt::xarray<double> xc = to_xarray(cond);
     check_same(where(cond, a, b), xt::where(xt::not_equal(xc, 0.0), xa, xb), "where");
   }
+  CHECK(zeros > 100);  // both branches were taken, many times
+  CHECK(nonzeros > 100);
 }
 
-TEST_CASE("xtensor: gradients of broadcasting ops reduce like xtensor's sum over the broadcast axes") {
+// The sum of `full` (the output's shape) over the axes along which an input
+// of shape `in` was broadcast, reshaped to `in`: the input's gradient.
+xt::xarray<double> reduce_to(const xt::xarray<double>& full, const Shape& out, const Shape& in) {
+  const size_t lead = out.size() - in.size();
+  std::vector<size_t> axes;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (i < lead || (in[i - lead] == 1 && out[i] != 1)) axes.push_back(i);
+  xt::xarray<double> r = axes.empty() ? full : xt::xarray<double>(xt::sum(full, axes, xt::evaluation_strategy::immediate));
+  r.reshape(std::vector<size_t>(in.begin(), in.end()));
+  return r;
+}
+
+TEST_CASE("xtensor: gradients of every broadcasting binary op reduce like xtensor's sums, 300 shape pairs") {
   std::mt19937_64 r(6);
-  for (int n = 0; n < 100; ++n) {
+  for (int n = 0; n < 300; ++n) {
     Case c = random_case(r);
     CAPTURE(shape_str(c.a));
     CAPTURE(shape_str(c.b));
-    Tensor a = xgt::leaf(c.a, 1000 + n), b = xgt::leaf(c.b, 2000 + n);
+    Tensor a = xgt::leaf(c.a, 1000 + n, 0.5, 2.0), b = xgt::leaf(c.b, 2000 + n, 0.5, 2.0);
     Tensor w = xgt::leaf(c.out, 3000 + n).detach();
-    sum((a * b) * w).backward();
-    // d/da = sum of b*w over the axes a was broadcast along, by xtensor.
-    const xt::xarray<double> xb = to_xarray(b.detach()), xw = to_xarray(w);
-    xt::xarray<double> full = xt::broadcast(xb, xw.shape()) * xw;
-    const size_t lead = c.out.size() - c.a.size();
-    std::vector<size_t> axes;
-    for (size_t i = 0; i < c.out.size(); ++i)
-      if (i < lead || (c.a[i - lead] == 1 && c.out[i] != 1)) axes.push_back(i);
-    xt::xarray<double> want = axes.empty() ? full : xt::xarray<double>(xt::sum(full, axes, xt::evaluation_strategy::immediate));
-    want.reshape(std::vector<size_t>(c.a.begin(), c.a.end()));
-    check_same(a.grad(), want, "grad a", 1e-12);
+    const xt::xarray<double> xa = to_xarray(a.detach()), xb = to_xarray(b.detach()), xw = to_xarray(w);
+    const auto A = xt::xarray<double>(xt::broadcast(xa, xw.shape())), B = xt::xarray<double>(xt::broadcast(xb, xw.shape()));
+    struct Op {
+      const char* name;
+      std::function<Tensor(const Tensor&, const Tensor&)> f;
+      xt::xarray<double> da, db;  // the partial derivatives at the broadcast values
+    };
+    const xt::xarray<double> one = xt::ones_like(A);
+    const std::vector<Op> ops = {
+        {"add", [](const Tensor& x, const Tensor& y) { return x + y; }, one, one},
+        {"sub", [](const Tensor& x, const Tensor& y) { return x - y; }, one, -one},
+        {"mul", [](const Tensor& x, const Tensor& y) { return x * y; }, B, A},
+        {"div", [](const Tensor& x, const Tensor& y) { return x / y; }, 1.0 / B, -A / (B * B)},
+        {"pow", [](const Tensor& x, const Tensor& y) { return pow(x, y); }, B * xt::pow(A, B - 1.0), xt::pow(A, B) * xt::log(A)},
+        {"maximum", [](const Tensor& x, const Tensor& y) { return maximum(x, y); },
+         xt::cast<double>(xt::greater_equal(A, B)), xt::cast<double>(xt::less(A, B))}};
+    for (const Op& op : ops) {
+      a.zero_grad();
+      b.zero_grad();
+      sum(op.f(a, b) * w).backward();
+      check_same(a.grad(), reduce_to(op.da * xw, c.out, c.a), std::string(op.name) + " grad a", 1e-12);
+      check_same(b.grad(), reduce_to(op.db * xw, c.out, c.b), std::string(op.name) + " grad b", 1e-12);
+    }
   }
 }
 
