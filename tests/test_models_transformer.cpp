@@ -211,6 +211,76 @@ TEST_CASE("transformer: a beam wide enough to keep every hypothesis finds the br
   }
 }
 
+TEST_CASE("transformer: beams of 2, 3 and 4 prune exactly as a brute force that scores each hypothesis alone") {
+  // The reference keeps, step after step, the k best of (finished beams + every
+  // extension of the live ones), each scored by decoding its tokens alone in a
+  // fresh state: no beam rows, no cache shared between hypotheses. Beam search
+  // must end with the same hypotheses, in the same order, with the same scores;
+  // a wrong selection, a row mixed up across beams or a finished beam dropped
+  // or extended changes that.
+  Transformer m(tiny());
+  m.to(f64);
+  m.eval();
+  NoGradGuard ng;
+  const int64_t bos = 1, eos = 2, V = 7, max_len = 4;
+  for (const auto& src : std::vector<std::vector<int64_t>>{{3, 4, 5}, {6, 3}, {5, 5, 5, 4}})
+    for (double alpha : {0.0, 0.6})
+      for (int64_t k : {2, 3, 4}) {
+        CAPTURE(k);
+        CAPTURE(alpha);
+        const Batch sb{src, 1, static_cast<int64_t>(src.size())};
+        struct Ref {
+          std::vector<int64_t> toks;
+          bool done = false;
+          double logp = 0;
+        };
+        auto alone = [&](const Ref& h) {  // log-probability of h decoded by itself
+          models::DecodeState st = m.start_decode(sb);
+          double lp = 0;
+          std::vector<int64_t> seq = h.toks;
+          if (h.done) seq.push_back(eos);
+          for (size_t i = 0; i < seq.size(); ++i)
+            lp += log_softmax(m.decode_step(st, {i == 0 ? bos : seq[i - 1]}), -1).to_vector()[seq[i]];
+          return lp;
+        };
+        auto score = [&](const Ref& h) {
+          return h.logp / std::pow((5.0 + static_cast<double>(h.toks.size() + (h.done ? 1 : 0))) / 6.0, alpha);
+        };
+        std::vector<Ref> beams{Ref{}};
+        for (int64_t step = 0; step < max_len; ++step) {
+          std::vector<Ref> cand;
+          bool any_live = false;
+          for (const Ref& h : beams) {
+            if (h.done) {
+              cand.push_back(h);
+              continue;
+            }
+            any_live = true;
+            for (int64_t t = 0; t < V; ++t) {
+              Ref e = h;
+              if (t == eos) e.done = true;
+              else e.toks.push_back(t);
+              e.logp = alone(e);
+              cand.push_back(e);
+            }
+          }
+          if (!any_live) break;
+          std::stable_sort(cand.begin(), cand.end(), [&](const Ref& a, const Ref& b) { return score(a) > score(b); });
+          cand.resize(std::min<size_t>(cand.size(), static_cast<size_t>(k)));
+          beams = cand;
+        }
+        const auto got = models::beam_search_nbest(m, src, bos, eos, max_len, k, alpha);
+        REQUIRE(got.size() == beams.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          CAPTURE(i);
+          CHECK(got[i].tokens == beams[i].toks);
+          CHECK(got[i].finished == beams[i].done);
+          CHECK(got[i].score == doctest::Approx(score(beams[i])).epsilon(1e-9));
+        }
+        CHECK(models::beam_search(m, src, bos, eos, max_len, k, alpha) == beams[0].toks);
+      }
+}
+
 TEST_CASE("transformer: configuration and input errors are clear") {
   TransformerConfig c = tiny();
   c.heads = 3;
