@@ -180,10 +180,16 @@ TEST_CASE("needs_input_grad: matmul and linear gradients stay right when only on
   a.zero_grad();
   sum(matmul(a, b)).backward();
   CHECK(bit_equal(ga_only, a.grad()));
-  Tensor x = xgt::leaf({5, 4}, 15).detach(), w = xgt::leaf({3, 4}, 16), bias = xgt::leaf({3}, 17);
-  sum(linear(x, w, bias)).backward();
-  CHECK(w.grad().defined());
-  CHECK(bias.grad().defined());
+  // linear with x needing no gradient: w's and the bias's equal those when all three need one.
+  Tensor x = xgt::leaf({5, 4}, 15), w = xgt::leaf({3, 4}, 16), bias = xgt::leaf({3}, 17);
+  const Tensor gy = xgt::leaf({5, 3}, 18).detach();
+  sum(linear(x, w, bias) * gy).backward();
+  const Tensor gw_all = w.grad(), gb_all = bias.grad();
+  w.zero_grad();
+  bias.zero_grad();
+  sum(linear(x.detach(), w, bias) * gy).backward();
+  CHECK(bit_equal(w.grad(), gw_all));
+  CHECK(bit_equal(bias.grad(), gb_all));
 }
 
 TEST_CASE("anomaly: forward names the op, the module path and the shapes of a NaN") {
