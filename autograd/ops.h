@@ -146,6 +146,13 @@ enum class RecurrentCell { tanh, relu, lstm, gru };
 Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0,
                   const Tensor& c0, const std::vector<int64_t>& lengths, bool reverse);
 
+// What attention() keeps for backward. automatic: the (B,H,T,S) weights
+// when they take at most 64 MiB, else as recompute. keep_weights: always the
+// weights. recompute: each row's max and 1/sum only (B,H,T,2), the scores
+// computed again in backward, head by head in runs of at most 16 MiB of
+// scratch: memory linear in T and S, for one more product per head.
+enum class AttentionMemory { automatic, keep_weights, recompute };
+
 // The heads, masks, dropout and key/value cache of attention(). Masked
 // scores are set to -1e9, so a query whose keys are all masked gets uniform
 // weights (no NaN).
@@ -161,13 +168,15 @@ struct AttentionOptions {
   // positions are keys (a preallocated key/value cache); S = kv_length. The
   // gradients of k and v are zero past it.
   int64_t kv_length = 0;
+  AttentionMemory memory = AttentionMemory::automatic;  // what backward keeps (weights requested: always kept)
 };
 // Multi-head scaled dot-product attention, fused. For every batch row b and
 // head h: softmax(scale * q_bh k_bh^T + masks) v_bh, where q_bh is the (T,D)
 // block of columns [h*D, (h+1)*D) of q (B,T,H*D), and k_bh, v_bh the same of
 // k, v (B,S,H*D). Returns (B,T,H*D): heads are read and written in place
-// (BLAS leading dimensions), never permuted into copies. Saves only the
-// (B,H,T,S) weights for backward.
+// (BLAS leading dimensions), never permuted into copies. Saves q, k, v and
+// the (B,H,T,S) weights for backward, or instead of the weights their rows'
+// statistics (AttentionOptions::memory).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts);
 
 }  // namespace xg

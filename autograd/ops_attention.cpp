@@ -23,6 +23,9 @@ namespace xg {
 namespace {
 
 constexpr double kMasked = -1e9;
+// Above this many bytes of weights, attention keeps each row's statistics
+// instead and recomputes the scores in backward (AttentionMemory::automatic).
+constexpr double kKeepWeightsBytes = 64.0 * (1 << 20);
 
 struct Geometry {
   int64_t B, T, S, H, D, C;
@@ -37,6 +40,9 @@ struct Plan {
   std::shared_ptr<const std::vector<uint8_t>> masked;  // (B,S) or empty
   double p;                                            // dropout probability, 0 = none
   uint64_t key;
+  // Memory linear in T: the weights are not kept; each row's max and 1/sum
+  // are, and backward recomputes the scores head by head.
+  bool recompute = false;
   bool is_masked(int64_t b, int64_t i, int64_t j) const {
     return (causal && j > i) || (!masked->empty() && (*masked)[static_cast<size_t>(b * g.S + j)]);
   }
@@ -58,6 +64,16 @@ void head_blocks(int64_t bh0, int64_t bh1, int64_t H, F f) {
       bh0 += nb * H;
     }
   }
+}
+
+// Heads [bh0, bh1) in runs whose (T,S) scratch stays within 16 MiB: what
+// bounds the memory of the recomputing form (one run of the whole range
+// when the weights are kept).
+template <class F>
+void head_runs(const Plan& pl, int64_t bh0, int64_t bh1, int64_t bytes_per_head, F f) {
+  const int64_t most = pl.recompute ? std::max<int64_t>(1, (int64_t(16) << 20) / std::max<int64_t>(1, bytes_per_head))
+                                    : bh1 - bh0;
+  for (int64_t c0 = bh0; c0 < bh1; c0 += most) f(c0, std::min(bh1, c0 + most));
 }
 
 // A matrix of every head of a block: head (i, j) of the block at
@@ -107,8 +123,11 @@ void apply_dropout(const Plan& pl, int64_t base, int64_t n, const T* src, T* dst
 }
 
 // Softmax of each score row in place, masked scores first set to kMasked.
+// With `stat`, each row's max and 1/sum go to stat[2i], stat[2i+1]; with
+// `from_stat`, they are read from there instead (the same weights, bit for
+// bit, from the same scores).
 template <class T>
-void softmax_rows(const Plan& pl, int64_t b, T* P) {
+void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* from_stat = nullptr) {
   const int64_t Tq = pl.g.T, S = pl.g.S;
   for (int64_t i = 0; i < Tq; ++i) {
     T* row = P + i * S;
@@ -117,6 +136,7 @@ void softmax_rows(const Plan& pl, int64_t b, T* P) {
       if (pl.is_masked(b, i, j)) row[j] = T(kMasked);
       mx = std::max(mx, row[j]);
     }
+    if (from_stat) mx = from_stat[2 * i];
     // Scores more than 87 below the row's largest (masked ones among them)
     // get weight 0: exp would be below float's smallest normal, and glibc
     // takes a slow path there. float32 uses the vectorisable fast_expf.
@@ -129,7 +149,11 @@ void softmax_rows(const Plan& pl, int64_t b, T* P) {
       row[j] = e;
       total += e;
     }
-    const T inv = T(1) / total;
+    const T inv = from_stat ? from_stat[2 * i + 1] : T(1) / total;
+    if (stat) {
+      stat[2 * i] = mx;
+      stat[2 * i + 1] = inv;
+    }
     for (int64_t j = 0; j < S; ++j) row[j] *= inv;
   }
 }
@@ -138,49 +162,63 @@ void softmax_rows(const Plan& pl, int64_t b, T* P) {
 // out. Each block of heads is one batched product for the scores and one for
 // the context.
 template <class T>
-void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T* w, int64_t bh0, int64_t bh1) {
+void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T* w, T* stats, int64_t bh0,
+                   int64_t bh1) {
   // Plain copies, not a structured binding: lambdas may not capture those before C++20 (clang refuses).
   const int64_t B = pl.g.B, Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
   (void)B;
   const int64_t TS = Tq * S;
-  Scratch<T> dropped(pl.p > 0 ? (bh1 - bh0) * TS : 0);
-  head_blocks(bh0, bh1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
-    const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
-    T* P = w + bh * TS;
-    block_gemm<T>(nb, nh, false, true, Tq, S, D, T(pl.scale), in_projection(pl.g, q + qo, Tq),
-                  in_projection(pl.g, k + ko, Skv), in_scores(pl.g, P));  // (T,S) per head
-    for (int64_t i = 0; i < nb; ++i)
-      for (int64_t j = 0; j < nh; ++j) softmax_rows(pl, b + i, P + (i * H + j) * TS);
-    const T* Pv = P;
-    if (pl.p > 0) {
-      T* d = dropped.data() + (bh - bh0) * TS;
+  head_runs(pl, bh0, bh1, (pl.p > 0 ? 2 : 1) * TS * int64_t(sizeof(T)), [&](int64_t c0, int64_t c1) {
+    // The weights: kept (w), or a scratch of this run's heads.
+    Scratch<T> scratch(pl.recompute ? (c1 - c0) * TS : 0), dropped(pl.p > 0 ? (c1 - c0) * TS : 0);
+    head_blocks(c0, c1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
+      const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
+      T* P = pl.recompute ? scratch.data() + (bh - c0) * TS : w + bh * TS;
+      block_gemm<T>(nb, nh, false, true, Tq, S, D, T(pl.scale), in_projection(pl.g, q + qo, Tq),
+                    in_projection(pl.g, k + ko, Skv), in_scores(pl.g, P));  // (T,S) per head
       for (int64_t i = 0; i < nb; ++i)
-        apply_dropout(pl, (bh + i * H) * TS, nh * TS, P + i * H * TS, d + i * H * TS);
-      Pv = d;
-    }
-    block_gemm<T>(nb, nh, false, false, Tq, D, S, T(1), in_scores(pl.g, Pv), in_projection(pl.g, v + ko, Skv),
-                  in_projection(pl.g, out + qo, Tq));  // (T,D) per head
+        for (int64_t j = 0; j < nh; ++j)
+          softmax_rows(pl, b + i, P + (i * H + j) * TS, stats ? stats + (bh + i * H + j) * Tq * 2 : nullptr);
+      const T* Pv = P;
+      if (pl.p > 0) {
+        T* d = dropped.data() + (bh - c0) * TS;
+        for (int64_t i = 0; i < nb; ++i)
+          apply_dropout(pl, (bh + i * H) * TS, nh * TS, P + i * H * TS, d + i * H * TS);
+        Pv = d;
+      }
+      block_gemm<T>(nb, nh, false, false, Tq, D, S, T(1), in_scores(pl.g, Pv), in_projection(pl.g, v + ko, Skv),
+                    in_projection(pl.g, out + qo, Tq));  // (T,D) per head
+    });
   });
 }
 
 template <class T>
-void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T* w, const T* g, T* dq, T* dk, T* dv,
-                    int64_t bh0, int64_t bh1) {
+void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T* w, const T* stats, const T* g, T* dq,
+                    T* dk, T* dv, int64_t bh0, int64_t bh1) {
   // Plain copies, not a structured binding: lambdas may not capture those before C++20 (clang refuses).
   const int64_t B = pl.g.B, Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
   (void)B;
   const int64_t TS = Tq * S;
-  Scratch<T> dPs((bh1 - bh0) * TS), dropped(pl.p > 0 ? (bh1 - bh0) * TS : 0);
-  head_blocks(bh0, bh1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
+  head_runs(pl, bh0, bh1, (pl.recompute ? 3 : 2) * TS * int64_t(sizeof(T)), [&](int64_t c0, int64_t c1) {
+  Scratch<T> dPs((c1 - c0) * TS), dropped(pl.p > 0 ? (c1 - c0) * TS : 0), scratch(pl.recompute ? (c1 - c0) * TS : 0);
+  head_blocks(c0, c1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
     const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
-    const T* P = w + bh * TS;
-    T* dP = dPs.data() + (bh - bh0) * TS;
+    const T* P = w ? w + bh * TS : scratch.data() + (bh - c0) * TS;
+    if (pl.recompute) {  // the weights again, from the scores and each row's saved max and 1/sum
+      T* R = scratch.data() + (bh - c0) * TS;
+      block_gemm<T>(nb, nh, false, true, Tq, S, D, T(pl.scale), in_projection(pl.g, q + qo, Tq),
+                    in_projection(pl.g, k + ko, Skv), in_scores(pl.g, R));
+      for (int64_t i = 0; i < nb; ++i)
+        for (int64_t j = 0; j < nh; ++j)
+          softmax_rows(pl, b + i, R + (i * H + j) * TS, static_cast<T*>(nullptr), stats + (bh + i * H + j) * Tq * 2);
+    }
+    T* dP = dPs.data() + (bh - c0) * TS;
     // d(dropped weights) = g v^T; dv = dropped^T g
     block_gemm<T>(nb, nh, false, true, Tq, S, D, T(1), in_projection(pl.g, g + qo, Tq),
                   in_projection(pl.g, v + ko, Skv), in_scores(pl.g, dP));
     const T* Pv = P;
     if (pl.p > 0) {
-      T* d = dropped.data() + (bh - bh0) * TS;
+      T* d = dropped.data() + (bh - c0) * TS;
       for (int64_t i = 0; i < nb; ++i) {
         apply_dropout(pl, (bh + i * H) * TS, nh * TS, P + i * H * TS, d + i * H * TS);
         apply_dropout(pl, (bh + i * H) * TS, nh * TS, dP + i * H * TS, dP + i * H * TS);
@@ -207,6 +245,7 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
                   in_projection(pl.g, k + ko, Skv), in_projection(pl.g, dq + qo, Tq));
     block_gemm<T>(nb, nh, true, false, S, D, Tq, T(pl.scale), in_scores<const T>(pl.g, dP),
                   in_projection(pl.g, q + qo, Tq), in_projection(pl.g, dk + ko, Skv));
+  });
   });
 }
 
@@ -279,18 +318,28 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
           o.dropout,
           o.dropout > 0 ? o.gen->engine()() : 0};
 
+  // Keep the (B,H,T,S) weights for backward, or only each row's max and
+  // 1/sum (B,H,T,2) and recompute the scores in backward: the latter when
+  // the weights would take more than kKeepWeightsBytes (long contexts), or
+  // when asked; never when the caller wants the weights.
+  const double weight_bytes = static_cast<double>(B) * H * Tq * S * dtype_size(q.dtype());
+  pl.recompute = !o.weights && (o.memory == AttentionMemory::recompute ||
+                                (o.memory == AttentionMemory::automatic && weight_bytes > kKeepWeightsBytes));
   Tensor out = make_tensor({B, Tq, C}, q.dtype());
-  Tensor w = make_tensor({B, H, Tq, S}, q.dtype());
+  Tensor w = pl.recompute ? Tensor() : make_tensor({B, H, Tq, S}, q.dtype());
+  Tensor stats = pl.recompute ? make_tensor({B, H, Tq, 2}, q.dtype()) : Tensor();
   const int64_t cost = 4 * Tq * S * D + 8 * Tq * S;
   dispatch(q.dtype(), [&](auto z) {
     using T = decltype(z);
     const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
-    T *po = out.data<T>(), *pw = w.data<T>();
-    parallel_for(B * H, cost, [&](int64_t bh0, int64_t bh1) { forward_heads<T>(pl, pq, pk, pv, po, pw, bh0, bh1); });
+    T* po = out.data<T>();
+    T* pw = w.defined() ? w.data<T>() : nullptr;
+    T* ps = stats.defined() ? stats.data<T>() : nullptr;
+    parallel_for(B * H, cost, [&](int64_t bh0, int64_t bh1) { forward_heads<T>(pl, pq, pk, pv, po, pw, ps, bh0, bh1); });
   });
   if (o.weights) *o.weights = w;
   return record("attention", out, {q, k, v},
-                [q, k, v, w, pl, cost](const Tensor& g) {
+                [q, k, v, w, stats, pl, cost](const Tensor& g) {
                   if (grad_enabled())  // second order by recomputation from ops
                     return detail::vjp_by_recompute(
                         [pl](const std::vector<Tensor>& in) { return composed(pl, in[0], in[1], in[2]); }, {q, k, v},
@@ -301,16 +350,17 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
                   Tensor dv = partial ? zeros(v.shape(), v.dtype()) : make_tensor(v.shape(), v.dtype());
                   dispatch(q.dtype(), [&](auto z) {
                     using T = decltype(z);
-                    const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>(), *pw = w.data<T>(),
-                            *pg = g.data<T>();
+                    const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>(), *pg = g.data<T>();
+                    const T* pw = w.defined() ? w.data<T>() : nullptr;
+                    const T* ps = stats.defined() ? stats.data<T>() : nullptr;
                     T *gq = dq.data<T>(), *gk = dk.data<T>(), *gv = dv.data<T>();
                     parallel_for(pl.g.B * pl.g.H, 2 * cost, [&](int64_t bh0, int64_t bh1) {
-                      backward_heads<T>(pl, pq, pk, pv, pw, pg, gq, gk, gv, bh0, bh1);
+                      backward_heads<T>(pl, pq, pk, pv, pw, ps, pg, gq, gk, gv, bh0, bh1);
                     });
                   });
                   return std::vector<Tensor>{dq, dk, dv};
                 },
-                {q, k, v, w});
+                {q, k, v, w, stats});
 }
 
 }  // namespace xg

@@ -282,3 +282,70 @@ TEST_CASE("attention: kv_length reads the first positions of longer key/value bu
   o.kv_length = 6;
   CHECK_THROWS_AS(attention(q, k, v, o), ShapeError);
 }
+
+TEST_CASE("attention: recomputing the scores in backward equals keeping the weights, values and gradients") {
+  for (Dtype dt : {f64, f32}) {
+    for (double p : {0.0, 0.3})
+      for (bool causal : {false, true}) {
+        CAPTURE(dtype_name(dt));
+        CAPTURE(p);
+        CAPTURE(causal);
+        Tensor q = leaf({B, T, C}, 40).to(dt).detach().requires_grad_(), k = leaf({B, S + 2, C}, 41).to(dt).detach().requires_grad_(),
+               v = leaf({B, S + 2, C}, 42).to(dt).detach().requires_grad_();
+        auto run = [&](AttentionMemory memory) {
+          return values_and_grads(
+              [&](const V& x) {
+                Generator g(12);
+                AttentionOptions o;
+                o.heads = H;
+                o.key_padding_mask = from_vector({0, 0, 1, 0, 1, 1, 1, 1}, {B, S}, dt);
+                o.causal = causal;
+                o.dropout = p;
+                o.gen = &g;
+                o.kv_length = S;  // and a cache longer than the keys
+                o.memory = memory;
+                return attention(x[0], x[1], x[2], o);
+              },
+              {q, k, v});
+        };
+        check_close(run(AttentionMemory::recompute), run(AttentionMemory::keep_weights), dt == f64 ? 1e-13 : 1e-6);
+      }
+  }
+  Tensor q = leaf({B, T, C}, 43), k = leaf({B, S, C}, 44), v = leaf({B, S, C}, 45);
+  XG_CHECK_GRAD(
+      [&](const V& x) {
+        Generator g(13);
+        AttentionOptions o;
+        o.heads = H;
+        o.causal = true;
+        o.dropout = 0.2;
+        o.gen = &g;
+        o.memory = AttentionMemory::recompute;
+        return attention(x[0], x[1], x[2], o);
+      },
+      q, k, v);
+}
+
+TEST_CASE("attention: recomputing keeps memory linear in T: no (B,H,T,S) tensor outlives forward") {
+  // T = S = 512, 4 heads, float32: the weights alone would be 4 MiB a batch row.
+  Generator gen(14);
+  const int64_t b = 2, t = 512, c = 32;
+  Tensor q = randn({b, t, c}, gen).requires_grad_(), k = randn({b, t, c}, gen).requires_grad_(),
+         v = randn({b, t, c}, gen).requires_grad_();
+  auto saved_bytes = [&](AttentionMemory memory) {
+    AttentionOptions o;
+    o.heads = 4;
+    o.causal = true;
+    o.memory = memory;
+    const int64_t before = memory_stats().current_bytes;
+    Tensor y = attention(q, k, v, o);
+    const int64_t kept = memory_stats().current_bytes - before - y.numel() * 4;  // beside the output
+    sum(y).backward();
+    return kept;
+  };
+  const int64_t weights = b * 4 * t * t * 4;
+  CHECK(saved_bytes(AttentionMemory::keep_weights) >= weights);
+  CHECK(saved_bytes(AttentionMemory::recompute) == b * 4 * t * 2 * 4);  // each row's max and 1/sum
+  // automatic keeps the weights below 64 MiB.
+  CHECK(saved_bytes(AttentionMemory::automatic) >= weights);
+}
