@@ -104,6 +104,25 @@ TEST_CASE("backward(create_graph): grad() holds a differentiable gradient") {
   }
 }
 
+TEST_CASE("backward(create_graph): zero_grad breaks the cycle between a leaf and its recorded gradient") {
+  // x.grad()'s graph leads back to x's accumulator, which holds x: a cycle
+  // (as in PyTorch) until the gradient is dropped.
+  const int64_t before = live_nodes();
+  {
+    Tensor x = leaf({3}, 60);
+    sum(mul(mul(x, x), x)).backward(false, true);
+    CHECK(live_nodes() > before);
+    x.zero_grad();
+  }
+  CHECK(live_nodes() == before);
+  {
+    Tensor x = leaf({3}, 61);
+    const Tensor g = grad({sum(mul(mul(x, x), x))}, {x}, {}, create())[0];  // no cycle: nothing in x.grad()
+    CHECK_FALSE(x.grad().defined());
+  }
+  CHECK(live_nodes() == before);
+}
+
 TEST_CASE("first-order backward records nothing and frees the graph as before") {
   const int64_t before = live_nodes();
   {
