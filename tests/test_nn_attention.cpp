@@ -214,3 +214,23 @@ TEST_CASE("nn MultiHeadAttention: the self-attention cache is written in place, 
   }
   xgt::check_close(step, once, 1e-12);
 }
+
+TEST_CASE("nn MultiHeadAttention: equals softmax(q k^T / sqrt(D)) v per head from its own projections, distinct key and value") {
+  Generator init(21);
+  nn::MultiHeadAttention mha(8, 2, 0.0, init, nullptr);
+  mha.to(f64);
+  const Tensor q_in = xgt::leaf({2, 3, 8}, 22).detach(), k_in = xgt::leaf({2, 5, 8}, 23).detach(),
+               v_in = xgt::leaf({2, 5, 8}, 24).detach();
+  const Tensor mask = from_vector({0, 0, 0, 1, 1, 0, 1, 0, 0, 0}, {2, 5}, f64);
+  const Tensor got = mha.forward(q_in, k_in, v_in, mask);
+  // The reference, from the module's weights and ops only.
+  auto heads = [](const Tensor& t) { return t.reshape({2, t.size(1), 2, 4}).permute({0, 2, 1, 3}); };  // (B,H,n,D)
+  const Tensor q = heads(linear(q_in, mha.w_q->weight(), mha.w_q->bias()));
+  const Tensor k = heads(linear(k_in, mha.w_k->weight(), mha.w_k->bias()));
+  const Tensor v = heads(linear(v_in, mha.w_v->weight(), mha.w_v->bias()));
+  Tensor scores = matmul(q, transpose(k, -1, -2)) * (1 / std::sqrt(4.0));
+  scores = masked_fill(scores, mask.reshape({2, 1, 1, 5}), -1e9);
+  const Tensor ctx = matmul(softmax(scores, -1), v).permute({0, 2, 1, 3}).reshape({2, 3, 8});
+  const Tensor want = linear(ctx, mha.w_o->weight(), mha.w_o->bias());
+  xgt::check_close({got}, {want}, 1e-12);
+}
