@@ -3,7 +3,9 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,24 @@ inline xg::Tensor leaf(const xg::Shape& s, uint64_t seed, double lo = -2.0, doub
     CHECK(xg_r_.ok);                                                          \
     CHECK(xg_r_.checked > 0);                                                 \
   } while (0)
+
+// A barrier for tests that need threads to hold their state at the same
+// time: each of `n` threads calls arrive_and_wait() and none returns before
+// all have arrived.
+class Meeting {
+ public:
+  explicit Meeting(int n) : n_(n) {}
+  void arrive_and_wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (++arrived_ == n_) cv_.notify_all();
+    cv_.wait(lock, [&] { return arrived_ >= n_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_, arrived_ = 0;
+};
 
 // A case that cannot run on this machine says so with this marker: CTest
 // reports it as skipped (SKIP_REGULAR_EXPRESSION "xg-skip"), and .ci/run

@@ -1,8 +1,6 @@
 // Autocast(bf16): products take bf16 operands and accumulate in float32,
 // forward and backward; everything else stays float32; float64 is untouched.
 #include <cmath>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
 #include "engine/gemm.h"
@@ -77,14 +75,8 @@ TEST_CASE("autocast: two threads at once, one under Autocast(bf16), the other's 
   Generator gen(8);
   const Tensor x = randn({16, 32}, gen), w = randn({8, 32}, gen);
   const Tensor want = linear(x, w);  // float32, before any thread starts
-  std::mutex mu;
-  std::condition_variable cv;
-  int arrived = 0;
-  auto meet = [&] {
-    std::unique_lock<std::mutex> lock(mu);
-    if (++arrived == 2) cv.notify_all();
-    cv.wait(lock, [&] { return arrived >= 2; });
-  };
+  xgt::Meeting meeting(2);
+  auto meet = [&] { meeting.arrive_and_wait(); };
   Tensor in_bf16, in_f32;
   Precision seen_by_other = Precision::bf16;
   std::thread a([&] {

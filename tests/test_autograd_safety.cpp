@@ -1,9 +1,7 @@
 // Gradients that cannot silently be wrong: version counters, anomaly mode,
 // needs-grad per input, non-finite values refused by optim.
 #include <cmath>
-#include <condition_variable>
 #include <limits>
-#include <mutex>
 #include <thread>
 
 #include "autograd/xg.h"
@@ -224,14 +222,8 @@ TEST_CASE("anomaly: backward names the op whose gradient is not finite") {
 
 TEST_CASE("anomaly: two threads at once, one in anomaly mode, each sees only its own mode") {
   // Both threads hold their state across a barrier, so the modes overlap in time.
-  std::mutex mu;
-  std::condition_variable cv;
-  int arrived = 0;
-  auto meet = [&] {
-    std::unique_lock<std::mutex> lock(mu);
-    if (++arrived == 2) cv.notify_all();
-    cv.wait(lock, [&] { return arrived >= 2; });
-  };
+  xgt::Meeting meeting(2);
+  auto meet = [&] { meeting.arrive_and_wait(); };
   std::string caught;
   bool other_saw_anomaly = true, other_threw = false;
   std::thread a([&] {
