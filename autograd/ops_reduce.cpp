@@ -135,16 +135,10 @@ Tensor max(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {
       }
     });
   });
+  // Backward scatters g to each maximum: put_add, whose own backward (the
+  // gather) serves the second order.
   return record("max", out, {a}, [arg, in = a.shape()](const Tensor& g) {
-    if (grad_enabled()) return std::vector<Tensor>{detail::put_add(g, arg, in)};  // second order
-    Tensor gi = zeros(in, g.dtype());
-    dispatch(g.dtype(), [&](auto z) {
-      using T = decltype(z);
-      const T* pg = g.data<T>();
-      T* pi = gi.data<T>();
-      for (size_t j = 0; j < arg->size(); ++j) pi[(*arg)[j]] += pg[j];
-    });
-    return std::vector<Tensor>{gi};
+    return std::vector<Tensor>{detail::put_add(g, arg, in)};
   });
 }
 

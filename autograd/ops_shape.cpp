@@ -187,10 +187,7 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t 
   strides[ax] *= step;
   Tensor out = gather_strided(a, out_shape, offset, strides);
   return record("slice", out, {a}, [in = a.shape(), offset, strides](const Tensor& g) {
-    if (grad_enabled()) return std::vector<Tensor>{scatter_strided_op(g, in, offset, strides)};  // second order
-    Tensor gi = zeros(in, g.dtype());
-    scatter_add_strided(g, gi, offset, strides);
-    return std::vector<Tensor>{gi};
+    return std::vector<Tensor>{scatter_strided_op(g, in, offset, strides)};  // an op: the second order follows
   });
 }
 

@@ -156,7 +156,7 @@ MUTANTS = [
      "return autocast_precision() == Precision::bf16;"),
     # autograd/ops_shape.cpp: slices, permutations, concatenation
     ("slice-backward-off-by-one", "autograd/ops_shape.cpp",  # the gradient lands one element early
-     "scatter_add_strided(g, gi, offset, strides);", "scatter_add_strided(g, gi, std::max<int64_t>(offset - 1, 0), strides);"),
+     "scatter_add_strided(g, out, offset, strides);", "scatter_add_strided(g, out, std::max<int64_t>(offset - 1, 0), strides);"),
     ("slice-backward-ignores-step", "autograd/ops_shape.cpp",  # the step reaches the forward's strides only
      "  strides[ax] *= step;\n  Tensor out = gather_strided(a, out_shape, offset, strides);",
      "  Tensor out = gather_strided(a, out_shape, offset, [&] { auto s = strides; s[ax] *= step; return s; }());"),
