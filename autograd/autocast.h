@@ -37,7 +37,8 @@ std::string bf16_unsupported_reason();
 class Autocast {
  public:
   // Throws std::runtime_error with bf16_unsupported_reason() when asked for
-  // bf16 where it would be slow: never a silent fallback to float32.
+  // bf16 where it would be slow: never a silent fallback to float32 (unless
+  // engine::set_bf16_emulation(true) asked for slow bf16 on purpose).
   explicit Autocast(Precision p = Precision::bf16);
   ~Autocast();  // restores the precision in force before
   // Not copyable: a scope guard.

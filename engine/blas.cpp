@@ -3,8 +3,10 @@
 // depend on the engine.
 #include <cblas.h>
 
+#include <atomic>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 #include <fmt/format.h>
 
 #include "engine/blas.h"
@@ -87,5 +89,36 @@ void from_bf16(const bf16_t* x, float* y, int64_t n) {
     std::memcpy(y + i, &u, 4);
   }
 }
+
+namespace {
+std::atomic<bool> g_bf16_emulation{false};
+
+// The rows x cols matrix at x (row stride ld) as contiguous float32 in `to`.
+const float* widened(const bf16_t* x, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& to) {
+  to.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) from_bf16(x + r * ld, to.data() + r * cols, cols);
+  return to.data();
+}
+}  // namespace
+
+void set_bf16_emulation(bool on) { g_bf16_emulation.store(on); }
+bool bf16_emulated() { return g_bf16_emulation.load() && !bf16_unsupported_reason().empty(); }
+
+namespace blas {
+void gemm_bf16_emulated(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c,
+                        int64_t ldc) {
+  check_beta(beta);
+  // op(A) is m x k: stored k x m when transposed; likewise B, k x n.
+  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+  std::vector<float> a32, b32;
+  for (int64_t i = 0; i < bt.n0; ++i)
+    for (int64_t j = 0; j < bt.n1; ++j) {
+      const float* aw = widened(a + i * bt.sa0 + j * bt.sa1, a_rows, a_cols, lda, a32);
+      const float* bw = widened(b + i * bt.sb0 + j * bt.sb1, b_rows, b_cols, ldb, b32);
+      engine::gemm(ta, tb, m, n, k, alpha, aw, a_cols, bw, b_cols, beta, c + i * bt.sc0 + j * bt.sc1, ldc);
+    }
+}
+}  // namespace blas
 
 }  // namespace xg::engine

@@ -25,6 +25,12 @@ void gemm_batched(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64
               c + i * bt.sc0 + j * bt.sc1, ldc);
 }
 
+// gemm_bf16_batched's emulation (set_bf16_emulation): each operand widened
+// to float32, then engine::gemm.
+void gemm_bf16_emulated(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                        const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c,
+                        int64_t ldc);
+
 std::string version();  // "OpenBLAS 0.3.21"
 
 // Throws std::invalid_argument unless beta is 0 or 1 (gemm.h's contract; the

@@ -75,9 +75,22 @@ std::string bf16_unsupported_reason();
 void to_bf16(const float* x, bf16_t* y, int64_t n);
 void from_bf16(const bf16_t* x, float* y, int64_t n);
 
+// A testing aid: bf16 products on any CPU and build, slowly. While it is on,
+// a bf16 product that this CPU or build cannot run widens its operands to
+// float32 (exactly: a bf16 value is a float32 whose low 16 bits are zero) and
+// multiplies in float32: the operands rounded as the hardware rounds them,
+// the sums in float32 as there, only the order of the additions may differ.
+// Autocast(bf16) and gemm_bf16 then run instead of throwing. xgrad's tests
+// turn it on to check bf16 code on CPUs without AVX512_BF16. Off by default;
+// process-wide. bf16_unsupported_reason() still names what is missing.
+void set_bf16_emulation(bool on);
+// True when bf16 products would run emulated here: emulation is on and
+// bf16_unsupported_reason() is not empty.
+bool bf16_emulated();
+
 // As gemm/gemm_batched with bf16 A and B, accumulating in float32 into a
 // float32 C. Throws std::runtime_error with bf16_unsupported_reason() when
-// that is not empty.
+// that is not empty, unless bf16_emulated().
 void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bf16_t* a, int64_t lda,
                const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,

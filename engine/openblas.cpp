@@ -1,4 +1,5 @@
-// The OpenBLAS build (-DXG_GEMM=openblas): float32 on cblas_sgemm, no bf16.
+// The OpenBLAS build (-DXG_GEMM=openblas): float32 on cblas_sgemm; bf16 only
+// emulated (set_bf16_emulation).
 #include <stdexcept>
 
 #include "engine/blas.h"
@@ -23,13 +24,15 @@ std::string bf16_unsupported_reason() {
          "(reconfigure with -DXG_GEMM=onednn)";
 }
 
-void gemm_bf16(bool, bool, int64_t, int64_t, int64_t, float, const bf16_t*, int64_t, const bf16_t*, int64_t, float,
-               float*, int64_t) {
-  throw std::runtime_error(bf16_unsupported_reason());
+void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bf16_t* a, int64_t lda,
+               const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_bf16_batched(Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-void gemm_bf16_batched(const Batch&, bool, bool, int64_t, int64_t, int64_t, float, const bf16_t*, int64_t,
-                       const bf16_t*, int64_t, float, float*, int64_t) {
-  throw std::runtime_error(bf16_unsupported_reason());
+// Emulated only (set_bf16_emulation).
+void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (!bf16_emulated()) throw std::runtime_error(bf16_unsupported_reason());
+  blas::gemm_bf16_emulated(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 CacheStats cache_stats() { return {}; }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autograd/xg.h"
+#include "engine/gemm.h"
 
 namespace xgt {
 
@@ -58,6 +59,24 @@ class Meeting {
 // lists it. "(hardware)" marks what no package can fix, such as bf16 on a
 // CPU without AVX512_BF16.
 #define XG_SKIP_HARDWARE(reason) MESSAGE("xg-skip (hardware): " << reason)
+
+// bf16 products for the life of this guard: on the hardware where the CPU
+// has bf16, emulated otherwise (engine::set_bf16_emulation: the operands
+// rounded to bf16 as the hardware rounds them, the products in float32), so
+// the bf16 code paths are tested on every machine. Says which.
+class Bf16Products {
+ public:
+  Bf16Products() {
+    const std::string why = xg::engine::bf16_unsupported_reason();
+    if (!why.empty()) {
+      MESSAGE("bf16 emulated here (" << why << ")");
+      xg::engine::set_bf16_emulation(true);
+    }
+  }
+  ~Bf16Products() { xg::engine::set_bf16_emulation(false); }
+  Bf16Products(const Bf16Products&) = delete;
+  Bf16Products& operator=(const Bf16Products&) = delete;
+};
 
 // The message of the exception `expr` throws (fails the test if none).
 #define XG_THROW_MESSAGE(expr, Type)                 \

@@ -41,8 +41,9 @@ CTest stops at the first failure and runs the tests that failed last time
 first; a survivor runs everything (55-75 s). A header (autograd/detail/
 kernels.h) rebuilds most of the library, twice (mutated, then restored): 105 s.
 
-The bf16 tests skip on a CPU without AVX512_BF16 or AMX (Autocast(bf16)
-throws there): on such a machine the autocast mutants cannot be killed.
+The bf16 tests run everywhere: on a CPU without AVX512_BF16 or AMX they turn
+on emulated bf16 products (engine::set_bf16_emulation), so the autocast
+mutants are killed on any machine.
 """
 import argparse
 import html
@@ -268,6 +269,11 @@ MUTANTS = [
      "Autocast::Autocast(Precision p) : prev_(p) {"),
     ("autocast-restores-f32-not-the-outer-scope", "autograd/autocast.cpp",
      "Autocast::~Autocast() { t_precision = prev_; }", "Autocast::~Autocast() { t_precision = Precision::f32; }"),
+    # engine/blas.cpp: emulated bf16 products
+    ("bf16-emulation-ignores-row-stride", "engine/blas.cpp",
+     "from_bf16(x + r * ld, to.data() + r * cols, cols);", "from_bf16(x + r * cols, to.data() + r * cols, cols);"),
+    ("bf16-emulation-transposes-a-as-b", "engine/blas.cpp",
+     "a_rows = ta ? k : m, a_cols = ta ? m : k,", "a_rows = tb ? k : m, a_cols = tb ? m : k,"),
 ]
 
 # The doctest binaries, tried in this order: (CMake target, path in the build

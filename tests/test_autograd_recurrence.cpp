@@ -137,10 +137,7 @@ TEST_CASE("recurrence: the same result on 1 and 2 threads, and past a row's leng
 }
 
 TEST_CASE("recurrence under Autocast(bf16): close to float32, the gradients too") {
-  if (!bf16_unsupported_reason().empty()) {
-    XG_SKIP_HARDWARE("bf16 not available here: " << bf16_unsupported_reason());
-    return;
-  }
+  xgt::Bf16Products bf16_products;
   for (RecurrentCell cell : {RecurrentCell::lstm, RecurrentCell::gru}) {
     CAPTURE(static_cast<int>(cell));
     Inputs in = inputs(cell, 8, 10, 32, 41);

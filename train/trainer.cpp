@@ -11,6 +11,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "engine/gemm.h"
 #include "train/checkpoint.h"
 #include "train/detail/step_checks.h"
 
@@ -49,7 +50,7 @@ void TrainOptions::validate() const {
   finite("average", average, 0, 0.99);
   check(schedule == "noam" || schedule == "constant" || schedule == "warmup_linear" || schedule == "warmup_cosine",
         "schedule '" + schedule + "' is not one of noam, constant, warmup_linear, warmup_cosine");
-  check(precision != Precision::bf16 || bf16_unsupported_reason().empty(),
+  check(precision != Precision::bf16 || bf16_unsupported_reason().empty() || engine::bf16_emulated(),
         "precision bf16: " + bf16_unsupported_reason());
 }
 
