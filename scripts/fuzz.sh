@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses (clang-14, ASan + UBSan) into build-fuzz/ and
 # runs each from a seed corpus of valid files for SECONDS (default 60), or
-# until RUNS executions when given. Exits 1 at the first crash, leak, timeout
-# or out-of-memory (the input is kept under build-fuzz/findings/).
+# until RUNS executions when given, one harness per core at a time. Exits 1
+# when any harness found a crash, leak, timeout or out-of-memory (the input
+# is kept under build-fuzz/findings/).
 #   scripts/fuzz.sh [SECONDS] [RUNS]      e.g. scripts/fuzz.sh 3600 1000000
 # Harnesses: tensor_loader (safetensors bytes; then the checkpoint metadata),
 # module_loader (a Transformer's load_state_dict), optim_loader (Adam and SGD
@@ -24,25 +25,42 @@ cmake --build "$dir" -j"$(nproc)" --target make_seeds "${harnesses[@]/#/fuzz_}" 
 echo "fuzz: built in $(( $(date +%s) - start )) s"
 "$dir/fuzz/make_seeds" "$dir/seeds" >/dev/null
 mkdir -p "$dir/findings"
-status=0
-for h in "${harnesses[@]}"; do
-  dict=fuzz/safetensors.dict
+# One harness: its summary line in $dir/fuzz_$h.result; fails on a finding.
+fuzz_one() {
+  local h=$1 dict=fuzz/safetensors.dict
   [[ $h == cli_* ]] && dict=fuzz/cli.dict
   [[ $h == cmudict ]] && dict=fuzz/cmudict.dict
   [[ $h == fortunes ]] && dict=fuzz/fortunes.dict
   mkdir -p "$dir/corpus/$h"
-  log="$dir/fuzz_$h.log"
+  local log="$dir/fuzz_$h.log" out="$dir/fuzz_$h.result"
   # -rss_limit_mb / -malloc_limit_mb: an input that allocates past 2 GiB is a finding.
   if ! "$dir/fuzz/fuzz_$h" "$dir/corpus/$h" "$dir/seeds/$h" -dict="$dict" -max_total_time="$seconds" \
        -runs="$runs" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 -print_final_stats=1 \
        -artifact_prefix="$dir/findings/$h-" >"$log" 2>&1; then
-    echo "fuzz: $h FAILED (log: $log, input under $dir/findings/):"
-    grep -E "ERROR|SUMMARY|==[0-9]+==" "$log" | head -5
-    status=1
-    continue
+    { echo "fuzz: $h FAILED (log: $log, input under $dir/findings/):"
+      grep -E "ERROR|SUMMARY|==[0-9]+==" "$log" | head -5; } >"$out"
+    return 1
   fi
+  local execs secs
   execs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$log" | tail -1)
   secs=$(sed -nE 's/^Done [0-9]+ runs in ([0-9]+) second.*/\1/p' "$log" | tail -1)
-  echo "fuzz: $h: ${execs:-?} executions in ${secs:-?} s, no crash (corpus $(ls "$dir/corpus/$h" | wc -l) inputs)"
+  echo "fuzz: $h: ${execs:-?} executions in ${secs:-?} s, no crash (corpus $(ls "$dir/corpus/$h" | wc -l) inputs)" >"$out"
+}
+# One harness per core at a time (each is single-threaded).
+rm -f "$dir"/fuzz_*.result
+status=0
+running=0
+for h in "${harnesses[@]}"; do
+  if (( running >= $(nproc) )); then
+    wait -n || status=1
+    running=$((running - 1))
+  fi
+  fuzz_one "$h" &
+  running=$((running + 1))
 done
+while (( running > 0 )); do
+  wait -n || status=1
+  running=$((running - 1))
+done
+for h in "${harnesses[@]}"; do cat "$dir/fuzz_$h.result"; done
 exit $status
