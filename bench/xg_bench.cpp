@@ -52,9 +52,31 @@ using clk = std::chrono::steady_clock;
 
 namespace {
 
-const std::set<std::string> kFlags = {"vocab",  "len",     "d-model", "heads", "layers",   "d-ff", "batch",
-                                       "steps",  "warmup",  "threads", "precision", "sequences", "reps", "cache",
-                                       "only",   "task",    "seed",    "max-steps", "bucket-mb", "comm", "cell", "input", "hidden"};
+// Every flag, with what it sets (and in which modes) for --help.
+const std::map<std::string, std::string> kFlags = {
+    {"vocab", "train, decode: vocabulary size (V)"},
+    {"len", "train, decode: sequence length (T); micro, xtensor: rows per sequence; rnn: time steps"},
+    {"d-model", "train, decode: model width (C)"},
+    {"heads", "train, decode: attention heads (H)"},
+    {"layers", "train, decode: encoder and decoder layers (N)"},
+    {"d-ff", "train, decode: feed-forward width"},
+    {"batch", "sequences a step (B)"},
+    {"steps", "train, ddp: timed steps"},
+    {"warmup", "train, ddp, rnn: untimed steps before the timed ones"},
+    {"threads", "threads of xgrad's pool"},
+    {"precision", "train, ddp, converge, rnn: f32 or bf16 (Autocast)"},
+    {"sequences", "decode: sequences decoded"},
+    {"reps", "decode, micro, xtensor, rnn: timed repetitions"},
+    {"cache", "decode: 1 with the key/value cache, 0 without"},
+    {"only", "micro: one kernel (attention_core, layer_norm, linear, log_softmax_nll)"},
+    {"task", "converge: copy or reverse"},
+    {"seed", "converge: random seed"},
+    {"max-steps", "converge: the most steps before giving up"},
+    {"bucket-mb", "ddp: gradient bucket size in MB"},
+    {"comm", "ddp: 1 exchanges the gradients, 0 lets each process train alone (the cost of running side by side)"},
+    {"cell", "rnn: lstm or gru"},
+    {"input", "rnn: input width (C)"},
+    {"hidden", "rnn: hidden width (H)"}};
 
 // The command line (CLI11): a mode, then --flag value pairs, kept as text and
 // checked where they are read (geti: a whole number in range).
@@ -64,8 +86,10 @@ std::map<std::string, std::string> parse(int argc, char** argv, std::string& mod
   app.description("xgrad's side of bench/run.sh: one JSON line of timings per run.");
   app.add_option("mode", mode, "train, ddp (under mpirun), decode, sgemm, micro, converge, xtensor or rnn")->required();
   std::map<std::string, std::string> a;
-  for (const auto& f : kFlags)
-    app.add_option_function<std::string>("--" + f, [&a, f](const std::string& v) { a[f] = v; })->type_name("VALUE");
+  for (const auto& [f, what] : kFlags)
+    app.add_option_function<std::string>("--" + f, [&a, f = f](const std::string& v) { a[f] = v; }, what)
+        ->type_name("VALUE");
+  app.footer("Modes and their flags are listed at the top of bench/xg_bench.cpp; every mode prints one JSON line.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
