@@ -94,10 +94,9 @@ namespace {
 std::atomic<bool> g_bf16_emulation{false};
 
 // The rows x cols matrix at x (row stride ld) as contiguous float32 in `to`.
-const float* widened(const bf16_t* x, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& to) {
+void widened(const bf16_t* x, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& to) {
   to.resize(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r) from_bf16(x + r * ld, to.data() + r * cols, cols);
-  return to.data();
 }
 }  // namespace
 
@@ -111,12 +110,17 @@ void gemm_bf16_emulated(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n,
   check_beta(beta);
   // op(A) is m x k: stored k x m when transposed; likewise B, k x n.
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+  // An operand repeated along the batch (stride 0) is widened once.
   std::vector<float> a32, b32;
+  const bf16_t *a_done = nullptr, *b_done = nullptr;
   for (int64_t i = 0; i < bt.n0; ++i)
     for (int64_t j = 0; j < bt.n1; ++j) {
-      const float* aw = widened(a + i * bt.sa0 + j * bt.sa1, a_rows, a_cols, lda, a32);
-      const float* bw = widened(b + i * bt.sb0 + j * bt.sb1, b_rows, b_cols, ldb, b32);
-      engine::gemm(ta, tb, m, n, k, alpha, aw, a_cols, bw, b_cols, beta, c + i * bt.sc0 + j * bt.sc1, ldc);
+      const bf16_t* ai = a + i * bt.sa0 + j * bt.sa1;
+      const bf16_t* bi = b + i * bt.sb0 + j * bt.sb1;
+      if (ai != a_done) widened(ai, a_rows, a_cols, lda, a32), a_done = ai;
+      if (bi != b_done) widened(bi, b_rows, b_cols, ldb, b32), b_done = bi;
+      engine::gemm(ta, tb, m, n, k, alpha, a32.data(), a_cols, b32.data(), b_cols, beta,
+                   c + i * bt.sc0 + j * bt.sc1, ldc);
     }
 }
 }  // namespace blas
