@@ -5,10 +5,14 @@
 //
 // matrix products of float32 tensors (matmul, linear) take bf16 inputs and
 // accumulate and return float32; their backward products run in bf16 too, and
-// they save bf16 copies of their inputs for backward (half the bytes).
-// Everything else (softmax, layer norm, losses, reductions, elementwise ops,
-// the attention core) runs in float32, as do parameters, gradients and
-// optimiser state. float64 tensors are never cast (gradient checks stay exact).
+// they save bf16 copies of their inputs for backward (half the bytes), one
+// copy per tensor however many products save it. Everything else (softmax,
+// layer norm, losses, reductions, elementwise ops, the attention core) runs
+// in float32, as do parameters, gradients and optimiser state; of those,
+// layer norm and the attention core save bf16 copies too (their normalised
+// input; q, k and v) and widen them again in backward. float64 tensors are
+// never cast (gradient checks stay exact). Second order (create_graph)
+// through an op that saved bf16 copies throws.
 // The scope is per thread, like grad mode, and nests.
 #pragma once
 

@@ -189,6 +189,13 @@ void check_forward(const char* op, const Tensor& out, const std::vector<Tensor>&
 
 }  // namespace
 
+bool records(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && (t.impl()->grad_fn || t.impl()->requires_grad)) return true;
+  return false;
+}
+
 Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
               const std::vector<Tensor>& saved) {
   if (g_anomaly && !g_backward_edges) check_forward(op, output, inputs);

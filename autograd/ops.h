@@ -111,6 +111,10 @@ Tensor softmax(const Tensor& a, int64_t axis = -1);
 Tensor log_softmax(const Tensor& a, int64_t axis = -1);
 // Normalises over the last dimension; weight and bias (C) may be undefined.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// layer_norm(x + residual) in one pass: the sum is never stored (a
+// post-norm block's norm(x + f(x))); x and residual must have one shape.
+Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                      double eps = 1e-5);
 // Mean cross-entropy of logits (..., V) against integer targets (one per row).
 // Rows whose target == ignore_index count for nothing (all ignored -> 0).
 // label_smoothing e puts e/V on every class and 1-e more on the target (as PyTorch).
@@ -124,8 +128,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // Identity (the same tensor) when p == 0 or !training.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 // dropout(relu(x), p, training, gen) in one pass, with the same mask. Backward
-// needs only the output (nonzero exactly where x > 0 and kept), so the
-// feed-forward block keeps one (.., F) tensor alive instead of two.
+// needs only where the output is nonzero (x > 0 and kept): it saves one bit
+// per element, so the feed-forward block keeps no (.., F) float32 tensor of
+// its own (the next product keeps the output, or under Autocast(bf16) only
+// its bf16 copy).
 Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen);
 
 // The cell of recurrence(): torch.nn.RNN's tanh or ReLU, LSTM (gates i, f,
@@ -176,7 +182,8 @@ struct AttentionOptions {
 // k, v (B,S,H*D). Returns (B,T,H*D): heads are read and written in place
 // (BLAS leading dimensions), never permuted into copies. Saves q, k, v and
 // the (B,H,T,S) weights for backward, or instead of the weights their rows'
-// statistics (AttentionOptions::memory).
+// statistics (AttentionOptions::memory). Under Autocast(bf16) q, k and v are
+// saved as bf16 copies (the core still computes in float32).
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts);
 
 }  // namespace xg

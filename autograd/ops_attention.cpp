@@ -271,6 +271,26 @@ Tensor composed(const Plan& pl, const Tensor& q, const Tensor& k, const Tensor& 
   return reshape(permute(matmul(p, heads(v, g.S)), {0, 2, 1, 3}), {g.B, g.T, g.C});
 }
 
+// First-order backward of the fused core, in q's dtype.
+std::vector<Tensor> attention_backward(const Plan& pl, int64_t cost, const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& w, const Tensor& stats, const Tensor& g) {
+  Tensor dq = make_tensor(q.shape(), q.dtype());
+  const bool partial = pl.g.Skv != pl.g.S;  // positions past kv_length get 0
+  Tensor dk = partial ? zeros(k.shape(), k.dtype()) : make_tensor(k.shape(), k.dtype());
+  Tensor dv = partial ? zeros(v.shape(), v.dtype()) : make_tensor(v.shape(), v.dtype());
+  dispatch(q.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>(), *pg = g.data<T>();
+    const T* pw = w.defined() ? w.data<T>() : nullptr;
+    const T* ps = stats.defined() ? stats.data<T>() : nullptr;
+    T *gq = dq.data<T>(), *gk = dk.data<T>(), *gv = dv.data<T>();
+    parallel_for(pl.g.B * pl.g.H, 2 * cost, [&](int64_t bh0, int64_t bh1) {
+      backward_heads<T>(pl, pq, pk, pv, pw, ps, pg, gq, gk, gv, bh0, bh1);
+    });
+  });
+  return std::vector<Tensor>{dq, dk, dv};
+}
+
 }  // namespace
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
@@ -338,27 +358,26 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     parallel_for(B * H, cost, [&](int64_t bh0, int64_t bh1) { forward_heads<T>(pl, pq, pk, pv, po, pw, ps, bh0, bh1); });
   });
   if (o.weights) *o.weights = w;
+  if (autocast_bf16(q) && records({q, k, v})) {
+    // Under Autocast(bf16) q, k and v are saved as bf16 copies (half the
+    // bytes; k and v shared with any product that saved the same tensor) and
+    // widened again for backward, which runs in float32 as forward did.
+    auto q16 = saved_bf16(q), k16 = saved_bf16(k), v16 = saved_bf16(v);
+    return record("attention", out, {q, k, v},
+                  [q16, k16, v16, qs = q.shape(), ks = k.shape(), w, stats, pl, cost](const Tensor& g) {
+                    if (grad_enabled()) throw_bf16_second_order("attention");
+                    return attention_backward(pl, cost, from_bf16(*q16, qs), from_bf16(*k16, ks),
+                                              from_bf16(*v16, ks), w, stats, g);
+                  },
+                  {w, stats});
+  }
   return record("attention", out, {q, k, v},
                 [q, k, v, w, stats, pl, cost](const Tensor& g) {
                   if (grad_enabled())  // second order by recomputation from ops
                     return detail::vjp_by_recompute(
                         [pl](const std::vector<Tensor>& in) { return composed(pl, in[0], in[1], in[2]); }, {q, k, v},
                         g);
-                  Tensor dq = make_tensor(q.shape(), q.dtype());
-                  const bool partial = pl.g.Skv != pl.g.S;  // positions past kv_length get 0
-                  Tensor dk = partial ? zeros(k.shape(), k.dtype()) : make_tensor(k.shape(), k.dtype());
-                  Tensor dv = partial ? zeros(v.shape(), v.dtype()) : make_tensor(v.shape(), v.dtype());
-                  dispatch(q.dtype(), [&](auto z) {
-                    using T = decltype(z);
-                    const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>(), *pg = g.data<T>();
-                    const T* pw = w.defined() ? w.data<T>() : nullptr;
-                    const T* ps = stats.defined() ? stats.data<T>() : nullptr;
-                    T *gq = dq.data<T>(), *gk = dk.data<T>(), *gv = dv.data<T>();
-                    parallel_for(pl.g.B * pl.g.H, 2 * cost, [&](int64_t bh0, int64_t bh1) {
-                      backward_heads<T>(pl, pq, pk, pv, pw, ps, pg, gq, gk, gv, bh0, bh1);
-                    });
-                  });
-                  return std::vector<Tensor>{dq, dk, dv};
+                  return attention_backward(pl, cost, q, k, v, w, stats, g);
                 },
                 {q, k, v, w, stats});
 }

@@ -6,6 +6,7 @@
 // accumulate in float32 (autograd/autocast.h); the same code runs both, with
 // In = float, double or bf16_t the stored type of the operands.
 #include <algorithm>
+#include <mutex>
 
 #include "autograd/autocast.h"
 #include "autograd/detail/impl.h"
@@ -24,6 +25,35 @@ std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t) {
   uint16_t* y = out->data();
   parallel_for(t.numel(), 2, [=](int64_t i0, int64_t i1) { engine::to_bf16(x + i0, y + i0, i1 - i0); });
   return out;
+}
+
+bool autocast_bf16(const Tensor& t) { return autocast_precision() == Precision::bf16 && t.dtype() == Dtype::f32; }
+
+Tensor from_bf16(const Bf16Buffer& b, const Shape& shape) {
+  Tensor out = make_tensor(shape, f32);
+  const uint16_t* x = b.data();
+  float* y = out.data<float>();
+  parallel_for(out.numel(), 2, [=](int64_t i0, int64_t i1) { engine::from_bf16(x + i0, y + i0, i1 - i0); });
+  return out;
+}
+
+namespace {
+std::mutex bf16_copies;  // guards Buffer::bf16_copy and bf16_version
+}  // namespace
+
+std::shared_ptr<const Bf16Buffer> saved_bf16(const Tensor& t) {
+  Buffer& buf = *t.impl()->buf;
+  const uint64_t version = buf.version.load();
+  {
+    std::lock_guard<std::mutex> lock(bf16_copies);
+    if (buf.bf16_version == version)
+      if (auto kept = buf.bf16_copy.lock()) return std::static_pointer_cast<const Bf16Buffer>(kept);
+  }
+  auto copy = to_bf16(t);
+  std::lock_guard<std::mutex> lock(bf16_copies);
+  buf.bf16_copy = copy;
+  buf.bf16_version = version;
+  return copy;
 }
 
 namespace {
@@ -140,7 +170,7 @@ T* data_or_null(Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
-bool autocast_bf16(const Tensor& t) { return autocast_precision() == Precision::bf16 && t.dtype() == Dtype::f32; }
+
 
 }  // namespace
 
@@ -157,15 +187,13 @@ void threaded_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const uint
   gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
 }
 
-namespace {
-// A product under Autocast(bf16) saved only bf16 copies of its inputs.
-[[noreturn]] void throw_bf16_second_order(const char* op) {
+// An op under Autocast(bf16) that saved only bf16 copies of its inputs.
+void throw_bf16_second_order(const char* op) {
   throw std::logic_error(std::string(op) +
-                         ": a gradient of a gradient (create_graph) through a product run under "
+                         ": a gradient of a gradient (create_graph) through an op run under "
                          "Autocast(bf16) is not supported (it saved bf16 copies only); run the model in float32 "
                          "or float64 for second order");
 }
-}  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   check_defined(a, "matmul");
@@ -197,7 +225,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   out_shape.push_back(n);
   Tensor out = make_tensor(out_shape, a.dtype());
   if (autocast_bf16(a)) {
-    auto a16 = to_bf16(a), b16 = to_bf16(b);
+    auto a16 = saved_bf16(a), b16 = saved_bf16(b);
     pl.forward(a16->data(), b16->data(), out.data<float>());
     // Saved as bf16 copies: a later write to a or b cannot reach them.
     return record("matmul", out, {a, b}, [a16, b16, pl, as = a.shape(), bs = b.shape()](const Tensor& g) {
@@ -295,7 +323,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     // parameter that outlives the step anyway, is saved as itself and
     // converted again in backward (a copy kept from forward to backward
     // would add 2 bytes per parameter to the peak).
-    auto x16 = to_bf16(x);
+    auto x16 = saved_bf16(x);
     pl.forward(x16->data(), to_bf16(w)->data(), b.defined(), out.data<float>());
     return record(
         "linear", out, {x, w, b},

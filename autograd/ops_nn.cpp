@@ -1,7 +1,9 @@
 // Fused, numerically stable ops: each one kernel forward and one backward,
 // each checked in tests against the same thing composed from primitives.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "autograd/detail/impl.h"
 #include "autograd/detail/iter.h"
@@ -107,20 +109,76 @@ Tensor layer_norm_composed(const Tensor& x, const Tensor& w, const Tensor& b, do
   if (b.defined()) y = y + b;
   return y;
 }
+// First-order backward of layer_norm from its saved xhat (rows, C) and rstd.
+std::vector<Tensor> layer_norm_backward(const Tensor& xhat, const Tensor& rstd, const Tensor& w, bool has_b,
+                                        int64_t rows, int64_t c, const Tensor& g) {
+  // With gh = g * w:  dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
+  //                   dw = sum_rows g * xhat,  db = sum_rows g
+  Tensor gx = make_tensor(xhat.shape(), xhat.dtype());
+  Tensor gw = w.defined() ? zeros({c}, xhat.dtype()) : Tensor();
+  Tensor gb = has_b ? zeros({c}, xhat.dtype()) : Tensor();
+  dispatch(xhat.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T *pg = g.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
+    const T* pw = w.defined() ? w.data<T>() : nullptr;
+    T* px = gx.data<T>();
+    T* pgw = gw.defined() ? gw.data<T>() : nullptr;
+    T* pgb = gb.defined() ? gb.data<T>() : nullptr;
+    parallel_for(rows, 8 * c, [=](int64_t r0, int64_t r1) {
+      std::vector<T> gh(c);  // one row of g * w
+      for (int64_t r = r0; r < r1; ++r) {
+        const T *gr = pg + r * c, *hr = ph + r * c;
+        if (pw)
+          for (int64_t j = 0; j < c; ++j) gh[j] = gr[j] * pw[j];
+        else
+          std::copy(gr, gr + c, gh.begin());
+        T m1 = 0, m2 = 0;
+#pragma omp simd reduction(+ : m1, m2)
+        for (int64_t j = 0; j < c; ++j) {
+          m1 += gh[j];
+          m2 += gh[j] * hr[j];
+        }
+        m1 /= T(c);
+        m2 /= T(c);
+        T* xr = px + r * c;
+        for (int64_t j = 0; j < c; ++j) xr[j] = pr[r] * (gh[j] - m1 - hr[j] * m2);
+      }
+    });
+    // dw, db: column sums over the rows
+    if (pgw) detail::column_sums<T>(rows, c, pgw, [=](int64_t r, int64_t j) { return pg[r * c + j] * ph[r * c + j]; });
+    if (pgb) detail::column_sums<T>(rows, c, pgb, [=](int64_t r, int64_t j) { return pg[r * c + j]; });
+  });
+  return std::vector<Tensor>{gx, gw, gb};
+}
 }  // namespace
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  check_defined(x, "layer_norm");
-  if (x.dim() < 1) throw ShapeError("layer_norm: input must have at least one dimension, got " + shape_str(x.shape()));
+namespace {
+// layer_norm(x + r) when r is defined, else layer_norm(x): one pass forward
+// (the sum is formed in the row being normalised, never stored), and
+// backward gives x and r the same gradient.
+Tensor layer_norm_impl(const char* op, const Tensor& x, const Tensor& r, const Tensor& weight, const Tensor& bias,
+                       double eps) {
+  check_defined(x, op);
+  const std::string who(op);
+  if (x.dim() < 1) throw ShapeError(who + ": input must have at least one dimension, got " + shape_str(x.shape()));
+  const bool has_r = r.defined();
+  if (has_r) {
+    if (r.shape() != x.shape())
+      throw ShapeError(who + ": residual " + shape_str(r.shape()) + " must have the input's shape " +
+                       shape_str(x.shape()));
+    if (r.dtype() != x.dtype())
+      throw ShapeError(who + ": dtype mismatch, input " + dtype_name(x.dtype()) + " vs residual " +
+                       dtype_name(r.dtype()));
+  }
   const int64_t c = x.size(-1), rows = c ? x.numel() / c : 0;
   for (const Tensor* p : {&weight, &bias})
     if (p->defined()) {
       if (p->shape() != Shape{c})
-        throw ShapeError("layer_norm: " + std::string(p == &weight ? "weight " : "bias ") + shape_str(p->shape()) +
+        throw ShapeError(who + ": " + std::string(p == &weight ? "weight " : "bias ") + shape_str(p->shape()) +
                          " does not match the normalised dimension of input " + shape_str(x.shape()) +
                          ": expected (" + std::to_string(c) + ",)");
       if (p->dtype() != x.dtype())
-        throw ShapeError(std::string("layer_norm: dtype mismatch, input ") + dtype_name(x.dtype()) + " vs " +
+        throw ShapeError(who + ": dtype mismatch, input " + dtype_name(x.dtype()) + " vs " +
                          (p == &weight ? "weight " : "bias ") + dtype_name(p->dtype()));
     }
   // (rows, C): xhat = (x - mean) * rstd; y = xhat * w + b
@@ -130,14 +188,20 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   dispatch(x.dtype(), [&](auto z) {
     using T = decltype(z);
     const T* px = x.data<T>();
+    const T* pres = has_r ? r.data<T>() : nullptr;
     const T* pw = weight.defined() ? weight.data<T>() : nullptr;
     const T* pb = bias.defined() ? bias.data<T>() : nullptr;
     T *py = out.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
-    parallel_for(rows, 6 * c, [=](int64_t r0, int64_t r1) {
+    parallel_for(rows, (pres ? 7 : 6) * c, [=](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = px + r * c;
       T* hr = ph + r * c;
       T* yr = py + r * c;
+      if (pres) {  // the sum, in the row of xhat that it becomes
+        const T* rr = pres + r * c;
+        for (int64_t j = 0; j < c; ++j) hr[j] = xr[j] + rr[j];
+        xr = hr;
+      }
       T mu = 0;
 #pragma omp simd reduction(+ : mu)
       for (int64_t j = 0; j < c; ++j) mu += xr[j];
@@ -159,59 +223,60 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     }
     });
   });
-  return record("layer_norm", out, {x, weight, bias},
-                [xhat, rstd, w = weight, b = bias, has_b = bias.defined(), rows, c, eps](const Tensor& g) {
+  const std::vector<Tensor> inputs = has_r ? std::vector<Tensor>{x, r, weight, bias} : std::vector<Tensor>{x, weight, bias};
+  // {gx, gw, gb} -> the gradients of `inputs`: x and r get the same one.
+  auto of_inputs = [has_r](std::vector<Tensor> g) {
+    if (has_r) g.insert(g.begin() + 1, g[0]);
+    return g;
+  };
+  if (autocast_bf16(x) && records(inputs)) {
+    // Under Autocast(bf16) xhat is saved as a bf16 copy (half the bytes),
+    // widened again for backward; rstd stays float32.
+    return record(op, out, inputs,
+                  [op, of_inputs, xhat16 = to_bf16(xhat), shape = x.shape(), rstd, w = weight,
+                   has_b = bias.defined(), rows, c](const Tensor& g) {
+                    if (grad_enabled()) throw_bf16_second_order(op);
+                    return of_inputs(layer_norm_backward(from_bf16(*xhat16, shape), rstd, w, has_b, rows, c, g));
+                  },
+                  {weight});
+  }
+  return record(op, out, inputs,
+                [of_inputs, has_r, xhat, rstd, w = weight, b = bias, has_b = bias.defined(), rows, c,
+                 eps](const Tensor& g) {
                   if (grad_enabled()) {
                     // Second order by recomputation from ops. x itself is not
                     // saved; x - mean = xhat / rstd has its values up to a shift
-                    // per row, to which layer norm is blind.
+                    // per row, to which layer norm is blind. With a residual,
+                    // those values stand for x + r: x takes them, r zeros.
                     Tensor centred;
                     {
                       NoGradGuard off;
                       centred = reshape(div(reshape(xhat, {rows, c}), reshape(rstd, {rows, 1})), xhat.shape());
                     }
+                    if (has_r)
+                      return detail::vjp_by_recompute(
+                          [eps](const std::vector<Tensor>& in) {
+                            return layer_norm_composed(in[0] + in[1], in[2], in[3], eps);
+                          },
+                          {detail::input_with_values(0, centred),
+                           detail::input_with_values(1, zeros(centred.shape(), centred.dtype())), w, b},
+                          g);
                     return detail::vjp_by_recompute(
                         [eps](const std::vector<Tensor>& in) { return layer_norm_composed(in[0], in[1], in[2], eps); },
                         {detail::input_with_values(0, centred), w, b}, g);
                   }
-                  // With gh = g * w:  dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
-                  //                   dw = sum_rows g * xhat,  db = sum_rows g
-                  Tensor gx = make_tensor(xhat.shape(), xhat.dtype());
-                  Tensor gw = w.defined() ? zeros({c}, xhat.dtype()) : Tensor();
-                  Tensor gb = has_b ? zeros({c}, xhat.dtype()) : Tensor();
-                  dispatch(xhat.dtype(), [&](auto z) {
-                    using T = decltype(z);
-                    const T *pg = g.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
-                    const T* pw = w.defined() ? w.data<T>() : nullptr;
-                    T* px = gx.data<T>();
-                    T* pgw = gw.defined() ? gw.data<T>() : nullptr;
-                    T* pgb = gb.defined() ? gb.data<T>() : nullptr;
-                    parallel_for(rows, 8 * c, [=](int64_t r0, int64_t r1) {
-                      std::vector<T> gh(c);  // one row of g * w
-                      for (int64_t r = r0; r < r1; ++r) {
-                        const T *gr = pg + r * c, *hr = ph + r * c;
-                        if (pw)
-                          for (int64_t j = 0; j < c; ++j) gh[j] = gr[j] * pw[j];
-                        else
-                          std::copy(gr, gr + c, gh.begin());
-                        T m1 = 0, m2 = 0;
-#pragma omp simd reduction(+ : m1, m2)
-                        for (int64_t j = 0; j < c; ++j) {
-                          m1 += gh[j];
-                          m2 += gh[j] * hr[j];
-                        }
-                        m1 /= T(c);
-                        m2 /= T(c);
-                        T* xr = px + r * c;
-                        for (int64_t j = 0; j < c; ++j) xr[j] = pr[r] * (gh[j] - m1 - hr[j] * m2);
-                      }
-                    });
-                    // dw, db: column sums over the rows
-                    if (pgw) detail::column_sums<T>(rows, c, pgw, [=](int64_t r, int64_t j) { return pg[r * c + j] * ph[r * c + j]; });
-                    if (pgb) detail::column_sums<T>(rows, c, pgb, [=](int64_t r, int64_t j) { return pg[r * c + j]; });
-                  });
-                  return std::vector<Tensor>{gx, gw, gb};
+                  return of_inputs(layer_norm_backward(xhat, rstd, w, has_b, rows, c, g));
                 }, {weight});
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  return layer_norm_impl("layer_norm", x, Tensor(), weight, bias, eps);
+}
+
+Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps) {
+  check_defined(residual, "add_layer_norm");
+  return layer_norm_impl("add_layer_norm", x, residual, weight, bias, eps);
 }
 
 Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets, int64_t ignore_index,
@@ -436,19 +501,43 @@ void dropout_kernel(const Tensor& in, Tensor& out, double p, uint64_t key) {
     });
   });
 }
-// g * (out > 0 ? keep : 0), elementwise.
-Tensor binary_kernel_relu_dropout(const Tensor& g, const Tensor& out, double keep) {
+// One bit per element, bit i of word i / 64 set where out[i] > 0: where
+// relu_dropout passes its gradient.
+using Bits = Scratch<uint64_t>;
+std::shared_ptr<const Bits> positive_bits(const Tensor& out) {
+  const int64_t n = out.numel(), words = (n + 63) / 64;
+  auto bits = std::make_shared<Bits>(words);
+  dispatch(out.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* py = out.data<T>();
+    uint64_t* pb = bits->data();
+    parallel_for(words, 64 * 2, [=](int64_t w0, int64_t w1) {
+      for (int64_t w = w0; w < w1; ++w) {
+        const int64_t i0 = w * 64, m = std::min<int64_t>(64, n - i0);
+        uint64_t word = 0;
+        for (int64_t j = 0; j < m; ++j) word |= uint64_t(py[i0 + j] > 0) << j;
+        pb[w] = word;
+      }
+    });
+  });
+  return bits;
+}
+// g * (bit i ? keep : 0), elementwise, in g's dtype.
+Tensor masked_scale(const Tensor& g, const Bits& bits, double keep) {
   Tensor gx = make_tensor(g.shape(), g.dtype());
   dispatch(g.dtype(), [&](auto z) {
     using T = decltype(z);
-    const T *pg = g.data<T>(), *py = out.data<T>();
+    const T* pg = g.data<T>();
+    const uint64_t* pb = bits.data();
     T* px = gx.data<T>();
     const T k = T(keep);
-    parallel_for(g.numel(), 3, [=](int64_t i0, int64_t i1) {
+    const int64_t n = g.numel();
+    parallel_for((n + 63) / 64, 64 * 3, [=](int64_t w0, int64_t w1) {
       const T kl = k;
-      for (int64_t i = i0; i < i1; ++i) {
-        const T m = py[i] > 0 ? kl : T(0);  // a select, not a branch: vectorises
-        px[i] = pg[i] * m;
+      for (int64_t w = w0; w < w1; ++w) {
+        const int64_t i0 = w * 64, m = std::min<int64_t>(64, n - i0);
+        const uint64_t word = pb[w];
+        for (int64_t j = 0; j < m; ++j) px[i0 + j] = pg[i0 + j] * ((word >> j) & 1 ? kl : T(0));
       }
     });
   });
@@ -465,13 +554,21 @@ Tensor relu_dropout(const Tensor& x, double p, bool training, Generator& gen) {
   Tensor out = make_tensor(x.shape(), x.dtype());
   dropout_kernel<true>(x, out, p, key);
   // out > 0 exactly where x > 0 and the element was kept, where the
-  // derivative is 1/(1-p); it is 0 everywhere else. So only out is saved.
-  return record("relu_dropout", out, {x}, [out = out.detach(), p](const Tensor& g) {
+  // derivative is 1/(1-p); it is 0 everywhere else. So one bit per element is
+  // saved, not out: under Autocast(bf16) the next product keeps only a bf16
+  // copy of out, and out itself can go.
+  return record("relu_dropout", out, {x}, [bits = positive_bits(out), p](const Tensor& g) {
     const double keep = 1.0 / (1.0 - p);
-    if (grad_enabled())  // second order: the mask is a constant factor
-      return std::vector<Tensor>{mul(g, detail::map(out, [keep](auto y) { return decltype(y)(y > 0 ? keep : 0); }))};
-    return std::vector<Tensor>{binary_kernel_relu_dropout(g, out, keep)};
-  }, {out});
+    if (grad_enabled()) {  // second order: the mask is a constant factor
+      Tensor factor;
+      {
+        NoGradGuard off;
+        factor = masked_scale(ones(g.shape(), g.dtype()), *bits, keep);
+      }
+      return std::vector<Tensor>{mul(g, factor)};
+    }
+    return std::vector<Tensor>{masked_scale(g, *bits, keep)};
+  });
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {

@@ -12,6 +12,8 @@
 //   xg_bench rnn    --cell lstm|gru --batch B --len T --input C --hidden H [--precision f32|bf16] [--threads T]
 //                   [--reps 10] [--warmup 3]: one layer's forward + backward, and the time its products take
 //                   alone at the engine's best speed on each of their shapes
+// Any mode: --emulate-bf16 1 lets bf16 run emulated in float32 where the CPU
+// has no bf16 (engine::set_bf16_emulation): for memory figures, not times.
 // A flag it does not know, a value that is not a whole number in the flag's
 // range, or an unknown mode ends it with a message and exit code 2.
 #include <xtensor/xmath.hpp>
@@ -65,6 +67,7 @@ const std::map<std::string, std::string> kFlags = {
     {"warmup", "train, ddp, rnn: untimed steps before the timed ones"},
     {"threads", "threads of xgrad's pool"},
     {"precision", "train, ddp, converge, rnn: f32 or bf16 (Autocast)"},
+    {"emulate-bf16", "1: bf16 products emulated in float32 where the CPU has no bf16 (memory figures only: slow)"},
     {"sequences", "decode: sequences decoded"},
     {"reps", "decode, micro, xtensor, rnn: timed repetitions"},
     {"cache", "decode: 1 with the key/value cache, 0 without"},
@@ -601,6 +604,12 @@ int main(int argc, char** argv) {
     std::string mode;
     auto a = parse(argc, argv, mode);
     set_num_threads(static_cast<int>(geti(a, "threads", 1, 1, available_cores())));
+    if (geti(a, "emulate-bf16", 0, 0, 1)) {
+      engine::set_bf16_emulation(true);
+      if (!engine::bf16_unsupported_reason().empty())
+        std::fprintf(stderr, "xg_bench: bf16 products emulated in float32 (%s): times are not bf16's\n",
+                     engine::bf16_unsupported_reason().c_str());
+    }
     if (mode == "train") return train_mode(a);
     if (mode == "ddp") {
       dist::Environment env(&argc, &argv);

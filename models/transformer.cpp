@@ -56,8 +56,8 @@ Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_pad) {
     return h + drop2->forward(ff->forward(norm2->forward(h)));
   }
   // the paper: norm(x + f(x))
-  Tensor h = norm1->forward(x + drop1->forward(self_attn->forward(x, x, x, src_pad)));
-  return norm2->forward(h + drop2->forward(ff->forward(h)));
+  Tensor h = norm1->forward(x, drop1->forward(self_attn->forward(x, x, x, src_pad)));
+  return norm2->forward(h, drop2->forward(ff->forward(h)));
 }
 
 DecoderLayer::DecoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop)
@@ -84,9 +84,9 @@ Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory, const Tensor
     h = h + drop2->forward(cross_attn->forward(n2, memory, memory, src_pad));
     return h + drop3->forward(ff->forward(norm3->forward(h)));
   }
-  Tensor h = norm1->forward(y + drop1->forward(self_attn->forward(y, y, y, tgt_pad, /*causal=*/true)));
-  h = norm2->forward(h + drop2->forward(cross_attn->forward(h, memory, memory, src_pad)));
-  return norm3->forward(h + drop3->forward(ff->forward(h)));
+  Tensor h = norm1->forward(y, drop1->forward(self_attn->forward(y, y, y, tgt_pad, /*causal=*/true)));
+  h = norm2->forward(h, drop2->forward(cross_attn->forward(h, memory, memory, src_pad)));
+  return norm3->forward(h, drop3->forward(ff->forward(h)));
 }
 
 Tensor DecoderLayer::forward_step(const Tensor& y, nn::MultiHeadAttention::KVCache& self_kv,
@@ -102,9 +102,9 @@ Tensor DecoderLayer::forward_step(const Tensor& y, nn::MultiHeadAttention::KVCac
     return h + drop3->forward(ff->forward(norm3->forward(h)));
   }
   self_attn->extend_kv(self_kv, y, y);
-  Tensor h = norm1->forward(y + drop1->forward(self_attn->attend(y, self_kv)));
-  h = norm2->forward(h + drop2->forward(cross_attn->attend(h, cross_kv, src_pad)));
-  return norm3->forward(h + drop3->forward(ff->forward(h)));
+  Tensor h = norm1->forward(y, drop1->forward(self_attn->attend(y, self_kv)));
+  h = norm2->forward(h, drop2->forward(cross_attn->attend(h, cross_kv, src_pad)));
+  return norm3->forward(h, drop3->forward(ff->forward(h)));
 }
 
 // ---- model ----------------------------------------------------------------------

@@ -24,4 +24,16 @@ Tensor LayerNorm::forward(const Tensor& x) {
   return layer_norm(x, weight_, bias_, eps_);
 }
 
+Tensor LayerNorm::forward(const Tensor& x, const Tensor& residual) {
+  const auto named = scope();
+  if (!x.defined() || !residual.defined()) throw ShapeError(describe() + ": input or residual is undefined");
+  if (x.dim() < 1 || x.size(-1) != dim_)
+    throw ShapeError(describe() + ": input of shape " + shape_str(x.shape()) + " must end in dim=" +
+                     std::to_string(dim_));
+  if (residual.shape() != x.shape())
+    throw ShapeError(describe() + ": residual of shape " + shape_str(residual.shape()) + " must have the input's shape " +
+                     shape_str(x.shape()));
+  return add_layer_norm(x, residual, weight_, bias_, eps_);
+}
+
 }  // namespace xg::nn

@@ -11,6 +11,9 @@ class LayerNorm : public Module {
   // weight (C) ones and bias (C) zeros if elementwise_affine.
   explicit LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true);
   Tensor forward(const Tensor& x) override;  // (..., C) -> (..., C); C != dim throws ShapeError
+  // norm(x + residual) in one pass (add_layer_norm), for post-norm blocks;
+  // residual must have x's shape.
+  Tensor forward(const Tensor& x, const Tensor& residual);
   std::string type_name() const override;  // "LayerNorm(dim=..)"
   Tensor& weight() { return weight_; }  // undefined without affine
   Tensor& bias() { return bias_; }      // undefined without affine

@@ -1,5 +1,6 @@
 #include "optim/adam.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -36,37 +37,52 @@ void Adam::update(Tensor& p, const Tensor& grad, std::map<std::string, Tensor>& 
   // Bias corrections use this optimiser's step count (set by Optimizer::step before update).
   const double t = static_cast<double>(steps());
   const double bc1 = 1 - std::pow(o_.beta1, t), bc2 = 1 - std::pow(o_.beta2, t);
-  const double lr = group_lr(), b1 = o_.beta1, b2 = o_.beta2, eps = o_.eps, wd = group_weight_decay(o_.weight_decay);
-  const double step_size = lr / bc1, inv_sqrt_bc2 = 1 / std::sqrt(bc2);
-  // In the parameter's precision, branch-free in the loop so that it vectorises.
-  auto run = [&](auto z) {
-    using T = decltype(z);
-    const T tb1 = T(b1), tb2 = T(b2), c1 = T(1 - b1), c2 = T(1 - b2), teps = T(eps), ts = T(step_size),
-            tsq = T(inv_sqrt_bc2);
-    const T l2 = decoupled_ ? T(0) : T(wd), shrink = decoupled_ ? T(1 - lr * wd) : T(1);
-    T* pw0 = p.data<T>();
-    const T* pg0 = grad.data<T>();
-    T *pm0 = m.data<T>(), *pv0 = v.data<T>();
-    parallel_for(p.numel(), 16, [=](int64_t begin, int64_t end) {
-      // Locals, not the closure's members: a store through `w` could alias
-      // those, which keeps the loop from vectorising.
-      const T b1_ = tb1, b2_ = tb2, c1_ = c1, c2_ = c2, eps_ = teps, s_ = ts, sq_ = tsq, l2_ = l2, shrink_ = shrink;
-      T* __restrict w = pw0 + begin;
-      const T* __restrict g = pg0 + begin;
-      T* __restrict pm = pm0 + begin;
-      T* __restrict pv = pv0 + begin;
-      for (int64_t i = 0; i < end - begin; ++i) {
-        const T gi = g[i] + l2_ * w[i];
-        const T mi = b1_ * pm[i] + c1_ * gi;
-        const T vi = b2_ * pv[i] + c2_ * gi * gi;
-        pm[i] = mi;
-        pv[i] = vi;
-        w[i] = w[i] * shrink_ - s_ * mi / (std::sqrt(vi) * sq_ + eps_);
-      }
-    });
-  };
-  if (p.dtype() == f32) run(float{});
-  else run(double{});
+  const double lr = group_lr(), wd = group_weight_decay(o_.weight_decay);
+  Pending u{p, grad, m, v, {}};
+  u.c = {o_.beta1, o_.beta2, 1 - o_.beta1, 1 - o_.beta2, o_.eps, lr / bc1, 1 / std::sqrt(bc2),
+         decoupled_ ? 0 : wd, decoupled_ ? 1 - lr * wd : 1};
+  pending_.push_back(std::move(u));
+}
+
+// Elements [i0, i1) of one parameter, in its precision, branch-free so that
+// the loop vectorises.
+template <class T>
+void Adam::run(Pending& u, int64_t i0, int64_t i1) {
+  // Locals, not the struct's members: a store through `w` could alias
+  // those, which keeps the loop from vectorising.
+  const T b1 = T(u.c.b1), b2 = T(u.c.b2), c1 = T(u.c.c1), c2 = T(u.c.c2), eps = T(u.c.eps), s = T(u.c.step_size),
+          sq = T(u.c.inv_sqrt_bc2), l2 = T(u.c.l2), shrink = T(u.c.shrink);
+  T* __restrict w = u.p.data<T>() + i0;
+  const T* __restrict g = u.g.data<T>() + i0;
+  T* __restrict pm = u.m.data<T>() + i0;
+  T* __restrict pv = u.v.data<T>() + i0;
+  for (int64_t i = 0; i < i1 - i0; ++i) {
+    const T gi = g[i] + l2 * w[i];
+    const T mi = b1 * pm[i] + c1 * gi;
+    const T vi = b2 * pv[i] + c2 * gi * gi;
+    pm[i] = mi;
+    pv[i] = vi;
+    w[i] = w[i] * shrink - s * mi / (std::sqrt(vi) * sq + eps);
+  }
+}
+
+// Every queued parameter in one pass over the thread pool: the elements of
+// all of them, end to end, split into one range per thread (a parameter too
+// small to be worth a split of its own still shares the threads).
+void Adam::finish_step() {
+  std::vector<Pending> work;
+  work.swap(pending_);  // nothing stays queued for the next step, even if this one throws
+  std::vector<int64_t> start(work.size() + 1, 0);
+  for (size_t k = 0; k < work.size(); ++k) start[k + 1] = start[k] + work[k].p.numel();
+  parallel_for(start.back(), 16, [&](int64_t begin, int64_t end) {
+    size_t k = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), begin) - start.begin()) - 1;
+    for (; k < work.size() && start[k] < end; ++k) {
+      const int64_t i0 = std::max(begin, start[k]) - start[k], i1 = std::min(end, start[k + 1]) - start[k];
+      if (i0 >= i1) continue;
+      if (work[k].p.dtype() == f32) run<float>(work[k], i0, i1);
+      else run<double>(work[k], i0, i1);
+    }
+  });
 }
 
 }  // namespace xg::optim

@@ -24,11 +24,26 @@ class Adam : public Optimizer {
   Adam(std::vector<ParamGroup> groups, AdamOptions o);
 
  protected:
+  // Queues the parameter's update (its buffers created on first use) ...
   void update(Tensor& p, const Tensor& g, std::map<std::string, Tensor>& state) override;
+  // ... and runs all of them in one pass over the thread pool.
+  void finish_step() override;
   std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   const char* name() const override { return "Adam"; }
   AdamOptions o_;           // the options given
   bool decoupled_ = false;  // AdamW's decay instead of Adam's L2
+
+ private:
+  // One parameter's update, queued by update() and run by finish_step().
+  struct Pending {
+    Tensor p, g, m, v;
+    struct {
+      double b1, b2, c1, c2, eps, step_size, inv_sqrt_bc2, l2, shrink;
+    } c;
+  };
+  template <class T>
+  static void run(Pending& u, int64_t i0, int64_t i1);  // elements [i0, i1) of one parameter
+  std::vector<Pending> pending_;
 };
 
 // AdamW: decoupled decay, p -= lr * wd * p before the Adam update (PyTorch's default wd 0.01).

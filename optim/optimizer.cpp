@@ -69,13 +69,17 @@ void Optimizer::set_lr(double lr) {
 
 void Optimizer::step() {
   ++steps_;
+  std::vector<size_t> updated;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = params_[i].grad();
     if (!g.defined()) continue;
     current_group_ = group_of_[i];
     update(params_[i], g, state_[i]);
-    params_[i].bump_version();  // an op that saved the old values must not run backward on the new ones
+    updated.push_back(i);
   }
+  finish_step();
+  // An op that saved the old values must not run backward on the new ones.
+  for (size_t i : updated) params_[i].bump_version();
   check_graph_growth();
 }
 

@@ -72,6 +72,9 @@ class Optimizer {
   // Called once per parameter with a gradient. `state` holds this
   // parameter's buffers by name, created on first use with `buffer()`.
   virtual void update(Tensor& param, const Tensor& grad, std::map<std::string, Tensor>& state) = 0;
+  // Called once per step() after every update(): an optimiser whose update()
+  // only queues its work runs it here, over all parameters at once.
+  virtual void finish_step() {}
   // The names of the per-parameter buffers this optimiser keeps.
   virtual std::vector<std::string> state_names() const = 0;
   virtual const char* name() const = 0;  // "Adam", "SGD", ...: names it in error messages

@@ -227,6 +227,9 @@ TEST_CASE("gradgradcheck: softmax, log-softmax, layer norm") {
   XG_CHECK_GRADGRAD([](const V& v) { return layer_norm(v[0], v[1], v[2]); }, x, w, b);
   XG_CHECK_GRADGRAD([](const V& v) { return layer_norm(v[0], Tensor(), Tensor(), 1e-3); }, x);
   XG_CHECK_GRADGRAD([](const V& v) { return layer_norm(v[0], v[1], Tensor()); }, x, w);
+  Tensor r = leaf({3, 2, 5}, 27);
+  XG_CHECK_GRADGRAD([](const V& v) { return add_layer_norm(v[0], v[1], v[2], v[3]); }, x, r, w, b);
+  XG_CHECK_GRADGRAD([](const V& v) { return add_layer_norm(v[0], v[1], Tensor(), Tensor(), 1e-3); }, x, r);
 }
 
 TEST_CASE("gradgradcheck: cross-entropy with label smoothing and ignored rows") {

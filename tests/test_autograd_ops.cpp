@@ -125,6 +125,10 @@ TEST_CASE("ops: gradients of fused ops") {
   XG_CHECK_GRAD([](const V& x) { return layer_norm(x[0], x[1], x[2], 1e-5); }, leaf({2, 3, 6}, 34), leaf({6}, 35),
                 leaf({6}, 36));
   XG_CHECK_GRAD([](const V& x) { return layer_norm(x[0], Tensor(), Tensor(), 1e-5); }, leaf({4, 7}, 37));
+  XG_CHECK_GRAD([](const V& x) { return add_layer_norm(x[0], x[1], x[2], x[3], 1e-5); }, leaf({2, 3, 6}, 38),
+                leaf({2, 3, 6}, 39), leaf({6}, 35), leaf({6}, 36));
+  XG_CHECK_GRAD([](const V& x) { return add_layer_norm(x[0], x[1], Tensor(), Tensor(), 1e-5); }, leaf({4, 7}, 37),
+                leaf({4, 7}, 40));
   std::vector<int64_t> targets = {2, -100, 0, 4, 1, 3};
   for (double smoothing : {0.0, 0.1}) {
     CAPTURE(smoothing);
@@ -220,6 +224,15 @@ TEST_CASE("ops: fused ops equal their composed twins") {
                return c / sqrt(var(v[0], {-1}, true) + 1e-5) * v[1] + v[2];
              },
              {x, w, b});
+  check_same([](const V& v) { return add_layer_norm(v[0], v[1], v[2], v[3], 1e-5); },
+             [](const V& v) { return layer_norm(v[0] + v[1], v[2], v[3], 1e-5); }, {x, leaf({3, 5}, 53), w, b});
+  {  // the same tensor as input and residual: layer_norm(2x), gradient 2x
+    Tensor same = leaf({3, 5}, 54);
+    check_same([](const V& v) { return add_layer_norm(v[0], v[0], v[1], v[2], 1e-5); },
+               [](const V& v) { return layer_norm(v[0] * 2.0, v[1], v[2], 1e-5); }, {same, w, b});
+  }
+  CHECK(xgt::contains(XG_THROW_MESSAGE(add_layer_norm(x, zeros({5, 3}, f64), w, b), ShapeError),
+                     "add_layer_norm: residual (5,3) must have the input's shape (3,5)"));
   std::vector<int64_t> t = {1, 4, -100};
   check_same([&](const V& v) { return cross_entropy(v[0], t, -100, 0.2); },
              [&](const V& v) {
@@ -261,6 +274,24 @@ TEST_CASE("ops: relu_dropout equals dropout of relu, values and gradients") {
         return dropout(relu(v[0]), 0.4, true, g);
       },
       {x});
+  // Across words of its 64-bit mask (201 elements: 3 whole words and a part).
+  check_same(
+      [](const V& v) {
+        Generator g(5);
+        return relu_dropout(v[0], 0.25, true, g);
+      },
+      [](const V& v) {
+        Generator g(5);
+        return dropout(relu(v[0]), 0.25, true, g);
+      },
+      {leaf({3, 67}, 62)});
+  {  // What it saves: one bit per element (in 64-bit words), not its output.
+    Tensor big = leaf({3, 67}, 63);
+    Generator gen(6);
+    const int64_t before = memory_stats().current_bytes;
+    Tensor out = relu_dropout(big, 0.25, true, gen);
+    CHECK(memory_stats().current_bytes - before == 201 * 8 + 4 * 8);  // float64 output, 4 words
+  }
   Generator g(3);
   CHECK(relu_dropout(x, 0.4, false, g).to_vector() == relu(x).to_vector());
   CHECK(relu_dropout(x, 0.0, true, g).to_vector() == relu(x).to_vector());

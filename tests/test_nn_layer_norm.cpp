@@ -41,3 +41,17 @@ TEST_CASE("nn LayerNorm: a wrong last dimension names the layer and the shape") 
   CHECK(xgnt::contains(msg, "LayerNorm(dim=5)"));
   CHECK(xgnt::contains(msg, "(2,4)"));
 }
+
+TEST_CASE("nn LayerNorm: forward(x, residual) is norm(x + residual), gradcheck in float64, shape errors named") {
+  nn::LayerNorm ln(5);
+  Generator g(4);
+  nn::normal_(ln.weight(), g, 1.0, 0.5);
+  nn::normal_(ln.bias(), g, 0.0, 0.5);
+  ln.to(f64);
+  Tensor x = xgnt::input({3, 5}, 5).requires_grad_(), r = xgnt::input({3, 5}, 6).requires_grad_();
+  CHECK(bit_equal(ln.forward(x, r), ln.forward(x + r)));
+  xgnt::check_grad([&] { return ln.forward(x, r); }, ln.parameters(), {x, r});
+  std::string msg = XGN_THROW_MESSAGE(ln.forward(x, zeros({3, 4}, f64)), ShapeError);
+  CHECK(xgnt::contains(msg, "LayerNorm(dim=5)"));
+  CHECK(xgnt::contains(msg, "residual of shape (3,4)"));
+}

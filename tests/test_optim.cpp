@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <memory>
 #include <cstdio>
 
 #include "optim/optim.h"
@@ -47,6 +48,54 @@ TEST_CASE("optim: Adam's first two steps by hand, with and without weight decay"
       }
       check_values(p, w, 1e-10);
     }
+  }
+}
+
+TEST_CASE("optim: Adam steps all parameters in one pass, equal to each stepped alone, at 1 and 2 threads") {
+  // Sizes that put parameter boundaries inside the threads' ranges, an
+  // empty one, float32 beside float64, one without a gradient, two groups.
+  const std::vector<int64_t> sizes = {70001, 3, 0, 5000, 1, 40000, 7};
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    xgt::ThreadsGuard restore;
+    set_num_threads(threads);
+    Generator g(11);
+    std::vector<Tensor> all, alone;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      Tensor v = randn({sizes[i]}, g, i % 2 ? f32 : f64);
+      all.push_back(v.detach().clone().requires_grad_());
+      alone.push_back(v.detach().clone().requires_grad_());
+    }
+    std::vector<ParamGroup> groups(2);
+    groups[0].params = {all[0], all[1], all[2], all[3]};
+    groups[1].params = {all[4], all[5], all[6]};
+    groups[1].lr_scale = 0.5;
+    groups[1].weight_decay = 0.1;
+    AdamOptions o;
+    o.lr = 0.01;
+    o.weight_decay = 0.02;
+    AdamW together(groups, o);
+    std::vector<std::unique_ptr<AdamW>> each;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      AdamOptions oi = o;
+      if (i >= 4) oi.lr = 0.005, oi.weight_decay = 0.1;
+      each.push_back(std::make_unique<AdamW>(std::vector<Tensor>{alone[i]}, oi));
+    }
+    for (int step = 0; step < 3; ++step) {
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        if (i == 3) continue;  // no gradient: left alone
+        Tensor gi = randn({sizes[i]}, g, all[i].dtype());
+        all[i].set_grad(gi);
+        alone[i].set_grad(gi.detach().clone());
+      }
+      together.step();
+      for (auto& opt : each) opt->step();
+    }
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      CAPTURE(i);
+      CHECK(bit_equal(all[i], alone[i]));
+    }
+    CHECK(bit_equal(all[3], alone[3]));
   }
 }
 

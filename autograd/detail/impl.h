@@ -39,6 +39,10 @@ struct Buffer {
   std::shared_ptr<void> owner;  // storage that belongs to someone else (from_blob)
   void* ptr;
   std::atomic<uint64_t> version{0};
+  // The bf16 copy that ops saved for backward under Autocast(bf16)
+  // (saved_bf16()), while one of them keeps it, and the version it copied.
+  std::weak_ptr<const void> bf16_copy;
+  uint64_t bf16_version = 0;
   Buffer(Dtype dt, int64_t n)
       : dtype(dt), bytes(n * dtype_size(dt)), block(storage_alloc(static_cast<size_t>(bytes))),
         ptr(block.ptr) {
@@ -87,6 +91,23 @@ class Scratch {
 using Bf16Buffer = Scratch<uint16_t>;
 // Converts (round to nearest even) across the thread pool.
 std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t);
+// The bf16 copy of a float32 tensor that an op saves for backward: the same
+// copy for every op that saves the same values (the three projections of
+// self-attention, every layer's projections of the encoder's memory), made
+// once and kept while one of them keeps it. A write to the tensor through
+// xgrad (a new version) makes the next call copy again.
+std::shared_ptr<const Bf16Buffer> saved_bf16(const Tensor& t);
+// A float32 tensor of `shape` with the values of a bf16 copy (exact).
+Tensor from_bf16(const Bf16Buffer& b, const Shape& shape);
+// True for a float32 tensor inside an Autocast(bf16) scope: what products
+// run in bf16 and what ops may save bf16 copies of.
+bool autocast_bf16(const Tensor& t);
+// Whether record() would put an op with these inputs on the tape: grad mode
+// is on and one of them is a leaf that requires grad or an op's output on it.
+bool records(const std::vector<Tensor>& inputs);
+// Throws std::logic_error: `op` ran under Autocast(bf16) and saved bf16
+// copies only, so a backward with create_graph cannot differentiate it.
+[[noreturn]] void throw_bf16_second_order(const char* op);
 
 // C (m,n) = op(A) op(B) + beta C across the thread pool (blocks of rows of C,
 // or of columns when n > m), one single-threaded engine call per block; the
