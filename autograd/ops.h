@@ -126,6 +126,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
                      double label_smoothing = 0.0);
 // Inverted dropout: zeros with probability p, scales the rest by 1/(1-p).
 // Identity (the same tensor) when p == 0 or !training.
+// cross_entropy(linear(x, weight, bias), targets, ignore_index,
+// label_smoothing) in one op: x (..., C), weight (V, C), bias (V) or
+// undefined. The logits are computed in chunks of rows (at most 4 MiB each)
+// and never held whole; backward computes each chunk again from x and the
+// row's saved log-sum-exp. Under Autocast(bf16) its products run in bf16.
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const std::vector<int64_t>& targets, int64_t ignore_index = -100,
+                            double label_smoothing = 0.0);
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 // dropout(relu(x), p, training, gen) in one pass, with the same mask. Backward
 // needs only where the output is nonzero (x > 0 and kept): it saves one bit

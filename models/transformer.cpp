@@ -159,12 +159,17 @@ Tensor Transformer::encode(const Batch& src, const Tensor& src_pad) {
   return cfg_.pre_norm ? enc_norm->forward(x) : x;
 }
 
-Tensor Transformer::decode(const Batch& tgt, const Tensor& memory, const Tensor& src_pad) {
-  const auto named = scope();
+Tensor Transformer::decode_hidden(const Batch& tgt, const Tensor& memory, const Tensor& src_pad) {
   Tensor tgt_pad = padding_mask(tgt);
   Tensor y = embed(*tgt_embed, tgt);  // (B,T,C)
   for (size_t i = 0; i < decoder->size(); ++i) y = decoder->at<DecoderLayer>(i)->forward(y, memory, tgt_pad, src_pad);
   if (cfg_.pre_norm) y = dec_norm->forward(y);
+  return y;
+}
+
+Tensor Transformer::decode(const Batch& tgt, const Tensor& memory, const Tensor& src_pad) {
+  const auto named = scope();
+  Tensor y = decode_hidden(tgt, memory, src_pad);
   // (B,T,V)
   return cfg_.tie_weights ? linear(y, tgt_embed->weight()) : out_proj->forward(y);
 }
@@ -229,7 +234,15 @@ Tensor Transformer::loss(const Batch& src, const Batch& tgt_in, const Batch& tgt
     throw std::invalid_argument("Transformer::loss: target input (" + std::to_string(tgt_in.rows) + "," +
                                 std::to_string(tgt_in.cols) + ") and output (" + std::to_string(tgt_out.rows) + "," +
                                 std::to_string(tgt_out.cols) + ") differ in shape");
-  return cross_entropy(forward(src, tgt_in), tgt_out.ids, cfg_.pad_id, label_smoothing);
+  if (src.rows != tgt_in.rows)
+    throw std::invalid_argument("Transformer::loss: source batch has " + std::to_string(src.rows) +
+                                " rows, target batch " + std::to_string(tgt_in.rows));
+  // The projection and the loss in one op, chunk by chunk: the (B,T,V)
+  // logits are never held whole (what large vocabularies need).
+  Tensor src_pad = padding_mask(src);
+  Tensor y = decode_hidden(tgt_in, encode(src, src_pad), src_pad);
+  if (cfg_.tie_weights) return linear_cross_entropy(y, tgt_embed->weight(), Tensor(), tgt_out.ids, cfg_.pad_id, label_smoothing);
+  return linear_cross_entropy(y, out_proj->weight(), out_proj->bias(), tgt_out.ids, cfg_.pad_id, label_smoothing);
 }
 
 // ---- decoding ----------------------------------------------------------------------

@@ -145,6 +145,8 @@ class Transformer : public nn::Module {
  private:
   Tensor embed(nn::Embedding& e, const Batch& b);
   Tensor encode(const Batch& src, const Tensor& src_pad);  // the mask computed once by the caller
+  // The decoder's output before the projection: (B,T,C).
+  Tensor decode_hidden(const Batch& tgt, const Tensor& memory, const Tensor& src_pad);
   TransformerConfig cfg_;
   std::shared_ptr<Generator> drop_gen_;
 };
