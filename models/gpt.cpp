@@ -77,14 +77,18 @@ Tensor GPT::embed(const std::vector<int64_t>& ids, int64_t rows, int64_t cols, i
 
 Tensor GPT::head(const Tensor& h) { return linear(ln_f->forward(h), tok_embed->weight()); }
 
-Tensor GPT::forward(const Batch& ids) {
-  const auto named = scope();
+Tensor GPT::blocks_of(const Batch& ids) {
   if (static_cast<int64_t>(ids.ids.size()) != ids.rows * ids.cols)
     throw std::invalid_argument("GPT: " + std::to_string(ids.ids.size()) + " ids for a (" + std::to_string(ids.rows) +
                                 "," + std::to_string(ids.cols) + ") batch");
   Tensor h = embed(ids.ids, ids.rows, ids.cols, 0);
   for (size_t i = 0; i < blocks->size(); ++i) h = blocks->at<GPTBlock>(i)->forward(h);
-  return head(h);
+  return h;
+}
+
+Tensor GPT::forward(const Batch& ids) {
+  const auto named = scope();
+  return head(blocks_of(ids));
 }
 
 Tensor GPT::loss(const Batch& ids, const Batch& targets, int64_t ignore_index) {
@@ -93,7 +97,10 @@ Tensor GPT::loss(const Batch& ids, const Batch& targets, int64_t ignore_index) {
     throw std::invalid_argument("GPT::loss: ids (" + std::to_string(ids.rows) + "," + std::to_string(ids.cols) +
                                 ") and targets (" + std::to_string(targets.rows) + "," + std::to_string(targets.cols) +
                                 ") differ in shape");
-  return cross_entropy(forward(ids), targets.ids, ignore_index);
+  // The tied projection and the loss in one op (linear_cross_entropy): the
+  // (B,T,V) logits are never held whole.
+  return linear_cross_entropy(ln_f->forward(blocks_of(ids)), tok_embed->weight(), Tensor(), targets.ids,
+                              ignore_index);
 }
 
 namespace {

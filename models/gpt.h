@@ -106,6 +106,7 @@ class GPT : public nn::Module {
  private:
   Tensor embed(const std::vector<int64_t>& ids, int64_t rows, int64_t cols, int64_t start);
   Tensor head(const Tensor& h);  // (.., C) -> (.., V), tied to tok_embed
+  Tensor blocks_of(const Batch& ids);  // ids (B,T) -> the last block's output (B,T,C)
   GPTConfig cfg_;
   std::shared_ptr<Generator> drop_gen_;
 };
