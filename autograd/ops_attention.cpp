@@ -3,8 +3,9 @@
 // dropout by hash, one batched product for the context. Heads are addressed
 // inside the (B,T,C) projections through strides (batch rows T*C apart, heads
 // D apart), so nothing is permuted or copied; backward keeps q, k, v and the
-// weights. Checked in tests against the composition of matmul, masked_fill,
-// softmax and dropout, and by finite differences.
+// weights (bf16 copies of q, k and v under Autocast(bf16)). Checked in tests
+// against the composition of matmul, masked_fill, softmax and dropout, and by
+// finite differences.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
