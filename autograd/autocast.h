@@ -9,10 +9,10 @@
 // copy per tensor however many products save it. Everything else (softmax,
 // layer norm, losses, reductions, elementwise ops, the attention core) runs
 // in float32, as do parameters, gradients and optimiser state; of those,
-// layer norm and the attention core save bf16 copies too (their normalised
-// input; q, k and v) and widen them again in backward. float64 tensors are
-// never cast (gradient checks stay exact). Second order (create_graph)
-// through an op that saved bf16 copies throws.
+// the attention core saves bf16 copies of q, k and v too and widens them
+// again in backward. float64 tensors are never cast (gradient checks stay
+// exact). Second order (create_graph) through an op that saved bf16 copies
+// throws.
 // The scope is per thread, like grad mode, and nests.
 #pragma once
 
