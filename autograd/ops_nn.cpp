@@ -229,10 +229,9 @@ Tensor layer_norm_impl(const char* op, const Tensor& x, const Tensor& r, const T
     if (has_r) g.insert(g.begin() + 1, g[0]);
     return g;
   };
-  // xhat stays float32 under Autocast(bf16) too: saved as a bf16 copy it
-  // halved layer norm's bytes, but the bf16 reverse task then needed a
-  // median of 1,900 steps to 99% over 4 seeds, against 1,450 with it
-  // float32 (bench/results/2026-11-26-bf16-layer-norm.txt).
+  // xhat stays float32 under Autocast(bf16) too: a bf16 copy would halve
+  // its bytes but slowed bf16 training (docs/performance.md, "What is saved
+  // for backward").
   return record(op, out, inputs,
                 [of_inputs, has_r, xhat, rstd, w = weight, b = bias, has_b = bias.defined(), rows, c,
                  eps](const Tensor& g) {
