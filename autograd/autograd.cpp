@@ -89,7 +89,11 @@ std::vector<Tensor> vjp_by_recompute(const std::function<Tensor(const std::vecto
   std::vector<size_t> where;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].defined()) continue;
-    aliases[i] = needs_input_grad(i) ? alias(inputs[i]) : inputs[i].detach();
+    // Every input with a gradient edge stays linked, not only those whose
+    // gradient was asked for: under create_graph the gradients returned are
+    // functions of all of them (d/dw of d/dx, a gradient penalty's terms).
+    const bool linked = g_grad_enabled && g_backward_edges && i < g_backward_edges->size() && (*g_backward_edges)[i];
+    aliases[i] = linked || needs_input_grad(i) ? alias(inputs[i]) : inputs[i].detach();
     if (needs_input_grad(i)) {
       wanted.push_back(aliases[i]);
       where.push_back(i);

@@ -21,6 +21,18 @@ Shape unravel(int64_t flat, const Shape& s) {
   return idx;
 }
 
+// One line: pass/fail, how many elements, what was checked, the worst element.
+std::string describe(const char* who, const GradcheckResult& res, const std::string& what,
+                     const std::string& worst_name, const GradcheckOptions& opts) {
+  std::ostringstream os;
+  os << who << " " << (res.ok ? "passed" : "FAILED") << ": " << res.checked << " elements" << what;
+  if (res.worst_input >= 0)
+    os << "; worst: " << worst_name << " index " << shape_str(res.worst_index) << " analytic " << res.analytic
+       << " numeric " << res.numeric << " |error| " << res.abs_error << " (tolerance "
+       << opts.atol + opts.rtol * std::abs(res.numeric) << ")";
+  return os.str();
+}
+
 }  // namespace
 
 GradcheckResult gradcheck(const std::function<Tensor()>& f, const std::vector<Tensor>& params,
@@ -95,13 +107,7 @@ GradcheckResult gradcheck(const std::function<Tensor()>& f, const std::vector<Te
       if (!(err <= tol)) res.ok = false;
     }
   }
-  std::ostringstream os;
-  os << "gradcheck " << (res.ok ? "passed" : "FAILED") << ": " << res.checked << " elements";
-  if (res.worst_input >= 0)
-    os << "; worst: input " << res.worst_input << " index " << shape_str(res.worst_index) << " analytic "
-       << res.analytic << " numeric " << res.numeric << " |error| " << res.abs_error << " (tolerance "
-       << opts.atol + opts.rtol * std::abs(res.numeric) << ")";
-  res.message = os.str();
+  res.message = describe("gradcheck", res, "", "input " + std::to_string(res.worst_input), opts);
   return res;
 }
 
@@ -110,11 +116,47 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
   return gradcheck([&]() { return f(inputs); }, inputs, opts);
 }
 
+namespace {
+
+// The sets of inputs that gradgradcheck takes first gradients with respect
+// to: all of them, and (mixed partials) each one alone and each one's
+// complement, without repeats. A backward that silently drops the
+// dependence of d/dx_S on an input outside S passes the "all" set and fails
+// one of the others.
+std::vector<std::vector<size_t>> first_gradient_sets(size_t n, bool mixed) {
+  std::vector<std::vector<size_t>> sets(1);
+  for (size_t i = 0; i < n; ++i) sets[0].push_back(i);
+  if (!mixed) return sets;
+  auto add = [&](std::vector<size_t> s) {
+    if (!s.empty() && std::find(sets.begin(), sets.end(), s) == sets.end()) sets.push_back(std::move(s));
+  };
+  for (size_t i = 0; i < n; ++i) {
+    add({i});
+    std::vector<size_t> rest;
+    for (size_t j = 0; j < n; ++j)
+      if (j != i) rest.push_back(j);
+    add(std::move(rest));
+  }
+  return sets;
+}
+
+std::string set_str(const std::vector<size_t>& s, const std::vector<size_t>& index_of) {
+  std::string out = "{";
+  for (size_t k = 0; k < s.size(); ++k) out += (k ? ", " : "") + std::to_string(index_of[s[k]]);
+  return out + "}";
+}
+
+}  // namespace
+
 GradcheckResult gradgradcheck(const std::function<Tensor()>& f, const std::vector<Tensor>& params,
                               const GradcheckOptions& opts) {
   std::vector<Tensor> wanted;
-  for (const Tensor& p : params)
-    if (p.defined() && p.requires_grad()) wanted.push_back(p);
+  std::vector<size_t> index_of;  // wanted[k] is params[index_of[k]]
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].defined() && params[i].requires_grad()) {
+      wanted.push_back(params[i]);
+      index_of.push_back(i);
+    }
   if (wanted.empty()) throw std::invalid_argument("gradgradcheck: no input requires a gradient");
   Tensor y0;
   {
@@ -127,30 +169,48 @@ GradcheckResult gradgradcheck(const std::function<Tensor()>& f, const std::vecto
                                 "; finite differences need float64");
   Generator gen(opts.seed + 777);
   Tensor w = rand(y0.shape(), gen, Dtype::f64, 0.5, 1.5).requires_grad_();
-  // The first-order gradients, flattened into one vector, recorded on the
-  // tape whatever the caller's grad mode (gradcheck evaluates under NoGradGuard).
-  auto first_order = [&]() {
-    const bool prev = grad_enabled();
-    set_grad_enabled(true);
-    struct Restore {
-      bool prev;
-      ~Restore() { set_grad_enabled(prev); }
-    } restore{prev};
-    const Tensor y = f();
-    GradOptions o;
-    o.create_graph = true;
-    o.allow_unused = true;
-    const std::vector<Tensor> gs = grad({y}, wanted, {w}, o);
-    std::vector<Tensor> parts;
-    for (size_t i = 0; i < gs.size(); ++i)
-      parts.push_back(gs[i].defined() ? reshape(gs[i], {-1}) : zeros({wanted[i].numel()}, Dtype::f64));
-    return concat(parts, 0);
-  };
-  std::vector<Tensor> checked = wanted;
+  std::vector<Tensor> checked = wanted;  // the second order: against every input, and w
   checked.push_back(w);
-  GradcheckResult r = gradcheck(first_order, checked, opts);
-  r.message = "grad" + r.message;  // "gradgradcheck passed: ..."
-  return r;
+  GradcheckResult total;
+  for (const std::vector<size_t>& set : first_gradient_sets(wanted.size(), opts.mixed_partials)) {
+    std::vector<Tensor> of;
+    for (size_t k : set) of.push_back(wanted[k]);
+    // The first-order gradients with respect to `of`, flattened into one
+    // vector, recorded on the tape whatever the caller's grad mode (gradcheck
+    // evaluates under NoGradGuard).
+    auto first_order = [&]() {
+      const bool prev = grad_enabled();
+      set_grad_enabled(true);
+      struct Restore {
+        bool prev;
+        ~Restore() { set_grad_enabled(prev); }
+      } restore{prev};
+      const Tensor y = f();
+      GradOptions o;
+      o.create_graph = true;
+      o.allow_unused = true;
+      const std::vector<Tensor> gs = grad({y}, of, {w}, o);
+      std::vector<Tensor> parts;
+      for (size_t i = 0; i < gs.size(); ++i)
+        parts.push_back(gs[i].defined() ? reshape(gs[i], {-1}) : zeros({of[i].numel()}, Dtype::f64));
+      return concat(parts, 0);
+    };
+    GradcheckResult r = gradcheck(first_order, checked, opts);
+    // The worst element, named by its place in `params` (or as w).
+    std::string worst = "the output weight w";
+    if (r.worst_input >= 0 && static_cast<size_t>(r.worst_input) < wanted.size()) {
+      r.worst_input = static_cast<int64_t>(index_of[static_cast<size_t>(r.worst_input)]);
+      worst = "input " + std::to_string(r.worst_input);
+    }
+    r.checked += total.checked;
+    r.message = describe("gradgradcheck", r,
+                         " (first gradient with respect to inputs " + set_str(set, index_of) +
+                             ", second against every input and w)",
+                         worst, opts);
+    if (!r.ok) return r;
+    total = r;
+  }
+  return total;
 }
 
 GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,

@@ -18,6 +18,12 @@ struct GradcheckOptions {
   // `seed`); <= 0 checks every element.
   int64_t max_samples_per_input = 0;
   uint64_t seed = 0;
+  // gradgradcheck only: besides the first gradient with respect to all
+  // inputs, take it with respect to each input alone and to each input's
+  // complement, and check each against every input (mixed partials: a
+  // backward that drops an input whose first gradient was not asked for is
+  // caught). Costs up to 2n + 1 checks for n inputs.
+  bool mixed_partials = true;
 };
 
 // What gradcheck() found.
@@ -48,6 +54,10 @@ GradcheckResult gradcheck(const std::function<Tensor()>& f, const std::vector<Te
 // computed with create_graph and gradcheck()ed as a function of both the
 // inputs and w; so every backward formula on the way is checked to be
 // differentiable, and correct, in its inputs and in its output gradient.
+// With mixed_partials (the default) the first gradients are also taken with
+// respect to each input alone and to each input's complement, the second
+// order always against every input: d/dx_j (d f / d x_i) for all i, j. The
+// message names the set of the first failing check.
 // Needs xg::grad, so f must not run under NoGradGuard.
 GradcheckResult gradgradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                               const std::vector<Tensor>& inputs, const GradcheckOptions& opts = {});

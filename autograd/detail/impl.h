@@ -173,9 +173,6 @@ Tensor saved_output(const Tensor& out);
 Tensor input_with_values(size_t i, const Tensor& values);
 // An identity op: its own gradient edge to t.
 Tensor alias(const Tensor& t);
-// Inside a backward with create_graph: the vector-Jacobian product of
-// `composed` (the op written with differentiable ops) at `inputs` against g,
-// differentiable in turn. The fused ops' second order.
 // Flat indices: out.flat[j] = x.flat[idx[j]] (take) and its adjoint,
 // zeros(shape) with g.flat[j] added at idx[j] (put_add); each the other's
 // backward. The second order of max, gather_rows and index_select.
@@ -185,6 +182,11 @@ Tensor put_add(const Tensor& g, const Index& idx, const Shape& shape);
 // dropout() with its mask's key given: element i kept where the hash of
 // (i, key) says so. Attention's dropout uses the same hash.
 Tensor dropout_keyed(const Tensor& x, double p, uint64_t key);
+// Inside a backward with create_graph: the vector-Jacobian product of
+// `composed` (the op written with differentiable ops) at `inputs` against g,
+// differentiable in turn. The fused ops' second order. Gradients are
+// returned for the inputs asked for (needs_input_grad), and they depend on
+// every input that has a gradient edge, asked for or not.
 std::vector<Tensor> vjp_by_recompute(const std::function<Tensor(const std::vector<Tensor>&)>& composed,
                                      const std::vector<Tensor>& inputs, const Tensor& g);
 }  // namespace detail

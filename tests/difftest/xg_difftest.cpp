@@ -1,0 +1,301 @@
+// Runs random programs (written by tests/difftest/difftest.py, one JSON object
+// per line) on xgrad in float64 and prints, one JSON line per program, every
+// value and gradient the program defines, the leaves' grad() at the end, and
+// the first error (with the step that threw). The same programs run in
+// PyTorch (difftest.py), which compares. The format is in tests/difftest/README.md.
+//   xg_difftest PROGRAMS.jsonl > RESULTS.jsonl
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "autograd/xg.h"
+#include "nn/init.h"
+#include "optim/clip.h"
+
+using namespace xg;
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<int64_t> ints(const json& j) { return j.get<std::vector<int64_t>>(); }
+
+// A tensor given by {"shape": [...], "data": [...]} (float64).
+Tensor dense(const json& j) {
+  const Shape s = j.at("shape").get<Shape>();
+  return from_vector(j.at("data").get<std::vector<double>>(), s, f64);
+}
+
+RecurrentCell cell_of(const std::string& c) {
+  if (c == "tanh") return RecurrentCell::tanh;
+  if (c == "relu") return RecurrentCell::relu;
+  if (c == "lstm") return RecurrentCell::lstm;
+  if (c == "gru") return RecurrentCell::gru;
+  throw std::invalid_argument("xg_difftest: unknown cell " + c);
+}
+
+// Whether a gradient can flow from t (it is on the tape or a leaf that requires grad).
+bool on_tape(const Tensor& t) { return t.defined() && (t.requires_grad() || !t.is_leaf()); }
+
+class Program {
+ public:
+  explicit Program(const json& p) : p_(p) {}
+
+  json run() {
+    json out;
+    size_t step = 0;
+    try {
+      for (const json& s : p_.at("steps")) {
+        run_step(s);
+        ++step;
+      }
+    } catch (const std::exception& e) {
+      out["error"] = e.what();
+      out["error_step"] = step;
+    }
+    json vals = json::array();
+    for (const Tensor& t : values_) vals.push_back(flat(t));
+    out["values"] = vals;
+    json grads = json::array();
+    for (const Tensor& t : inputs_) grads.push_back(t.defined() && t.grad().defined() ? flat(t.grad()) : json());
+    out["leaf_grads"] = grads;
+    return out;
+  }
+
+ private:
+  static json flat(const Tensor& t) {
+    if (!t.defined()) return json();
+    json a = json::array();
+    for (double v : t.to_vector()) a.push_back(v);  // NaN and Inf print as null
+    return a;
+  }
+
+  Tensor arg(const json& s, size_t i) const {
+    const json& a = s.at("args").at(i);
+    if (a.is_null()) return Tensor();
+    return values_.at(a.get<size_t>());
+  }
+
+  // The outputs of a grad/backward step that are on the tape, with their seeds.
+  void roots(const json& s, std::vector<Tensor>& outs, std::vector<Tensor>& seeds) const {
+    const json& gos = s.value("grad_outputs", json::array());
+    size_t k = 0;
+    for (const json& o : s.at("outputs")) {
+      const Tensor y = values_.at(o.get<size_t>());
+      const json go = k < gos.size() ? gos[k] : json();
+      ++k;
+      if (!on_tape(y)) continue;  // a constant: contributes no gradient
+      outs.push_back(y);
+      seeds.push_back(go.is_null() ? ones(y.shape(), y.dtype()) : values_.at(go.get<size_t>()));
+    }
+  }
+
+  void run_step(const json& s) {
+    const std::string op = s.at("op");
+    auto a = [&](size_t i) { return arg(s, i); };
+    auto push = [&](const Tensor& t) { values_.push_back(t); };
+    if (op == "input") {  // a leaf: float64 values, requires_grad when "rg"
+      Tensor t = dense(s);
+      if (s.value("rg", false)) t.requires_grad_();
+      push(t);
+      inputs_.push_back(t);
+      return;
+    }
+    if (op == "grad") {
+      std::vector<Tensor> outs, seeds, wrt;
+      roots(s, outs, seeds);
+      for (const json& w : s.at("wrt")) wrt.push_back(values_.at(w.get<size_t>()));
+      std::vector<Tensor> gs(wrt.size());
+      std::vector<Tensor> live;  // the inputs asked for that a gradient can reach
+      std::vector<size_t> where;
+      for (size_t i = 0; i < wrt.size(); ++i)
+        if (on_tape(wrt[i])) {
+          live.push_back(wrt[i]);
+          where.push_back(i);
+        }
+      if (!outs.empty() && !live.empty()) {
+        GradOptions o;
+        o.create_graph = s.value("create_graph", false);
+        o.retain_graph = true;
+        o.allow_unused = true;
+        const std::vector<Tensor> r = grad(outs, live, seeds, o);
+        for (size_t k = 0; k < where.size(); ++k) gs[where[k]] = r[k];
+      }
+      for (size_t i = 0; i < wrt.size(); ++i) push(gs[i].defined() ? gs[i] : zeros(wrt[i].shape(), f64));
+      return;
+    }
+    if (op == "backward") {
+      std::vector<Tensor> outs, seeds;
+      roots(s, outs, seeds);
+      if (outs.empty()) return;
+      GradOptions o;
+      o.create_graph = s.value("create_graph", false);
+      o.retain_graph = true;
+      backward(outs, seeds, o);
+      return;
+    }
+    if (op == "leaf_grad") {
+      const Tensor x = a(0);
+      push(x.grad().defined() ? x.grad() : zeros(x.shape(), f64));
+      return;
+    }
+    if (op == "zero_grad") {
+      Tensor x = a(0);
+      x.zero_grad();
+      return;
+    }
+    // In-place writes through xgrad's API (no tape; each bumps the version).
+    if (op == "fill_") {
+      a(0).fill_(s.at("value").get<double>());
+      return;
+    }
+    if (op == "init_constant_") {
+      Tensor x = a(0);
+      nn::init::constant_(x, s.at("value").get<double>());
+      return;
+    }
+    if (op == "convert_roundtrip_") {  // to float32 and back: the values rounded
+      Tensor x = a(0);
+      x.convert_(f32);
+      x.convert_(f64);
+      return;
+    }
+    if (op == "clip_grad_") {
+      std::vector<Tensor> ps;
+      for (const json& i : s.at("args")) ps.push_back(values_.at(i.get<size_t>()));
+      optim::clip_grad_norm(ps, s.at("max_norm").get<double>());
+      return;
+    }
+    push(forward(op, s, a));
+  }
+
+  template <class Arg>
+  Tensor forward(const std::string& op, const json& s, Arg a) {
+    // Elementwise, broadcasting.
+    if (op == "add") return add(a(0), a(1));
+    if (op == "sub") return sub(a(0), a(1));
+    if (op == "mul") return mul(a(0), a(1));
+    if (op == "div") return div(a(0), a(1));
+    if (op == "pow") return pow(a(0), a(1));
+    if (op == "maximum") return maximum(a(0), a(1));
+    if (op == "pow_scalar") return pow(a(0), s.at("e").get<double>());
+    if (op == "add_scalar") return a(0) + s.at("s").get<double>();
+    if (op == "mul_scalar") return a(0) * s.at("s").get<double>();
+    if (op == "rsub_scalar") return s.at("s").get<double>() - a(0);
+    if (op == "rdiv_scalar") return s.at("s").get<double>() / a(0);
+    if (op == "neg") return neg(a(0));
+    if (op == "exp") return exp(a(0));
+    if (op == "log") return log(a(0));
+    if (op == "sqrt") return sqrt(a(0));
+    if (op == "abs") return abs(a(0));
+    if (op == "relu") return relu(a(0));
+    if (op == "gelu") return gelu(a(0));
+    if (op == "tanh") return tanh(a(0));
+    if (op == "sigmoid") return sigmoid(a(0));
+    if (op == "clamp") return clamp(a(0), s.at("lo").get<double>(), s.at("hi").get<double>());
+    // Reductions.
+    const bool keep = s.value("keepdims", false);
+    if (op == "sum") return sum(a(0), ints(s.at("axes")), keep);
+    if (op == "mean") return mean(a(0), ints(s.at("axes")), keep);
+    if (op == "max") return max(a(0), ints(s.at("axes")), keep);
+    if (op == "var") return var(a(0), ints(s.at("axes")), keep, s.value("unbiased", false));
+    // Shape.
+    if (op == "reshape") return reshape(a(0), s.at("shape").get<Shape>());
+    if (op == "permute") return permute(a(0), ints(s.at("perm")));
+    if (op == "transpose") return transpose(a(0), s.at("dim0").get<int64_t>(), s.at("dim1").get<int64_t>());
+    if (op == "slice")
+      return slice(a(0), s.at("axis").get<int64_t>(), s.at("start").get<int64_t>(), s.at("end").get<int64_t>(),
+                   s.value("step", int64_t{1}));
+    if (op == "concat" || op == "stack") {
+      std::vector<Tensor> ts;
+      for (size_t i = 0; i < s.at("args").size(); ++i) ts.push_back(a(i));
+      return op == "concat" ? concat(ts, s.at("axis").get<int64_t>()) : stack(ts, s.at("axis").get<int64_t>());
+    }
+    if (op == "split")
+      return split(a(0), ints(s.at("sizes")), s.at("axis").get<int64_t>()).at(s.at("part").get<size_t>());
+    if (op == "chunk")
+      return chunk(a(0), s.at("chunks").get<int64_t>(), s.at("axis").get<int64_t>()).at(s.at("part").get<size_t>());
+    if (op == "unsqueeze") return unsqueeze(a(0), s.at("axis").get<int64_t>());
+    if (op == "squeeze") return squeeze(a(0), s.at("axis").get<int64_t>());
+    if (op == "broadcast_to") return broadcast_to(a(0), s.at("shape").get<Shape>());
+    // Products.
+    if (op == "matmul") return matmul(a(0), a(1));
+    if (op == "linear") return linear(a(0), a(1), a(2));
+    // Indexing.
+    if (op == "gather_rows") return gather_rows(a(0), ints(s.at("ids")), s.at("ids_shape").get<Shape>());
+    if (op == "index_select")
+      return index_select(a(0), s.at("axis").get<int64_t>(), from_ints(ints(s.at("index")), {int64_t(s.at("index").size())}));
+    if (op == "where") return where(dense(s.at("cond")), a(0), a(1));
+    if (op == "masked_fill") return masked_fill(a(0), dense(s.at("mask")), s.at("value").get<double>());
+    // Fused.
+    if (op == "softmax") return softmax(a(0), s.at("axis").get<int64_t>());
+    if (op == "log_softmax") return log_softmax(a(0), s.at("axis").get<int64_t>());
+    if (op == "layer_norm") return layer_norm(a(0), a(1), a(2), s.value("eps", 1e-5));
+    if (op == "add_layer_norm") return add_layer_norm(a(0), a(1), a(2), a(3), s.value("eps", 1e-5));
+    if (op == "cross_entropy")
+      return cross_entropy(a(0), ints(s.at("targets")), s.value("ignore_index", int64_t{-100}),
+                           s.value("label_smoothing", 0.0));
+    if (op == "linear_cross_entropy")
+      return linear_cross_entropy(a(0), a(1), a(2), ints(s.at("targets")), s.value("ignore_index", int64_t{-100}),
+                                  s.value("label_smoothing", 0.0));
+    if (op == "dropout") {
+      Generator g(s.value("seed", uint64_t{0}));
+      return dropout(a(0), s.at("p").get<double>(), true, g);
+    }
+    if (op == "relu_dropout") {
+      Generator g(s.value("seed", uint64_t{0}));
+      return relu_dropout(a(0), s.at("p").get<double>(), true, g);
+    }
+    if (op == "attention") {
+      AttentionOptions o;
+      o.heads = s.at("heads").get<int64_t>();
+      o.causal = s.value("causal", false);
+      o.scale = s.value("scale", 0.0);
+      o.kv_length = s.value("kv_length", int64_t{0});
+      if (s.contains("key_padding_mask") && !s.at("key_padding_mask").is_null())
+        o.key_padding_mask = dense(s.at("key_padding_mask"));
+      const std::string mem = s.value("memory", std::string("automatic"));
+      o.memory = mem == "recompute" ? AttentionMemory::recompute
+                 : mem == "keep_weights" ? AttentionMemory::keep_weights
+                                         : AttentionMemory::automatic;
+      return attention(a(0), a(1), a(2), o);
+    }
+    if (op == "recurrence")
+      return recurrence(cell_of(s.at("cell")), a(0), a(1), a(2), a(3), a(4), ints(s.value("lengths", json::array())),
+                        s.value("reverse", false));
+    throw std::invalid_argument("xg_difftest: unknown op '" + op + "'");
+  }
+
+  const json& p_;
+  std::vector<Tensor> values_;
+  std::vector<Tensor> inputs_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::cerr << "usage: xg_difftest PROGRAMS.jsonl > RESULTS.jsonl\n";
+    return 2;
+  }
+  std::ifstream in(argv[1]);
+  if (!in) {
+    std::cerr << "xg_difftest: cannot read " << argv[1] << "\n";
+    return 2;
+  }
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json p;
+    try {
+      p = json::parse(line);
+    } catch (const std::exception& e) {
+      std::cerr << "xg_difftest: a line of " << argv[1] << " is not JSON: " << e.what() << "\n";
+      return 2;
+    }
+    Program prog(p);
+    std::cout << prog.run().dump() << "\n";
+  }
+  return 0;
+}
