@@ -8,9 +8,18 @@
 //                    0.5 * sum_p |dL/dp|^2, differentiated again by xg::grad
 //   transformer_hvp  xg::hvp of L along a direction from the file, and, on
 //                    xgrad's side only, against central differences of dL/dp
+//   bilstm_gp, cross_attention_gp, linear_cross_entropy_gg
+//                    through the ops whose second order is computed by
+//                    recomputation (nn::LSTM's recurrence, attention,
+//                    linear_cross_entropy): g = the gradient with respect to
+//                    x alone, by xg::grad(create_graph); P = sum(g^2); dP/d
+//                    every parameter and input by xg::grad (allow_unused)
+//                    and again by P.backward()
+//   wgan_gp_layernorm  as mlp_gp, through nn::LayerNorm
 // Every tensor must agree with PyTorch to parity::kTolerance relative to its
-// largest value (the key biases, whose derivatives are zero by construction,
-// relative to the largest of all parameters': see zero_by_construction), and
+// largest value (the key biases, and in cross_attention_gp the value biases,
+// whose derivatives are zero by construction, relative to the largest of all
+// parameters': see zero_by_construction), and
 // with the central differences to kFiniteDifferenceTolerance. Prints one line
 // per comparison; exits 1 if any differs.
 //   higher_order_parity FILE.safetensors
@@ -38,6 +47,11 @@ struct CaseFile {
   std::string name;
   std::map<std::string, Tensor>& file;
   Tensor get(const std::string& key) const { return file.at(name + "." + key); }
+  // get(key), or undefined when the file has no such tensor.
+  Tensor find(const std::string& key) const {
+    auto it = file.find(name + "." + key);
+    return it == file.end() ? Tensor() : it->second;
+  }
   std::map<std::string, Tensor> group(const std::string& group) const {
     std::map<std::string, Tensor> out;
     const std::string prefix = name + "." + group + ".";
@@ -92,9 +106,14 @@ bool mlp_gp(const CaseFile& c, std::istringstream& config) {
 // arithmetic, and both sides hold rounding noise (~1e-17 against gradients
 // ~1). Such a tensor is compared relative to the largest value of all the
 // parameters' tensors of the comparison; any other relative to its own.
-bool zero_by_construction(const std::string& name) {
-  const std::string end = ".w_k.bias";
-  return name.size() >= end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0;
+// `ends`: the names (after the last module prefix) of the tensors zero by
+// construction in the case at hand.
+bool zero_by_construction(const std::string& name, const std::vector<std::string>& ends) {
+  for (const std::string& end : ends)
+    if (name == end || (name.size() > end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0 &&
+                        name[name.size() - end.size() - 1] == '.'))
+      return true;
+  return false;
 }
 
 double max_abs(const Tensor& t) {
@@ -104,14 +123,22 @@ double max_abs(const Tensor& t) {
 }
 
 // Appends ("LABEL NAME", difference) for each parameter's tensor, ours against ref.
+// An undefined ref (PyTorch found no path to the tensor) wants ours
+// undefined or all zeros: difference 0, else 1e300.
 void compare_all(std::vector<std::pair<std::string, double>>& diffs, const std::string& label,
                  const std::vector<std::string>& names, const std::vector<Tensor>& ours,
-                 const std::vector<Tensor>& ref) {
+                 const std::vector<Tensor>& ref, const std::vector<std::string>& zero_ends = {"w_k.bias"}) {
   double scale = 1e-300;
-  for (const Tensor& r : ref) scale = std::max(scale, max_abs(r));
+  for (const Tensor& r : ref)
+    if (r.defined()) scale = std::max(scale, max_abs(r));
   for (size_t i = 0; i < names.size(); ++i) {
+    if (!ref[i].defined()) {
+      diffs.push_back({label + " " + names[i], !ours[i].defined() || max_abs(ours[i]) == 0 ? 0.0 : 1e300});
+      continue;
+    }
     double d = parity::rel_diff(ours[i], ref[i]);
-    if (zero_by_construction(names[i]) && d < 1e300) d = d * max_abs(ref[i]) / scale;  // max |ours - ref| / scale
+    if (zero_by_construction(names[i], zero_ends) && d < 1e300)
+      d = d * max_abs(ref[i]) / scale;  // max |ours - ref| / scale
     diffs.push_back({label + " " + names[i], d});
   }
 }
@@ -121,10 +148,11 @@ models::Batch batch(const Tensor& ids) {
   return {std::vector<int64_t>(p, p + ids.numel()), ids.size(0), ids.size(1)};
 }
 
-// file["CASE.PREFIX" + name] for each name.
-std::vector<Tensor> from_file(const CaseFile& c, const std::string& prefix, const std::vector<std::string>& names) {
+// file["CASE.PREFIX" + name] for each name (optional: undefined where missing).
+std::vector<Tensor> from_file(const CaseFile& c, const std::string& prefix, const std::vector<std::string>& names,
+                              bool optional = false) {
   std::vector<Tensor> out;
-  for (const std::string& n : names) out.push_back(c.get(prefix + n));
+  for (const std::string& n : names) out.push_back(optional ? c.find(prefix + n) : c.get(prefix + n));
   return out;
 }
 
@@ -187,10 +215,153 @@ bool transformer(const CaseFile& c, std::istringstream& config) {
          ok;
 }
 
+// ---- second order through recomputed backwards -------------------------------------
+
+// The first gradient d<y, gy>/dx with respect to x alone, on the tape: every
+// other input's share of the second order comes through its graph only.
+Tensor first_gradient(const Tensor& y, const Tensor& gy, const Tensor& x) {
+  GradOptions o;
+  o.create_graph = true;
+  return grad({y}, {x}, {gy}, o)[0];
+}
+
+// dP/d each of `inputs` by xg::grad (allow_unused, the graph kept) and then
+// by P.backward() into their grad(), both against PyTorch's P.backward()
+// ("grad.NAME"; missing where PyTorch has none: the input does not reach P).
+// zero_ends as compare_all's.
+void compare_second_order(std::vector<std::pair<std::string, double>>& diffs, const CaseFile& c, const Tensor& p,
+                          const std::vector<std::string>& names, const std::vector<Tensor>& inputs,
+                          const std::vector<std::string>& zero_ends = {}) {
+  GradOptions o;
+  o.allow_unused = true;
+  o.retain_graph = true;
+  const std::vector<Tensor> by_grad = grad({p}, inputs, {}, o);
+  p.backward();
+  std::vector<Tensor> by_backward;
+  for (const Tensor& t : inputs) by_backward.push_back(t.grad());
+  const std::vector<Tensor> ref = from_file(c, "grad.", names, true);
+  compare_all(diffs, "grad dP/d", names, by_grad, ref, zero_ends);
+  compare_all(diffs, "backward dP/d", names, by_backward, ref, zero_ends);
+}
+
+// nn::LSTM(bidirectional) with lengths, h0 and c0; y its output.
+bool bilstm_gp(const CaseFile& c, std::istringstream& config) {
+  nn::RNNOptions ro;
+  std::string lengths_text;
+  config >> ro.input_size >> ro.hidden_size >> lengths_text;
+  ro.bidirectional = true;
+  std::vector<int64_t> lengths;
+  std::istringstream l(lengths_text);
+  for (std::string v; std::getline(l, v, ',');) lengths.push_back(std::stoll(v));
+  Generator gen(0);
+  nn::LSTM lstm(ro, gen);
+  lstm.to(f64);
+  lstm.load_state_dict(c.group("param"));  // strict: torch.nn.LSTM's names are ours
+  Tensor x = c.get("x").requires_grad_(), h0 = c.get("h0").requires_grad_(), c0 = c.get("c0").requires_grad_();
+  const Tensor y = lstm.forward(x, h0, lengths, c0).output;  // (B,T,2H)
+  const Tensor g = first_gradient(y, c.get("gy"), x);        // (B,T,C)
+  const Tensor p = sum(mul(g, g));
+  std::vector<std::pair<std::string, double>> diffs = {{"g", parity::rel_diff(g, c.get("g"))},
+                                                       {"P", parity::rel_diff(p, c.get("p"))}};
+  std::vector<std::string> names;
+  std::vector<Tensor> inputs;
+  for (auto& [pname, w] : lstm.named_parameters()) names.push_back(pname), inputs.push_back(w);
+  names.insert(names.end(), {"h0", "c0", "x"});
+  inputs.insert(inputs.end(), {h0, c0, x});
+  compare_second_order(diffs, c, p, names, inputs);
+  return parity::report(kProgram, c.name, "bidirectional LSTM, P = |d<y,gy>/dx|^2, dP/d all", diffs, kTolerance);
+}
+
+// The critic fc2(tanh(ln(fc1(x)))).
+struct LayerNormCritic : nn::Module {
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  std::shared_ptr<nn::LayerNorm> ln;
+  LayerNormCritic(int64_t in, int64_t hidden, Generator& gen)
+      : fc1(register_module("fc1", std::make_shared<nn::Linear>(in, hidden, gen))),
+        fc2(register_module("fc2", std::make_shared<nn::Linear>(hidden, 1, gen))),
+        ln(register_module("ln", std::make_shared<nn::LayerNorm>(hidden))) {}
+  Tensor forward(const Tensor& x) override { return fc2->forward(tanh(ln->forward(fc1->forward(x)))); }
+  std::string type_name() const override { return "LayerNormCritic"; }
+};
+
+bool wgan_gp_layernorm(const CaseFile& c, std::istringstream& config) {
+  int64_t in = 0, hidden = 0;
+  double weight = 0;
+  config >> in >> hidden >> weight;
+  Generator gen(0);
+  LayerNormCritic critic(in, hidden, gen);
+  critic.to(f64);
+  critic.load_state_dict(c.group("param"));
+  Tensor x = c.get("x").requires_grad_();
+  const Tensor d = critic.forward(x);  // (N,1)
+  GradOptions o;
+  o.create_graph = true;
+  const Tensor g = grad({sum(d)}, {x}, {}, o)[0];  // (N,in), with respect to x alone
+  const Tensor norm = sqrt(sum(mul(g, g), {1}));   // (N)
+  const Tensor loss = mean(d) + weight * mean(pow(norm - 1.0, 2.0));
+  loss.backward();
+  std::vector<std::pair<std::string, double>> diffs = {{"loss", parity::rel_diff(loss, c.get("loss"))},
+                                                       {"grad x", parity::rel_diff(x.grad(), c.get("grad.x"))}};
+  for (auto& [pname, p] : critic.named_parameters())
+    diffs.push_back({"grad " + pname, parity::rel_diff(p.grad(), c.get("grad." + pname))});
+  return parity::report(kProgram, c.name, "gradient penalty through layer_norm", diffs, kTolerance);
+}
+
+// nn::MultiHeadAttention(x, memory, memory, key_padding_mask). g does not
+// depend on w_o.bias (added last: PyTorch has no gradient for it), nor on
+// w_k.bias (see zero_by_construction), nor on w_v.bias (each query's weights
+// sum to 1, so it adds w_o b_v to every output whatever x): dP/d of the last
+// two is rounding noise on both sides.
+bool cross_attention_gp(const CaseFile& c, std::istringstream& config) {
+  int64_t channels = 0, heads = 0;
+  config >> channels >> heads;
+  Generator gen(0);
+  nn::MultiHeadAttention mha(channels, heads, 0.0, gen, nullptr);
+  mha.to(f64);
+  mha.load_state_dict(c.group("param"));
+  Tensor x = c.get("x").requires_grad_(), memory = c.get("memory").requires_grad_();
+  const Tensor y = mha.forward(x, memory, memory, c.get("pad"));  // (B,T,C)
+  const Tensor g = first_gradient(y, c.get("gy"), x);              // (B,T,C)
+  const Tensor p = sum(mul(g, g));
+  std::vector<std::pair<std::string, double>> diffs = {{"g", parity::rel_diff(g, c.get("g"))},
+                                                       {"P", parity::rel_diff(p, c.get("p"))}};
+  std::vector<std::string> names;
+  std::vector<Tensor> inputs;
+  for (auto& [pname, w] : mha.named_parameters()) names.push_back(pname), inputs.push_back(w);
+  names.insert(names.end(), {"memory", "x"});
+  inputs.insert(inputs.end(), {memory, x});
+  compare_second_order(diffs, c, p, names, inputs, {"w_k.bias", "w_v.bias"});
+  return parity::report(kProgram, c.name, "cross-attention, P = |d<y,gy>/dx|^2, dP/d all", diffs, kTolerance);
+}
+
+// xg::linear_cross_entropy(x, W, b) with ignored rows and label smoothing.
+bool linear_cross_entropy_gg(const CaseFile& c, std::istringstream& config) {
+  int64_t ignore_index = 0;
+  double smoothing = 0;
+  config >> ignore_index >> smoothing;
+  Tensor x = c.get("x").requires_grad_(), w = c.get("weight").requires_grad_(), b = c.get("bias").requires_grad_();
+  const Tensor t = c.get("targets");
+  const std::vector<int64_t> targets(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+  const Tensor loss = linear_cross_entropy(x, w, b, targets, ignore_index, smoothing);
+  GradOptions o;
+  o.create_graph = true;
+  const Tensor g = grad({loss}, {x}, {}, o)[0];  // (N,C), with respect to x alone
+  const Tensor p = sum(mul(g, g));
+  std::vector<std::pair<std::string, double>> diffs = {{"loss", parity::rel_diff(loss, c.get("loss"))},
+                                                       {"g", parity::rel_diff(g, c.get("g"))},
+                                                       {"P", parity::rel_diff(p, c.get("p"))}};
+  compare_second_order(diffs, c, p, {"weight", "bias", "x"}, {w, b, x});
+  return parity::report(kProgram, c.name, "P = |dL/dx|^2, dP/dW, dP/db, dP/dx", diffs, kTolerance);
+}
+
 bool run_case(const std::string& name, const std::string& config, std::map<std::string, Tensor>& file) {
   std::istringstream in(config);
   const CaseFile c{name, file};
   if (name == "mlp_gp") return mlp_gp(c, in);
+  if (name == "bilstm_gp") return bilstm_gp(c, in);
+  if (name == "wgan_gp_layernorm") return wgan_gp_layernorm(c, in);
+  if (name == "cross_attention_gp") return cross_attention_gp(c, in);
+  if (name == "linear_cross_entropy_gg") return linear_cross_entropy_gg(c, in);
   return transformer(c, in);
 }
 

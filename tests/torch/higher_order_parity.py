@@ -9,6 +9,23 @@
 #                    and the total's gradient with respect to every parameter
 #   transformer_hvp  the Hessian-vector product of the same L along a random
 #                    direction (one tensor per parameter)
+#   bilstm_gp        a bidirectional LSTM with per-row lengths and initial
+#                    states: g = d<y, gy>/dx (x only), P = sum(g^2) and dP/d
+#                    every parameter, h0, c0 and x
+#   wgan_gp_layernorm a gradient penalty on a critic fc2(tanh(ln(fc1(x)))):
+#                    the loss and its gradient with respect to every parameter
+#                    (the layer norm's too) and the input
+#   cross_attention_gp multi-head cross-attention (queries from x, keys and
+#                    values from a memory, a key padding mask): g = d<out, gy>/dx
+#                    (x only), P = sum(g^2) and dP/d the memory, x and every
+#                    parameter
+#   linear_cross_entropy_gg  cross_entropy(linear(x, W, b)) with ignored rows
+#                    and label smoothing: g = dL/dx (x only), P = sum(g^2) and
+#                    dP/dW, dP/db, dP/dx
+# The last four go through the ops whose second order xgrad computes by
+# recomputation (recurrence, layer_norm, attention, linear_cross_entropy);
+# each first gradient is taken with respect to x alone, so the other inputs'
+# terms of the second order come only from the graph of that gradient.
 # The Transformer is written out functionally with torch ops, as
 # models/transformer.cpp computes it (post-norm, tied embeddings, dropout 0).
 #   python3 higher_order_parity.py OUT.safetensors
@@ -17,6 +34,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from safetensors_io import save
 
@@ -178,11 +196,147 @@ def transformer_case(name, kind, out, meta):
     meta[name] = f"{kind} {V} {C} {H} {FF} {PAD} {SMOOTHING}"
 
 
+# ---- bilstm_gp --------------------------------------------------------------
+
+# Rows past their length as nn::LSTM treats them: a packed sequence (the state
+# stops at the row's length, the reverse direction starts at its last
+# element, the output is zero past it).
+LSTM_IN, LSTM_HIDDEN, LSTM_T, LSTM_LENGTHS = 3, 4, 4, [4, 2, 3]
+
+
+def bilstm_gp(name, out, meta):
+    torch.manual_seed(sum(map(ord, name)))
+    m = torch.nn.LSTM(LSTM_IN, LSTM_HIDDEN, bidirectional=True, batch_first=True, **D64)
+    B = len(LSTM_LENGTHS)
+    x = torch.randn(B, LSTM_T, LSTM_IN, **D64, requires_grad=True)
+    h0 = (0.5 * torch.randn(2, B, LSTM_HIDDEN, **D64)).requires_grad_()
+    c0 = (0.5 * torch.randn(2, B, LSTM_HIDDEN, **D64)).requires_grad_()
+    packed = pack_padded_sequence(x, torch.tensor(LSTM_LENGTHS), batch_first=True, enforce_sorted=False)
+    y, _ = m(packed, (h0, c0))
+    y, _ = pad_packed_sequence(y, batch_first=True, total_length=LSTM_T)  # (B,T,2H)
+    gy = torch.randn_like(y)
+    (g,) = torch.autograd.grad((y * gy).sum(), x, create_graph=True)  # (B,T,C)
+    p = (g * g).sum()
+    p.backward()
+    for pname, w in m.named_parameters():
+        out[f"{name}.param.{pname}"], out[f"{name}.grad.{pname}"] = w, w.grad
+    for key, t in (("x", x), ("h0", h0), ("c0", c0)):
+        out[f"{name}.{key}"], out[f"{name}.grad.{key}"] = t, t.grad
+    out[f"{name}.gy"], out[f"{name}.g"], out[f"{name}.p"] = gy, g, p
+    meta[name] = f"{LSTM_IN} {LSTM_HIDDEN} {','.join(map(str, LSTM_LENGTHS))}"
+
+
+# ---- wgan_gp_layernorm ------------------------------------------------------
+
+LN_IN, LN_HIDDEN, LN_N = 5, 8, 6
+
+
+def wgan_gp_layernorm(name, out, meta):
+    torch.manual_seed(sum(map(ord, name)))
+    params = {}
+    for layer, (o, i) in {"fc1": (LN_HIDDEN, LN_IN), "fc2": (1, LN_HIDDEN)}.items():
+        bound = 1 / math.sqrt(i)
+        params[layer + ".weight"] = (torch.rand(o, i, **D64) * 2 - 1) * bound
+        params[layer + ".bias"] = (torch.rand(o, **D64) * 2 - 1) * bound
+    # The layer norm off its identity, so that its parameters count.
+    params["ln.weight"] = 1 + 0.3 * torch.randn(LN_HIDDEN, **D64)
+    params["ln.bias"] = 0.3 * torch.randn(LN_HIDDEN, **D64)
+    for p in params.values():
+        p.requires_grad_()
+    x = torch.randn(LN_N, LN_IN, **D64, requires_grad=True)
+
+    def critic(x):
+        h = F.linear(x, params["fc1.weight"], params["fc1.bias"])
+        h = torch.tanh(F.layer_norm(h, (LN_HIDDEN,), params["ln.weight"], params["ln.bias"], 1e-5))
+        return F.linear(h, params["fc2.weight"], params["fc2.bias"])  # (N,1)
+
+    d = critic(x)
+    (g,) = torch.autograd.grad(d.sum(), x, create_graph=True)  # (N,in)
+    norm = torch.sqrt((g * g).sum(1))
+    loss = d.mean() + GP_WEIGHT * ((norm - 1) ** 2).mean()
+    loss.backward()
+    for pname, p in params.items():
+        out[f"{name}.param.{pname}"], out[f"{name}.grad.{pname}"] = p, p.grad
+    out[f"{name}.x"], out[f"{name}.grad.x"] = x, x.grad
+    out[f"{name}.loss"] = loss
+    meta[name] = f"{LN_IN} {LN_HIDDEN} {GP_WEIGHT}"
+
+
+# ---- cross_attention_gp -----------------------------------------------------
+
+# nn::MultiHeadAttention written out as xg::attention computes it: scores
+# scaled by 1/sqrt(D), padded keys' scores set to -1e9 before the softmax.
+XA_B, XA_T, XA_S, XA_C, XA_H = 2, 3, 4, 8, 2
+XA_PAD = [[0, 0, 0, 1], [0, 0, 1, 1]]  # 1: a padded key (no row all padded)
+
+
+def cross_attention_gp(name, out, meta):
+    torch.manual_seed(sum(map(ord, name)))
+    B, T, S, C, H, D = XA_B, XA_T, XA_S, XA_C, XA_H, XA_C // XA_H
+    P = {}
+    for w in ("w_q", "w_k", "w_v", "w_o"):
+        bound = 1 / math.sqrt(C)  # nn::Linear's range
+        P[w + ".weight"] = ((torch.rand(C, C, **D64) * 2 - 1) * bound).requires_grad_()
+        P[w + ".bias"] = ((torch.rand(C, **D64) * 2 - 1) * bound).requires_grad_()
+    x = torch.randn(B, T, C, **D64, requires_grad=True)
+    memory = torch.randn(B, S, C, **D64, requires_grad=True)
+    pad = torch.tensor(XA_PAD, **D64)
+
+    def linear(t, w):
+        return F.linear(t, P[w + ".weight"], P[w + ".bias"])
+
+    q = linear(x, "w_q").view(B, T, H, D).transpose(1, 2)  # (B,H,T,D)
+    k = linear(memory, "w_k").view(B, S, H, D).transpose(1, 2)  # (B,H,S,D)
+    v = linear(memory, "w_v").view(B, S, H, D).transpose(1, 2)
+    scores = q @ k.transpose(-1, -2) / math.sqrt(D)  # (B,H,T,S)
+    w = torch.softmax(scores.masked_fill(pad[:, None, None, :] != 0, -1e9), dim=-1)
+    y = linear((w @ v).transpose(1, 2).reshape(B, T, C), "w_o")  # (B,T,C)
+    gy = torch.randn_like(y)
+    (g,) = torch.autograd.grad((y * gy).sum(), x, create_graph=True)
+    p = (g * g).sum()
+    p.backward()
+    for pname, t in P.items():
+        out[f"{name}.param.{pname}"] = t
+        if t.grad is not None:  # w_o.bias: g does not depend on it, no gradient is written
+            out[f"{name}.grad.{pname}"] = t.grad
+    out[f"{name}.x"], out[f"{name}.grad.x"] = x, x.grad
+    out[f"{name}.memory"], out[f"{name}.grad.memory"] = memory, memory.grad
+    out[f"{name}.pad"], out[f"{name}.gy"], out[f"{name}.g"], out[f"{name}.p"] = pad, gy, g, p
+    meta[name] = f"{C} {H}"
+
+
+# ---- linear_cross_entropy_gg ------------------------------------------------
+
+LCE_N, LCE_C, LCE_V, LCE_IGNORE, LCE_SMOOTHING = 7, 5, 6, -100, 0.1
+LCE_TARGETS = [2, -100, 5, 0, -100, 3, 1]  # two ignored rows
+
+
+def linear_cross_entropy_gg(name, out, meta):
+    torch.manual_seed(sum(map(ord, name)))
+    bound = 1 / math.sqrt(LCE_C)
+    W = ((torch.rand(LCE_V, LCE_C, **D64) * 2 - 1) * bound).requires_grad_()
+    b = ((torch.rand(LCE_V, **D64) * 2 - 1) * bound).requires_grad_()
+    x = torch.randn(LCE_N, LCE_C, **D64, requires_grad=True)
+    targets = torch.tensor(LCE_TARGETS, dtype=torch.int64)
+    loss = F.cross_entropy(F.linear(x, W, b), targets, ignore_index=LCE_IGNORE, label_smoothing=LCE_SMOOTHING)
+    (g,) = torch.autograd.grad(loss, x, create_graph=True)  # (N,C)
+    p = (g * g).sum()
+    p.backward()
+    for key, t in (("x", x), ("weight", W), ("bias", b)):
+        out[f"{name}.{key}"], out[f"{name}.grad.{key}"] = t, t.grad
+    out[f"{name}.targets"], out[f"{name}.loss"], out[f"{name}.g"], out[f"{name}.p"] = targets, loss, g, p
+    meta[name] = f"{LCE_IGNORE} {LCE_SMOOTHING}"
+
+
 def main():
     out, meta = {}, {}
     mlp_gp("mlp_gp", out, meta)
     transformer_case("transformer_gp", "gp", out, meta)
     transformer_case("transformer_hvp", "hvp", out, meta)
+    bilstm_gp("bilstm_gp", out, meta)
+    wgan_gp_layernorm("wgan_gp_layernorm", out, meta)
+    cross_attention_gp("cross_attention_gp", out, meta)
+    linear_cross_entropy_gg("linear_cross_entropy_gg", out, meta)
     save(sys.argv[1], out, meta)
     print(f"higher_order_parity.py: {len(meta)} cases written to {sys.argv[1]} (torch {torch.__version__})")
 
