@@ -376,6 +376,14 @@ void Tensor::convert_(Dtype d) {
   impl_->buf = tmp.impl()->buf;
   impl_->dtype = d;
   impl_->grad = Tensor();
+  // A converted tensor starts a new history: graphs recorded before reach
+  // neither its grad() (through backward) nor it (through xg::grad), which
+  // would otherwise disagree, and could add a gradient of the old dtype.
+  if (auto acc = impl_->grad_accumulator.lock()) {
+    auto gone = std::make_shared<TensorImpl>();  // what those graphs accumulate into, seen by no one
+    gone->shape = impl_->shape;
+    acc->leaf = std::move(gone);
+  }
   impl_->grad_accumulator.reset();
 }
 

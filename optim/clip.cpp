@@ -53,8 +53,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm, bool e
     throw NonFiniteError("clip_grad_norm: the total gradient norm overflows to " + std::to_string(norm) +
                          " though every gradient is finite");
   }
-  if (norm > max_norm) {
-    const double scale = max_norm / (norm + 1e-6);
+  const double scale = max_norm / (norm + 1e-6);
+  if (scale < 1) {  // as PyTorch: also for a norm within 1e-6 below max_norm
     for (const Tensor& p : params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;

@@ -13,8 +13,9 @@ struct NonFiniteError : std::runtime_error {
 };
 
 // The L2 norm of all gradients together (computed in double), before
-// clipping; when it exceeds max_norm, every gradient is scaled in place by
-// max_norm / (norm + 1e-6), as PyTorch's clip_grad_norm_. A non-finite norm
+// clipping; when max_norm / (norm + 1e-6) < 1 (the norm exceeds max_norm, or
+// falls within 1e-6 below it) every gradient is scaled in place by that
+// factor, as PyTorch's clip_grad_norm_ (which also multiplies by 1 otherwise). A non-finite norm
 // throws NonFiniteError naming the first parameter whose gradient holds a NaN
 // or Inf, gradients untouched (PyTorch's error_if_nonfinite=True); with
 // error_if_nonfinite = false it is returned and the gradients left as they are.

@@ -54,9 +54,7 @@ class Program {
       out["error"] = e.what();
       out["error_step"] = step;
     }
-    json vals = json::array();
-    for (const Tensor& t : values_) vals.push_back(flat(t));
-    out["values"] = vals;
+    out["values"] = snapshots_;
     json grads = json::array();
     for (const Tensor& t : inputs_) grads.push_back(t.defined() && t.grad().defined() ? flat(t.grad()) : json());
     out["leaf_grads"] = grads;
@@ -94,7 +92,12 @@ class Program {
   void run_step(const json& s) {
     const std::string op = s.at("op");
     auto a = [&](size_t i) { return arg(s, i); };
-    auto push = [&](const Tensor& t) { values_.push_back(t); };
+    // Each value as it was when defined (a later in-place write may change a
+    // tensor that shares its storage).
+    auto push = [&](const Tensor& t) {
+      values_.push_back(t);
+      snapshots_.push_back(flat(t));
+    };
     if (op == "input") {  // a leaf: float64 values, requires_grad when "rg"
       Tensor t = dense(s);
       if (s.value("rg", false)) t.requires_grad_();
@@ -270,6 +273,7 @@ class Program {
   const json& p_;
   std::vector<Tensor> values_;
   std::vector<Tensor> inputs_;
+  json snapshots_ = json::array();
 };
 
 }  // namespace

@@ -1,0 +1,990 @@
+#!/usr/bin/python3
+"""Differential fuzzer: random programs over xgrad's public ops, run by xgrad
+(the xg_difftest program) and by PyTorch in float64; every value and every
+gradient is compared at 1e-10 relative. A failing program is shrunk to a
+small reproducer and written to the work directory.
+
+  difftest.py --binary build/tests/xg_difftest --seeds 0:300
+  difftest.py --binary ... --seeds 0:100000 --chunk 2000     (a long run)
+  difftest.py --binary ... --replay tests/difftest/regressions
+
+The program format is in README.md beside this file.
+"""
+import argparse
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+# backward(create_graph=True) warns of the reference cycle it makes; programs are short-lived
+warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
+
+torch.set_default_dtype(torch.float64)
+torch.set_num_threads(1)
+
+RTOL = 1e-10
+GATES = {"tanh": 1, "relu": 1, "lstm": 4, "gru": 3}
+
+
+# ---- the ops in PyTorch ------------------------------------------------------
+
+def t_of(d):
+    return torch.tensor(d["data"], dtype=torch.float64).reshape(d["shape"])
+
+
+def attention(q, k, v, s):
+    B, T, C = q.shape
+    H = s["heads"]
+    D = C // H
+    kv = s.get("kv_length", 0)
+    if kv > 0:
+        k, v = k[:, :kv], v[:, :kv]
+    S = k.shape[1]
+    heads = lambda x: x.reshape(B, x.shape[1], H, D).permute(0, 2, 1, 3)
+    scale = s.get("scale", 0.0) or 1.0 / math.sqrt(D)
+    scores = heads(q) @ heads(k).transpose(-1, -2) * scale  # (B,H,T,S)
+    mask = torch.zeros(B, 1, T, S, dtype=torch.bool)
+    if s.get("key_padding_mask") is not None:
+        mask = mask | (t_of(s["key_padding_mask"]) != 0).reshape(B, 1, 1, S)
+    if s.get("causal", False):
+        mask = mask | torch.ones(T, S, dtype=torch.bool).triu(1).reshape(1, 1, T, S)
+    p = torch.softmax(scores.masked_fill(mask, -1e9), -1)
+    return (p @ heads(v)).permute(0, 2, 1, 3).reshape(B, T, C)
+
+
+def recurrence(proj, w, b, h0, c0, s):
+    """torch's own cells with an identity input weight, so that the gates are
+    proj + h W_hh^T + b_hh; rows past their length carry their state."""
+    cell = s["cell"]
+    B, T, GH = proj.shape
+    H = w.shape[1]
+    eye = torch.eye(GH, dtype=torch.float64)
+    lengths = s.get("lengths") or [T] * B
+    order = range(T - 1, -1, -1) if s.get("reverse", False) else range(T)
+    h, c = h0, c0
+    out = [None] * T
+    for t in order:
+        x = proj[:, t]
+        if cell == "lstm":
+            hn, cn = torch.lstm_cell(x, (h, c), eye, w, None, b)
+        elif cell == "gru":
+            hn = torch.gru_cell(x, h, eye, w, None, b)
+        elif cell == "tanh":
+            hn = torch.rnn_tanh_cell(x, h, eye, w, None, b)
+        else:
+            hn = torch.rnn_relu_cell(x, h, eye, w, None, b)
+        active = torch.tensor([[1.0 if t < n else 0.0] for n in lengths]) != 0
+        h = torch.where(active, hn, h)
+        if cell == "lstm":
+            c = torch.where(active, cn, c)
+        out[t] = torch.cat([h, c], 1) if cell == "lstm" else h
+    return torch.stack(out, 1)
+
+
+def cross_entropy(logits, s):
+    V = logits.shape[-1]
+    return F.cross_entropy(logits.reshape(-1, V), torch.tensor(s["targets"]), ignore_index=s.get("ignore_index", -100),
+                           label_smoothing=s.get("label_smoothing", 0.0))
+
+
+def forward(op, s, a):
+    """The PyTorch twin of xg_difftest's forward()."""
+    if op == "add": return a[0] + a[1]
+    if op == "sub": return a[0] - a[1]
+    if op == "mul": return a[0] * a[1]
+    if op == "div": return a[0] / a[1]
+    if op == "pow": return torch.pow(a[0], a[1])
+    if op == "maximum": return torch.maximum(a[0], a[1])
+    if op == "pow_scalar": return torch.pow(a[0], s["e"])
+    if op == "add_scalar": return a[0] + s["s"]
+    if op == "mul_scalar": return a[0] * s["s"]
+    if op == "rsub_scalar": return s["s"] - a[0]
+    if op == "rdiv_scalar": return s["s"] / a[0]
+    if op == "neg": return -a[0]
+    if op == "exp": return torch.exp(a[0])
+    if op == "log": return torch.log(a[0])
+    if op == "sqrt": return torch.sqrt(a[0])
+    if op == "abs": return torch.abs(a[0])
+    if op == "relu": return torch.relu(a[0])
+    if op == "gelu": return F.gelu(a[0])
+    if op == "tanh": return torch.tanh(a[0])
+    if op == "sigmoid": return torch.sigmoid(a[0])
+    if op == "clamp": return torch.clamp(a[0], s["lo"], s["hi"])
+    keep = s.get("keepdims", False)
+    axes = s.get("axes")
+    dims = tuple(axes) if axes else tuple(range(a[0].dim())) if op != "sum" or a[0].dim() else ()
+    if op == "sum": return a[0].sum(dims, keepdim=keep) if a[0].dim() else a[0].clone()
+    if op == "mean": return a[0].mean(dims, keepdim=keep) if a[0].dim() else a[0].clone()
+    if op == "max": return torch.amax(a[0], dims, keepdim=keep) if a[0].dim() else a[0].clone()
+    if op == "var": return torch.var(a[0], dims, unbiased=s.get("unbiased", False), keepdim=keep)
+    if op == "reshape": return a[0].reshape(s["shape"])
+    if op == "permute": return a[0].permute(s["perm"])
+    if op == "transpose": return a[0].transpose(s["dim0"], s["dim1"])
+    if op == "slice":
+        idx = [slice(None)] * a[0].dim()
+        idx[s["axis"]] = slice(s["start"], s["end"], s.get("step", 1))
+        return a[0][tuple(idx)]
+    if op == "concat": return torch.cat(a, s["axis"])
+    if op == "stack": return torch.stack(a, s["axis"])
+    if op == "split": return torch.split(a[0], s["sizes"], s["axis"])[s["part"]]
+    if op == "chunk": return torch.chunk(a[0], s["chunks"], s["axis"])[s["part"]]
+    if op == "unsqueeze": return a[0].unsqueeze(s["axis"])
+    if op == "squeeze": return a[0].squeeze(s["axis"])
+    if op == "broadcast_to": return a[0].broadcast_to(s["shape"])
+    if op == "matmul": return a[0] @ a[1]
+    if op == "linear": return F.linear(a[0], a[1], a[2])
+    if op == "gather_rows": return a[0][torch.tensor(s["ids"]).reshape(s["ids_shape"])]
+    if op == "index_select": return torch.index_select(a[0], s["axis"], torch.tensor(s["index"]))
+    if op == "where": return torch.where(t_of(s["cond"]) != 0, a[0], a[1])
+    if op == "masked_fill": return a[0].masked_fill(t_of(s["mask"]) != 0, s["value"])
+    if op == "softmax": return torch.softmax(a[0], s["axis"])
+    if op == "log_softmax": return torch.log_softmax(a[0], s["axis"])
+    if op == "layer_norm":
+        return F.layer_norm(a[0], a[0].shape[-1:], a[1], a[2], s.get("eps", 1e-5))
+    if op == "add_layer_norm":
+        return F.layer_norm(a[0] + a[1], a[0].shape[-1:], a[2], a[3], s.get("eps", 1e-5))
+    if op == "cross_entropy": return cross_entropy(a[0], s)
+    if op == "linear_cross_entropy": return cross_entropy(F.linear(a[0], a[1], a[2]), s)
+    if op == "dropout":
+        assert s["p"] == 0
+        return F.dropout(a[0], 0.0, True)
+    if op == "relu_dropout":
+        assert s["p"] == 0
+        return F.dropout(torch.relu(a[0]), 0.0, True)
+    if op == "attention": return attention(a[0], a[1], a[2], s)
+    if op == "recurrence": return recurrence(a[0], a[1], a[2], a[3], a[4], s)
+    raise ValueError("unknown op " + op)
+
+
+def like_xgrad(op, a, out):
+    """The result with xgrad's storage semantics, which a program can tell
+    apart (a gradient with respect to it, an in-place write to its input):
+    an op that changes nothing returns its input itself (reshape to the same
+    shape, an identity permutation, broadcast_to the same shape, dropout at
+    p = 0); reshape, squeeze and unsqueeze share storage; every other op
+    makes a new tensor, never a view."""
+    x = a[0] if a else None
+    if op in ("reshape", "permute", "transpose", "broadcast_to", "squeeze", "unsqueeze", "dropout") and \
+            tuple(out.shape) == tuple(x.shape) and torch.equal(out, x) and \
+            (op != "transpose" or out.dim() < 2 or out.stride() == x.stride()) and \
+            (op != "permute" or out.stride() == x.stride()):
+        return x
+    if op in ("reshape", "squeeze", "unsqueeze"):
+        return out
+    return out.clone() if out._base is not None or out is x else out
+
+
+INPLACE = ("fill_", "init_constant_", "convert_roundtrip_", "clip_grad_")
+
+
+def produces(s):
+    """How many values a step defines."""
+    op = s["op"]
+    if op == "grad": return len(s["wrt"])
+    if op in ("backward", "zero_grad") or op in INPLACE: return 0
+    return 1
+
+
+def run_torch(prog, skip_inplace=False):
+    """Runs a program in PyTorch; the same result layout as xg_difftest."""
+    vals, leaves, snaps = [], [], []
+    err, err_step = None, None
+    # clone(): PyTorch may answer with an efficient zero tensor, which has no storage to read
+    flat = lambda t: None if t is None else t.detach().clone().reshape(-1).tolist()
+
+    class Values(list):
+        """Each value as it was when defined: a view or an accumulated grad()
+        may change later."""
+        def append(self, t):
+            super().append(t)
+            snaps.append(flat(t))
+
+    vals = Values()
+
+    class Leaves(list):
+        def index(self, x):
+            return next(i for i, y in enumerate(self) if y is x)
+
+    leaves = Leaves()
+
+    def roots(s):
+        outs, seeds = [], []
+        gos = s.get("grad_outputs", [])
+        for k, o in enumerate(s["outputs"]):
+            y = vals[o]
+            if not y.requires_grad:
+                continue
+            go = gos[k] if k < len(gos) else None
+            outs.append(y)
+            seeds.append(torch.ones_like(y) if go is None else vals[go])
+        return outs, seeds
+
+    step = 0
+    try:
+        for s in prog["steps"]:
+            op = s["op"]
+            if op == "input":
+                t = t_of(s)
+                if s.get("rg"):
+                    t.requires_grad_()
+                vals.append(t)
+                leaves.append(t)
+            elif op == "grad":
+                outs, seeds = roots(s)
+                wrt = [vals[w] for w in s["wrt"]]
+                live = [i for i, w in enumerate(wrt) if w.requires_grad]
+                gs = [None] * len(wrt)
+                if outs and live:
+                    r = torch.autograd.grad(outs, [wrt[i] for i in live], seeds, retain_graph=True,
+                                            create_graph=s.get("create_graph", False), allow_unused=True)
+                    for i, g in zip(live, r):
+                        gs[i] = g
+                for i, w in enumerate(wrt):
+                    vals.append(gs[i] if gs[i] is not None else torch.zeros_like(w, requires_grad=False))
+            elif op == "backward":
+                outs, seeds = roots(s)
+                if outs:
+                    torch.autograd.backward(outs, seeds, retain_graph=True, create_graph=s.get("create_graph", False))
+            elif op == "leaf_grad":
+                x = vals[s["args"][0]]
+                vals.append(x.grad if x.grad is not None else torch.zeros_like(x, requires_grad=False))
+            elif op == "zero_grad":
+                vals[s["args"][0]].grad = None
+            elif op in INPLACE:
+                if not skip_inplace:
+                    x = vals[s["args"][0]]
+                    with torch.no_grad():
+                        if op in ("fill_", "init_constant_"):
+                            x.fill_(s["value"])
+                        elif op == "convert_roundtrip_":
+                            x.copy_(x.float().double())
+                        else:
+                            # clip_grad_norm_, without its multiplication by 1 (a write xgrad does not make)
+                            gs = [vals[i].grad for i in s["args"] if vals[i].grad is not None]
+                            norm = math.sqrt(sum(float((g * g).sum()) for g in gs))
+                            coef = s["max_norm"] / (norm + 1e-6)
+                            if coef < 1:
+                                for g in gs:
+                                    g.detach().mul_(coef)
+                    if op == "convert_roundtrip_":
+                        # xgrad's convert_ starts a new history: graphs recorded before
+                        # reach neither the tensor nor its grad(), which starts empty
+                        new = x.detach().clone().requires_grad_(x.requires_grad)
+                        vals[s["args"][0]] = new
+                        leaves[leaves.index(x)] = new
+            else:
+                a = [None if i is None else vals[i] for i in s["args"]]
+                vals.append(like_xgrad(op, a, forward(op, s, a)))
+            step += 1
+    except Exception as e:  # noqa: BLE001 (any error is a result to compare)
+        err, err_step = f"{type(e).__name__}: {e}", step
+    return {"values": snaps, "shapes": [list(v.shape) for v in vals],
+            "leaf_grads": [flat(x.grad) for x in leaves], "error": err, "error_step": err_step}
+
+
+# ---- comparing -----------------------------------------------------------------
+
+def close(a, b):
+    """None stands for zeros (an undefined gradient). Returns the error
+    relative to the larger of 1 and the largest magnitude, or None if the
+    sizes differ."""
+    if a is None and b is None:
+        return 0.0
+    if a is None:
+        a = [0.0] * len(b)
+    if b is None:
+        b = [0.0] * len(a)
+    if len(a) != len(b):
+        return None
+    worst, scale = 0.0, 1.0
+    for x, y in zip(a, b):
+        if x is None or y is None or not math.isfinite(x) or not math.isfinite(y):
+            if not (x is None and y is None) and x != y:
+                return math.inf
+            continue
+        worst = max(worst, abs(x - y))
+        scale = max(scale, abs(y))
+    return worst / scale
+
+
+def compare(prog, xr, tr):
+    """None when xgrad agrees with PyTorch, else one line saying where not."""
+    xe, te = xr.get("error"), tr.get("error")
+    steps = prog["steps"]
+    if te is not None and xe is None:
+        # PyTorch refused (a saved tensor modified in place): xgrad may compute
+        # anyway only if it did not need the old values, i.e. it must equal
+        # PyTorch's run without the writes.
+        if not any(s["op"] in INPLACE for s in steps[:te_step(tr) + 1]):
+            return f"pytorch failed at step {tr['error_step']} ({te}), xgrad did not"
+        tr = run_torch(prog, skip_inplace=True)
+        if tr["error"] is not None:
+            return f"pytorch failed without the writes too: {tr['error']}"
+        return compare_values(prog, xr, tr, "kept values pytorch would refuse: ")
+    if xe is not None and te is None:
+        if "modified in place" in xe and any(s["op"] in INPLACE for s in steps[:xr["error_step"]]):
+            return None  # xgrad keeps a tensor PyTorch does not, and refuses by name: stricter, not wrong
+        return f"xgrad failed at step {xr['error_step']} ({steps[xr['error_step']]['op']}): {xe}"
+    if xe is not None and te is not None:
+        if xr["error_step"] != tr["error_step"]:
+            return f"both failed, xgrad at step {xr['error_step']} ({xe}), pytorch at {tr['error_step']} ({te})"
+        return compare_values(prog, xr, tr, "", upto=xr["error_step"])
+    return compare_values(prog, xr, tr, "")
+
+
+def te_step(tr):
+    return tr["error_step"] if tr["error_step"] is not None else 10**9
+
+
+def compare_values(prog, xr, tr, prefix, upto=None):
+    xv, tv = xr["values"], tr["values"]
+    n = len(tv)
+    if upto is None and len(xv) != n:
+        return f"{prefix}xgrad defined {len(xv)} values, pytorch {n}"
+    owner = []  # value -> step
+    for k, s in enumerate(prog["steps"]):
+        owner += [k] * produces(s)
+    for i in range(min(len(xv), n)):
+        e = close(xv[i], tv[i])
+        if e is None or e > RTOL:
+            k = owner[i]
+            return f"{prefix}value {i} (step {k}, {prog['steps'][k]['op']}): relative error {e}"
+    if upto is None:
+        for i, (a, b) in enumerate(zip(xr["leaf_grads"], tr["leaf_grads"])):
+            e = close(a, b)
+            if e is None or e > RTOL:
+                return f"{prefix}grad() of leaf {i}: relative error {e}"
+    return None
+
+
+# ---- the generator -------------------------------------------------------------
+
+class Gen:
+    """Builds one random program, running each op in PyTorch (no gradient) as
+    it goes, so that every op is drawn where it is defined and smooth: log,
+    sqrt and division away from 0, no ties for max, no value at a kink."""
+
+    def __init__(self, seed):
+        self.r = random.Random(seed)
+        self.steps = []
+        self.vals = []   # the values, computed
+        self.kind = []   # "fwd" (on a path from an input), "grad", "const"
+        self.rg = []     # depends on an input that requires grad (forward values only)
+
+    # -- values
+    def add_step(self, s, v, kind, rg):
+        self.steps.append(s)
+        self.vals.append(v)
+        self.kind.append(kind)
+        self.rg.append(rg)
+        return len(self.vals) - 1
+
+    def new_input(self, shape, lo=-2.0, hi=2.0, rg=None):
+        r = self.r
+        if rg is None:
+            rg = r.random() < 0.75
+        data = [r.uniform(lo, hi) for _ in range(math.prod(shape))]
+        s = {"op": "input", "shape": list(shape), "data": data, "rg": rg}
+        return self.add_step(s, t_of(s), "fwd", rg)
+
+    def const(self, shape, lo=0.5, hi=1.5):
+        return self.new_input(shape, lo, hi, rg=False)
+
+    def shape(self, min_rank=0, max_rank=3):
+        r = self.r
+        return tuple(r.choice([1, 2, 3, 4]) for _ in range(r.randint(min_rank, max_rank)))
+
+    def pick(self, pred=lambda i: True, kinds=("fwd",)):
+        c = [i for i in range(len(self.vals)) if self.kind[i] in kinds and pred(i)]
+        return self.r.choice(c) if c else None
+
+    def value_or_new(self, pred, make, kinds=("fwd",)):
+        if self.r.random() < 0.6:
+            i = self.pick(pred, kinds)
+            if i is not None:
+                return i
+        return make()
+
+    # -- one op
+    def try_op(self, kinds):
+        """Draws one op and appends it; returns False if the draw was refused."""
+        r = self.r
+        V = self.vals
+        name = r.choice(OPS)
+        x = self.pick(lambda i: True, kinds)
+        if x is None:
+            x = self.new_input(self.shape())
+        xs = tuple(V[x].shape)
+        s = {"op": name}
+        args = [x]
+        pos = lambda i: V[i].numel() > 0 and bool((V[i] > 0.2).all()) and bool((V[i] < 5).all())
+        if name in ("add", "sub", "mul", "div", "pow", "maximum", "where"):
+            bs = list(xs)
+            for k in range(len(bs)):
+                if r.random() < 0.3:
+                    bs[k] = 1
+            if bs and r.random() < 0.2:
+                bs = bs[r.randint(0, len(bs)):]
+            if r.random() < 0.2:
+                bs = [r.choice([1, 2])] + bs if len(bs) < 4 else bs
+            bs = tuple(bs)
+            need_pos = name in ("div",)
+            if name == "pow":
+                if not pos(x):
+                    return False
+                y = self.value_or_new(lambda i: tuple(V[i].shape) == bs and bool((V[i].abs() < 2.5).all()),
+                                      lambda: self.new_input(bs, -2, 2))
+            elif need_pos:
+                y = self.value_or_new(lambda i: tuple(V[i].shape) == bs and pos(i), lambda: self.new_input(bs, 0.5, 2))
+            else:
+                y = self.value_or_new(lambda i: tuple(V[i].shape) == bs, lambda: self.new_input(bs), kinds)
+            if r.random() < 0.5 and name not in ("pow", "div"):
+                x, y = y, x
+            args = [x, y]
+            if name == "maximum":
+                try:
+                    if bool(((V[x] - V[y]).abs() < 1e-6).any()):
+                        return False
+                except RuntimeError:
+                    return False
+            if name == "where":
+                try:
+                    out_shape = torch.broadcast_shapes(V[x].shape, V[y].shape)
+                except RuntimeError:
+                    return False
+                cs = [d if r.random() < 0.7 else 1 for d in out_shape]
+                s["cond"] = {"shape": cs, "data": [float(r.random() < 0.5) for _ in range(math.prod(cs))]}
+        elif name == "pow_scalar":
+            e = r.choice([2.0, 3.0, 0.5, -1.0, 1.5])
+            if e in (0.5, 1.5, -1.0) and not pos(x):
+                return False
+            s["e"] = e
+        elif name in ("add_scalar", "mul_scalar", "rsub_scalar"):
+            s["s"] = r.choice([-1.5, 0.5, 2.0, 3.0])
+        elif name in ("rdiv_scalar", "log", "sqrt"):
+            if not pos(x):
+                return False
+            if name == "rdiv_scalar":
+                s["s"] = r.choice([1.0, -2.0])
+        elif name == "exp":
+            if not bool((V[x].abs() < 3).all()):
+                return False
+        elif name in ("abs", "relu", "relu_dropout"):
+            if bool((V[x].abs() < 1e-6).any()):
+                return False
+            if name == "relu_dropout":
+                s["p"] = 0.0
+        elif name == "dropout":
+            s["p"] = 0.0
+        elif name == "clamp":
+            lo, hi = sorted([r.uniform(-1.5, 1.5), r.uniform(-1.5, 1.5)])
+            if bool(((V[x] - lo).abs() < 1e-6).any()) or bool(((V[x] - hi).abs() < 1e-6).any()):
+                return False
+            s["lo"], s["hi"] = lo, hi
+        elif name in ("sum", "mean", "max", "var"):
+            d = len(xs)
+            axes = sorted(r.sample(range(d), r.randint(0, d))) if d else []
+            if r.random() < 0.3:
+                axes = [a - d for a in axes]
+            s["axes"], s["keepdims"] = axes, r.random() < 0.5
+            if name == "var":
+                if d == 0:
+                    return False
+                n = math.prod(xs[a] for a in axes) if axes else math.prod(xs)
+                s["unbiased"] = r.random() < 0.5
+                if n < 2:
+                    return False
+            if name == "max" and d:
+                dims = tuple(axes) if axes else tuple(range(d))
+                t = V[x]
+                # the two largest of each reduced group differ
+                perm = [k for k in range(d) if k not in [a % d for a in dims]] + [a % d for a in dims]
+                g = t.permute(perm).reshape(*[xs[k] for k in perm[:d - len(dims)]], -1)
+                if g.shape[-1] > 1:
+                    top = torch.topk(g, 2, -1).values
+                    if bool(((top[..., 0] - top[..., 1]) < 1e-6).any()):
+                        return False
+        elif name == "reshape":
+            n = math.prod(xs)
+            dims = factor(n, r.randint(0, 3), r)
+            if dims is None:
+                return False
+            if dims and r.random() < 0.3:
+                dims[r.randrange(len(dims))] = -1
+            s["shape"] = dims
+        elif name == "permute":
+            perm = list(range(len(xs)))
+            r.shuffle(perm)
+            s["perm"] = perm
+        elif name == "transpose":
+            if not xs:
+                return False
+            d = len(xs)
+            s["dim0"], s["dim1"] = r.randrange(-d, d), r.randrange(-d, d)
+        elif name == "slice":
+            if not xs:
+                return False
+            a = r.randrange(len(xs))
+            n = xs[a]
+            start = r.randint(-n, n - 1)
+            end = r.randint(start % n + 1, n) if r.random() < 0.8 else n + 2
+            s.update(axis=a, start=start, end=end, step=r.choice([1, 1, 2]))
+        elif name in ("concat", "stack"):
+            if name == "concat" and not xs:
+                return False
+            d = len(xs)
+            a = r.randrange(d) if name == "concat" else r.randint(0, d)
+            others = []
+            for _ in range(r.randint(1, 2)):
+                os_ = list(xs)
+                if name == "concat":
+                    os_[a] = r.choice([1, 2, 3])
+                os_ = tuple(os_)
+                others.append(self.value_or_new(lambda i: tuple(V[i].shape) == os_, lambda: self.new_input(os_), kinds))
+            args = [x] + others
+            r.shuffle(args)
+            s["axis"] = a - (d + (name == "stack")) if r.random() < 0.3 else a
+        elif name in ("split", "chunk"):
+            if not xs:
+                return False
+            a = r.randrange(len(xs))
+            n = xs[a]
+            if name == "split":
+                sizes = []
+                while sum(sizes) < n:
+                    sizes.append(r.randint(1, n - sum(sizes)))
+                s.update(sizes=sizes, axis=a, part=r.randrange(len(sizes)))
+            else:
+                c = r.randint(1, n)
+                if n % c:
+                    return False
+                s.update(chunks=c, axis=a, part=r.randrange(c))
+        elif name == "unsqueeze":
+            if len(xs) >= 4:
+                return False
+            s["axis"] = r.randint(0, len(xs))
+        elif name == "squeeze":
+            ones_ = [k for k, d in enumerate(xs) if d == 1]
+            if not ones_:
+                return False
+            s["axis"] = r.choice(ones_)
+        elif name == "broadcast_to":
+            shape = [d if d != 1 else r.choice([1, 2, 3]) for d in xs]
+            if len(shape) < 4 and r.random() < 0.5:
+                shape = [r.choice([1, 2])] + shape
+            s["shape"] = shape
+        elif name == "matmul":
+            if len(xs) not in (2, 3):
+                return False
+            K = xs[-1]
+            N = r.choice([1, 2, 3])
+            bs = r.choice([(K, N), (xs[0], K, N) if len(xs) == 3 else (K, N), (1, K, N)])
+            y = self.value_or_new(lambda i: tuple(V[i].shape) == bs, lambda: self.new_input(bs), kinds)
+            args = [x, y]
+        elif name == "linear":
+            if not 1 <= len(xs) <= 3:
+                return False
+            I = xs[-1]
+            O = r.choice([1, 2, 3])
+            w = self.value_or_new(lambda i: tuple(V[i].shape) == (O, I), lambda: self.new_input((O, I)), kinds)
+            b = None
+            if r.random() < 0.6:
+                b = self.value_or_new(lambda i: tuple(V[i].shape) == (O,), lambda: self.new_input((O,)), kinds)
+            args = [x, w, b]
+        elif name == "gather_rows":
+            if len(xs) != 2:
+                return False
+            ids_shape = list(self.shape(1, 2))
+            s["ids"] = [r.randrange(xs[0]) for _ in range(math.prod(ids_shape))]
+            s["ids_shape"] = ids_shape
+        elif name == "index_select":
+            if not xs:
+                return False
+            a = r.randrange(len(xs))
+            s["axis"] = a
+            s["index"] = [r.randrange(xs[a]) for _ in range(r.randint(1, 4))]
+        elif name == "masked_fill":
+            ms = [d if r.random() < 0.7 else 1 for d in xs]
+            s["mask"] = {"shape": ms, "data": [float(r.random() < 0.4) for _ in range(math.prod(ms))]}
+            s["value"] = r.choice([0.0, -1.0, 0.5])
+        elif name in ("softmax", "log_softmax"):
+            if not xs:
+                return False
+            d = len(xs)
+            s["axis"] = r.randrange(-d, d)
+        elif name in ("layer_norm", "add_layer_norm"):
+            if not xs or xs[-1] < 2:
+                return False
+            C = xs[-1]
+            if name == "add_layer_norm":
+                res = self.value_or_new(lambda i: tuple(V[i].shape) == xs, lambda: self.new_input(xs), kinds)
+                args = [x, res]
+                xv = V[x] + V[res]
+            else:
+                xv = V[x]
+            if bool((xv.var(-1, unbiased=False) < 1e-2).any()):
+                return False
+            w = b = None
+            if r.random() < 0.7:
+                w = self.value_or_new(lambda i: tuple(V[i].shape) == (C,), lambda: self.new_input((C,)), kinds)
+            if r.random() < 0.7:
+                b = self.value_or_new(lambda i: tuple(V[i].shape) == (C,), lambda: self.new_input((C,)), kinds)
+            args += [w, b]
+            s["eps"] = r.choice([1e-5, 1e-3])
+        elif name in ("cross_entropy", "linear_cross_entropy"):
+            if not xs:
+                return False
+            if name == "linear_cross_entropy":
+                C = xs[-1]
+                Vn = r.choice([2, 3, 5])
+                w = self.value_or_new(lambda i: tuple(V[i].shape) == (Vn, C), lambda: self.new_input((Vn, C)), kinds)
+                b = None
+                if r.random() < 0.6:
+                    b = self.value_or_new(lambda i: tuple(V[i].shape) == (Vn,), lambda: self.new_input((Vn,)), kinds)
+                args = [x, w, b]
+                rows = math.prod(xs[:-1])
+            else:
+                Vn = xs[-1]
+                rows = math.prod(xs[:-1])
+            ignore = r.choice([-100, 1])
+            targets = [r.randrange(Vn) if r.random() < 0.8 else ignore for _ in range(rows)]
+            if all(t == ignore for t in targets):
+                targets[0] = 0 if ignore != 0 else 1
+            if ignore >= 0 and ignore < Vn and all(t == ignore for t in targets):
+                return False
+            s.update(targets=targets, ignore_index=ignore, label_smoothing=r.choice([0.0, 0.1, 0.3]))
+        elif name == "attention":
+            B, T, H = r.choice([1, 2]), r.choice([1, 2, 3]), r.choice([1, 2])
+            C = H * r.choice([1, 2])
+            S = r.choice([1, 2, 3])
+            kv = 0
+            Smax = S
+            if r.random() < 0.2:
+                Smax = S + r.choice([1, 2])
+                kv = S
+            q = self.value_or_new(lambda i: tuple(V[i].shape) == (B, T, C), lambda: self.new_input((B, T, C)), kinds)
+            k = self.value_or_new(lambda i: tuple(V[i].shape) == (B, Smax, C), lambda: self.new_input((B, Smax, C)), kinds)
+            v = self.value_or_new(lambda i: tuple(V[i].shape) == (B, Smax, C), lambda: self.new_input((B, Smax, C)), kinds)
+            if r.random() < 0.3 and T == Smax:
+                k = q if r.random() < 0.5 else k
+            args = [q, k, v]
+            s.update(heads=H, causal=r.random() < 0.3, kv_length=kv,
+                     scale=r.choice([0.0, 0.0, 0.7]), memory=r.choice(["automatic", "recompute"]))
+            if r.random() < 0.4:
+                s["key_padding_mask"] = {"shape": [B, S], "data": [float(r.random() < 0.3) for _ in range(B * S)]}
+        elif name == "recurrence":
+            cell = r.choice(list(GATES))
+            B, T, Hn = r.choice([1, 2, 3]), r.choice([1, 2, 3]), r.choice([1, 2])
+            GH = GATES[cell] * Hn
+            proj = self.value_or_new(lambda i: tuple(V[i].shape) == (B, T, GH), lambda: self.new_input((B, T, GH)), kinds)
+            w = self.new_input((GH, Hn), -0.8, 0.8)
+            b = self.new_input((GH,)) if r.random() < 0.7 else None
+            h0 = self.value_or_new(lambda i: tuple(V[i].shape) == (B, Hn), lambda: self.new_input((B, Hn)), kinds)
+            c0 = self.new_input((B, Hn)) if cell == "lstm" else None
+            args = [proj, w, b, h0, c0]
+            s.update(cell=cell, reverse=r.random() < 0.5)
+            if r.random() < 0.5:
+                s["lengths"] = [r.randint(1, T) for _ in range(B)]
+        elif name not in ("neg", "gelu", "tanh", "sigmoid"):  # those need nothing
+            raise AssertionError(name)
+        s["args"] = args
+        try:
+            out = forward(name, s, [None if a is None else V[a] for a in args])
+        except (RuntimeError, IndexError, ValueError):
+            return False
+        if not bool(torch.isfinite(out).all()) or float(out.abs().max()) > 1e3 if out.numel() else False:
+            return False
+        if out.numel() == 0:
+            return False
+        if name == "recurrence" and s["cell"] == "relu":
+            pass  # a pre-activation exactly at 0 has probability 0
+        rg = any(a is not None and self.rg[a] for a in args)
+        kind = "grad" if any(a is not None and self.kind[a] == "grad" for a in args) else "fwd"
+        self.add_step(s, out.detach(), kind, rg)
+        return True
+
+    def ops(self, n, kinds):
+        done = tries = 0
+        while done < n and tries < 20 * n:
+            tries += 1
+            done += self.try_op(kinds)
+
+    def loss_roots(self, pool):
+        """1-3 values of `pool` with their seeds (a scalar may go without)."""
+        r = self.r
+        outs, seeds = [], []
+        for i in r.sample(pool, min(len(pool), r.randint(1, 3))):
+            outs.append(i)
+            if self.vals[i].dim() == 0 and r.random() < 0.5:
+                seeds.append(None)
+            else:
+                seeds.append(self.const(tuple(self.vals[i].shape), -1.5, 1.5))
+        return outs, seeds
+
+    def program(self):
+        r = self.r
+        for _ in range(r.randint(1, 3)):
+            self.new_input(self.shape())
+        self.ops(r.randint(1, 8), ("fwd",))
+        n_fwd = len(self.vals)
+        wrt_pool = [i for i in range(n_fwd) if self.rg[i] and self.kind[i] == "fwd"]
+        if not wrt_pool:
+            i = self.new_input(self.shape(), rg=True)
+            self.ops(1, ("fwd",))
+            wrt_pool = [i] + [k for k in range(i + 1, len(self.vals)) if self.rg[k]]
+        leaves_rg = [i for i in wrt_pool if self.steps[i]["op"] == "input"]
+        depth = r.randint(1, 3)
+        roots = [i for i in range(n_fwd, len(self.vals))] or wrt_pool
+        for level in range(1, depth + 1):
+            outs, seeds = self.loss_roots(roots)
+            last = level == depth
+            create = not last or r.random() < 0.3
+            if last and r.random() < 0.15:
+                self.inplace(leaves_rg)
+            if r.random() < 0.25 and leaves_rg:
+                if r.random() < 0.3:
+                    self.steps.append({"op": "zero_grad", "args": [r.choice(leaves_rg)]})
+                self.steps.append({"op": "backward", "outputs": outs, "grad_outputs": seeds, "create_graph": create})
+                got = []
+                for x in r.sample(leaves_rg, r.randint(1, len(leaves_rg))):
+                    g = self.vals[x].grad if False else torch.zeros_like(self.vals[x])
+                    got.append(self.add_step({"op": "leaf_grad", "args": [x]}, g, "grad", False))
+            else:
+                wrt = r.sample(wrt_pool, r.randint(1, len(wrt_pool)))
+                self.steps.append({"op": "grad", "outputs": outs, "grad_outputs": seeds, "wrt": wrt,
+                                   "create_graph": create})
+                first = len(self.vals)
+                for w in wrt:  # placeholders: the gradients' values are not known here
+                    self.vals.append(torch.zeros_like(self.vals[w]))
+                    self.kind.append("grad")
+                    self.rg.append(False)
+                got = list(range(first, len(self.vals)))
+            if last:
+                break
+            # the next level's loss: the gradients through a few more ops
+            before = len(self.vals)
+            self.ops(r.randint(0, 3), ("grad", "fwd"))
+            roots = got + [i for i in range(before, len(self.vals)) if self.kind[i] == "grad"]
+            if r.random() < 0.3 and leaves_rg:
+                self.inplace_grad(leaves_rg)
+        return {"steps": self.steps}
+
+    def inplace(self, leaves):
+        r = self.r
+        if not leaves:
+            return
+        x = r.choice(leaves)
+        kind = r.choice(["fill_", "init_constant_", "convert_roundtrip_"])
+        s = {"op": kind, "args": [x]}
+        if kind != "convert_roundtrip_":
+            s["value"] = r.choice([0.5, -1.0])
+        self.steps.append(s)
+
+    def inplace_grad(self, leaves):
+        self.steps.append({"op": "clip_grad_", "args": self.r.sample(leaves, 1), "max_norm": 1e-3})
+
+
+def factor(n, parts, r):
+    if parts == 0:
+        return [] if n == 1 else None
+    dims = []
+    for _ in range(parts - 1):
+        ds = [d for d in range(1, n + 1) if n % d == 0]
+        d = r.choice(ds)
+        dims.append(d)
+        n //= d
+    return dims + [n]
+
+
+OPS = (["add", "sub", "mul", "div", "pow", "maximum", "pow_scalar", "add_scalar", "mul_scalar", "rsub_scalar",
+        "rdiv_scalar", "neg", "exp", "log", "sqrt", "abs", "relu", "gelu", "tanh", "sigmoid", "clamp"]
+       + ["sum", "mean", "max", "var"] * 2
+       + ["reshape", "permute", "transpose", "slice", "concat", "stack", "split", "chunk", "unsqueeze", "squeeze",
+          "broadcast_to"]
+       + ["matmul", "linear"] * 3
+       + ["gather_rows", "index_select", "where", "masked_fill", "softmax", "log_softmax", "dropout", "relu_dropout"]
+       + ["layer_norm", "add_layer_norm", "cross_entropy", "linear_cross_entropy"] * 3
+       + ["attention", "recurrence"] * 4)
+
+
+def generate(seed):
+    p = Gen(seed).program()
+    p["seed"] = seed
+    return p
+
+
+# ---- running and shrinking -------------------------------------------------------
+
+def run_xgrad(binary, progs, workdir, tag):
+    path = os.path.join(workdir, f"{tag}.jsonl")
+    with open(path, "w") as f:
+        for p in progs:
+            f.write(json.dumps(p) + "\n")
+    out = subprocess.run([binary, path], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"difftest: {binary} exited {out.returncode}: {out.stderr.strip()[:2000]}")
+    lines = out.stdout.splitlines()
+    if len(lines) != len(progs):
+        raise SystemExit(f"difftest: {binary} answered {len(lines)} programs of {len(progs)}")
+    return [json.loads(l) for l in lines]
+
+
+def check(binary, progs, workdir, tag):
+    xs = run_xgrad(binary, progs, workdir, tag)
+    return [compare(p, x, run_torch(p)) for p, x in zip(progs, xs)]
+
+
+def renumber(steps, drop, drop_wrt=None):
+    """The program without the steps in `drop`, without entry j of step k's
+    wrt for (k, j) in drop_wrt, and without every step that reads a value
+    they defined (repeated until none does)."""
+    drop, drop_wrt = set(drop), set(drop_wrt or ())
+    steps = json.loads(json.dumps(steps))
+    ids, vid = [], 0  # the value ids each step defines
+    for s in steps:
+        ids.append(list(range(vid, vid + produces(s))))
+        vid += produces(s)
+    gone = set()
+    for k, j in drop_wrt:
+        gone.add(ids[k][j])
+    while True:
+        for k in drop:
+            gone.update(ids[k])
+        grew = False
+        for k, s in enumerate(steps):
+            if k in drop:
+                continue
+            refs = [a for a in s.get("args", []) if a is not None] + s.get("outputs", []) + \
+                [g for g in s.get("grad_outputs", []) if g is not None] + s.get("wrt", [])
+            if any(a in gone for a in refs):
+                drop.add(k)
+                grew = True
+        if not grew:
+            break
+    new_id = {}
+    for k, s in enumerate(steps):
+        if k in drop:
+            continue
+        for v in ids[k]:
+            if v not in gone:
+                new_id[v] = len(new_id)
+    out = []
+    for k, s in enumerate(steps):
+        if k in drop:
+            continue
+        if s["op"] == "grad":
+            s["wrt"] = [w for j, w in enumerate(s["wrt"]) if (k, j) not in drop_wrt]
+            if not s["wrt"]:
+                continue
+        m = lambda a: None if a is None else new_id[a]
+        for key in ("args", "outputs", "grad_outputs", "wrt"):
+            if key in s:
+                s[key] = [m(a) for a in s[key]]
+        out.append(s)
+    return out
+
+
+def candidates(prog, tr):
+    """Smaller programs: a step dropped, an op replaced by an input holding
+    its value, an input's requires_grad turned off, a root or wrt dropped."""
+    steps = prog["steps"]
+    vid = 0
+    for k, s in reversed(list(enumerate(steps))):
+        yield {"steps": renumber(steps, {k})}
+    for k, s in enumerate(steps):
+        n = produces(s)
+        if s["op"] == "grad" and len(s["wrt"]) > 1:
+            for j in range(len(s["wrt"])):
+                yield {"steps": renumber(steps, (), {(k, j)})}
+        if s["op"] not in ("input", "grad", "leaf_grad") and n == 1 and vid < len(tr["values"]):
+            new = json.loads(json.dumps(steps))
+            new[k] = {"op": "input", "shape": tr["shapes"][vid], "data": tr["values"][vid], "rg": True}
+            yield {"steps": new}
+        if s["op"] == "input" and s.get("rg"):
+            new = json.loads(json.dumps(steps))
+            new[k]["rg"] = False
+            yield {"steps": new}
+        if s["op"] in ("grad", "backward") and len(s["outputs"]) > 1:
+            for j in range(len(s["outputs"])):
+                new = json.loads(json.dumps(steps))
+                new[k]["outputs"].pop(j)
+                new[k]["grad_outputs"].pop(j)
+                yield {"steps": new}
+        vid += n
+
+
+def shrink(binary, prog, workdir, budget=60):
+    """Greedy: the first smaller candidate that still fails, until none does."""
+    best = prog
+    for _ in range(budget):
+        tr = run_torch(best)
+        cands = [c for c in candidates(best, tr) if c["steps"]]
+        if not cands:
+            break
+        res = check(binary, cands, workdir, "shrink")
+        nxt = next((c for c, r in zip(cands, res) if r is not None), None)
+        if nxt is None:
+            break
+        best = nxt
+    return best
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", required=True, help="the xg_difftest program")
+    ap.add_argument("--seeds", default="0:300", help="a range FIRST:END of program seeds (END excluded)")
+    ap.add_argument("--replay", help="a folder of reproducers (*.json) to run instead of generated programs")
+    ap.add_argument("--workdir", default="difftest-work", help="where programs, results and reproducers go")
+    ap.add_argument("--chunk", type=int, default=1000, help="programs per run of the binary")
+    ap.add_argument("--no-shrink", action="store_true", help="report failures without shrinking them")
+    ap.add_argument("--max-failures", type=int, default=20, help="stop after this many failing programs")
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    start = time.time()
+    passed = failed = 0
+    if a.replay:
+        names = sorted(f for f in os.listdir(a.replay) if f.endswith(".json"))
+        progs = []
+        for n in names:
+            with open(os.path.join(a.replay, n)) as f:
+                progs.append(json.load(f))
+        for n, p, r in zip(names, progs, check(a.binary, progs, a.workdir, "replay")):
+            print(f"{n}: {'ok' if r is None else 'FAILED: ' + r}")
+            passed += r is None
+            failed += r is not None
+        print(f"{passed} passed, {failed} failed")
+        return 1 if failed else 0
+    first, end = (int(v) for v in a.seeds.split(":"))
+    seed = first
+    while seed < end and failed < a.max_failures:
+        batch = list(range(seed, min(end, seed + a.chunk)))
+        progs = [generate(s) for s in batch]
+        for s, p, r in zip(batch, progs, check(a.binary, progs, a.workdir, "batch")):
+            if r is None:
+                passed += 1
+                continue
+            failed += 1
+            print(f"seed {s}: {r}", flush=True)
+            small = p if a.no_shrink else shrink(a.binary, p, a.workdir)
+            path = os.path.join(a.workdir, f"failure-seed{s}.json")
+            with open(path, "w") as f:
+                json.dump(small, f, indent=1)
+            again = check(a.binary, [small], a.workdir, "one")[0]
+            print(f"  shrunk to {len(small['steps'])} steps ({path}): {again}", flush=True)
+        seed = batch[-1] + 1
+        print(f"difftest: seeds {first}..{seed - 1}: {passed} agree, {failed} differ, "
+              f"{time.time() - start:.0f} s", file=sys.stderr, flush=True)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
