@@ -180,16 +180,18 @@ def like_xgrad(op, s, a, out):
     p = 0); reshape, squeeze and unsqueeze share storage; every other op
     makes a new tensor, never a view."""
     x = a[0] if a else None
-    d = x.dim() if x is not None else 0
+    d = max(x.dim(), 1) if x is not None else 1
     same = {"reshape": lambda: tuple(out.shape) == tuple(x.shape),
             "broadcast_to": lambda: tuple(out.shape) == tuple(x.shape),
-            "permute": lambda: [p % d for p in s["perm"]] == list(range(d)),
+            "permute": lambda: [p % d for p in s["perm"]] == list(range(x.dim())),
             "transpose": lambda: s["dim0"] % d == s["dim1"] % d,
             "dropout": lambda: True}
     if op in same and same[op]():
         return x
-    if op in ("reshape", "squeeze", "unsqueeze"):
-        return out
+    # PyTorch's views of a leaf written in place under no_grad change their
+    # history (not xgrad's semantics, whose reshape shares storage but not
+    # history): a copy instead. A saved reshape then refuses in xgrad only,
+    # which compare() accepts.
     return out.clone() if out._base is not None or out is x else out
 
 
@@ -276,7 +278,15 @@ def run_torch(prog, skip_inplace=False):
                 vals[s["args"][0]].grad = None
             elif op in INPLACE:
                 x = vals[s["args"][0]]
-                if not skip_inplace:
+                if skip_inplace and op == "clip_grad_":
+                    # without the writes: clipped all the same (later gradients add to the
+                    # clipped values), through .data, which bumps no version
+                    gs = [vals[i].grad for i in s["args"] if vals[i].grad is not None]
+                    norm = math.sqrt(sum(float((g * g).sum()) for g in gs))
+                    coef = s["max_norm"] / (norm + 1e-6)
+                    for g in gs:
+                        g.data.mul_(min(coef, 1.0))
+                elif not skip_inplace:
                     with torch.no_grad():
                         if op in ("fill_", "init_constant_"):
                             x.fill_(s["value"])
