@@ -24,6 +24,7 @@ thread_local Node* g_current_node = nullptr;  // the node whose backward runs
 thread_local const std::unordered_set<const Node*>* g_needed = nullptr;
 // (the ops a backward formula runs are not checked one by one: its results are)
 std::atomic<uint64_t> g_seq{0};
+std::atomic<uint64_t> g_writes{0};  // count_in_place_write()
 std::atomic<int64_t> g_live_nodes{0};
 std::atomic<int64_t> g_hooks{0};     // post-accumulate-grad hooks registered, process-wide
 std::atomic<int64_t> g_hook_id{0};
@@ -122,7 +123,9 @@ int64_t first_nonfinite(const Tensor& t) {
   });
 }
 
-Node::Node() : seq(g_seq.fetch_add(1)) { g_live_nodes.fetch_add(1); }
+void count_in_place_write() { g_writes.fetch_add(1, std::memory_order_relaxed); }
+
+Node::Node() : seq(g_seq.fetch_add(1)), writes(g_writes.load(std::memory_order_relaxed)) { g_live_nodes.fetch_add(1); }
 
 Node::~Node() {
   // Destroying the head of a long chain would otherwise recurse once per node.
@@ -225,6 +228,8 @@ Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, 
     node->next.push_back(t.defined() ? gradient_edge(t) : nullptr);
     node->input_shapes.push_back(t.defined() ? t.shape() : Shape{});
     node->input_dtypes.push_back(t.defined() ? t.dtype() : Dtype::f32);
+    const Node* in = node->next.back().get();
+    if (in && !in->leaf) node->writes = std::min(node->writes, in->writes);
   }
   if (g_anomaly) node->scope = g_scope;
   node->saved.reserve(saved.size());
@@ -269,6 +274,13 @@ void check_not_released(const Node& node) {
                            " was already freed by an earlier backward(); pass retain_graph=true");
 }
 
+// Whether every tensor the node saved is at the version it was saved at.
+bool saved_versions_match(const Node& node) {
+  for (const SavedVersion& sv : node.saved)
+    if (sv.buf->version.load(std::memory_order_relaxed) != sv.version) return false;
+  return true;
+}
+
 // A saved tensor modified in place since the op saved it: the gradient
 // would be computed from the wrong values.
 void check_saved_versions(const Node& node) {
@@ -285,6 +297,16 @@ void check_saved_versions(const Node& node) {
                            " used it (version " + std::to_string(sv.version) + " when saved, " +
                            std::to_string(now) + " now). Modify a clone() instead, or only after backward().");
   }
+}
+
+// Whether an in-place write has been counted since the oldest node of the
+// roots' histories was recorded: if not, no saved tensor of theirs changed,
+// and the check of them all before a walk can be skipped.
+bool written_since_recorded(const std::vector<std::shared_ptr<Node>>& roots) {
+  const uint64_t now = g_writes.load(std::memory_order_relaxed);
+  for (const auto& r : roots)
+    if (!r->leaf && r->writes != now) return true;
+  return false;
 }
 
 // Anomaly mode: the gradient flowing into a node's backward is finite.
@@ -350,9 +372,12 @@ void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
 // still owed.
 class BackwardPass {
  public:
-  // hooks: whether post-accumulate hooks fire (backward(), not xg::grad).
+  // hooks: whether post-accumulate hooks fire and saved versions are
+  // checked before the walk (backward(), not xg::grad): see survey.
   BackwardPass(const std::vector<std::shared_ptr<Node>>& roots, bool hooks) {
-    if (hooks && g_hooks.load(std::memory_order_relaxed) > 0) count_hooked_edges(roots);
+    if (!hooks) return;
+    const bool hooked = g_hooks.load(std::memory_order_relaxed) > 0, versions = written_since_recorded(roots);
+    if (hooked || versions) survey(roots, hooked, versions);
   }
 
   // Queues gradient g for node n, or adds it to the one already waiting.
@@ -398,22 +423,31 @@ class BackwardPass {
   }
 
  private:
-  // Leaves with post-accumulate hooks: how many edges owe them a gradient. A
-  // leaf's node may run more than once (its seq is that of its first use).
-  void count_hooked_edges(const std::vector<std::shared_ptr<Node>>& roots) {
+  // One pass over the nodes reachable from the roots, before the walk. With
+  // `versions`, checks what each saved (check_saved_versions on the latest
+  // whose saved tensors changed, the node the walk would have stopped at
+  // first), so that a version mismatch throws before any leaf's grad()
+  // changes. With `hooks`, counts for each leaf with post-accumulate hooks
+  // the edges that owe it a gradient (a leaf's node may run more than once:
+  // its seq is that of its first use).
+  void survey(const std::vector<std::shared_ptr<Node>>& roots, bool hooks, bool versions) {
     std::vector<Node*> stack;
     std::unordered_set<Node*> seen;
+    const Node* changed = nullptr;
     for (const auto& r : roots)
       if (seen.insert(r.get()).second) stack.push_back(r.get());
     while (!stack.empty()) {
       Node* n = stack.back();
       stack.pop_back();
+      if (versions && !saved_versions_match(*n) && (!changed || n->seq > changed->seq)) changed = n;
       for (const auto& nx : n->next) {
         if (!nx) continue;
-        if (nx->leaf && !nx->leaf->post_accumulate_hooks.empty()) ++pending_[nx.get()];
+        if (hooks && nx->leaf && !nx->leaf->post_accumulate_hooks.empty()) ++pending_[nx.get()];
         if (seen.insert(nx.get()).second) stack.push_back(nx.get());
       }
     }
+    if (changed) check_saved_versions(*changed);
+    if (!hooks) return;
     for (const auto& r : roots)
       if (r->leaf && !r->leaf->post_accumulate_hooks.empty() && !pending_.count(r.get())) pending_[r.get()] = 0;
   }
@@ -470,10 +504,12 @@ std::unordered_set<const Node*> nodes_leading_to(const std::vector<std::shared_p
   return needed;
 }
 
-// The walk: each node, latest first, checks what it saved, runs its
-// backward, checks the gradients it returns and sends them on. With
-// `inputs` (xg::grad) the gradients reaching them are returned instead of
-// accumulated into any leaf, and only the nodes on a path to them run.
+// The walk: first the saved tensors of every node it may run are checked
+// (so that a version mismatch changes no grad()); then each node, latest
+// first, checks what it saved again, runs its backward, checks the
+// gradients it returns and sends them on. With `inputs` (xg::grad) the
+// gradients reaching them are returned instead of accumulated into any
+// leaf, and only the nodes on a path to them run.
 std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_outputs,
                                  bool retain_graph, bool create_graph, const std::vector<Tensor>* inputs,
                                  bool allow_unused) {
@@ -503,6 +539,18 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       target_of[e.get()].push_back(i);
     }
     needed = nodes_leading_to(root_nodes, target_of);
+    // Before the walk, as backward's survey: the saved tensors of every node
+    // the walk may run (needed, not a leaf, with an edge onward), the latest
+    // changed one reported.
+    const Node* changed = nullptr;
+    if (written_since_recorded(root_nodes))
+      for (const Node* n : needed) {
+        if (n->leaf || (changed && n->seq < changed->seq) || saved_versions_match(*n)) continue;
+        bool onward = false;
+        for (const auto& c : n->next) onward = onward || (c && needed.count(c.get()));
+        if (onward) changed = n;
+      }
+    if (changed) check_saved_versions(*changed);
     g_needed = &needed;
     results.resize(inputs->size());
   } else {
@@ -527,6 +575,8 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       continue;
     }
     check_not_released(*node);
+    // Checked before the walk too; again here because a hook, or a backward
+    // function, may have written to a saved tensor since.
     check_saved_versions(*node);
     if (g_anomaly) check_finite_in(*node, g);
     const std::vector<Tensor> in_grads = call_backward(*node, g);

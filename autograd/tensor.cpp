@@ -241,7 +241,10 @@ void Tensor::set(std::initializer_list<int64_t> idx, double v) {
 }
 
 uint64_t Tensor::version() const { return impl_of(impl_).buf->version.load(std::memory_order_relaxed); }
-void Tensor::bump_version() { impl_of(impl_).buf->version.fetch_add(1, std::memory_order_relaxed); }
+void Tensor::bump_version() {
+  impl_of(impl_).buf->version.fetch_add(1, std::memory_order_relaxed);
+  count_in_place_write();
+}
 
 // Every element = value, no version bump (full() makes a fresh tensor).
 static void fill_values(Tensor& t, double value) {
@@ -373,6 +376,7 @@ void Tensor::convert_(Dtype d) {
   Tensor tmp = make_tensor(shape(), d);
   convert_into(*this, tmp, "convert_");
   impl_->buf->version.fetch_add(1);  // ops that saved the old values must not run backward on them
+  count_in_place_write();
   impl_->buf = tmp.impl()->buf;
   impl_->dtype = d;
   impl_->grad = Tensor();

@@ -27,6 +27,10 @@ struct CacheCounters {
 CacheCounters cache_counters();
 
 void count_storage(int64_t bytes);  // memory_stats(): + on allocation, - on release
+// In-place writes through the API, process-wide: every version bump counts
+// one, after it. A graph whose nodes were all recorded after the last of
+// them cannot hold a saved tensor whose version changed (Node::writes).
+void count_in_place_write();
 
 // The values: one flat contiguous array of `dtype`, shared by tensors that are
 // reshapes or detached copies of each other. Its version counts the in-place
@@ -157,6 +161,10 @@ struct Node : std::enable_shared_from_this<Node> {
   std::vector<SavedVersion> saved;
   std::shared_ptr<TensorImpl> leaf;  // accumulator nodes only
   bool released = false;
+  // The in-place writes counted (count_in_place_write) when the oldest
+  // node of this one's history, accumulators aside, was recorded: while the
+  // count is still that, no tensor the history saved has been modified.
+  uint64_t writes = 0;
   Node();
   ~Node();  // iterative: a 1M-node chain must not overflow the stack
 };
