@@ -431,6 +431,7 @@ Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, co
   });
   std::vector<Tensor> saved = {w_hh, h0, states};
   if (c0.defined()) saved.push_back(c0);
+  if (b_hh.defined()) saved.push_back(b_hh);  // the second order recomputes h W_hh^T + b_hh
   return record(
       "recurrence", states, {proj, w_hh, b_hh, h0, c0},
       [r, w = w_hh, b = b_hh, h0, c0, states = states.detach(), acts](const Tensor& grad) {
