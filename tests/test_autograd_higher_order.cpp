@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "autograd/detail/kernels.h"
+#include "nn/nn.h"
 #include "tests/helpers.h"
 
 using namespace xg;
@@ -424,4 +425,48 @@ TEST_CASE("second-order graph: version counters, anomaly mode and hooks keep wor
   sum(gy).backward();
   CHECK(fired == 2);
   CHECK(y.grad().at({1}) == doctest::Approx(12.0));  // d/dy sum(3 y^2) = 6 y
+}
+
+TEST_CASE("gradgradcheck: linear_cross_entropy, first gradients with respect to each input alone too") {
+  Tensor x = leaf({2, 3, 4}, 60), w = leaf({5, 4}, 61), b = leaf({5}, 62);
+  const std::vector<int64_t> t = {1, 4, -100, 0, 2, 2};
+  XG_CHECK_GRADGRAD([&](const V& v) { return linear_cross_entropy(v[0], v[1], v[2], t, -100, 0.1); }, x, w, b);
+  XG_CHECK_GRADGRAD([&](const V& v) { return linear_cross_entropy(v[0], v[1], Tensor(), t); }, x, w);
+}
+
+// Modules: gradgradcheck over an input and every parameter (mixed partials:
+// the first gradient with respect to each alone and each complement too).
+TEST_CASE("gradgradcheck: modules whose backward recomputes (bidirectional LSTM with lengths, LayerNorm, cross-attention)") {
+  Generator gen(70);
+  nn::RNNOptions ro;
+  ro.input_size = 2;
+  ro.hidden_size = 2;
+  ro.bidirectional = true;
+  nn::LSTM lstm(ro, gen);
+  lstm.to(f64);
+  Tensor x = leaf({2, 3, 2}, 71);
+  std::vector<Tensor> ps = lstm.parameters();
+  ps.push_back(x);
+  GradcheckOptions o;
+  o.max_samples_per_input = 6;
+  auto r = gradgradcheck([&]() { return lstm.forward(x, Tensor(), {3, 2}).output; }, ps, o);
+  CHECK_MESSAGE(r.ok, r.message);
+
+  nn::LayerNorm ln(4);
+  ln.to(f64);
+  Tensor y = leaf({3, 4}, 72);
+  std::vector<Tensor> lp = ln.parameters();
+  lp.push_back(y);
+  r = gradgradcheck([&]() { return tanh(ln.forward(y)); }, lp);
+  CHECK_MESSAGE(r.ok, r.message);
+
+  nn::MultiHeadAttention mha(4, 2, 0.0, gen, nullptr);
+  mha.to(f64);
+  Tensor q = leaf({1, 2, 4}, 73), mem = leaf({1, 3, 4}, 74);
+  const Tensor pad = tensor({0, 0, 1}, {1, 3}, f64);
+  std::vector<Tensor> mp = mha.parameters();
+  mp.push_back(q);
+  mp.push_back(mem);
+  r = gradgradcheck([&]() { return mha.forward(q, mem, mem, pad); }, mp, o);
+  CHECK_MESSAGE(r.ok, r.message);
 }
