@@ -348,16 +348,13 @@ def compare(prog, xr, tr):
         tr = run_torch(prog, skip_inplace=True)
         if tr["error"] is not None:
             return f"pytorch failed without the writes too: {tr['error']}"
-        # A clipped grad() differs without the write: compared up to the first
-        # read of one after the clipping, and not at the end.
-        upto, vid, clipped = None, 0, False
+        # A clipped grad() differs without the write, and so does every value
+        # that reads it later: compared up to the clipping, not at the end.
+        upto, vid = None, 0
         for s in steps:
-            clipped = clipped or s["op"] == "clip_grad_"
-            if clipped and s["op"] == "leaf_grad" and upto is None:
+            if s["op"] == "clip_grad_" and upto is None:
                 upto = vid
             vid += produces(s)
-        if clipped and upto is None:
-            upto = vid
         return compare_values(prog, xr, tr, "kept values pytorch would refuse: ", upto=upto)
     if xe is not None and te is None:
         if "modified in place" in xe and any(s["op"] in INPLACE for s in steps[:xr["error_step"]]):
