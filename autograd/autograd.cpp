@@ -51,10 +51,19 @@ NameScope::~NameScope() {
 }
 std::string current_scope() { return g_anomaly ? g_scope : std::string(); }
 
+namespace {
+// Inside a backward closure: the gradient edge of the running node's input
+// i (null where that input needs no gradient, or outside backward).
+const std::shared_ptr<Node>* input_edge(size_t i) {
+  if (!g_backward_edges || i >= g_backward_edges->size() || !(*g_backward_edges)[i]) return nullptr;
+  return &(*g_backward_edges)[i];
+}
+}  // namespace
+
 bool needs_input_grad(size_t i) {
   if (!g_backward_edges || i >= g_backward_edges->size()) return true;
-  const Node* n = (*g_backward_edges)[i].get();
-  return n != nullptr && (!g_needed || g_needed->count(n));
+  const std::shared_ptr<Node>* e = input_edge(i);
+  return e && (!g_needed || g_needed->count(e->get()));
 }
 
 namespace detail {
@@ -70,13 +79,13 @@ Tensor saved_output(const Tensor& out) {
 }
 
 Tensor input_with_values(size_t i, const Tensor& values) {
-  if (!g_grad_enabled || !g_backward_edges || i >= g_backward_edges->size() || !(*g_backward_edges)[i])
-    return values.detach();
+  const std::shared_ptr<Node>* e = input_edge(i);
+  if (!g_grad_enabled || !e) return values.detach();
   auto impl = std::make_shared<TensorImpl>();
   impl->shape = values.shape();
   impl->dtype = values.dtype();
   impl->buf = values.impl()->buf;
-  impl->grad_fn = (*g_backward_edges)[i];
+  impl->grad_fn = *e;
   return Tensor(std::move(impl));
 }
 
@@ -93,8 +102,7 @@ std::vector<Tensor> vjp_by_recompute(const std::function<Tensor(const std::vecto
     // Every input with a gradient edge stays linked, not only those whose
     // gradient was asked for: under create_graph the gradients returned are
     // functions of all of them (d/dw of d/dx, a gradient penalty's terms).
-    const bool linked = g_grad_enabled && g_backward_edges && i < g_backward_edges->size() && (*g_backward_edges)[i];
-    aliases[i] = linked || needs_input_grad(i) ? alias(inputs[i]) : inputs[i].detach();
+    aliases[i] = input_edge(i) || needs_input_grad(i) ? alias(inputs[i]) : inputs[i].detach();
     if (needs_input_grad(i)) {
       wanted.push_back(aliases[i]);
       where.push_back(i);
@@ -504,6 +512,14 @@ std::unordered_set<const Node*> nodes_leading_to(const std::vector<std::shared_p
   return needed;
 }
 
+// Whether a gradient leaving n reaches a node of `needed` (xg::grad runs n
+// only then).
+bool leads_to(const Node& n, const std::unordered_set<const Node*>& needed) {
+  for (const auto& c : n.next)
+    if (c && needed.count(c.get())) return true;
+  return false;
+}
+
 // The walk: first the saved tensors of every node it may run are checked
 // (so that a version mismatch changes no grad()); then each node, latest
 // first, checks what it saved again, runs its backward, checks the
@@ -546,9 +562,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
     if (written_since_recorded(root_nodes))
       for (const Node* n : needed) {
         if (n->leaf || (changed && n->seq < changed->seq) || saved_versions_match(*n)) continue;
-        bool onward = false;
-        for (const auto& c : n->next) onward = onward || (c && needed.count(c.get()));
-        if (onward) changed = n;
+        if (leads_to(*n, needed)) changed = n;
       }
     if (changed) check_saved_versions(*changed);
     g_needed = &needed;
@@ -566,9 +580,7 @@ std::vector<Tensor> run_backward(const std::vector<Tensor>& roots, const std::ve
       auto t = target_of.find(node);
       if (t != target_of.end())  // a leaf's node may pop more than once (its seq is its first use's)
         for (size_t i : t->second) results[i] = results[i].defined() ? add(results[i], g) : g;
-      bool onward = false;
-      for (const auto& c : node->next) onward = onward || (c && needed.count(c.get()));
-      if (node->leaf || !onward) continue;
+      if (node->leaf || !leads_to(*node, needed)) continue;
     } else if (node->leaf) {
       accumulate_into_leaf(*node->leaf, std::move(g));
       pass.leaf_accumulated(node);
