@@ -74,7 +74,12 @@ struct Critic : nn::Module {
   std::string type_name() const override { return "Critic"; }
 };
 
-bool mlp_gp(const CaseFile& c, std::istringstream& config) {
+// A WGAN-GP critic's loss, mean(D(x)) + weight * mean((|dD/dx| - 1)^2), the
+// first gradient with respect to x alone; backward into every parameter and
+// x, compared with PyTorch's. The critic's configuration line is
+// "in hidden weight"; Critic is built from (in, hidden, gen).
+template <class Critic>
+bool gradient_penalty(const CaseFile& c, std::istringstream& config, const char* what) {
   int64_t in = 0, hidden = 0;
   double weight = 0;
   config >> in >> hidden >> weight;
@@ -83,7 +88,7 @@ bool mlp_gp(const CaseFile& c, std::istringstream& config) {
   critic.to(f64);
   critic.load_state_dict(c.group("param"));
   Tensor x = c.get("x").requires_grad_();
-  Tensor d = critic.forward(x);  // (N,1)
+  const Tensor d = critic.forward(x);  // (N,1)
   GradOptions o;
   o.create_graph = true;
   const Tensor g = grad({sum(d)}, {x}, {}, o)[0];  // (N,in), on the tape
@@ -94,8 +99,11 @@ bool mlp_gp(const CaseFile& c, std::istringstream& config) {
                                                        {"grad x", parity::rel_diff(x.grad(), c.get("grad.x"))}};
   for (auto& [pname, p] : critic.named_parameters())
     diffs.push_back({"grad " + pname, parity::rel_diff(p.grad(), c.get("grad." + pname))});
-  return parity::report(kProgram, c.name, "gradient penalty, backward through grad(create_graph)", diffs,
-                        kTolerance);
+  return parity::report(kProgram, c.name, what, diffs, kTolerance);
+}
+
+bool mlp_gp(const CaseFile& c, std::istringstream& config) {
+  return gradient_penalty<Critic>(c, config, "gradient penalty, backward through grad(create_graph)");
 }
 
 // ---- the Transformer ----------------------------------------------------------------
@@ -285,26 +293,7 @@ struct LayerNormCritic : nn::Module {
 };
 
 bool wgan_gp_layernorm(const CaseFile& c, std::istringstream& config) {
-  int64_t in = 0, hidden = 0;
-  double weight = 0;
-  config >> in >> hidden >> weight;
-  Generator gen(0);
-  LayerNormCritic critic(in, hidden, gen);
-  critic.to(f64);
-  critic.load_state_dict(c.group("param"));
-  Tensor x = c.get("x").requires_grad_();
-  const Tensor d = critic.forward(x);  // (N,1)
-  GradOptions o;
-  o.create_graph = true;
-  const Tensor g = grad({sum(d)}, {x}, {}, o)[0];  // (N,in), with respect to x alone
-  const Tensor norm = sqrt(sum(mul(g, g), {1}));   // (N)
-  const Tensor loss = mean(d) + weight * mean(pow(norm - 1.0, 2.0));
-  loss.backward();
-  std::vector<std::pair<std::string, double>> diffs = {{"loss", parity::rel_diff(loss, c.get("loss"))},
-                                                       {"grad x", parity::rel_diff(x.grad(), c.get("grad.x"))}};
-  for (auto& [pname, p] : critic.named_parameters())
-    diffs.push_back({"grad " + pname, parity::rel_diff(p.grad(), c.get("grad." + pname))});
-  return parity::report(kProgram, c.name, "gradient penalty through layer_norm", diffs, kTolerance);
+  return gradient_penalty<LayerNormCritic>(c, config, "gradient penalty through layer_norm");
 }
 
 // nn::MultiHeadAttention(x, memory, memory, key_padding_mask). g does not

@@ -45,25 +45,26 @@ D64 = dict(dtype=torch.float64)
 MLP_IN, MLP_HIDDEN, MLP_N, GP_WEIGHT = 5, 16, 8, 10.0
 
 
-def mlp_gp(name, out, meta):
-    torch.manual_seed(sum(map(ord, name)))
-    sizes = {"fc1": (MLP_HIDDEN, MLP_IN), "fc2": (MLP_HIDDEN, MLP_HIDDEN), "fc3": (1, MLP_HIDDEN)}
+def linear_params(sizes):
+    """Weights and biases of Linear layers {name: (out, in)}, drawn in
+    nn::Linear's (and torch.nn.Linear's) initial range."""
     params = {}
     for layer, (o, i) in sizes.items():
-        bound = 1 / math.sqrt(i)  # nn::Linear's (and torch.nn.Linear's) initial range
+        bound = 1 / math.sqrt(i)
         params[layer + ".weight"] = (torch.rand(o, i, **D64) * 2 - 1) * bound
         params[layer + ".bias"] = (torch.rand(o, **D64) * 2 - 1) * bound
+    return params
+
+
+def gradient_penalty(name, out, meta, params, x, critic, config):
+    """A WGAN-GP critic's loss, mean(D(x)) + GP_WEIGHT * mean((|dD/dx| - 1)^2),
+    the first gradient with respect to x alone; backward into every
+    parameter and x."""
     for p in params.values():
         p.requires_grad_()
-    x = torch.randn(MLP_N, MLP_IN, **D64, requires_grad=True)
-
-    def critic(x):
-        h = torch.tanh(F.linear(x, params["fc1.weight"], params["fc1.bias"]))
-        h = F.gelu(F.linear(h, params["fc2.weight"], params["fc2.bias"]))
-        return F.linear(h, params["fc3.weight"], params["fc3.bias"])  # (N,1)
-
-    d = critic(x)
-    (g,) = torch.autograd.grad(d.sum(), x, create_graph=True)  # (N,5)
+    x.requires_grad_()
+    d = critic(x)  # (N,1)
+    (g,) = torch.autograd.grad(d.sum(), x, create_graph=True)  # (N,in)
     norm = torch.sqrt((g * g).sum(1))
     loss = d.mean() + GP_WEIGHT * ((norm - 1) ** 2).mean()
     loss.backward()
@@ -71,7 +72,20 @@ def mlp_gp(name, out, meta):
         out[f"{name}.param.{pname}"], out[f"{name}.grad.{pname}"] = p, p.grad
     out[f"{name}.x"], out[f"{name}.grad.x"] = x, x.grad
     out[f"{name}.loss"] = loss
-    meta[name] = f"{MLP_IN} {MLP_HIDDEN} {GP_WEIGHT}"
+    meta[name] = config
+
+
+def mlp_gp(name, out, meta):
+    torch.manual_seed(sum(map(ord, name)))
+    params = linear_params({"fc1": (MLP_HIDDEN, MLP_IN), "fc2": (MLP_HIDDEN, MLP_HIDDEN), "fc3": (1, MLP_HIDDEN)})
+    x = torch.randn(MLP_N, MLP_IN, **D64)
+
+    def critic(x):
+        h = torch.tanh(F.linear(x, params["fc1.weight"], params["fc1.bias"]))
+        h = F.gelu(F.linear(h, params["fc2.weight"], params["fc2.bias"]))
+        return F.linear(h, params["fc3.weight"], params["fc3.bias"])  # (N,1)
+
+    gradient_penalty(name, out, meta, params, x, critic, f"{MLP_IN} {MLP_HIDDEN} {GP_WEIGHT}")
 
 
 # ---- the Transformer --------------------------------------------------------
@@ -233,33 +247,18 @@ LN_IN, LN_HIDDEN, LN_N = 5, 8, 6
 
 def wgan_gp_layernorm(name, out, meta):
     torch.manual_seed(sum(map(ord, name)))
-    params = {}
-    for layer, (o, i) in {"fc1": (LN_HIDDEN, LN_IN), "fc2": (1, LN_HIDDEN)}.items():
-        bound = 1 / math.sqrt(i)
-        params[layer + ".weight"] = (torch.rand(o, i, **D64) * 2 - 1) * bound
-        params[layer + ".bias"] = (torch.rand(o, **D64) * 2 - 1) * bound
+    params = linear_params({"fc1": (LN_HIDDEN, LN_IN), "fc2": (1, LN_HIDDEN)})
     # The layer norm off its identity, so that its parameters count.
     params["ln.weight"] = 1 + 0.3 * torch.randn(LN_HIDDEN, **D64)
     params["ln.bias"] = 0.3 * torch.randn(LN_HIDDEN, **D64)
-    for p in params.values():
-        p.requires_grad_()
-    x = torch.randn(LN_N, LN_IN, **D64, requires_grad=True)
+    x = torch.randn(LN_N, LN_IN, **D64)
 
     def critic(x):
         h = F.linear(x, params["fc1.weight"], params["fc1.bias"])
         h = torch.tanh(F.layer_norm(h, (LN_HIDDEN,), params["ln.weight"], params["ln.bias"], 1e-5))
         return F.linear(h, params["fc2.weight"], params["fc2.bias"])  # (N,1)
 
-    d = critic(x)
-    (g,) = torch.autograd.grad(d.sum(), x, create_graph=True)  # (N,in)
-    norm = torch.sqrt((g * g).sum(1))
-    loss = d.mean() + GP_WEIGHT * ((norm - 1) ** 2).mean()
-    loss.backward()
-    for pname, p in params.items():
-        out[f"{name}.param.{pname}"], out[f"{name}.grad.{pname}"] = p, p.grad
-    out[f"{name}.x"], out[f"{name}.grad.x"] = x, x.grad
-    out[f"{name}.loss"] = loss
-    meta[name] = f"{LN_IN} {LN_HIDDEN} {GP_WEIGHT}"
+    gradient_penalty(name, out, meta, params, x, critic, f"{LN_IN} {LN_HIDDEN} {GP_WEIGHT}")
 
 
 # ---- cross_attention_gp -----------------------------------------------------
@@ -273,11 +272,9 @@ XA_PAD = [[0, 0, 0, 1], [0, 0, 1, 1]]  # 1: a padded key (no row all padded)
 def cross_attention_gp(name, out, meta):
     torch.manual_seed(sum(map(ord, name)))
     B, T, S, C, H, D = XA_B, XA_T, XA_S, XA_C, XA_H, XA_C // XA_H
-    P = {}
-    for w in ("w_q", "w_k", "w_v", "w_o"):
-        bound = 1 / math.sqrt(C)  # nn::Linear's range
-        P[w + ".weight"] = ((torch.rand(C, C, **D64) * 2 - 1) * bound).requires_grad_()
-        P[w + ".bias"] = ((torch.rand(C, **D64) * 2 - 1) * bound).requires_grad_()
+    P = linear_params({w: (C, C) for w in ("w_q", "w_k", "w_v", "w_o")})
+    for t in P.values():
+        t.requires_grad_()
     x = torch.randn(B, T, C, **D64, requires_grad=True)
     memory = torch.randn(B, S, C, **D64, requires_grad=True)
     pad = torch.tensor(XA_PAD, **D64)
@@ -313,9 +310,8 @@ LCE_TARGETS = [2, -100, 5, 0, -100, 3, 1]  # two ignored rows
 
 def linear_cross_entropy_gg(name, out, meta):
     torch.manual_seed(sum(map(ord, name)))
-    bound = 1 / math.sqrt(LCE_C)
-    W = ((torch.rand(LCE_V, LCE_C, **D64) * 2 - 1) * bound).requires_grad_()
-    b = ((torch.rand(LCE_V, **D64) * 2 - 1) * bound).requires_grad_()
+    lin = linear_params({"out": (LCE_V, LCE_C)})
+    W, b = lin["out.weight"].requires_grad_(), lin["out.bias"].requires_grad_()
     x = torch.randn(LCE_N, LCE_C, **D64, requires_grad=True)
     targets = torch.tensor(LCE_TARGETS, dtype=torch.int64)
     loss = F.cross_entropy(F.linear(x, W, b), targets, ignore_index=LCE_IGNORE, label_smoothing=LCE_SMOOTHING)
