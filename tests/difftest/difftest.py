@@ -95,8 +95,9 @@ def cross_entropy(logits, s):
                            label_smoothing=s.get("label_smoothing", 0.0))
 
 
-def forward(op, s, a):
-    """The PyTorch twin of xg_difftest's forward()."""
+def forward(op, s, a, third_order=False):
+    """The PyTorch twin of xg_difftest's forward(). third_order: the program
+    can take a third derivative (see layer norm)."""
     if op == "add": return a[0] + a[1]
     if op == "sub": return a[0] - a[1]
     if op == "mul": return a[0] * a[1]
@@ -149,7 +150,7 @@ def forward(op, s, a):
     if op == "log_softmax": return torch.log_softmax(a[0], s["axis"])
     if op in ("layer_norm", "add_layer_norm"):
         x, w, b = (a[0], a[1], a[2]) if op == "layer_norm" else (a[0] + a[1], a[2], a[3])
-        if not THIRD_ORDER[0] and not (w is None and b is not None):
+        if not third_order and not (w is None and b is not None):
             return F.layer_norm(x, x.shape[-1:], w, b, s.get("eps", 1e-5))
         # PyTorch 1.13's native layer norm has a wrong third derivative (its
         # double backward treats the saved mean and 1/std as constants;
@@ -206,13 +207,9 @@ def produces(s):
     return 1
 
 
-THIRD_ORDER = [False]  # whether the program running can take a third derivative
-
-
 def run_torch(prog, skip_inplace=False):
     """Runs a program in PyTorch; the same result layout as xg_difftest."""
-    THIRD_ORDER[0] = sum(s["op"] in ("grad", "backward") and s.get("create_graph", False)
-                         for s in prog["steps"]) >= 2
+    third_order = sum(s["op"] in ("grad", "backward") and s.get("create_graph", False) for s in prog["steps"]) >= 2
     vals, leaves, snaps = [], [], []
     err, err_step = None, None
     # clone(): PyTorch may answer with an efficient zero tensor, which has no storage to read
@@ -302,7 +299,7 @@ def run_torch(prog, skip_inplace=False):
                     leaves[leaves.index(x)] = new
             else:
                 a = [None if i is None else vals[i] for i in s["args"]]
-                vals.append(like_xgrad(op, s, a, forward(op, s, a)))
+                vals.append(like_xgrad(op, s, a, forward(op, s, a, third_order)))
             step += 1
     except Exception as e:  # noqa: BLE001 (any error is a result to compare)
         err, err_step = f"{type(e).__name__}: {e}", step
@@ -433,6 +430,11 @@ class Gen:
         c = [i for i in range(len(self.vals)) if self.kind[i] in kinds and pred(i)]
         return self.r.choice(c) if c else None
 
+    def of_shape(self, shape, kinds=("fwd",)):
+        """A value of `shape` (of those kinds) or a new input of it."""
+        shape = tuple(shape)
+        return self.value_or_new(lambda i: tuple(self.vals[i].shape) == shape, lambda: self.new_input(shape), kinds)
+
     def value_or_new(self, pred, make, kinds=("fwd",)):
         if self.r.random() < 0.6:
             i = self.pick(pred, kinds)
@@ -472,7 +474,7 @@ class Gen:
             elif need_pos:
                 y = self.value_or_new(lambda i: tuple(V[i].shape) == bs and pos(i), lambda: self.new_input(bs, 0.5, 2))
             else:
-                y = self.value_or_new(lambda i: tuple(V[i].shape) == bs, lambda: self.new_input(bs), kinds)
+                y = self.of_shape(bs, kinds)
             if r.random() < 0.5 and name not in ("pow", "div"):
                 x, y = y, x
             args = [x, y]
@@ -575,7 +577,7 @@ class Gen:
                 if name == "concat":
                     os_[a] = r.choice([1, 2, 3])
                 os_ = tuple(os_)
-                others.append(self.value_or_new(lambda i: tuple(V[i].shape) == os_, lambda: self.new_input(os_), kinds))
+                others.append(self.of_shape(os_, kinds))
             args = [x] + others
             r.shuffle(args)
             s["axis"] = a - (d + (name == "stack")) if r.random() < 0.3 else a
@@ -614,17 +616,17 @@ class Gen:
             K = xs[-1]
             N = r.choice([1, 2, 3])
             bs = r.choice([(K, N), (xs[0], K, N) if len(xs) == 3 else (K, N), (1, K, N)])
-            y = self.value_or_new(lambda i: tuple(V[i].shape) == bs, lambda: self.new_input(bs), kinds)
+            y = self.of_shape(bs, kinds)
             args = [x, y]
         elif name == "linear":
             if not 1 <= len(xs) <= 3:
                 return False
             I = xs[-1]
             O = r.choice([1, 2, 3])
-            w = self.value_or_new(lambda i: tuple(V[i].shape) == (O, I), lambda: self.new_input((O, I)), kinds)
+            w = self.of_shape((O, I), kinds)
             b = None
             if r.random() < 0.6:
-                b = self.value_or_new(lambda i: tuple(V[i].shape) == (O,), lambda: self.new_input((O,)), kinds)
+                b = self.of_shape((O,), kinds)
             args = [x, w, b]
         elif name == "gather_rows":
             if len(xs) != 2:
@@ -652,7 +654,7 @@ class Gen:
                 return False
             C = xs[-1]
             if name == "add_layer_norm":
-                res = self.value_or_new(lambda i: tuple(V[i].shape) == xs, lambda: self.new_input(xs), kinds)
+                res = self.of_shape(xs, kinds)
                 args = [x, res]
                 xv = V[x] + V[res]
             else:
@@ -661,9 +663,9 @@ class Gen:
                 return False
             w = b = None
             if r.random() < 0.7:
-                w = self.value_or_new(lambda i: tuple(V[i].shape) == (C,), lambda: self.new_input((C,)), kinds)
+                w = self.of_shape((C,), kinds)
             if r.random() < 0.7:
-                b = self.value_or_new(lambda i: tuple(V[i].shape) == (C,), lambda: self.new_input((C,)), kinds)
+                b = self.of_shape((C,), kinds)
             args += [w, b]
             s["eps"] = r.choice([1e-5, 1e-3])
         elif name in ("cross_entropy", "linear_cross_entropy"):
@@ -672,10 +674,10 @@ class Gen:
             if name == "linear_cross_entropy":
                 C = xs[-1]
                 Vn = r.choice([2, 3, 5])
-                w = self.value_or_new(lambda i: tuple(V[i].shape) == (Vn, C), lambda: self.new_input((Vn, C)), kinds)
+                w = self.of_shape((Vn, C), kinds)
                 b = None
                 if r.random() < 0.6:
-                    b = self.value_or_new(lambda i: tuple(V[i].shape) == (Vn,), lambda: self.new_input((Vn,)), kinds)
+                    b = self.of_shape((Vn,), kinds)
                 args = [x, w, b]
                 rows = math.prod(xs[:-1])
             else:
@@ -697,9 +699,9 @@ class Gen:
             if r.random() < 0.2:
                 Smax = S + r.choice([1, 2])
                 kv = S
-            q = self.value_or_new(lambda i: tuple(V[i].shape) == (B, T, C), lambda: self.new_input((B, T, C)), kinds)
-            k = self.value_or_new(lambda i: tuple(V[i].shape) == (B, Smax, C), lambda: self.new_input((B, Smax, C)), kinds)
-            v = self.value_or_new(lambda i: tuple(V[i].shape) == (B, Smax, C), lambda: self.new_input((B, Smax, C)), kinds)
+            q = self.of_shape((B, T, C), kinds)
+            k = self.of_shape((B, Smax, C), kinds)
+            v = self.of_shape((B, Smax, C), kinds)
             if r.random() < 0.3 and T == Smax:
                 k = q if r.random() < 0.5 else k
             args = [q, k, v]
@@ -711,10 +713,10 @@ class Gen:
             cell = r.choice(list(GATES))
             B, T, Hn = r.choice([1, 2, 3]), r.choice([1, 2, 3]), r.choice([1, 2])
             GH = GATES[cell] * Hn
-            proj = self.value_or_new(lambda i: tuple(V[i].shape) == (B, T, GH), lambda: self.new_input((B, T, GH)), kinds)
+            proj = self.of_shape((B, T, GH), kinds)
             w = self.new_input((GH, Hn), -0.8, 0.8)
             b = self.new_input((GH,)) if r.random() < 0.7 else None
-            h0 = self.value_or_new(lambda i: tuple(V[i].shape) == (B, Hn), lambda: self.new_input((B, Hn)), kinds)
+            h0 = self.of_shape((B, Hn), kinds)
             c0 = self.new_input((B, Hn)) if cell == "lstm" else None
             args = [proj, w, b, h0, c0]
             s.update(cell=cell, reverse=r.random() < 0.5)
@@ -782,8 +784,9 @@ class Gen:
                 self.steps.append({"op": "backward", "outputs": outs, "grad_outputs": seeds, "create_graph": create})
                 got = []
                 for x in r.sample(leaves_rg, r.randint(1, len(leaves_rg))):
-                    g = self.vals[x].grad if False else torch.zeros_like(self.vals[x])
-                    got.append(self.add_step({"op": "leaf_grad", "args": [x]}, g, "grad", False))
+                    # a placeholder: the gradient's values are not known here
+                    got.append(self.add_step({"op": "leaf_grad", "args": [x]}, torch.zeros_like(self.vals[x]),
+                                             "grad", False))
             else:
                 wrt = r.sample(wrt_pool, r.randint(1, len(wrt_pool)))
                 self.steps.append({"op": "grad", "outputs": outs, "grad_outputs": seeds, "wrt": wrt,
