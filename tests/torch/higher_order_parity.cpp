@@ -252,6 +252,24 @@ void compare_second_order(std::vector<std::pair<std::string, double>>& diffs, co
   compare_all(diffs, "backward dP/d", names, by_backward, ref, zero_ends);
 }
 
+// The case's checks for P = |g|^2, g = d<y, gy>/dx with respect to x alone:
+// g, P, and dP/d every parameter of m and every tensor of `others` (x among
+// them), as compare_second_order.
+bool penalty_case(const CaseFile& c, nn::Module& m, const Tensor& y, const Tensor& x,
+                  const std::vector<std::pair<std::string, Tensor>>& others, const std::vector<std::string>& zero_ends,
+                  const char* what) {
+  const Tensor g = first_gradient(y, c.get("gy"), x);
+  const Tensor p = sum(mul(g, g));
+  std::vector<std::pair<std::string, double>> diffs = {{"g", parity::rel_diff(g, c.get("g"))},
+                                                       {"P", parity::rel_diff(p, c.get("p"))}};
+  std::vector<std::string> names;
+  std::vector<Tensor> inputs;
+  for (auto& [pname, w] : m.named_parameters()) names.push_back(pname), inputs.push_back(w);
+  for (const auto& [name, t] : others) names.push_back(name), inputs.push_back(t);
+  compare_second_order(diffs, c, p, names, inputs, zero_ends);
+  return parity::report(kProgram, c.name, what, diffs, kTolerance);
+}
+
 // nn::LSTM(bidirectional) with lengths, h0 and c0; y its output.
 bool bilstm_gp(const CaseFile& c, std::istringstream& config) {
   nn::RNNOptions ro;
@@ -267,17 +285,8 @@ bool bilstm_gp(const CaseFile& c, std::istringstream& config) {
   lstm.load_state_dict(c.group("param"));  // strict: torch.nn.LSTM's names are ours
   Tensor x = c.get("x").requires_grad_(), h0 = c.get("h0").requires_grad_(), c0 = c.get("c0").requires_grad_();
   const Tensor y = lstm.forward(x, h0, lengths, c0).output;  // (B,T,2H)
-  const Tensor g = first_gradient(y, c.get("gy"), x);        // (B,T,C)
-  const Tensor p = sum(mul(g, g));
-  std::vector<std::pair<std::string, double>> diffs = {{"g", parity::rel_diff(g, c.get("g"))},
-                                                       {"P", parity::rel_diff(p, c.get("p"))}};
-  std::vector<std::string> names;
-  std::vector<Tensor> inputs;
-  for (auto& [pname, w] : lstm.named_parameters()) names.push_back(pname), inputs.push_back(w);
-  names.insert(names.end(), {"h0", "c0", "x"});
-  inputs.insert(inputs.end(), {h0, c0, x});
-  compare_second_order(diffs, c, p, names, inputs);
-  return parity::report(kProgram, c.name, "bidirectional LSTM, P = |d<y,gy>/dx|^2, dP/d all", diffs, kTolerance);
+  return penalty_case(c, lstm, y, x, {{"h0", h0}, {"c0", c0}, {"x", x}}, {},
+                      "bidirectional LSTM, P = |d<y,gy>/dx|^2, dP/d all");
 }
 
 // The critic fc2(tanh(ln(fc1(x)))).
@@ -310,17 +319,8 @@ bool cross_attention_gp(const CaseFile& c, std::istringstream& config) {
   mha.load_state_dict(c.group("param"));
   Tensor x = c.get("x").requires_grad_(), memory = c.get("memory").requires_grad_();
   const Tensor y = mha.forward(x, memory, memory, c.get("pad"));  // (B,T,C)
-  const Tensor g = first_gradient(y, c.get("gy"), x);              // (B,T,C)
-  const Tensor p = sum(mul(g, g));
-  std::vector<std::pair<std::string, double>> diffs = {{"g", parity::rel_diff(g, c.get("g"))},
-                                                       {"P", parity::rel_diff(p, c.get("p"))}};
-  std::vector<std::string> names;
-  std::vector<Tensor> inputs;
-  for (auto& [pname, w] : mha.named_parameters()) names.push_back(pname), inputs.push_back(w);
-  names.insert(names.end(), {"memory", "x"});
-  inputs.insert(inputs.end(), {memory, x});
-  compare_second_order(diffs, c, p, names, inputs, {"w_k.bias", "w_v.bias"});
-  return parity::report(kProgram, c.name, "cross-attention, P = |d<y,gy>/dx|^2, dP/d all", diffs, kTolerance);
+  return penalty_case(c, mha, y, x, {{"memory", memory}, {"x", x}}, {"w_k.bias", "w_v.bias"},
+                      "cross-attention, P = |d<y,gy>/dx|^2, dP/d all");
 }
 
 // xg::linear_cross_entropy(x, W, b) with ignored rows and label smoothing.
