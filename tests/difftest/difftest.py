@@ -435,6 +435,11 @@ class Gen:
         shape = tuple(shape)
         return self.value_or_new(lambda i: tuple(self.vals[i].shape) == shape, lambda: self.new_input(shape), kinds)
 
+    def dense_weights(self, out, inp, kinds):
+        """A weight (out, inp) and, most of the time, a bias (out), or None."""
+        w = self.of_shape((out, inp), kinds)
+        return [w, self.of_shape((out,), kinds) if self.r.random() < 0.6 else None]
+
     def value_or_new(self, pred, make, kinds=("fwd",)):
         if self.r.random() < 0.6:
             i = self.pick(pred, kinds)
@@ -623,11 +628,7 @@ class Gen:
                 return False
             I = xs[-1]
             O = r.choice([1, 2, 3])
-            w = self.of_shape((O, I), kinds)
-            b = None
-            if r.random() < 0.6:
-                b = self.of_shape((O,), kinds)
-            args = [x, w, b]
+            args = [x] + self.dense_weights(O, I, kinds)
         elif name == "gather_rows":
             if len(xs) != 2:
                 return False
@@ -674,11 +675,7 @@ class Gen:
             if name == "linear_cross_entropy":
                 C = xs[-1]
                 Vn = r.choice([2, 3, 5])
-                w = self.of_shape((Vn, C), kinds)
-                b = None
-                if r.random() < 0.6:
-                    b = self.of_shape((Vn,), kinds)
-                args = [x, w, b]
+                args = [x] + self.dense_weights(Vn, C, kinds)
                 rows = math.prod(xs[:-1])
             else:
                 Vn = xs[-1]
