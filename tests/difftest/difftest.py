@@ -964,32 +964,69 @@ def shrink(binary, prog, workdir, budget=60):
     return best
 
 
+def seed_range(text):
+    """FIRST:END, 0 <= FIRST < END."""
+    try:
+        first, end = (int(v) for v in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}': expected FIRST:END, two integers such as 0:300") from None
+    if not 0 <= first < end:
+        raise argparse.ArgumentTypeError(f"'{text}': expected 0 <= FIRST < END")
+    return first, end
+
+
+def positive(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}': expected an integer >= 1") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': expected an integer >= 1")
+    return v
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--binary", required=True, help="the xg_difftest program")
-    ap.add_argument("--seeds", default="0:300", help="a range FIRST:END of program seeds (END excluded)")
+    ap.add_argument("--seeds", type=seed_range, default="0:300",
+                    help="a range FIRST:END of program seeds (END excluded, 0 <= FIRST < END)")
     ap.add_argument("--replay", help="a folder of reproducers (*.json) to run instead of generated programs")
     ap.add_argument("--workdir", default="difftest-work", help="where programs, results and reproducers go")
-    ap.add_argument("--chunk", type=int, default=1000, help="programs per run of the binary")
+    ap.add_argument("--chunk", type=positive, default=1000, help="programs per run of the binary (>= 1)")
     ap.add_argument("--no-shrink", action="store_true", help="report failures without shrinking them")
-    ap.add_argument("--max-failures", type=int, default=20, help="stop after this many failing programs")
+    ap.add_argument("--max-failures", type=positive, default=20, help="stop after this many failing programs (>= 1)")
     a = ap.parse_args()
-    os.makedirs(a.workdir, exist_ok=True)
+    if not (os.path.isfile(a.binary) and os.access(a.binary, os.X_OK)):
+        ap.error(f"--binary {a.binary}: not an executable file (build the xg_difftest target)")
+    try:
+        os.makedirs(a.workdir, exist_ok=True)
+    except OSError as e:
+        ap.error(f"--workdir {a.workdir}: {e.strerror}")
     start = time.time()
     passed = failed = 0
     if a.replay:
+        if not os.path.isdir(a.replay):
+            ap.error(f"--replay {a.replay}: not a folder")
         names = sorted(f for f in os.listdir(a.replay) if f.endswith(".json"))
+        if not names:
+            ap.error(f"--replay {a.replay}: no reproducer (*.json) in it")
         progs = []
         for n in names:
-            with open(os.path.join(a.replay, n)) as f:
-                progs.append(json.load(f))
+            path = os.path.join(a.replay, n)
+            try:
+                with open(path) as f:
+                    progs.append(json.load(f))
+            except (OSError, ValueError) as e:
+                ap.error(f"{path}: not a readable JSON program ({e})")
+            if not isinstance(progs[-1], dict) or not isinstance(progs[-1].get("steps"), list):
+                ap.error(f"{path}: expected an object with a list of steps")
         for n, p, r in zip(names, progs, check(a.binary, progs, a.workdir, "replay")):
             print(f"{n}: {'ok' if r is None else 'FAILED: ' + r}")
             passed += r is None
             failed += r is not None
         print(f"{passed} passed, {failed} failed")
         return 1 if failed else 0
-    first, end = (int(v) for v in a.seeds.split(":"))
+    first, end = a.seeds
     seed = first
     while seed < end and failed < a.max_failures:
         batch = list(range(seed, min(end, seed + a.chunk)))

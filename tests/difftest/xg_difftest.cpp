@@ -4,6 +4,7 @@
 // the first error (with the step that threw). The same programs run in
 // PyTorch (difftest.py), which compares. The format is in tests/difftest/README.md.
 //   xg_difftest PROGRAMS.jsonl > RESULTS.jsonl
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,9 @@ std::vector<int64_t> ints(const json& j) { return j.get<std::vector<int64_t>>();
 
 // A tensor given by {"shape": [...], "data": [...]} (float64).
 Tensor dense(const json& j) {
+  for (const json& d : j.at("shape"))
+    if (!d.is_number_integer() || d.get<int64_t>() < 0)
+      throw std::invalid_argument("xg_difftest: shape " + j.at("shape").dump() + ": expected integers >= 0");
   const Shape s = j.at("shape").get<Shape>();
   return from_vector(j.at("data").get<std::vector<double>>(), s, f64);
 }
@@ -72,7 +76,15 @@ class Program {
   Tensor arg(const json& s, size_t i) const {
     const json& a = s.at("args").at(i);
     if (a.is_null()) return Tensor();
-    return values_.at(a.get<size_t>());
+    return value(a);
+  }
+
+  // The value a step names by its number: defined by an earlier step.
+  const Tensor& value(const json& id) const {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<uint64_t>() >= values_.size())
+      throw std::invalid_argument("xg_difftest: value " + id.dump() + " is not defined before this step (values 0.." +
+                                  std::to_string(static_cast<int64_t>(values_.size()) - 1) + " are)");
+    return values_[id.get<size_t>()];
   }
 
   // The outputs of a grad/backward step that are on the tape, with their seeds.
@@ -80,12 +92,12 @@ class Program {
     const json& gos = s.value("grad_outputs", json::array());
     size_t k = 0;
     for (const json& o : s.at("outputs")) {
-      const Tensor y = values_.at(o.get<size_t>());
+      const Tensor y = value(o);
       const json go = k < gos.size() ? gos[k] : json();
       ++k;
       if (!on_tape(y)) continue;  // a constant: contributes no gradient
       outs.push_back(y);
-      seeds.push_back(go.is_null() ? ones(y.shape(), y.dtype()) : values_.at(go.get<size_t>()));
+      seeds.push_back(go.is_null() ? ones(y.shape(), y.dtype()) : value(go));
     }
   }
 
@@ -108,7 +120,7 @@ class Program {
     if (op == "grad") {
       std::vector<Tensor> outs, seeds, wrt;
       roots(s, outs, seeds);
-      for (const json& w : s.at("wrt")) wrt.push_back(values_.at(w.get<size_t>()));
+      for (const json& w : s.at("wrt")) wrt.push_back(value(w));
       std::vector<Tensor> gs(wrt.size());
       std::vector<Tensor> live;  // the inputs asked for that a gradient can reach
       std::vector<size_t> where;
@@ -166,7 +178,7 @@ class Program {
     }
     if (op == "clip_grad_") {
       std::vector<Tensor> ps;
-      for (const json& i : s.at("args")) ps.push_back(values_.at(i.get<size_t>()));
+      for (const json& i : s.at("args")) ps.push_back(value(i));
       optim::clip_grad_norm(ps, s.at("max_norm").get<double>());
       return;
     }
@@ -283,8 +295,9 @@ int main(int argc, char** argv) {
     std::cerr << "usage: xg_difftest PROGRAMS.jsonl > RESULTS.jsonl\n";
     return 2;
   }
+  std::error_code ec;
   std::ifstream in(argv[1]);
-  if (!in) {
+  if (!std::filesystem::is_regular_file(argv[1], ec) || !in) {
     std::cerr << "xg_difftest: cannot read " << argv[1] << "\n";
     return 2;
   }
