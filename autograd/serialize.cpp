@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <fstream>
 #include <set>
 #include <nlohmann/json.hpp>
+
+#include <zlib.h>
 
 #include "autograd/detail/impl.h"
 
@@ -29,24 +32,37 @@ size_t elem_size(Dtype d) { return static_cast<size_t>(dtype_size(d)); }
   throw FormatError("load_tensors: " + path + ": " + what);
 }
 
-// A name for a message: control bytes (NUL among them) as \xNN, and at most
-// 200 bytes of it.
-std::string show_name(const std::string& s) {
-  constexpr size_t kShown = 200;
-  size_t n = std::min(s.size(), kShown);
-  while (n < s.size() && n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80) --n;  // whole UTF-8 characters
-  std::string r = "'";
-  for (size_t i = 0; i < n; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      char hex[8];
-      std::snprintf(hex, sizeof hex, "\\x%02x", c);
-      r += hex;
-    } else {
-      r += static_cast<char>(c);
-    }
+std::string show_name(const std::string& s) { return quote_text(s, 200); }
+
+uint32_t crc_of(const void* p, uint64_t n) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  const Bytef* b = static_cast<const Bytef*>(p);
+  while (n > 0) {  // zlib takes at most 4 GiB a call
+    const uInt chunk = static_cast<uInt>(std::min<uint64_t>(n, 1u << 30));
+    crc = ::crc32(crc, b, chunk);
+    b += chunk;
+    n -= chunk;
   }
-  return r + (n < s.size() ? "...'" : "'");
+  return static_cast<uint32_t>(crc);
+}
+
+std::string hex8(uint32_t v) {
+  char s[9];
+  std::snprintf(s, sizeof s, "%08x", v);
+  return s;
+}
+
+// The header's checksum covers everything in it but the checksum entry
+// itself: the JSON as nlohmann::json writes it (keys sorted), so a reader
+// recomputes it from the parsed header whatever the spacing on disk.
+uint32_t header_crc(nlohmann::json header) {
+  auto m = header.find("__metadata__");
+  if (m != header.end() && m->is_object()) {
+    m->erase(kChecksumKey);
+    if (m->empty()) header.erase("__metadata__");
+  }
+  const std::string text = header.dump();
+  return crc_of(text.data(), text.size());
 }
 
 void write_all(int fd, const void* p, size_t n, const std::string& tmp) {
@@ -103,14 +119,24 @@ void save_tensors(const std::string& path, const std::map<std::string, Tensor>& 
                     {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  for (const auto& kv : metadata)
+  std::map<std::string, std::string> meta;
+  for (const auto& kv : metadata) {
     if (kv.first.find('\0') != std::string::npos)
       throw std::invalid_argument("save_tensors: metadata key " + show_name(kv.first) + " contains a NUL byte");
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+    if (kv.first != kChecksumKey) meta.insert(kv);  // a loaded file's checksum is recomputed, never copied
+  }
+  if (!meta.empty()) header["__metadata__"] = meta;
+  nlohmann::json sums = nlohmann::json::object();
+  for (const auto& [name, t] : tensors) sums[name] = hex8(crc_of(t.impl()->buf->raw(), t.numel() * elem_size(t.dtype())));
+  header["__metadata__"][kChecksumKey] = nlohmann::json{{"header", hex8(header_crc(header))}, {"tensors", sums}}.dump();
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
   const uint64_t n = text.size();
 
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::runtime_error("save_tensors: " + path + " is " + (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
+                             ": refusing to replace it");
   remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -308,6 +334,7 @@ std::map<std::string, Tensor> load(Source& src, const std::string& path, std::ma
   };
   std::vector<Entry> entries;
   std::map<std::string, std::string> meta;
+  nlohmann::json sums;  // the writer's checksums, when it left them
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     const auto& v = it.value();
@@ -399,6 +426,23 @@ std::map<std::string, Tensor> load(Source& src, const std::string& path, std::ma
                    ", but the data runs to " + std::to_string(data_size) + ": " + std::to_string(data_size - covered) +
                    " bytes at file offset " + std::to_string(data_start + covered) + " belong to no tensor");
 
+  // The checksums (checksums()): of the header now, of each tensor as it is read.
+  auto sum = meta.find(kChecksumKey);
+  if (sum != meta.end()) {
+    sums = nlohmann::json::parse(sum->second, nullptr, false);
+    const bool well_formed = sums.is_object() && sums.size() == 2 && sums.contains("header") &&
+                             sums["header"].is_string() && sums.contains("tensors") && sums["tensors"].is_object();
+    if (!well_formed) fail(path, "the __metadata__ entry '" + std::string(kChecksumKey) + "' is not a checksum record");
+    if (sums["header"] != hex8(header_crc(header)))
+      fail(path, "the header does not match its checksum (crc32 " + sums["header"].get<std::string>() + " stored, " +
+                     hex8(header_crc(header)) + " computed): the file is damaged");
+    for (const auto& e : entries)
+      if (!sums["tensors"].contains(e.name) || !sums["tensors"][e.name].is_string())
+        fail(path, "tensor " + show_name(e.name) + " has no checksum in the header's record");
+    if (sums["tensors"].size() != entries.size())
+      fail(path, "the checksum record names a tensor the file does not hold");
+  }
+
   // Everything checked: allocate, exactly the data bytes in all.
   std::map<std::string, Tensor> out;
   for (const auto& e : entries) {
@@ -406,6 +450,13 @@ std::map<std::string, Tensor> load(Source& src, const std::string& path, std::ma
     if (!src.read(data_start + e.begin, e.end - e.begin, t.impl()->buf->raw()))
       fail(path,
            "tensor " + show_name(e.name) + ": could not read bytes at offset " + std::to_string(data_start + e.begin));
+    if (!sums.is_null()) {
+      const std::string stored = sums["tensors"][e.name].get<std::string>();
+      const std::string computed = hex8(crc_of(t.impl()->buf->raw(), e.end - e.begin));
+      if (stored != computed)
+        fail(path, "tensor " + show_name(e.name) + ": its bytes do not match their checksum (crc32 " + show_name(stored) +
+                       " stored, " + computed + " computed): the file is damaged");
+    }
     out.emplace(e.name, std::move(t));
   }
   if (metadata)
@@ -427,6 +478,32 @@ std::map<std::string, Tensor> load_tensors_from_memory(const void* data, size_t 
     throw std::invalid_argument("load_tensors_from_memory: " + name + ": null data with size " + std::to_string(size));
   MemorySource src(data, size);
   return load(src, name, metadata);
+}
+
+std::string quote_text(std::string_view s, size_t max_bytes) {
+  std::string r = "'";
+  size_t i = 0;
+  while (i < s.size() && i < max_bytes) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    // A well-formed UTF-8 sequence is kept whole; any other byte outside printable ASCII is written \xNN.
+    const size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    bool whole = n > 1 && c >= 0xc2 && i + n <= s.size() && i + n <= max_bytes;
+    for (size_t k = 1; whole && k < n; ++k) whole = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+    if (whole) {
+      r.append(s.substr(i, n));
+      i += n;
+      continue;
+    }
+    if (c < 0x20 || c >= 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      r += hex;
+    } else {
+      r += static_cast<char>(c);
+    }
+    ++i;
+  }
+  return r + (i < s.size() ? "...'" : "'");
 }
 
 std::optional<int64_t> parse_whole_number(const std::string& s) {

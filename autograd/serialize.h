@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "autograd/tensor.h"
 
@@ -17,10 +18,19 @@ struct FormatError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The "__metadata__" entry holding a file's checksums: CRC-32 (zlib's) of the
+// header without this entry and of each tensor's bytes, as the JSON text
+// {"header": "8 hex digits", "tensors": {"NAME": "8 hex digits", ...}}.
+// Other readers (PyTorch's safetensors) see one more string entry.
+inline constexpr const char* kChecksumKey = "crc32";
+
 // Writes atomically: a temporary file beside `path`, flushed, then renamed,
 // so a crash mid-write leaves any previous file intact. Temporary files of
-// `path` left by writers that crashed (their process is gone) are removed. `metadata` goes into
-// the header's "__metadata__" (string values only, as the format says).
+// `path` left by writers that crashed (their process is gone) are removed.
+// A `path` that exists and is not a regular file (a directory, a device) is
+// refused, never replaced. `metadata` goes into the header's "__metadata__"
+// (string values only, as the format says), with the file's checksums
+// (kChecksumKey; an entry of that name in `metadata` is replaced).
 void save_tensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                   const std::map<std::string, std::string>& metadata = {});
 // The most dimensions a tensor in a file may have (the error says so).
@@ -34,8 +44,10 @@ inline constexpr size_t kMaxTensorDims = 64;
 // and the ranges themselves: sorted by offset they must cover the data
 // buffer exactly, from 0 to the end of the file, with no hole, overlap or
 // trailing byte (as the format requires). Reads only the header and then
-// each tensor's bytes into that tensor. Throws FormatError naming the file,
-// the key or the byte offset. `metadata`, if given, receives the
+// each tensor's bytes into that tensor. A file with checksums (kChecksumKey)
+// must match them: the header before anything is allocated, each tensor as
+// it is read. Throws FormatError naming the file, the key or the byte
+// offset (the tensor, for a checksum). `metadata`, if given, receives the
 // "__metadata__" entries (added to what it holds) only when the whole file
 // loads.
 std::map<std::string, Tensor> load_tensors(const std::string& path,
@@ -52,6 +64,11 @@ std::map<std::string, Tensor> load_tensors_from_memory(const void* data, size_t 
 
 // A file's "__metadata__": string keys and values.
 using Metadata = std::map<std::string, std::string>;
+
+// `s` for a message: in single quotes, at most `max_bytes` of it (then
+// "..."), well-formed UTF-8 kept, any other byte outside printable ASCII
+// written \xNN: "'caf\xff...'". What a program echoes of bad input.
+std::string quote_text(std::string_view s, size_t max_bytes = 40);
 
 // A whole number written as decimal digits with an optional leading '-' (at
 // most 18 digits, so it fits in int64): the one reading of integers in

@@ -17,12 +17,12 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/xgradConfig.cmake ${CMAKE_CURRENT_BINA
 
 # pkg-config: relocatable (the prefix is found from the .pc file's own place).
 # libxgrad is static, so Libs lists what it links: oneDNN and its OpenMP
-# runtime, OpenBLAS, fmt.
+# runtime, OpenBLAS, zlib, fmt.
 set(XG_PC_LIBS "-lxgrad")
 if(XG_GEMM STREQUAL "onednn")
   string(APPEND XG_PC_LIBS " -ldnnl -lgomp")
 endif()
-string(APPEND XG_PC_LIBS " -lopenblas -lpthread")
+string(APPEND XG_PC_LIBS " -lopenblas -lz -lpthread")
 file(RELATIVE_PATH XG_PC_TO_PREFIX ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
 set(XG_PC_REQUIRES "fmt")
 if(XG_HAVE_MPI)
@@ -39,7 +39,7 @@ set(CPACK_PACKAGE_CONTACT "xgrad developers <xgrad@localhost>")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, pkg-config")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, zlib1g-dev, pkg-config")
 if(XG_GEMM STREQUAL "onednn")
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libdnnl-dev, libgomp1")
 endif()

@@ -18,6 +18,11 @@ void check_fits_in_memory(double params) {
                                 std::to_string(static_cast<int64_t>(ram / 1e9)) + " GB");
 }
 
+void out_of_memory(const std::string& what, double parameters) {
+  throw std::runtime_error("out of memory building " + what + " (" + std::to_string(static_cast<int64_t>(parameters)) +
+                           " parameters)");
+}
+
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }

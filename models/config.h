@@ -22,6 +22,10 @@ struct ModelLimits {
 // training state (parameters, gradients and two Adam moments: 16 bytes a
 // parameter) exceeds this machine's memory: allocation would otherwise
 // succeed and the machine page until it runs out.
+// Every model's constructor calls it first.
 void check_fits_in_memory(double parameters);
+// What a model's constructor throws when an allocation fails all the same:
+// std::runtime_error "out of memory building WHAT (N parameters)".
+[[noreturn]] void out_of_memory(const std::string& what, double parameters);
 
 }  // namespace xg::models

@@ -51,8 +51,9 @@ Tensor GPTBlock::forward_step(const Tensor& x, nn::MultiHeadAttention::KVCache& 
   return h + drop2->forward(ff->forward(ln2->forward(h)));
 }
 
-GPT::GPT(const GPTConfig& cfg) : cfg_(cfg) {
+GPT::GPT(const GPTConfig& cfg) try : cfg_(cfg) {
   cfg.validate();
+  check_fits_in_memory(cfg.parameter_count());
   Generator init(cfg.seed);
   drop_gen_ = std::make_shared<Generator>(cfg.seed ^ 0x9e3779b97f4a7c15ULL);
   tok_embed = register_module("tok_embed", std::make_shared<nn::Embedding>(cfg.vocab, cfg.d_model, init, -1, 0.02));
@@ -64,6 +65,8 @@ GPT::GPT(const GPTConfig& cfg) : cfg_(cfg) {
   blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
   for (int64_t i = 0; i < cfg.layers; ++i) blocks->push_back(std::make_shared<GPTBlock>(cfg, init, drop_gen_));
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(cfg.d_model));
+} catch (const std::bad_alloc&) {
+  out_of_memory("the GPT", cfg.parameter_count());
 }
 
 Tensor GPT::embed(const std::vector<int64_t>& ids, int64_t rows, int64_t cols, int64_t start) {

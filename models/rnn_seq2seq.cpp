@@ -87,8 +87,9 @@ RNNSeq2SeqConfig RNNSeq2SeqConfig::from_metadata(const Metadata& m, const std::s
   return c;
 }
 
-RNNSeq2Seq::RNNSeq2Seq(const RNNSeq2SeqConfig& cfg) : cfg_(cfg), drop_gen_(std::make_shared<Generator>(cfg.seed + 1)) {
+RNNSeq2Seq::RNNSeq2Seq(const RNNSeq2SeqConfig& cfg) try : cfg_(cfg), drop_gen_(std::make_shared<Generator>(cfg.seed + 1)) {
   cfg_.validate();
+  check_fits_in_memory(cfg.parameter_count());
   Generator init(cfg.seed);
   const int64_t E = cfg.embed, H = cfg.hidden, Hd = 2 * H;
   src_embed_ = register_module("src_embed", std::make_shared<nn::Embedding>(cfg.src_vocab, E, init, cfg.pad_id));
@@ -118,6 +119,8 @@ RNNSeq2Seq::RNNSeq2Seq(const RNNSeq2SeqConfig& cfg) : cfg_(cfg), drop_gen_(std::
     out_ = register_module("out", std::make_shared<nn::Linear>(2 * Hd, cfg.tgt_vocab, init));
   }
   dropout_ = register_module("dropout", std::make_shared<nn::Dropout>(cfg.dropout, drop_gen_));
+} catch (const std::bad_alloc&) {
+  out_of_memory("the recurrent encoder-decoder", cfg.parameter_count());
 }
 
 std::string RNNSeq2Seq::type_name() const {

@@ -109,8 +109,9 @@ Tensor DecoderLayer::forward_step(const Tensor& y, nn::MultiHeadAttention::KVCac
 
 // ---- model ----------------------------------------------------------------------
 
-Transformer::Transformer(const TransformerConfig& cfg) : cfg_(cfg) {
+Transformer::Transformer(const TransformerConfig& cfg) try : cfg_(cfg) {
   cfg.validate();
+  check_fits_in_memory(cfg.parameter_count());
   Generator init(cfg.seed);
   drop_gen_ = std::make_shared<Generator>(cfg.seed + 1);
   src_embed = register_module("src_embed", std::make_shared<nn::Embedding>(cfg.src_vocab, cfg.d_model, init));
@@ -132,6 +133,8 @@ Transformer::Transformer(const TransformerConfig& cfg) : cfg_(cfg) {
   // As in the reference implementations: Glorot-uniform for every matrix.
   for (auto& [name, p] : named_parameters())
     if (p.dim() > 1) nn::init::xavier_uniform_(p, init);
+} catch (const std::bad_alloc&) {
+  out_of_memory("the Transformer", cfg.parameter_count());
 }
 
 Tensor Transformer::padding_mask(const Batch& b) const {

@@ -6,8 +6,9 @@ set -euo pipefail
 # xg::dist (data-parallel training) and runs its tests. fortunes and festlex-cmu
 # are the real corpora (char_lm, g2p); gnuplot-nox draws scripts/pictures.sh;
 # doxygen builds the API reference (cmake --build build --target docs);
+# zlib1g-dev gives the checksums of checkpoint files;
 # python3-torch runs the float64 parity tests against PyTorch (tests/torch/).
-PACKAGES=(g++ cmake make pkg-config xtensor-dev libopenblas-dev libdnnl-dev libfmt-dev doctest-dev nlohmann-json3-dev
+PACKAGES=(g++ cmake make pkg-config xtensor-dev libopenblas-dev libdnnl-dev libfmt-dev doctest-dev nlohmann-json3-dev zlib1g-dev
           libcli11-dev clang-14 libfuzzer-14-dev libopenmpi-dev openmpi-bin fortunes festlex-cmu gnuplot-nox doxygen
           python3-torch)
 missing=()

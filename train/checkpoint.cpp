@@ -4,24 +4,104 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+#include <climits>
+#include <cmath>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
 namespace xg::train {
 
-void check_writable(const std::string& path) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw std::runtime_error("checkpoint " + path + " is a directory, not a file");
+namespace {
+
+// The index of the first NaN or infinity of a float tensor (contiguous, as loaded), or -1.
+template <class T>
+int64_t first_non_finite(const T* p, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i])) return i;
+  return -1;
+}
+int64_t first_non_finite(const Tensor& t) {
+  if (t.dtype() == Dtype::f32) return first_non_finite(t.data<float>(), t.numel());
+  if (t.dtype() == Dtype::f64) return first_non_finite(t.data<double>(), t.numel());
+  return -1;
+}
+
+// The folder holding `path` ("." for a bare name).
+std::string folder_of(const std::string& path) {
   const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string probe = path + ".tmp." + std::to_string(::getpid());
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+// Whether a new file can be created in `dir`: a probe file, created and removed.
+void check_can_create(const Output& o, const std::string& dir) {
+  const std::string probe = (dir == "/" ? "" : dir) + "/.xgrad-probe." + std::to_string(::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0)
-    throw std::runtime_error("checkpoint " + path + ": cannot create a file in " + dir + ": " + std::strerror(errno));
+    throw std::runtime_error(o.name + " " + o.path + ": cannot create a file in " + dir + ": " + std::strerror(errno));
   ::close(fd);
   ::unlink(probe.c_str());
+}
+
+// The file `path` names once links are resolved (its folder's, for a file that does not exist yet).
+std::string resolved(const std::string& path) {
+  char buf[PATH_MAX];
+  if (::realpath(path.c_str(), buf)) return buf;
+  const std::string dir = folder_of(path);
+  const std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  if (::realpath(dir.c_str(), buf)) return std::string(buf) + "/" + base;
+  return path;
+}
+
+}  // namespace
+
+void check_outputs(const std::vector<Output>& outputs) {
+  std::vector<std::pair<std::string, const Output*>> files;  // resolved path, output
+  for (const Output& o : outputs) {
+    if (o.path.empty()) continue;
+    struct stat st;
+    const bool exists = ::stat(o.path.c_str(), &st) == 0;
+    if (o.folder) {
+      if (!exists) throw std::runtime_error(o.name + " " + o.path + ": no such folder");
+      if (!S_ISDIR(st.st_mode)) throw std::runtime_error(o.name + " " + o.path + " is not a folder");
+      check_can_create(o, o.path);
+      continue;
+    }
+    if (exists && S_ISDIR(st.st_mode)) throw std::runtime_error(o.name + " " + o.path + " is a directory, not a file");
+    if (exists && !S_ISREG(st.st_mode))
+      throw std::runtime_error(o.name + " " + o.path +
+                               " is not a regular file (a device, pipe or socket): refusing to replace it");
+    const std::string dir = folder_of(o.path);
+    struct stat d;
+    if (::stat(dir.c_str(), &d) != 0 || !S_ISDIR(d.st_mode))
+      throw std::runtime_error(o.name + " " + o.path + ": the folder " + dir + " does not exist");
+    check_can_create(o, dir);
+    const std::string r = resolved(o.path);
+    for (const auto& [other, by] : files)
+      if (other == r)
+        throw std::runtime_error(by->name + " " + by->path + " and " + o.name + " " + o.path +
+                                 " are the same file: one would destroy the other");
+    files.emplace_back(r, &o);
+  }
+}
+
+std::map<std::string, Tensor> load_checkpoint(const std::string& path, Metadata& metadata, bool allow_non_finite) {
+  auto all = load_tensors(path, &metadata);
+  if (!metadata.count(kChecksumKey))
+    std::fprintf(stderr, "warning: checkpoint %s has no checksums (written by an older xgrad): its bytes are not verified\n",
+                 path.c_str());
+  if (!allow_non_finite)
+    for (const auto& [name, t] : all) {
+      const int64_t bad = first_non_finite(t);
+      if (bad >= 0)
+        throw FormatError(fmt::format("checkpoint {}: tensor '{}' holds {} at element {} (of {}): refusing a "
+                                      "non-finite checkpoint",
+                                      path, name, t.dtype() == Dtype::f32 ? double{t.data<float>()[bad]} : t.data<double>()[bad], bad, t.numel()));
+    }
+  return all;
 }
 
 void check_same_run(const Metadata& mine, const Metadata& meta, const std::string& path, const Metadata& summarised) {
@@ -55,10 +135,11 @@ const std::string& metadata_string(const Metadata& m, const std::string& key, co
   return it->second;
 }
 
-InferenceCheckpoint load_for_inference(const std::string& path, const std::string& kind, const std::string& program) {
+InferenceCheckpoint load_for_inference(const std::string& path, const std::string& kind, const std::string& program,
+                                       bool allow_non_finite) {
   InferenceCheckpoint c;
   // The loader checks every size against the bytes present: what it allocates is bounded by the file.
-  auto all = load_tensors(path, &c.metadata);
+  auto all = load_checkpoint(path, c.metadata, allow_non_finite);
   auto k = c.metadata.find("kind");
   if (k == c.metadata.end() || k->second != kind)
     throw FormatError("checkpoint " + path + " was not written by " + program + " (no kind=" + kind +

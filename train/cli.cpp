@@ -18,11 +18,12 @@ void add_train_options(CLI::App& app, TrainOptions& o, TrainWords& words, const 
   add_real(app, "--time-limit", o.time_limit, 0, 1e9, time_limit_help);
   add_word(app, "--schedule", words.schedule, {"noam", "constant", "warmup_linear", "warmup_cosine"},
            "learning-rate schedule (warmup_cosine: linear warm-up, then a cosine down to --lr / 10 at the end)");
-  add_real(app, "--lr", o.lr, 0, 1e30, "noam: the factor; otherwise the peak learning rate");
+  add_real(app, "--lr", o.lr, 0, 1e30, "noam: the factor; otherwise the peak learning rate", true);
   add_int(app, "--warmup", o.warmup, 0, L::steps, "warm-up steps (below --steps for a schedule that ends)");
   add_real(app, "--beta1", o.beta1, 0, 0.999999, "Adam's first-moment decay");
   add_real(app, "--beta2", o.beta2, 0, 0.999999, "Adam's second-moment decay");
-  add_real(app, "--eps", o.eps, 0, 1, "Adam's epsilon");
+  add_real(app, "--eps", o.eps, 0, 1, "Adam's epsilon (above 0: a parameter whose gradient is 0 would divide 0 by 0)",
+           true);
   add_real(app, "--weight-decay", o.weight_decay, 0, 10,
            "AdamW weight decay on matrices, none on biases, norms and embeddings (0: Adam)");
   add_real(app, "--clip", o.clip_norm, 0, 1e6, "gradient norm clip (0: off)");
@@ -31,7 +32,7 @@ void add_train_options(CLI::App& app, TrainOptions& o, TrainWords& words, const 
            "score and save the mean of the weights at 8 points over this last fraction of the schedule "
            "(checkpoint averaging; 0: the final weights)");
   add_precision(app, words.precision);
-  app.add_flag("--detect-anomaly", o.detect_anomaly,
+  add_flag(app, "--detect-anomaly", o.detect_anomaly,
                "check every op's output and gradient for NaN/Inf and stop at the first, naming the op and module "
                "(slower; without it a non-finite loss or gradient norm still stops the run, naming the step)");
 }
@@ -52,11 +53,10 @@ void add_loop_options(CLI::App& app, LoopOptions& l, const std::string& resume_h
   using L = OptionLimits;
   add_int(app, "--eval-every", l.eval_every, 1, L::steps, "steps between evaluations");
   add_int(app, "--log-every", l.log_every, 1, L::steps, "steps between progress lines when not on a terminal");
-  app.add_option("--checkpoint", l.checkpoint, "checkpoint file (safetensors), checked writable before step 1")
-      ->type_name("PATH");
+  add_path(app, "--checkpoint", l.checkpoint, "checkpoint file (safetensors), checked writable before step 1");
   add_int(app, "--checkpoint-every", l.checkpoint_every, 0, L::steps, "steps between checkpoints (0: at the end only)");
-  app.add_flag("--resume", l.resume, resume_help);
-  app.add_option("--metrics", l.metrics, "CSV file of evaluation rows (appended to when resuming)")->type_name("PATH");
+  add_flag(app, "--resume", l.resume, resume_help);
+  add_path(app, "--metrics", l.metrics, "CSV file of evaluation rows (appended to when resuming)");
 }
 
 void check_loop_options(const LoopOptions& l) {
@@ -90,6 +90,9 @@ int run_program(const char* program, int& argc, char**& argv, const Parsed& pars
       if (dist::world_size() == 1) throw;
       dist::abort(1, std::string(program) + ": rank " + std::to_string(dist::rank()) + ": " + e.what());
     }
+  } catch (const std::bad_alloc&) {  // what was being built is named where that is known (models/config.h)
+    std::fprintf(stderr, "%s: out of memory\n", program);
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", program, e.what());
     return 1;
@@ -99,16 +102,15 @@ int run_program(const char* program, int& argc, char**& argv, const Parsed& pars
 
 int for_each_line(const char* program, const std::vector<std::string>& inputs,
                   const std::function<std::string(const std::string& line, int64_t number)>& one) {
-  int status = 0;
-  int64_t line_no = 0;
+  int64_t line_no = 0, refused = 0;
   auto run = [&](const std::string& line) {
     ++line_no;
     std::string out;
     try {
       out = one(line, line_no);
     } catch (const std::invalid_argument& e) {
-      std::fprintf(stderr, "%s: line %lld: %s\n", program, static_cast<long long>(line_no), e.what());
-      status = 1;
+      if (++refused <= kMaxLineErrors)
+        std::fprintf(stderr, "%s: line %lld: %s\n", program, static_cast<long long>(line_no), e.what());
     }
     std::printf("%s\n", out.c_str());
     std::fflush(stdout);
@@ -121,7 +123,10 @@ int for_each_line(const char* program, const std::vector<std::string>& inputs,
       run(s);
     }
   }
-  return status;
+  if (refused > kMaxLineErrors)
+    std::fprintf(stderr, "%s: %lld more lines refused (the first %d are shown)\n", program,
+                 static_cast<long long>(refused - kMaxLineErrors), static_cast<int>(kMaxLineErrors));
+  return refused > 0 ? 1 : 0;
 }
 
 }  // namespace xg::train

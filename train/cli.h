@@ -50,13 +50,17 @@ inline int64_t parse_int(const std::string& name, const std::string& v, int64_t 
   return *x;
 }
 
-// A finite decimal number within [lo, hi] ("nan", "inf", "1x" are refused).
-inline double parse_real(const std::string& name, const std::string& v, double lo, double hi) {
+// A finite decimal number within [lo, hi], or (lo, hi] when `above_lo`
+// ("nan", "inf", "1x" are refused).
+inline double parse_real(const std::string& name, const std::string& v, double lo, double hi, bool above_lo = false) {
   char* end = nullptr;
   errno = 0;
   const double x = v.empty() ? NAN : std::strtod(v.c_str(), &end);
-  const bool ok = !v.empty() && end == v.c_str() + v.size() && errno == 0 && std::isfinite(x) && x >= lo && x <= hi &&
+  const bool ok = !v.empty() && end == v.c_str() + v.size() && errno == 0 && std::isfinite(x) &&
+                  (above_lo ? x > lo : x >= lo) && x <= hi &&
                   v.find_first_of("xXnN") == std::string::npos;  // no hexadecimal floats, nan or inf
+  if (!ok && above_lo)
+    throw CLI::ValidationError(fmt::format("{} {}: expected a number above {:g}, at most {:g}", name, v, lo, hi));
   if (!ok) throw CLI::ValidationError(fmt::format("{} {}: expected a number from {:g} to {:g}", name, v, lo, hi));
   return x;
 }
@@ -74,15 +78,41 @@ CLI::Option* add_int(CLI::App& app, const std::string& name, T& target, int64_t 
       ->default_str(std::to_string(target));
 }
 
-// The same for a finite real in [lo, hi] (parse_real).
+// The same for a finite real in [lo, hi], or (lo, hi] when `above_lo` (parse_real).
 inline CLI::Option* add_real(CLI::App& app, const std::string& name, double& target, double lo, double hi,
-                      const std::string& help) {
+                             const std::string& help, bool above_lo = false) {
   return app
       .add_option_function<std::string>(
-          name, [&target, name, lo, hi](const std::string& v) { target = parse_real(name, v, lo, hi); },
-          fmt::format("{} [{:g}..{:g}]", help, lo, hi))
+          name,
+          [&target, name, lo, hi, above_lo](const std::string& v) { target = parse_real(name, v, lo, hi, above_lo); },
+          fmt::format("{} {}{:g}..{:g}]", help, above_lo ? "(" : "[", lo, hi))
       ->type_name("REAL")
       ->default_str(fmt::format("{:g}", target));
+}
+
+// A path (a file or a folder, as `type_name` says): "" is refused, since it
+// would mean writing or reading nothing while the option was given.
+inline CLI::Option* add_path(CLI::App& app, const std::string& name, std::string& target, const std::string& help,
+                             const std::string& type_name = "PATH") {
+  return app
+      .add_option_function<std::string>(
+          name,
+          [&target, name, type_name](const std::string& v) {
+            if (v.empty()) throw CLI::ValidationError(fmt::format("{} '': expected a {}", name, type_name == "DIR" ? "folder" : "file path"));
+            target = v;
+          },
+          help)
+      ->type_name(type_name);
+}
+
+// A flag: `name` alone sets `target` true; name=true|false|1|0 sets it as
+// said; any other value is refused (a flag never reads "yes" or "1e30" as true).
+inline CLI::Option* add_flag(CLI::App& app, const std::string& name, bool& target, const std::string& help) {
+  return app.add_flag_function(name + "{true}", [](int64_t) {}, help)->each([&target, name](const std::string& v) {
+    if (v == "true" || v == "1") target = true;
+    else if (v == "false" || v == "0") target = false;
+    else throw CLI::ValidationError(fmt::format("'{}': expected true, false, 1 or 0 ({} alone: true)", v, name));
+  });
 }
 
 // One of a few words.
@@ -190,8 +220,11 @@ int run_program(const char* program, int& argc, char**& argv, const Parsed& pars
 // Each line of `inputs`, or of stdin when there are none (a trailing '\r'
 // removed), given to `one` with its number from 1; an empty line gives an
 // empty output line. A std::invalid_argument from `one` is printed
-// "PROGRAM: line N: what" on stderr, its output line left empty, and makes
-// the result 1 (else 0): exactly one output line per input line.
+// "PROGRAM: line N: what" on stderr (the first kMaxLineErrors of them, then
+// one line counting the rest: `one` quotes input with quote_text), its
+// output line left empty, and makes the result 1 (else 0): exactly one
+// output line per input line.
+inline constexpr int64_t kMaxLineErrors = 20;
 int for_each_line(const char* program, const std::vector<std::string>& inputs,
                   const std::function<std::string(const std::string& line, int64_t number)>& one);
 

@@ -5,7 +5,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <stdexcept>
 
@@ -31,6 +33,14 @@ struct File {
     if (f) std::fclose(f);
   }
 };
+
+// A stop's message with what the checkpoint holds.
+std::string with_checkpoint(const std::string& what, const LoopOptions& loop, int64_t saved_at) {
+  if (loop.checkpoint.empty()) return what;
+  const std::string held = saved_at >= 0 ? fmt::format("{} holds step {}", loop.checkpoint, saved_at)
+                                         : fmt::format("{} was not written by this run", loop.checkpoint);
+  return what + "; nothing saved at this step; " + held;
+}
 
 // "exact_match 0.9900 token_acc 0.9950"
 std::string values(const Metrics& m) {
@@ -73,134 +83,233 @@ void LoopOptions::validate() const {
   if (!out) throw std::invalid_argument("LoopOptions::out is null");
 }
 
-RunSummary fit(Trainer& trainer, const LoopOptions& loop) {
-  loop.validate();
-  const TrainOptions& o = trainer.options();
-  Job& job = trainer.job();
-  // Data parallel: rank 0 alone prints, evaluates, writes metrics and
-  // checkpoints; every process loads the checkpoint it resumes from.
-  const bool lead = dist::rank() == 0, many = dist::world_size() > 1;
-  File devnull;
-  if (!lead && !(devnull.f = std::fopen("/dev/null", "w"))) throw std::runtime_error("cannot open /dev/null");
-  std::FILE* out = lead ? loop.out : devnull.f;
+namespace {
 
-  if (!loop.checkpoint.empty()) {
-    if (lead) check_writable(loop.checkpoint);
-    if (loop.resume && ::access(loop.checkpoint.c_str(), F_OK) == 0) {
-      trainer.load(loop.checkpoint);
-      fmt::print(out, "resumed from {} at step {}\n", loop.checkpoint, trainer.steps_done());
-    } else if (loop.resume) {
-      fmt::print(out, "no checkpoint at {} yet: starting from step 0\n", loop.checkpoint);
+// Where the run prints: the caller's stream on rank 0, /dev/null on the
+// others; in place (\r) on a terminal of a single process, lines otherwise
+// (under mpirun the output is a pseudo-terminal even when redirected).
+class Console {
+ public:
+  explicit Console(std::FILE* lead_out) {
+    if (dist::rank() == 0) {
+      out_ = lead_out;
+    } else if (!(devnull_.f = std::fopen("/dev/null", "w"))) {
+      throw std::runtime_error("cannot open /dev/null");
     }
+    if (!out_) out_ = devnull_.f;
+    tty_ = dist::world_size() == 1 && ::isatty(::fileno(out_));
   }
+  std::FILE* out() const { return out_; }
+  bool tty() const { return tty_; }
+  // Ends a line drawn in place before a full line is printed below it.
+  void end_progress() const {
+    if (tty_) fmt::print(out_, "\n");
+  }
+
+ private:
+  File devnull_;
+  std::FILE* out_ = nullptr;
+  bool tty_ = false;
+};
+
+// The checks before step 1: the outputs can be written and are distinct
+// files (rank 0 writes them); with --resume, the checkpoint, if there is one.
+void prepare(Trainer& trainer, const LoopOptions& loop, const Console& console) {
+  if (dist::rank() == 0) check_outputs({{"checkpoint", loop.checkpoint}, {"metrics", loop.metrics}});
+  if (!loop.resume) return;
+  if (::access(loop.checkpoint.c_str(), F_OK) == 0) {
+    trainer.load(loop.checkpoint);
+    fmt::print(console.out(), "resumed from {} at step {}\n", loop.checkpoint, trainer.steps_done());
+  } else {
+    fmt::print(console.out(), "no checkpoint at {} yet: starting from step 0\n", loop.checkpoint);
+  }
+}
+
+// "copy task ... | 1234 parameters | warmup_cosine lr 0.001, 2 threads, f32"
+void print_header(Trainer& trainer, const Console& console) {
+  const TrainOptions& o = trainer.options();
   const int threads = num_threads();
   std::string schedule = fmt::format("{} lr {:g}", o.schedule, o.lr);
   if (o.time_limit > 0)
     schedule += o.clock_schedule ? fmt::format(" over {} steps or {:g} s of training", o.steps, o.time_limit)
                                  : fmt::format(", {} steps or {:g} s of training", o.steps, o.time_limit);
   if (o.average > 0) schedule += fmt::format(", averaging the last {:g}%", 100 * o.average);
-  fmt::print(out, "{} | {} parameters | {}, {} thread{}{}, {}\n", job.describe(), job.model().num_parameters(),
-             schedule, threads, threads == 1 ? "" : "s",
-             many ? fmt::format(" x {} processes", dist::world_size()) : "", precision_name(o.precision));
-  std::fflush(out);
+  const int world = dist::world_size();
+  fmt::print(console.out(), "{} | {} parameters | {}, {} thread{}{}, {}\n", trainer.job().describe(),
+             trainer.job().model().num_parameters(), schedule, threads, threads == 1 ? "" : "s",
+             world > 1 ? fmt::format(" x {} processes", world) : "", precision_name(o.precision));
+  std::fflush(console.out());
+}
 
-  // The metrics CSV, opened at the first evaluation (its columns are the evaluation's).
-  File metrics;
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
-  auto since = [](clock::time_point t) { return std::chrono::duration<double>(clock::now() - t).count(); };
-  // Under mpirun the output is a pseudo-terminal even when redirected: lines, not \r.
-  const bool tty = !many && ::isatty(::fileno(out));
-  double loss_sum = 0, session_seconds = 0;
-  int64_t window = 0, items = 0, saved_at = -1;
-  const int64_t first = trainer.steps_done();
-  auto tokens_per_s = [&] { return static_cast<double>(items) / std::max(session_seconds, 1e-9); };
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-  // One evaluation: its line, its lines below, its metrics row.
-  auto report = [&](const char* what, EvalStage stage) {
-    const int64_t step = trainer.steps_done();
-    Evaluation e;
-    {
-      Autocast cast(o.precision);  // evaluations in the run's precision
-      e = job.evaluate(stage, step);
-    }
-    job.model().train();
-    if (tty) fmt::print(out, "\n");
-    fmt::print(out, "{} step {}: {}{}{}\n", what, step, values(e.metrics), e.about.empty() ? "" : " ", e.about);
-    for (const auto& line : e.lines) fmt::print(out, "{}\n", line);
-    if (!loop.metrics.empty()) {
-      if (!metrics.f) {
-        const bool append = first > 0 && ::access(loop.metrics.c_str(), F_OK) == 0;  // a resumed run adds rows
-        metrics.f = std::fopen(loop.metrics.c_str(), append ? "a" : "w");
-        if (!metrics.f) throw std::runtime_error("cannot open the metrics file " + loop.metrics);
-        if (!append) {
-          std::string header = "step,loss,lr";
-          for (const auto& [name, v] : e.metrics) header += "," + name;
-          std::fprintf(metrics.f, "%s,tokens_per_s,elapsed_s,train_s\n", header.c_str());
-        }
-      }
-      std::string row = fmt::format("{},{:.6f},{:.6g}", step, window ? loss_sum / static_cast<double>(window) : NAN,
-                                    trainer.current_lr());
-      for (const auto& [name, v] : e.metrics) row += fmt::format(",{:.6f}", v);
-      std::fprintf(metrics.f, "%s,%.1f,%.1f,%.1f\n", row.c_str(), tokens_per_s(), since(start),
-                   trainer.train_seconds());
-      std::fflush(metrics.f);
-    }
-    loss_sum = 0;
-    window = 0;
-    std::fflush(out);
-    return e;
-  };
+// The progress line after each step, and the counts it and the metrics rows
+// report: the mean loss since the last evaluation, this session's speed.
+class Progress {
+ public:
+  Progress(Trainer& trainer, const LoopOptions& loop, const Console& console)
+      : trainer_(trainer), loop_(loop), console_(console), first_(trainer.steps_done()) {}
 
-  while (!trainer.finished()) {
-    const auto t0 = clock::now();
-    double loss = 0;
-    try {
-      loss = trainer.step();
-    } catch (const std::runtime_error& e) {  // NonFiniteError, AnomalyError: the parameters are those of the last step
-      if (!dynamic_cast<const optim::NonFiniteError*>(&e) && !dynamic_cast<const AnomalyError*>(&e)) throw;
-      if (tty) fmt::print(out, "\n");
-      std::fflush(out);
-      if (loop.checkpoint.empty()) throw;
-      const std::string held = saved_at >= 0 ? fmt::format("{} holds step {}", loop.checkpoint, saved_at)
-                                             : fmt::format("{} was not written by this run", loop.checkpoint);
-      const std::string what = std::string(e.what()) + "; nothing saved at this step; " + held;
-      if (dynamic_cast<const AnomalyError*>(&e)) throw AnomalyError(what);
-      throw optim::NonFiniteError(what);
-    }
-    session_seconds += since(t0);
-    items += trainer.last_global_count();
-    loss_sum += loss;
-    ++window;
-    const int64_t step = trainer.steps_done();
-    const double elapsed = since(start);
+  void after_step(double loss, double step_seconds) {
+    session_seconds_ += step_seconds;
+    items_ += trainer_.last_global_count();
+    loss_sum_ += loss;
+    ++window_;
+    const TrainOptions& o = trainer_.options();
+    const int64_t step = trainer_.steps_done();
+    const double elapsed = seconds_since(start_);
     // Whichever ends first: the steps left at this session's pace, or the time limit.
-    double eta = elapsed / static_cast<double>(step - first) * static_cast<double>(o.steps - step);
-    if (o.time_limit > 0) eta = std::min(eta, std::max(0.0, o.time_limit - trainer.train_seconds()));
+    double eta = elapsed / static_cast<double>(step - first_) * static_cast<double>(o.steps - step);
+    if (o.time_limit > 0) eta = std::min(eta, std::max(0.0, o.time_limit - trainer_.train_seconds()));
     const std::string where =
         o.time_limit > 0 && o.clock_schedule
-            ? fmt::format(" ({:.1f}% of the schedule)",
-                          100.0 * static_cast<double>(trainer.schedule_position()) / static_cast<double>(o.steps))
+            ? fmt::format(" ({:.1f}% of the schedule)", 100.0 * static_cast<double>(trainer_.schedule_position()) /
+                                                            static_cast<double>(o.steps))
             : "";
-    const std::string note = job.loss_note(loss);
-    const std::string line =
-        fmt::format("step {}/{}{} loss {:.4f}{}{} lr {:.2e} {:.0f} tok/s elapsed {} ETA {}", step, o.steps, where, loss,
-                    note.empty() ? "" : " ", note, trainer.current_lr(), tokens_per_s(), duration(elapsed), duration(eta));
-    if (tty) fmt::print(out, "\r{}\x1b[K", line);
-    else if (step % loop.log_every == 0) fmt::print(out, "{}\n", line);
-    std::fflush(out);
+    const std::string note = trainer_.job().loss_note(loss);
+    const std::string line = fmt::format("step {}/{}{} loss {:.4f}{}{} lr {:.2e} {:.0f} tok/s elapsed {} ETA {}", step,
+                                         o.steps, where, loss, note.empty() ? "" : " ", note, trainer_.current_lr(),
+                                         tokens_per_s(), duration(elapsed), duration(eta));
+    if (console_.tty()) fmt::print(console_.out(), "\r{}\x1b[K", line);
+    else if (step % loop_.log_every == 0) fmt::print(console_.out(), "{}\n", line);
+    std::fflush(console_.out());
+  }
+  // The mean loss since the last call (NaN when no step ran), and a new window.
+  double take_mean_loss() {
+    const double mean = window_ ? loss_sum_ / static_cast<double>(window_) : NAN;
+    loss_sum_ = 0;
+    window_ = 0;
+    return mean;
+  }
+  double tokens_per_s() const { return static_cast<double>(items_) / std::max(session_seconds_, 1e-9); }
+  double elapsed() const { return seconds_since(start_); }
+  double session_seconds() const { return session_seconds_; }
+  bool resumed() const { return first_ > 0; }
 
+ private:
+  Trainer& trainer_;
+  const LoopOptions& loop_;
+  const Console& console_;
+  const int64_t first_;  // steps done before this session
+  const Clock::time_point start_ = Clock::now();
+  double loss_sum_ = 0, session_seconds_ = 0;
+  int64_t window_ = 0, items_ = 0;
+};
+
+// The metrics CSV: its header at the first evaluation (the columns are the
+// evaluation's), a row at each. A resumed run appends to the file it finds.
+class MetricsFile {
+ public:
+  explicit MetricsFile(const std::string& path) : path_(path) {}
+  void row(const Trainer& trainer, const Evaluation& e, Progress& progress) {
+    const double mean_loss = progress.take_mean_loss();
+    if (path_.empty()) return;
+    if (!file_.f) open(e, progress.resumed());
+    std::string row = fmt::format("{},{:.6f},{:.6g}", trainer.steps_done(), mean_loss, trainer.current_lr());
+    for (const auto& [name, v] : e.metrics) row += fmt::format(",{:.6f}", v);
+    std::fprintf(file_.f, "%s,%.1f,%.1f,%.1f\n", row.c_str(), progress.tokens_per_s(), progress.elapsed(),
+                 trainer.train_seconds());
+    std::fflush(file_.f);
+  }
+
+ private:
+  void open(const Evaluation& e, bool resumed) {
+    const bool append = resumed && ::access(path_.c_str(), F_OK) == 0;
+    file_.f = std::fopen(path_.c_str(), append ? "a" : "w");
+    if (!file_.f) throw std::runtime_error("cannot open the metrics file " + path_ + ": " + std::strerror(errno));
+    if (append) return;
+    std::string header = "step,loss,lr";
+    for (const auto& [name, v] : e.metrics) header += "," + name;
+    std::fprintf(file_.f, "%s,tokens_per_s,elapsed_s,train_s\n", header.c_str());
+  }
+  std::string path_;
+  File file_;
+};
+
+// One evaluation in the run's precision: its line, the lines below it, its metrics row.
+Evaluation evaluate(Trainer& trainer, EvalStage stage, const char* what, const Console& console, MetricsFile& metrics,
+                    Progress& progress) {
+  const int64_t step = trainer.steps_done();
+  Evaluation e;
+  {
+    Autocast cast(trainer.options().precision);
+    e = trainer.job().evaluate(stage, step);
+  }
+  trainer.job().model().train();
+  console.end_progress();
+  fmt::print(console.out(), "{} step {}: {}{}{}\n", what, step, values(e.metrics), e.about.empty() ? "" : " ", e.about);
+  for (const auto& line : e.lines) fmt::print(console.out(), "{}\n", line);
+  metrics.row(trainer, e, progress);
+  std::fflush(console.out());
+  return e;
+}
+
+// trainer.step(), or the stop at a non-finite loss or gradient
+// (optim::NonFiniteError, AnomalyError): the parameters are still those
+// after the last step, and the error says which step the checkpoint holds.
+double step_or_stop(Trainer& trainer, const LoopOptions& loop, const Console& console, int64_t saved_at) {
+  try {
+    return trainer.step();
+  } catch (const optim::NonFiniteError& e) {
+    console.end_progress();
+    throw optim::NonFiniteError(with_checkpoint(e.what(), loop, saved_at));
+  } catch (const AnomalyError& e) {
+    console.end_progress();
+    throw AnomalyError(with_checkpoint(e.what(), loop, saved_at));
+  }
+}
+
+// After a periodic evaluation's score: whether it reached the target (rank 0 decides for all).
+bool reached_target(const Evaluation* e, const LoopOptions& loop) {
+  bool reached = e && loop.target > 0 && e->metric(loop.target_metric) >= loop.target;
+  if (dist::world_size() > 1 && loop.target > 0) reached = dist::allreduce(reached ? 1.0 : 0.0) > 0;
+  return reached;
+}
+
+// With checkpoint averaging: the last weights and their mean scored on all
+// held-out data, and the switch to the mean, which the final evaluation scores.
+void switch_to_average(Trainer& trainer, const Console& console) {
+  const TrainOptions& o = trainer.options();
+  const int64_t step = trainer.steps_done();
+  Autocast cast(o.precision);
+  const Evaluation last = trainer.job().evaluate(EvalStage::check, step);
+  trainer.use_average();
+  const Evaluation mean = trainer.job().evaluate(EvalStage::check, step);
+  trainer.job().model().train();
+  console.end_progress();
+  fmt::print(console.out(),
+             "averaging {} snapshot{} of the last {:g}% of the schedule: {} (last step) -> {} (the mean, scored from "
+             "here on) {}\n",
+             trainer.averaged(), trainer.averaged() == 1 ? "" : "s", 100 * o.average, values(last.metrics),
+             values(mean.metrics), mean.about);
+}
+
+}  // namespace
+
+RunSummary fit(Trainer& trainer, const LoopOptions& loop) {
+  loop.validate();
+  const bool lead = dist::rank() == 0;  // rank 0 alone evaluates, writes metrics and checkpoints
+  const Console console(loop.out);
+  prepare(trainer, loop, console);
+  print_header(trainer, console);
+  Progress progress(trainer, loop, console);
+  MetricsFile metrics(loop.metrics);
+  int64_t saved_at = -1;  // the step the checkpoint holds
+  while (!trainer.finished()) {
+    const auto t0 = Clock::now();
+    const double loss = step_or_stop(trainer, loop, console, saved_at);
+    progress.after_step(loss, seconds_since(t0));
+    const int64_t step = trainer.steps_done();
     const bool at_end = trainer.finished();
     bool reached = false;
     if (step % loop.eval_every == 0 && !at_end) {
-      if (lead) {
-        const Evaluation e = report("eval", EvalStage::periodic);
-        reached = loop.target > 0 && e.metric(loop.target_metric) >= loop.target;
-      }
-      if (many && loop.target > 0) reached = dist::allreduce(reached ? 1.0 : 0.0) > 0;  // rank 0 decides for all
+      std::optional<Evaluation> e;
+      if (lead) e = evaluate(trainer, EvalStage::periodic, "eval", console, metrics, progress);
+      reached = reached_target(e ? &*e : nullptr, loop);
     }
-    if (lead && !loop.checkpoint.empty() &&
-        ((loop.checkpoint_every > 0 && step % loop.checkpoint_every == 0) || at_end || reached)) {
+    const bool checkpoint_due = (loop.checkpoint_every > 0 && step % loop.checkpoint_every == 0) || at_end || reached;
+    if (lead && !loop.checkpoint.empty() && checkpoint_due) {
       trainer.save(loop.checkpoint);
       saved_at = step;
     }
@@ -210,25 +319,15 @@ RunSummary fit(Trainer& trainer, const LoopOptions& loop) {
   RunSummary r;
   r.steps = trainer.steps_done();
   r.train_seconds = trainer.train_seconds();
-  r.session_train_seconds = session_seconds;
+  r.session_train_seconds = progress.session_seconds();
   r.timed_out = trainer.timed_out();
   if (lead) {
-    if (trainer.averaged() > 0) {  // what averaging changed, on all held-out data
-      Autocast cast(o.precision);
-      const Evaluation last = job.evaluate(EvalStage::check, r.steps);
-      trainer.use_average();
-      const Evaluation mean = job.evaluate(EvalStage::check, r.steps);
-      job.model().train();
-      if (tty) fmt::print(out, "\n");
-      fmt::print(out, "averaging {} snapshot{} of the last {:g}% of the schedule: {} (last step) -> {} (the mean, scored from here on) {}\n",
-                 trainer.averaged(), trainer.averaged() == 1 ? "" : "s", 100 * o.average, values(last.metrics),
-                 values(mean.metrics), mean.about);
-    }
-    r.final = report("final eval", EvalStage::final);
+    if (trainer.averaged() > 0) switch_to_average(trainer, console);
+    r.final = evaluate(trainer, EvalStage::final, "final eval", console, metrics, progress);
   }
-  r.seconds = since(start);
-  if (lead) fmt::print(out, "final {}\n", job.final_line(r));
-  std::fflush(out);
+  r.seconds = progress.elapsed();
+  if (lead) fmt::print(console.out(), "final {}\n", trainer.job().final_line(r));
+  std::fflush(console.out());
   return r;
 }
 

@@ -40,11 +40,10 @@ void TrainOptions::validate() const {
     check(warmup < steps, fmt::format("warmup {}: expected 0 to steps - 1 = {}", warmup, steps - 1));
   if (schedule == "noam") check(warmup >= 1, "warmup 0: the noam schedule needs at least 1 warm-up step");
   finite("time_limit", time_limit, 0, 1e12);
-  finite("lr", lr, 0, 1e30);
-  check(lr > 0, "lr 0: expected a learning rate above 0");
+  check(std::isfinite(lr) && lr > 0 && lr <= 1e30, fmt::format("lr {}: expected a number above 0, at most 1e+30", lr));
   finite("beta1", beta1, 0, 0.999999);
   finite("beta2", beta2, 0, 0.999999);
-  finite("eps", eps, 0, 1);
+  check(std::isfinite(eps) && eps > 0 && eps <= 1, fmt::format("eps {}: expected a number above 0, at most 1", eps));
   finite("weight_decay", weight_decay, 0, 10);
   check(std::isfinite(clip_norm), fmt::format("clip_norm {}: expected a finite number (<= 0: off)", clip_norm));
   finite("average", average, 0, 0.99);
@@ -206,9 +205,9 @@ void Trainer::save(const std::string& path) const {
   save_tensors(path, all, meta);
 }
 
-void Trainer::load(const std::string& path) {
+void Trainer::load(const std::string& path, bool allow_non_finite) {
   Metadata meta;
-  auto all = load_tensors(path, &meta);
+  auto all = load_checkpoint(path, meta, allow_non_finite);
   check_same_run(identity(), meta, path, job_.summarised());
   const int64_t step = metadata_int(meta, "step", path, 0, int64_t{1} << 40);
   if (!meta.count("train_seconds")) throw FormatError("checkpoint " + path + ": metadata has no 'train_seconds'");
@@ -252,12 +251,27 @@ void Trainer::load(const std::string& path) {
     if (!meta.count("dropout_gen")) throw FormatError("checkpoint " + path + ": metadata has no 'dropout_gen'");
     dropout_gen.set_state(meta.at("dropout_gen"));
   }
-  // Everything that can fail runs before the first change: the job's state
-  // (it checks before changing), then the model and the optimiser (each
-  // checks every key, shape and dtype before changing anything).
-  job_.set_state(meta, path);
-  job_.model().load_state_dict(state.model);
-  opt_->load_state_dict(state.optim);
+  // Everything above only read. The three parts below each check all they
+  // are given before changing anything, but one can refuse after another has
+  // changed: what they held is kept aside and put back, so a load that fails
+  // changes nothing.
+  const Metadata job_before = job_.state();
+  std::map<std::string, Tensor> model_before, optim_before;
+  {
+    NoGradGuard no_grad;
+    for (auto& [k, v] : job_.model().state_dict()) model_before[k] = v.detach().clone();
+    for (auto& [k, v] : opt_->state_dict()) optim_before[k] = v.detach().clone();
+  }
+  try {
+    job_.set_state(meta, path);
+    job_.model().load_state_dict(state.model);
+    opt_->load_state_dict(state.optim);
+  } catch (...) {
+    job_.set_state(job_before, path);
+    job_.model().load_state_dict(model_before);
+    opt_->load_state_dict(optim_before);
+    throw;
+  }
   step_ = step;
   train_seconds_ = seconds;
   average_ = std::move(average);

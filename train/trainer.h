@@ -90,10 +90,12 @@ class Trainer {
   // job's identity() and state(), the recipe's keys, step, train_seconds and
   // the generators in the metadata, "kind" the job's.
   void save(const std::string& path) const;
-  // Restores everything save() wrote. Throws std::invalid_argument listing
-  // only the keys of the run's identity that differ, FormatError for a
-  // malformed file; nothing changes unless everything loads.
-  void load(const std::string& path);
+  // Restores everything save() wrote, read by load_checkpoint (checksums; a
+  // non-finite tensor refused unless `allow_non_finite`). Throws
+  // std::invalid_argument listing only the keys of the run's identity that
+  // differ, FormatError for a malformed or damaged file; nothing changes
+  // unless everything loads.
+  void load(const std::string& path, bool allow_non_finite = false);
 
   Job& job() { return job_; }                             // the job it trains
   const TrainOptions& options() const { return opts_; }  // as given

@@ -93,7 +93,6 @@ CharLMJob::CharLMJob(const CharLMOptions& o)
     throw std::invalid_argument("CharLM: the validation split of " + opts_.data + " is empty");
   opts_.model.vocab = vocab_.size();
   opts_.model.seed = opts_.seed;
-  models::check_fits_in_memory(opts_.model.parameter_count());
   model_ = std::make_shared<models::GPT>(opts_.model);
 }
 

@@ -1,9 +1,12 @@
 #include "apps/char_lm/text.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -26,7 +29,8 @@ void add_records(std::string_view text, int valid_percent, TextSplit& split) {
     while (true) {
       const size_t nl = text.find('\n', end);
       const size_t line_end = nl == std::string_view::npos ? text.size() : nl;
-      if (text.substr(end, line_end - end) == "%") {
+      const std::string_view line = text.substr(end, line_end - end);
+      if (line == "%" || line == "%\r") {  // a file with CRLF line ends too
         next = nl == std::string_view::npos ? text.size() : nl + 1;
         break;
       }
@@ -52,18 +56,24 @@ TextSplit load_fortunes(const std::string& dir, int valid_percent) {
   if (valid_percent < 0 || valid_percent > 100)
     throw std::invalid_argument(fmt::format("load_fortunes: valid_percent {}: expected 0 to 100", valid_percent));
   std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (const dirent* e = ::readdir(d)) {
-      const std::string name = e->d_name;
-      if (name.find('.') == std::string::npos) names.push_back(name);
-    }
-    ::closedir(d);
+  DIR* d = ::opendir(dir.c_str());
+  if (!d && errno == ENOTDIR) throw std::runtime_error("load_fortunes: " + dir + " is not a folder");
+  if (!d)
+    throw std::runtime_error("load_fortunes: no fortune file in " + dir +
+                             " (install Debian's fortunes package: apt-get install fortunes)");
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    struct stat st;
+    // Fortune files: regular files without a dot in their name (not the .dat indexes).
+    if (name.find('.') == std::string::npos && ::stat((dir + "/" + name).c_str(), &st) == 0 && S_ISREG(st.st_mode))
+      names.push_back(name);
   }
+  ::closedir(d);
   std::sort(names.begin(), names.end());
   TextSplit split;
   for (const std::string& name : names) {
     std::ifstream in(dir + "/" + name, std::ios::binary);
-    if (!in) continue;  // a directory or an unreadable file is not a fortune file
+    if (!in) continue;  // an unreadable file is not a fortune file
     std::ostringstream buf;
     buf << in.rdbuf();
     ++split.files;
@@ -72,6 +82,9 @@ TextSplit load_fortunes(const std::string& dir, int valid_percent) {
   if (split.files == 0)
     throw std::runtime_error("load_fortunes: no fortune file in " + dir +
                              " (install Debian's fortunes package: apt-get install fortunes)");
+  if (split.train_records + split.valid_records == 0)
+    throw std::runtime_error(fmt::format("load_fortunes: the {} fortune file{} in {} hold no text", split.files,
+                                         split.files == 1 ? "" : "s", dir));
   return split;
 }
 

@@ -31,7 +31,7 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
         "train the model; the last line is: final steps=N wer=... per=... [wer_stress=... per_stress=..., with "
         "--stress keep] train_seconds=... train_wer=... train_per=... (the last two: greedy, on 1,000 training words)");
     CLI::App& t = *train;
-    t.add_option("--dict", o.dict, "the dictionary in Festival's format")->type_name("PATH")->default_str(o.dict);
+    add_path(t, "--dict", o.dict, "the dictionary in Festival's format")->default_str(o.dict);
     add_seq2seq_model_options(t, o.model_kind, o.model, o.rnn);
     add_int(t, "--batch", o.batch_size, 1, L::batch, "(word, pronunciation) pairs a step");
     add_word(t, "--batches", batches, {"length", "random"},
@@ -52,7 +52,7 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
     add_loop_options(t, cmd.loop, "continue from --checkpoint when that file exists (same options, else an error)");
 
     CLI::App& p = *app.add_subcommand("pronounce", "print the phones of each word, one line per word");
-    p.add_option("--checkpoint", cmd.checkpoint, "checkpoint written by g2p train")->required()->type_name("PATH");
+    add_path(p, "--checkpoint", cmd.checkpoint, "checkpoint written by g2p train")->required();
     add_int(p, "--beam", cmd.beam, 1, L::beam, "beam size (1: greedy)");
     add_int(p, "--threads", pronounce_threads, 1, available_cores(), "threads of xgrad's pool")->default_str("1");
     p.add_option("words", cmd.words, "words (default: one a line from stdin)")->type_name("WORD");
@@ -61,9 +61,9 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
                                    "write the cross-attention weights of one word, one file per decoder layer and head "
                                    "(DIR/layer<L>_head<H>.txt, for gnuplot; scripts/pictures.sh draws them)");
     CLI::App& a = *attention;
-    a.add_option("--checkpoint", cmd.checkpoint, "checkpoint written by g2p train")->required()->type_name("PATH");
+    add_path(a, "--checkpoint", cmd.checkpoint, "checkpoint written by g2p train")->required();
     a.add_option("--input", cmd.input, "the word")->required()->type_name("WORD");
-    a.add_option("--out", cmd.out_dir, "directory for the files (must exist)")->required()->type_name("DIR");
+    add_path(a, "--out", cmd.out_dir, "directory for the files (must exist)", "DIR")->required();
   };
   auto check = [&] {
     cmd.mode = train->parsed() ? "train" : attention->parsed() ? "attention" : "pronounce";

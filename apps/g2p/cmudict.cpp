@@ -1,6 +1,7 @@
 #include "apps/g2p/cmudict.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
@@ -89,6 +90,9 @@ CmuDict parse_cmudict(std::istream& in, const std::string& name) {
     p.expect('(');
     std::string word = p.quoted();
     if (word.empty()) p.fail("an empty word");
+    if (word.size() > kMaxLetters)
+      throw FormatError(fmt::format("{}: line {}: a word of {} letters, more than the {} a dictionary word may have", name,
+                                    line, word.size(), kMaxLetters));
     for (char& c : word) {
       if (static_cast<unsigned char>(c) < 33 || static_cast<unsigned char>(c) > 126)
         throw FormatError(fmt::format("{}: line {}: the word holds byte {} (printable ASCII expected)", name, line,
@@ -123,6 +127,9 @@ CmuDict parse_cmudict(std::istream& in, const std::string& name) {
     p.ws();
     if (p.i != s.size()) p.fail("the end of the entry");
     if (pron.empty()) p.fail("a pronunciation with no syllable");
+    if (pron.size() > kMaxPhones)
+      throw FormatError(fmt::format("{}: line {}: a pronunciation of {} phones, more than the {} one may have", name, line,
+                                    pron.size(), kMaxPhones));
     auto& list = d.prons[word];
     if (std::find(list.begin(), list.end(), pron) == list.end()) list.push_back(pron);
     ++d.entries;
@@ -132,6 +139,9 @@ CmuDict parse_cmudict(std::istream& in, const std::string& name) {
 }
 
 CmuDict load_cmudict(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw std::runtime_error("the dictionary " + path + " is not a regular file");
   std::ifstream in(path);
   if (!in)
     throw std::runtime_error("cannot read the dictionary " + path +

@@ -27,6 +27,9 @@ struct CmuDict {
   std::map<std::string, std::vector<std::vector<std::string>>> prons;  // word -> its pronunciations
   int64_t entries = 0;                                                 // lines read as entries
 };
+// The longest word and pronunciation an entry may have: CMUdict's longest
+// are 22 letters and 20 phones; the model's positions grow with them.
+inline constexpr size_t kMaxLetters = 64, kMaxPhones = 64;
 // Throws FormatError "NAME: line N: ..." naming the first malformed line.
 CmuDict parse_cmudict(std::istream& in, const std::string& name);
 CmuDict load_cmudict(const std::string& path = kCmudictPath);  // also names a missing file and its package

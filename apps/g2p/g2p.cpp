@@ -87,8 +87,8 @@ std::vector<int64_t> encode_word(const std::string& word, const std::string& let
     const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(word[i])));
     const size_t k = letters.find(c);
     if (k == std::string::npos)
-      throw std::invalid_argument(fmt::format("'{}': character {} at position {} is outside the training alphabet '{}'",
-                                              word,
+      throw std::invalid_argument(fmt::format("{}: character {} at position {} is outside the training alphabet '{}'",
+                                              quote_text(word),
                                               std::isprint(static_cast<unsigned char>(word[i]))
                                                   ? fmt::format("'{}'", word[i])
                                                   : fmt::format("byte {}", static_cast<int>(static_cast<unsigned char>(word[i]))),
@@ -151,6 +151,10 @@ G2PJob::G2PJob(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudi
       train_.push_back(std::move(e));
     }
   }
+  if (test_words_.empty())
+    throw std::invalid_argument(fmt::format("{}: no held-out word to evaluate on: all {} words fall in the training "
+                                            "split (a word is held out when fnv1a64(word) % 10 == 0)",
+                                            opts_.dict, dict_.prons.size()));
   if (train_.empty())
     throw std::invalid_argument(fmt::format("{}: no word to train on ({} words in the dictionary, {} held out for "
                                             "testing)",
@@ -187,7 +191,6 @@ G2PJob::G2PJob(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudi
   config_.transformer = c;
   config_.rnn = r;
   config_.validate();
-  models::check_fits_in_memory(config_.parameter_count());
   model_ = models::make_seq2seq(config_);
 }
 
@@ -344,7 +347,7 @@ std::vector<int64_t> Pronouncer::encode(const std::string& word) const { return 
 std::vector<std::string> Pronouncer::pronounce(const std::string& word, int64_t beam) {
   const auto src = encode(word);
   if (static_cast<int64_t>(src.size()) >= config_.max_positions())
-    throw std::invalid_argument(fmt::format("'{}': {} letters, more than the model's {} positions", word, src.size(),
+    throw std::invalid_argument(fmt::format("{}: {} letters, more than the model's {} positions", quote_text(word), src.size(),
                                             config_.max_positions() - 1));
   return decode_phones(model_->beam(src, output_limit(config_, src.size()), beam, 0.6), phones_);
 }

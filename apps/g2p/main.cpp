@@ -14,11 +14,13 @@
 
 #include "apps/g2p/cli.h"
 #include "models/attention_map.h"
+#include "train/checkpoint.h"
 #include "train/cli.h"
 
 namespace {
 
 int attention(const xg::g2p::G2PCommand& cmd) {
+  xg::train::check_outputs({{"--out", cmd.out_dir, /*folder=*/true}});
   xg::g2p::Pronouncer p(cmd.checkpoint);
   const auto src = p.encode(cmd.input);
   const auto phones = p.pronounce(cmd.input, 1);

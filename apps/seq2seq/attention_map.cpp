@@ -10,17 +10,18 @@
 
 #include "apps/seq2seq/decoder.h"
 #include "models/attention_map.h"  // write_heatmaps
+#include "train/checkpoint.h"
 #include "train/cli.h"
 
 int main(int argc, char** argv) {
   std::string checkpoint, g2p_checkpoint, input, out_dir;
   auto setup = [&](CLI::App& app) {
     app.description("Writes the cross-attention weights of a model trained by train_tasks for one input");
-    app.add_option("--checkpoint", checkpoint, "a checkpoint of train_tasks")->required()->type_name("PATH");
+    xg::train::add_path(app, "--checkpoint", checkpoint, "a checkpoint of train_tasks")->required();
     app.add_option("--g2p", g2p_checkpoint, "(moved: g2p attention --checkpoint PATH --input WORD --out DIR)")
         ->type_name("PATH");
     app.add_option("--input", input, "token ids (\"3 4 5\")")->required();
-    app.add_option("--out", out_dir, "directory for the files (must exist)")->required()->type_name("DIR");
+    xg::train::add_path(app, "--out", out_dir, "directory for the files (must exist)", "DIR")->required();
   };
   auto check = [&] {
     if (!g2p_checkpoint.empty())
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   };
   const xg::train::Parsed parsed = xg::train::parse_with("attention_map", argc, argv, setup, check);
   return xg::train::run_program("attention_map", argc, argv, parsed, 1, [&] {
+    xg::train::check_outputs({{"--out", out_dir, /*folder=*/true}});
     xg::seq2seq::Decoder decoder(checkpoint);
     const auto src = decoder.parse(input);
     const auto out = decoder.decode(src);

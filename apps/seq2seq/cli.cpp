@@ -38,7 +38,7 @@ Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd)
     add_int(app, "--min-len", o.task.min_len, 1, L::length, "shortest sequence");
     add_int(app, "--max-len", o.task.max_len, 1, L::length, "longest sequence");
     add_seq2seq_model_options(app, o.model_kind, o.model, o.rnn);
-    app.add_flag("--pre-norm", o.model.pre_norm, "pre-norm layers (default: the paper's post-norm)");
+    add_flag(app, "--pre-norm", o.model.pre_norm, "pre-norm layers (default: the paper's post-norm)");
     add_int(app, "--batch", o.batch_size, 1, L::batch, "sequences per step (B), split over processes under mpirun");
     add_real(app, "--smoothing", o.label_smoothing, 0, 0.999, "label smoothing");
     add_int(app, "--eval-size", o.eval_size, 1, L::eval_size, "held-out sequences");
@@ -48,7 +48,7 @@ Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd)
     add_loop_options(app, cmd.loop,
                      "continue from --checkpoint when that file exists (same task and model, else an error listing "
                      "what differs); without it, an existing checkpoint is overwritten");
-    app.add_flag("--no-samples", no_samples, "do not print sample decodes");
+    add_flag(app, "--no-samples", no_samples, "do not print sample decodes");
   };
   auto check = [&] {
     o.task.task = parse_task(task);
@@ -71,9 +71,7 @@ Parsed parse_decode_command(int argc, const char* const* argv, DecodeCommand& cm
         "Decodes sequences with a checkpoint written by train_tasks: one output line per input line. Each argument "
         "after the options is one source sequence of token ids (\"3 4 5\"); with none, one sequence per line of "
         "stdin.");
-    app.add_option("--checkpoint", cmd.checkpoint, "checkpoint file written by train_tasks")
-        ->required()
-        ->type_name("PATH");
+    add_path(app, "--checkpoint", cmd.checkpoint, "checkpoint file written by train_tasks")->required();
     add_int(app, "--beam", cmd.beam, 1, OptionLimits::beam, "beam size (1: greedy)");
     add_real(app, "--alpha", cmd.alpha, 0, 10, "beam search length penalty ((5 + |Y|) / 6)^alpha");
     add_int(app, "--max-len", cmd.max_len, 0, models::ModelLimits::max_len,

@@ -45,7 +45,7 @@ std::vector<int64_t> Decoder::parse(const std::string& line) const {
     const int64_t v = parse_whole_number(tok).value_or(-1);
     if (v < kFirstSymbol || v >= vocab)
       throw std::invalid_argument(
-          fmt::format("'{}' is not a symbol id: symbols are {}..{}", tok.substr(0, 40), kFirstSymbol, vocab - 1));
+          fmt::format("{} is not a symbol id: symbols are {}..{}", quote_text(tok), kFirstSymbol, vocab - 1));
     ids.push_back(v);
   }
   if (static_cast<int64_t>(ids.size()) > info_.model.max_positions())

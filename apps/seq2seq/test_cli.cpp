@@ -139,7 +139,7 @@ TEST_CASE("cli: F5, real options are finite and in range") {
         "train_tasks: --smoothing nan: expected a number from 0 to 0.999 (try --help)");
   CHECK(refused(train_args({"--dropout", "1"})) ==
         "train_tasks: --dropout 1: expected a number from 0 to 0.99 (try --help)");
-  CHECK(refused(train_args({"--lr", "inf"})) == "train_tasks: --lr inf: expected a number from 0 to 1e+30 (try --help)");
+  CHECK(refused(train_args({"--lr", "inf"})) == "train_tasks: --lr inf: expected a number above 0, at most 1e+30 (try --help)");
   CHECK(refused(train_args({"--target", "-0.5"})) ==
         "train_tasks: --target -0.5: expected a number from 0 to 1 (try --help)");
   TaskJobOptions o;
@@ -151,9 +151,8 @@ TEST_CASE("cli: F5, real options are finite and in range") {
 TEST_CASE("cli: F7, an unwritable checkpoint path fails before step 1 and creates nothing") {
   train::LoopOptions loop;
   loop.checkpoint = "/nonexistent-xgrad-dir/x.safetensors";
-  CHECK(XG_THROW_MESSAGE(train::check_writable(loop.checkpoint), std::runtime_error) ==
-        "checkpoint /nonexistent-xgrad-dir/x.safetensors: cannot create a file in /nonexistent-xgrad-dir: No such "
-        "file or directory");
+  CHECK(XG_THROW_MESSAGE(train::check_outputs({{"checkpoint", loop.checkpoint}}), std::runtime_error) ==
+        "checkpoint /nonexistent-xgrad-dir/x.safetensors: the folder /nonexistent-xgrad-dir does not exist");
   TaskJobOptions o;
   o.model.layers = 1;
   o.model.d_model = 8;
@@ -170,7 +169,7 @@ TEST_CASE("cli: F7, an unwritable checkpoint path fails before step 1 and create
   std::fclose(sink);
   CHECK(t.steps_done() == 0);
   CHECK(::access(loop.metrics.c_str(), F_OK) != 0);
-  CHECK(XG_THROW_MESSAGE(train::check_writable(XG_TEST_TMPDIR), std::runtime_error) ==
+  CHECK(XG_THROW_MESSAGE(train::check_outputs({{"checkpoint", XG_TEST_TMPDIR}}), std::runtime_error) ==
         std::string("checkpoint ") + XG_TEST_TMPDIR + " is a directory, not a file");
 }
 
