@@ -481,19 +481,12 @@ std::map<std::string, Tensor> load_tensors_from_memory(const void* data, size_t 
 }
 
 std::string quote_text(std::string_view s, size_t max_bytes) {
+  // Printable ASCII only: a byte past it may be a control character, half of
+  // a UTF-8 sequence, or a character that reorders or hides text (U+202E).
   std::string r = "'";
-  size_t i = 0;
-  while (i < s.size() && i < max_bytes) {
+  const size_t n = std::min(s.size(), max_bytes);
+  for (size_t i = 0; i < n; ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    // A well-formed UTF-8 sequence is kept whole; any other byte outside printable ASCII is written \xNN.
-    const size_t n = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-    bool whole = n > 1 && c >= 0xc2 && i + n <= s.size() && i + n <= max_bytes;
-    for (size_t k = 1; whole && k < n; ++k) whole = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
-    if (whole) {
-      r.append(s.substr(i, n));
-      i += n;
-      continue;
-    }
     if (c < 0x20 || c >= 0x7f) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "\\x%02x", c);
@@ -501,9 +494,8 @@ std::string quote_text(std::string_view s, size_t max_bytes) {
     } else {
       r += static_cast<char>(c);
     }
-    ++i;
   }
-  return r + (i < s.size() ? "...'" : "'");
+  return r + (n < s.size() ? "...'" : "'");
 }
 
 std::optional<int64_t> parse_whole_number(const std::string& s) {

@@ -66,8 +66,8 @@ std::map<std::string, Tensor> load_tensors_from_memory(const void* data, size_t 
 using Metadata = std::map<std::string, std::string>;
 
 // `s` for a message: in single quotes, at most `max_bytes` of it (then
-// "..."), well-formed UTF-8 kept, any other byte outside printable ASCII
-// written \xNN: "'caf\xff...'". What a program echoes of bad input.
+// "..."), every byte outside printable ASCII written \xNN:
+// "'caf\xc3\xa9...'". What a program echoes of bad input.
 std::string quote_text(std::string_view s, size_t max_bytes = 40);
 
 // A whole number written as decimal digits with an optional leading '-' (at

@@ -1,6 +1,8 @@
 // Loading hostile files (issue 13): every check runs before anything is
 // allocated, and each refusal has one exact message. Most cases go through
 // load_tensors_from_memory, whose messages say "<memory>" for the path.
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -286,4 +288,57 @@ TEST_CASE("loaders: F6, a save removes the temporary files that crashed writers 
   CHECK(xg::load_tensors(path).at("w").numel() == 2);
   std::remove(live.c_str());
   std::remove(other.c_str());
+}
+
+TEST_CASE("loaders: checksums of the header and each tensor are written, verified, and name what is damaged") {
+  const std::string path = tmp_path("checksum.safetensors");
+  Tensor w = from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  Tensor b = from_vector(std::vector<double>{5, 6}, {2});
+  // A stale checksum entry given by the caller is replaced, never copied.
+  save_tensors(path, {{"w", w}, {"b", b}}, {{"kind", "test"}, {kChecksumKey, "stale"}});
+  std::map<std::string, std::string> meta;
+  auto t = load_tensors(path, &meta);
+  CHECK(meta.at("kind") == "test");
+  CHECK(meta.at(kChecksumKey).rfind("{\"header\":\"", 0) == 0);
+  CHECK(t.at("w").to_vector() == w.to_vector());
+
+  const std::string bytes = read_file(path);
+  // The last byte belongs to w (tensors are stored by name: b, then w).
+  std::string flipped = bytes;
+  flipped.back() = static_cast<char>(flipped.back() ^ 0x01);
+  CHECK(contains(error_for(flipped), "load_tensors: <memory>: tensor 'w': its bytes do not match their checksum (crc32 '"));
+  CHECK(contains(error_for(flipped), "computed): the file is damaged"));
+  // A header entry changed but still well-formed: "test" -> "tost".
+  std::string renamed = bytes;
+  renamed.replace(renamed.find("\"test\""), 6, "\"tost\"");
+  CHECK(contains(error_for(renamed), "load_tensors: <memory>: the header does not match its checksum (crc32 "));
+  // A checksum record that is not one.
+  std::string broken = bytes;
+  broken.replace(broken.find("{\\\"header\\\""), 3, "[1,");
+  CHECK(contains(error_for(broken), "the __metadata__ entry 'crc32' is not a checksum record"));
+  // A file without checksums (another writer's, or an older xgrad's) loads as before.
+  const std::string plain = file_bytes(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string(4, '\0'));
+  std::map<std::string, std::string> none;
+  CHECK(load_bytes(plain, &none).at("x").item() == 0);
+  CHECK(none.count(kChecksumKey) == 0);
+}
+
+TEST_CASE("loaders: save_tensors never replaces a directory or a device, and quote_text makes bad input printable") {
+  CHECK(XG_THROW_MESSAGE(save_tensors(XG_TEST_TMPDIR, {{"w", ones({1})}}), std::runtime_error) ==
+        std::string("save_tensors: ") + XG_TEST_TMPDIR + " is a directory: refusing to replace it");
+  const std::string fifo = tmp_path("a_fifo");
+  std::remove(fifo.c_str());
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK(XG_THROW_MESSAGE(save_tensors(fifo, {{"w", ones({1})}}), std::runtime_error) ==
+        "save_tensors: " + fifo + " is not a regular file: refusing to replace it");
+  struct stat st;
+  CHECK((::stat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));
+  std::remove(fifo.c_str());
+
+  CHECK(quote_text("hello") == "'hello'");
+  CHECK(quote_text(std::string("a\0b\x7f\xff", 5)) == "'a\\x00b\\x7f\\xff'");
+  CHECK(quote_text("caf\xc3\xa9") == "'caf\\xc3\\xa9'");  // not even UTF-8: U+202E would reverse what follows
+  CHECK(quote_text("\xe2\x80\xae") == "'\\xe2\\x80\\xae'");
+  CHECK(quote_text(std::string(100, 'x')) == "'" + std::string(40, 'x') + "...'");
+  CHECK(quote_text("abcdef", 3) == "'abc...'");
 }

@@ -1,6 +1,7 @@
 // The model-agnostic training loop (train/): the step checks, the Trainer and
 // fit() on a toy job, whatever the application.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include "autograd/serialize.h"
 #include "nn/nn.h"
 #include "tests/helpers.h"
+#include "train/checkpoint.h"
 #include "train/detail/step_checks.h"
 #include "train/loop.h"
 
@@ -223,4 +225,122 @@ TEST_CASE("train: a non-finite loss stops fit before the update and says which s
   CHECK(msg.rfind("step 4: the loss is nan; stopped before updating the parameters", 0) == 0);
   CHECK(msg.find(ck + " holds step 2") != std::string::npos);
   CHECK(trainer.steps_done() == 3);
+}
+
+namespace {
+
+// Everything a Trainer holds that a load may change.
+struct Held {
+  std::vector<double> weights;
+  std::map<std::string, std::vector<double>> optim;
+  Metadata job;
+  int64_t steps;
+  bool operator==(const Held& o) const {
+    return weights == o.weights && optim == o.optim && job == o.job && steps == o.steps;
+  }
+};
+Held held(LineJob& job, Trainer& t) {
+  Held h{job.weights(), {}, job.state(), t.steps_done()};
+  for (const auto& [k, v] : t.optimizer().state_dict()) h.optim[k] = v.to_vector();
+  return h;
+}
+
+}  // namespace
+
+TEST_CASE("train: a checkpoint that fails to load in any part changes nothing (model, optimiser, job, step)") {
+  const std::string ck = tmp("line_whole.safetensors");
+  LineJob saved;
+  Trainer s(saved, line_recipe(12));
+  for (int i = 0; i < 5; ++i) s.step();
+  s.save(ck);
+  Metadata meta;
+  const auto good = load_tensors(ck, &meta);
+
+  LineJob job;
+  Trainer t(job, line_recipe(12));
+  for (int i = 0; i < 2; ++i) t.step();
+  const Held before = held(job, t);
+  // Each copy is a well-formed file (save_tensors writes its checksums) with one bad part.
+  auto refused = [&](const char* name, std::map<std::string, Tensor> tensors, Metadata m) {
+    const std::string bad = tmp(name);
+    save_tensors(bad, tensors, m);
+    CHECK_THROWS(t.load(bad));
+    CHECK(held(job, t) == before);
+  };
+  {
+    auto tensors = good;  // the model: a weight of the wrong shape
+    tensors["model.weight"] = zeros({2, 2});
+    refused("line_bad_model.safetensors", tensors, meta);
+  }
+  {
+    auto tensors = good;  // the optimiser: a moment of the wrong shape, after the model would have loaded
+    for (auto& [k, v] : tensors)
+      if (k.rfind("optim.", 0) == 0 && v.numel() == 1 && k.find("exp_avg") != std::string::npos) v = zeros({3});
+    refused("line_bad_optim.safetensors", tensors, meta);
+  }
+  {
+    auto m = meta;  // the job's own state: its data generator
+    m["data"] = "not a generator";
+    refused("line_bad_job.safetensors", good, m);
+  }
+  {
+    auto m = meta;  // the loop's state: the step
+    m["step"] = "-3";
+    refused("line_bad_step.safetensors", good, m);
+  }
+  {
+    auto tensors = good;  // a NaN weight: refused by name, unless allowed
+    Tensor w = tensors.at("model.weight").clone();
+    w.data<float>()[0] = NAN;
+    tensors["model.weight"] = w;
+    const std::string bad = tmp("line_nan.safetensors");
+    save_tensors(bad, tensors, meta);
+    CHECK(XG_THROW_MESSAGE(t.load(bad), FormatError) ==
+          "checkpoint " + bad + ": tensor 'model.weight' holds nan at element 0 (of 1): refusing a non-finite checkpoint");
+    CHECK(held(job, t) == before);
+    t.load(bad, /*allow_non_finite=*/true);
+    CHECK(std::isnan(job.weights()[0]));
+  }
+  t.load(ck);  // the good file loads whole
+  CHECK(t.steps_done() == 5);
+  CHECK(job.weights() == saved.weights());
+}
+
+TEST_CASE("train: check_outputs refuses before any work what would write nowhere or destroy a file") {
+  const std::string dir = XG_TEST_TMPDIR;
+  const std::string a = tmp("outputs_a.csv"), link = tmp("outputs_link.csv");
+  { std::FILE* f = std::fopen(a.c_str(), "w"); std::fputs("keep", f); std::fclose(f); }
+  REQUIRE(::symlink(a.c_str(), link.c_str()) == 0);
+  check_outputs({{"checkpoint", a}, {"metrics", ""}, {"--out", dir, true}});  // "" is not written
+  CHECK(XG_THROW_MESSAGE(check_outputs({{"checkpoint", a}, {"metrics", a}}), std::runtime_error) ==
+        "checkpoint " + a + " and metrics " + a + " are the same file: one would destroy the other");
+  CHECK(XG_THROW_MESSAGE(check_outputs({{"checkpoint", a}, {"metrics", link}}), std::runtime_error) ==
+        "checkpoint " + a + " and metrics " + link + " are the same file: one would destroy the other");
+  CHECK(XG_THROW_MESSAGE(check_outputs({{"metrics", dir}}), std::runtime_error) ==
+        "metrics " + dir + " is a directory, not a file");
+  CHECK(XG_THROW_MESSAGE(check_outputs({{"checkpoint", "/dev/null"}}), std::runtime_error) ==
+        "checkpoint /dev/null is not a regular file (a device, pipe or socket): refusing to replace it");
+  CHECK(XG_THROW_MESSAGE(check_outputs({{"metrics", a + "/x.csv"}}), std::runtime_error) ==
+        "metrics " + a + "/x.csv: the folder " + a + " does not exist");
+  CHECK(XG_THROW_MESSAGE(check_outputs({{"--out", a, true}}), std::runtime_error) == "--out " + a + " is not a folder");
+  CHECK(XG_THROW_MESSAGE(check_outputs({{"--out", dir + "/none", true}}), std::runtime_error) ==
+        "--out " + dir + "/none: no such folder");
+  std::FILE* f = std::fopen(a.c_str(), "r");
+  char buf[8] = {};
+  CHECK(std::fread(buf, 1, 7, f) == 4);
+  std::fclose(f);
+  CHECK(std::string(buf) == "keep");  // nothing written
+
+  // fit() makes these checks before step 1.
+  LineJob job;
+  Trainer t(job, line_recipe(5));
+  LoopOptions loop;
+  loop.checkpoint = a;
+  loop.metrics = link;
+  std::FILE* out = std::tmpfile();
+  loop.out = out;
+  CHECK_THROWS_AS(fit(t, loop), std::runtime_error);
+  std::fclose(out);
+  CHECK(t.steps_done() == 0);
+  std::remove(link.c_str());
 }

@@ -36,9 +36,12 @@ std::string folder_of(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
-// Whether a new file can be created in `dir`: a probe file, created and removed.
+// Whether a new file can be created in `dir`: a probe file, created and
+// removed, named as save_tensors names its temporary file (PATH.tmp.PID) for
+// a file, so that a name too long is found too.
 void check_can_create(const Output& o, const std::string& dir) {
-  const std::string probe = (dir == "/" ? "" : dir) + "/.xgrad-probe." + std::to_string(::getpid());
+  const std::string probe =
+      (o.folder ? (dir == "/" ? "" : dir) + "/.xgrad-probe" : o.path + ".tmp") + "." + std::to_string(::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0)
     throw std::runtime_error(o.name + " " + o.path + ": cannot create a file in " + dir + ": " + std::strerror(errno));

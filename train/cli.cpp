@@ -19,7 +19,7 @@ void add_train_options(CLI::App& app, TrainOptions& o, TrainWords& words, const 
   add_word(app, "--schedule", words.schedule, {"noam", "constant", "warmup_linear", "warmup_cosine"},
            "learning-rate schedule (warmup_cosine: linear warm-up, then a cosine down to --lr / 10 at the end)");
   add_real(app, "--lr", o.lr, 0, 1e30, "noam: the factor; otherwise the peak learning rate", true);
-  add_int(app, "--warmup", o.warmup, 0, L::steps, "warm-up steps (below --steps for a schedule that ends)");
+  add_int(app, "--warmup", o.warmup, 0, L::steps, "warm-up steps (noam: at least 1; below --steps for a schedule that ends)");
   add_real(app, "--beta1", o.beta1, 0, 0.999999, "Adam's first-moment decay");
   add_real(app, "--beta2", o.beta2, 0, 0.999999, "Adam's second-moment decay");
   add_real(app, "--eps", o.eps, 0, 1, "Adam's epsilon (above 0: a parameter whose gradient is 0 would divide 0 by 0)",

@@ -26,7 +26,7 @@ struct LineParser {
   size_t i = 0;
 
   [[noreturn]] void fail(const std::string& what) const {
-    const std::string got = i < s.size() ? fmt::format("'{}'", s[i]) : std::string("the end of the line");
+    const std::string got = i < s.size() ? quote_text(s.substr(i, 1)) : std::string("the end of the line");
     throw FormatError(fmt::format("{}: line {}: {} at column {}, got {}", name, line, what, i + 1, got));
   }
   void ws() {

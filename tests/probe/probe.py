@@ -118,6 +118,8 @@ class Case:
         self.devnull = kw.get("devnull", False)    # run in the /dev sandbox
         self.exclusive = kw.get("exclusive", False)  # may write into '/': never in parallel
         self.why = kw.get("why", "")
+        self.shown = kw.get("shown")  # the arguments shown ("..." for the program's base options)
+        self.tag = kw.get("tag", False)  # show the name in the line (the command does not tell the case)
         self.id = 0
 
     def key(self):
@@ -202,6 +204,7 @@ def make(label, changes=(), positional=None, expect="succeed", name="", drop=(),
     sub, base, pos = BASE[label]
     pos = pos if positional is None else positional
     argv = list(sub) + opt_list(with_opts(base, list(changes), drop)) + list(pos)
+    kw["shown"] = list(sub) + ["..."] + opt_list(changes) + (list(positional) if positional is not None else [])
     if label in NEEDS_OUT:
         kw.setdefault("setup", [])
         kw["setup"] = [("mkdir", "out")] + list(kw["setup"])
@@ -212,6 +215,15 @@ def resume_argv(prog, ckpt, changes=()):
     sub, opts = FIX_TRAIN[prog]
     opts = with_opts(opts, [("--steps", "4"), ("--checkpoint", ckpt), ("--resume", None)] + list(changes))
     return list(sub) + opt_list(opts)
+
+
+def resume_case(prog, ckpt, expect, name, changes=(), extra=(), **kw):
+    """A resume of the fixture run (FIX_TRAIN: --schedule constant, --steps 4 unless changed)."""
+    argv = resume_argv(prog, ckpt, changes) + list(extra)
+    shown = list(FIX_TRAIN[prog][0]) + ["...fixture-run", "--steps", dict(changes).get("--steps", "4"),
+                                        "--checkpoint", ckpt, "--resume"] + \
+        opt_list([c for c in changes if c[0] != "--steps"]) + list(extra)
+    return Case(prog, argv, expect, name, shown=shown, **kw)
 
 
 # Numeric options: (option, kind, lo, hi, extra options the option needs).
@@ -242,12 +254,12 @@ SPECIFIC = {
 }
 WORDS = {  # word options: (option, valid alternative values, extra options they need)
     "train_tasks": [("--task", ["reverse"]), ("--model", ["rnn"]), ("--cell", ["gru"], RNN),
-                    ("--attention", ["general"], RNN), ("--schedule", ["warmup_linear"]),
+                    ("--attention", ["general"], RNN), ("--schedule", ["warmup_linear"], [("--warmup", "1")]),
                     ("--precision", ["bf16"])],
     "addition": [("--schedule", ["noam"]), ("--precision", [])],
     "char_lm": [("--schedule", ["constant"]), ("--precision", [])],
     "g2p": [("--model", ["rnn"]), ("--cell", ["gru"], RNN), ("--attention", ["concat"], RNN),
-            ("--batches", ["random"]), ("--stress", ["keep"]), ("--schedule", ["warmup_cosine"]),
+            ("--batches", ["random"]), ("--stress", ["keep"]), ("--schedule", ["noam"]),
             ("--precision", [])],
 }
 FLAGS = {
@@ -342,8 +354,9 @@ def flag_cases():
             k += 1
             for v in values:
                 expect = "either" if v in ("=yes", "=0") else "fail"
+                checks = [("grep", r"no checkpoint at|resumed from", "read as --resume")] if flag == "--resume" else []
                 cases.append(make(label, extra + [(flag + v, None)], expect=expect, name=f"{flag}{v}",
-                                  why="a flag takes no number"))
+                                  why="a flag takes no number", checks=checks))
             if flag != "--resume" and (flag != "--detect-anomaly" or label == "train_tasks"):
                 cases.append(make(label, [(flag, None)], expect="succeed", name=flag))
     return cases
@@ -388,10 +401,10 @@ def out_path_cases():
                           name="same path, fresh", checks=[("st_valid", "x.st")],
                           why="two outputs on one file: the checkpoint or the CSV is lost"))
     for label in ["g2p", "char_lm", "addition", "train_tasks"]:
-        argv = resume_argv(label, "@CASE/x.st") + ["--metrics", "@CASE/x.st"]
-        cases.append(Case(label, argv, "fail", "same path, resume", setup=[("copy", "@FX/" + FIX_CKPT[label], "x.st")],
-                          checks=[("protect", "x.st", "safetensors")],
-                          why="resuming must not append a CSV to its own checkpoint"))
+        cases.append(resume_case(label, "@CASE/x.st", "fail", "same path, resume", extra=["--metrics", "@CASE/x.st"],
+                                 setup=[("copy", "@FX/" + FIX_CKPT[label], "x.st")],
+                                 checks=[("protect", "x.st", "safetensors")],
+                                 why="resuming must not append a CSV to its own checkpoint"))
     # an existing non-checkpoint file as --checkpoint without --resume: overwritten (documented)
     cases.append(make("char_lm", [("--checkpoint", "@CASE/notes.txt")], expect="either", name="--checkpoint over a text file",
                       setup=[("write", "notes.txt", b"my notes\n")]))
@@ -450,6 +463,8 @@ def data_cases():
                           checks=[("header",), ("nan",)]))
     cases.append(make("g2p", [("--max-words", "1")], expect="succeed", name="--max-words 1"))
     cases.append(make("g2p", [("--batch", "65536")], expect="either", name="--batch above the pairs"))
+    for c in cases:
+        c.tag = "@CASE" in " ".join(a for a in c.argv if isinstance(a, str))
     return cases
 
 
@@ -503,6 +518,8 @@ def reader_cases():
             cases.append(make(label, [("--checkpoint", path)], expect=CORRUPT_EXPECT.get(kind, "fail"),
                               name=f"--checkpoint {kind}", setup=setup, checks=checks, devnull=(kind == "devnull"),
                               timeout=60))
+    for c in cases:
+        c.tag = True
     # the recurrent models' checkpoints (should work)
     cases.append(make("attention_map", [("--checkpoint", "@FX/copy_rnn.st")], name="rnn checkpoint"))
     cases.append(make("decode", [("--checkpoint", "@FX/copy_rnn.st")], name="rnn checkpoint"))
@@ -516,23 +533,30 @@ def resume_cases():
     for label in TRAINERS:
         fixture = FIX_CKPT[label]
         other = {"train_tasks": "add.st", "addition": "copy.st", "char_lm": "g2p.st", "g2p": "lm.st"}[label]
-        cases.append(Case(label, resume_argv(label, "@CASE/ck.st"), "succeed", "resume ok",
-                          setup=[("copy", "@FX/" + fixture, "ck.st")], checks=[("protect", "ck.st", "safetensors")]))
+        cases.append(resume_case(label, "@CASE/ck.st", "succeed", "resume ok",
+                                 setup=[("copy", "@FX/" + fixture, "ck.st")],
+                                 checks=[("protect", "ck.st", "safetensors"), ("nan",)]))
         for kind in ["nan", "data-bitflip", "truncated", "wrong-kind"]:
             _, setup = ckpt_setup(kind, fixture, other)
             checks = [("nan",)]
             if kind in ("truncated", "wrong-kind", "binary"):
                 checks.append(("protect", "ck.st", "same"))
-            cases.append(Case(label, resume_argv(label, "@CASE/ck.st"), CORRUPT_EXPECT.get(kind, "fail"),
-                              f"resume {kind}", setup=setup, checks=checks))
-    cases.append(Case("char_lm", resume_argv("char_lm", "@CASE/ck.st", [("--d-model", "16"), ("--heads", "2")]),
-                      "fail", "resume, another model", setup=[("copy", "@FX/lm.st", "ck.st")],
-                      checks=[("protect", "ck.st", "same")]))
-    cases.append(Case("train_tasks", resume_argv("train_tasks", "@CASE/none.st"), "succeed",
-                      "resume, nothing to resume"))
+            cases.append(resume_case(label, "@CASE/ck.st", CORRUPT_EXPECT.get(kind, "fail"), f"resume {kind}",
+                                     setup=setup, checks=checks))
+    # the issue: a NaN tensor or a flipped bit, then the resume of the finished run (only the final evaluation)
+    for kind in ("nan", "data-bitflip"):
+        cases.append(resume_case("char_lm", "@CASE/ck.st", CORRUPT_EXPECT.get(kind, "fail"),
+                                 f"resume {kind}, finished run", changes=[("--steps", "2")],
+                                 setup=[("corrupt", "@FX/lm.st", "ck.st", kind)], checks=[("nan",)]))
+    cases.append(resume_case("char_lm", "@CASE/ck.st", "fail", "resume, another model",
+                             changes=[("--d-model", "16"), ("--heads", "2")], setup=[("copy", "@FX/lm.st", "ck.st")],
+                             checks=[("protect", "ck.st", "same")]))
+    cases.append(resume_case("train_tasks", "@CASE/none.st", "succeed", "resume, nothing to resume"))
     cases.append(make("addition", [("--resume", None)], expect="fail", name="--resume without --checkpoint"))
-    cases.append(Case("g2p", resume_argv("g2p", "@CASE/ck.st", [("--steps", "2")]), "either",
-                      "resume a finished run", setup=[("copy", "@FX/g2p.st", "ck.st")]))
+    cases.append(resume_case("g2p", "@CASE/ck.st", "either", "resume a finished run", changes=[("--steps", "2")],
+                             setup=[("copy", "@FX/g2p.st", "ck.st")], checks=[("nan",)]))
+    for c in cases:
+        c.tag = True
     return cases
 
 
@@ -541,7 +565,8 @@ def misc_cases():
     # --help, unknown options, extra words, missing subcommands
     for prog in PROGRAMS:
         cases.append(Case(prog, ["--help"], "succeed", "--help"))
-        cases.append(Case(prog, ["--bogus"], "fail", "unknown option"))
+    for label in BASE:
+        cases.append(make(label, [("--bogus", None)], expect="fail", name="unknown option"))
     cases.append(Case("char_lm", [], "fail", "no subcommand"))
     cases.append(Case("g2p", [], "fail", "no subcommand"))
     cases.append(Case("g2p", ["evaluate"], "fail", "unknown subcommand"))
@@ -892,7 +917,11 @@ def stderr_verdict(err):
     lines = text.rstrip("\n").split("\n") if text.strip() else []
     if not lines:
         return False, "no message on stderr"
-    if len(lines) > 3:
+    # A program reading lines (decode, g2p pronounce) refuses each bad one,
+    # the first 20 by number, then one line counting the rest.
+    per_line = all(re.match(r"^[a-z_0-9]+: line \d+: ", l) for l in lines[:-1]) and len(lines) <= 21 and (
+        len(lines) < 21 or re.match(r"^[a-z_0-9]+: \d+ more lines refused", lines[-1]))
+    if len(lines) > 3 and not per_line:
         return False, f"{len(lines)} stderr lines"
     for line in lines:
         if len(line) > 300:
@@ -918,8 +947,9 @@ def show_arg(a, workdir):
     return a
 
 
-def show_case(c, workdir=None, width=150):
-    s = " ".join([c.prog] + [show_arg(a, workdir) for a in c.argv])
+def show_case(c, workdir=None, width=150, full=False):
+    args = c.argv if full or c.shown is None else c.shown
+    s = " ".join([c.prog] + [a if a == "..." and not full else show_arg(a, workdir) for a in args])
     if c.stdin:
         s += " < " + (show_arg(c.stdin[1], workdir) if c.stdin[0] == "file" else
                       "'" + c.stdin[1][:30].decode("latin-1").encode("unicode_escape").decode() + "'")
@@ -1000,7 +1030,7 @@ class Runner:
         os.makedirs(casedir)
         res = {"id": c.id, "prog": c.prog, "name": c.name, "expect": c.expect, "why": c.why,
                "argv": [show_arg(a, None) if isinstance(a, bytes) else a for a in c.argv],
-               "command": show_case(c, None, width=100000), "notes": [], "late": False, "unexpected": False}
+               "command": show_case(c, None, width=100000, full=True), "shown": show_case(c, None, width=100000), "notes": [], "late": False, "unexpected": False}
         exe = os.path.join(self.bin, c.prog)
         if not os.access(exe, os.X_OK):
             res.update(outcome="skipped", rc=None, seconds=0.0, stdout="", stderr="")
@@ -1136,6 +1166,9 @@ class Runner:
                 first = out.decode("utf-8", "replace").split("\n")[0]
                 if first:
                     notes.append("header: " + (first[:110] + "..." if len(first) > 110 else first))
+            elif kind == "grep":
+                if re.search(chk[1], out.decode("utf-8", "replace")):
+                    notes.append(chk[2])
             elif kind == "exists":
                 if rc == 0 and not os.path.exists(os.path.join(casedir, chk[1])):
                     notes.append(f"{chk[1]} not written")
@@ -1158,6 +1191,9 @@ class Runner:
             outcome = "silent-ok" if c.expect == "fail" else "ok"
             if removed and outcome == "ok":
                 outcome = "silent-ok"
+            if "nan in the output" in notes and outcome == "ok":
+                outcome = "silent-ok"
+                notes.append("exit 0 with a nan result")
         elif rc in (1, 2) and clear:
             outcome = "clear-error"
         else:
@@ -1173,6 +1209,7 @@ class Runner:
 
 def line_for(res, c, workdir):
     mark = "!" if res["unexpected"] else ("L" if res["late"] else " ")
+    tag = f"({c.name}) " if c.tag else ""
     first_err = res.get("stderr", "").strip().split("\n")[0] if res.get("stderr") else ""
     extra = []
     if res["outcome"] in ("clear-error", "messy-error") and first_err:
@@ -1180,7 +1217,7 @@ def line_for(res, c, workdir):
     extra += res["notes"]
     tail = ("  [" + "; ".join(extra) + "]") if extra else ""
     return (f"{res['id']:3d} {res['outcome']:<11} {mark} {c.expect:<7} {res.get('seconds', 0):6.2f}s  "
-            f"{show_case(c, workdir)}{tail}")
+            f"{tag}{show_case(c, workdir)}{tail}")
 
 
 def summary(results, cases):
@@ -1205,6 +1242,32 @@ def summary(results, cases):
     return "\n".join(lines), counts
 
 
+def follow_help(cases, bindir):
+    """What a program's --help shows decides what a value near a bound should do:
+    a range written (0..hi] excludes 0, and "noam: at least 1" excludes a noam
+    warm-up of 0 (train_tasks' default schedule). The table above holds the
+    ranges an older --help showed; a binary whose --help says otherwise is
+    judged by what it says."""
+    helps = {}
+    def help_of(c):
+        key = (c.prog, tuple(a for a in c.argv[:1] if a in ("train",)))
+        if key not in helps:
+            r = subprocess.run([os.path.join(bindir, c.prog)] + list(key[1]) + ["--help"], capture_output=True)
+            helps[key] = r.stdout.decode("utf-8", "replace")
+        return helps[key]
+    for c in cases:
+        if c.expect != "succeed" or any(isinstance(a, bytes) for a in c.argv):
+            continue
+        for i, a in enumerate(c.argv[:-1]):
+            if c.argv[i + 1] != "0":
+                continue
+            text = help_of(c)
+            if a in ("--lr", "--eps") and re.search(re.escape(a) + r" REAL[^\n]*\(0\.\.", text):
+                c.expect, c.why = "fail", f"{a}: --help shows (0..hi]"
+            if a == "--warmup" and c.prog == "train_tasks" and "noam: at least 1" in text:
+                c.expect, c.why = "fail", "--warmup: --help says noam needs at least 1"
+
+
 def main():
     ap = argparse.ArgumentParser(description="Bad-input probe of xgrad's six programs (a survey: exits 0).")
     ap.add_argument("--bin", help="folder holding train_tasks, decode, attention_map, char_lm, g2p, addition")
@@ -1217,8 +1280,14 @@ def main():
     args = ap.parse_args()
     cases = build_cases()
     if args.list:
+        print("'...' stands for the program's base options (tiny runs):")
+        for label, (sub, base, pos) in BASE.items():
+            print(f"  {label}: " + " ".join(show_arg(a, None) for a in list(sub) + opt_list(base) + list(pos)))
+        for prog, (sub, opts) in FIX_TRAIN.items():
+            print(f"  {prog} ...fixture-run: " + " ".join(show_arg(a, None) for a in list(sub) + opt_list(opts)))
         for c in cases:
-            print(f"{c.id:3d} {c.expect:<7} {show_case(c, None, width=200)}")
+            tag = f"({c.name}) " if c.tag else ""
+            print(f"{c.id:3d} {c.expect:<7} {tag}{show_case(c, None, width=200)}")
         print(f"{len(cases)} cases")
         return 0
     if not args.bin or not args.workdir:
@@ -1250,6 +1319,7 @@ def main():
             keep.update(range(int(a), int(b or a) + 1))
         cases = [c for c in cases if c.id in keep]
 
+    follow_help(cases, bindir)
     sandbox = sandbox_works()
     runner = Runner(bindir, work, args.timeout, sandbox)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
@@ -1265,6 +1335,12 @@ def main():
             print(f"warning: fixture {fl['file']} not built (exit {fl['rc']}): {fl['stderr'][:200]} {fl['problem']}")
     print(f"fixtures built in {time.time() - t0:.1f} s")
     print("columns: id, outcome, ! = error where success was expected / L = refused late, expected, seconds, command")
+    print("'...' stands for the program's base options (tiny runs; @FX = $W/fixtures, @CASE = the case's folder):")
+    for label, (sub, base, pos) in BASE.items():
+        print(f"  {label}: " + " ".join(show_arg(a, None) for a in list(sub) + opt_list(base) + list(pos)))
+    print("'...fixture-run' stands for the options of the run that wrote the fixture checkpoint:")
+    for prog, (sub, opts) in FIX_TRAIN.items():
+        print(f"  {prog}: " + " ".join(show_arg(a, None) for a in list(sub) + opt_list(opts)))
     sys.stdout.flush()
 
     by_id = {c.id: c for c in cases}
