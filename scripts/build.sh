@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds xgrad. Usage: scripts/build.sh [build-dir] [extra cmake args...]
 # XG_SANITIZE=1 builds with AddressSanitizer + UndefinedBehaviorSanitizer into build-asan/.
+# XG_TARGETS="a b" builds only those targets (and what they need), not everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${XG_SANITIZE:-0}" = 1 ]; then
@@ -13,5 +14,7 @@ fi
 shift || true
 cmake -S . -B "$dir" "${args[@]}" "$@" >/dev/null
 start=$(date +%s)
-cmake --build "$dir" -j"$(nproc)"
+targets=()
+for t in ${XG_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build "$dir" -j"$(nproc)" "${targets[@]}"
 echo "build: $dir built in $(( $(date +%s) - start )) s"

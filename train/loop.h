@@ -31,8 +31,8 @@ struct LoopOptions {
 };
 
 // Runs until trainer.finished() (or the target). Before step 1 it checks
-// that the checkpoint path is writable (nothing is created on failure) and,
-// with `resume`, loads the checkpoint if it exists. Prints, in order: the
+// the checkpoint and metrics paths (check_outputs: nothing is created on
+// failure) and, with `resume`, loads the checkpoint if it exists. Prints, in order: the
 // header line (the job's description, parameters, schedule, threads,
 // precision), a progress line, "eval step N: NAME VALUE ... (ABOUT)" lines
 // every eval_every steps, with checkpoint averaging a line comparing the
