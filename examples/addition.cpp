@@ -9,7 +9,7 @@
 //   mpirun -np 2 ./addition ...      the batch is split over the processes
 #include <fmt/format.h>
 #include "models/seq2seq.h"
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 using namespace xg;
 
@@ -121,24 +121,24 @@ int main(int argc, char** argv) {
   loop.eval_every = 250;
   loop.target_metric = "exact_match";
   loop.target = 0.99;
-  train::TrainWords words;
+  cli::TrainWords words;
   auto setup = [&](CLI::App& app) {
     app.description("Teaches the Transformer multi-digit addition; the last line is: final steps=N exact_match=...");
-    train::add_int(app, "--digits", digits, 1, 9, "most digits of each operand");
-    train::add_int(app, "--batch", batch, 1, 1 << 16, "sums per step (B), split over processes under mpirun");
-    train::add_model_options(app, model, "encoder and decoder layers (N)");
-    train::add_real(app, "--target", loop.target, 0, 1, "stop at this held-out exact match (0: run all steps)");
-    train::add_train_options(app, recipe, words, "stop once training has taken this many seconds (0: no limit)");
-    train::add_loop_options(app, loop, "continue from --checkpoint when that file exists");
-    train::add_threads(app, threads);
+    cli::add_int(app, "--digits", digits, 1, 9, "most digits of each operand");
+    cli::add_int(app, "--batch", batch, 1, 1 << 16, "sums per step (B), split over processes under mpirun");
+    cli::add_model_options(app, model, "encoder and decoder layers (N)");
+    cli::add_real(app, "--target", loop.target, 0, 1, "stop at this held-out exact match (0: run all steps)");
+    cli::add_train_options(app, recipe, words, "stop once training has taken this many seconds (0: no limit)");
+    cli::add_loop_options(app, loop, "continue from --checkpoint when that file exists");
+    cli::add_threads(app, threads);
   };
   auto check = [&] {
-    train::check_heads(model);
-    train::check_loop_options(loop);
-    train::check_train_options(recipe, words);
+    cli::check_heads(model);
+    cli::check_loop_options(loop);
+    cli::check_train_options(recipe, words);
   };
-  const train::Parsed parsed = train::parse_with("addition", argc, argv, setup, check);
-  return train::run_program("addition", argc, argv, parsed, threads, [&] {
+  const cli::Parsed parsed = cli::parse_with("addition", argc, argv, setup, check);
+  return cli::run_program("addition", argc, argv, parsed, threads, [&] {
     Addition job(model, digits, batch, recipe.seed);
     train::fit(job, recipe, loop);
     return 0;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "apps/seq2seq/cli.h"
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 #ifndef XG_FUZZ_DECODE
 #define XG_FUZZ_DECODE 0
@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!cur.empty()) args.push_back(cur);
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
-  xg::train::Parsed p;
+  xg::cli::Parsed p;
   if (XG_FUZZ_DECODE) {
     xg::seq2seq::DecodeCommand cmd;
     p = xg::seq2seq::parse_decode_command(static_cast<int>(argv.size()), argv.data(), cmd);

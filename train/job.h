@@ -105,7 +105,7 @@ class Job {
   // `step` steps. The loop restores train mode afterwards.
   virtual Evaluation evaluate(EvalStage stage, int64_t step) = 0;
   // Shown after the loss on the progress line ("(2.345 bpc)"), or "".
-  virtual std::string loss_note(double loss) const { return ""; }
+  virtual std::string loss_note(double /*loss*/) const { return ""; }
   // The last line of the run, after "final " (scripts read it); called on
   // rank 0 only, like evaluate().
   virtual std::string final_line(const RunSummary& run) const = 0;
@@ -121,7 +121,7 @@ class Job {
   // The job's own state (a data generator), restored by set_state, which
   // throws FormatError naming `path` before changing anything.
   virtual Metadata state() const { return {}; }
-  virtual void set_state(const Metadata& metadata, const std::string& path) {}
+  virtual void set_state(const Metadata& /*metadata*/, const std::string& /*path*/) {}
 };
 
 }  // namespace xg::train

@@ -3,11 +3,12 @@
 #include <limits>
 
 #include "autograd/autograd.h"
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 namespace xg::char_lm {
 
 using namespace train;
+using namespace cli;
 
 CharLMCommand::CharLMCommand() : train(default_recipe()) {
   loop.eval_every = 500;

@@ -6,7 +6,7 @@
 #include "apps/char_lm/char_lm.h"
 #include "train/loop.h"
 
-namespace xg::train {
+namespace xg::cli {
 struct Parsed;
 }
 
@@ -27,6 +27,6 @@ struct CharLMCommand {
   uint64_t seed = 1;
   CharLMCommand();
 };
-train::Parsed parse_char_lm_command(int argc, const char* const* argv, CharLMCommand& cmd);
+cli::Parsed parse_char_lm_command(int argc, const char* const* argv, CharLMCommand& cmd);
 
 }  // namespace xg::char_lm

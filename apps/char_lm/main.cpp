@@ -11,12 +11,12 @@
 #include <cstdio>
 
 #include "apps/char_lm/cli.h"
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 int main(int argc, char** argv) {
   xg::char_lm::CharLMCommand cmd;
-  const xg::train::Parsed parsed = xg::char_lm::parse_char_lm_command(argc, argv, cmd);
-  return xg::train::run_program("char_lm", argc, argv, parsed, cmd.threads, [&] {
+  const xg::cli::Parsed parsed = xg::char_lm::parse_char_lm_command(argc, argv, cmd);
+  return xg::cli::run_program("char_lm", argc, argv, parsed, cmd.threads, [&] {
     if (cmd.mode == "sample") {
       xg::char_lm::CharSampler sampler(cmd.checkpoint);
       std::printf("%s%s\n", cmd.prompt.c_str(), sampler.sample(cmd.prompt, cmd.chars, cmd.sampling, cmd.seed).c_str());

@@ -1,11 +1,12 @@
 #include "apps/g2p/cli.h"
 
 #include "autograd/autograd.h"
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 namespace xg::g2p {
 
 using namespace train;
+using namespace cli;
 
 G2PCommand::G2PCommand() : train(default_recipe()) {
   loop.eval_every = 2000;

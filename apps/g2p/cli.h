@@ -7,7 +7,7 @@
 #include "apps/g2p/g2p.h"
 #include "train/loop.h"
 
-namespace xg::train {
+namespace xg::cli {
 struct Parsed;
 }
 
@@ -27,6 +27,6 @@ struct G2PCommand {
   std::string input, out_dir;      // attention
   G2PCommand();
 };
-train::Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd);
+cli::Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd);
 
 }  // namespace xg::g2p

@@ -15,7 +15,7 @@
 #include "apps/g2p/cli.h"
 #include "models/attention_map.h"
 #include "train/checkpoint.h"
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 namespace {
 
@@ -41,8 +41,8 @@ int attention(const xg::g2p::G2PCommand& cmd) {
 
 int main(int argc, char** argv) {
   xg::g2p::G2PCommand cmd;
-  const xg::train::Parsed parsed = xg::g2p::parse_g2p_command(argc, argv, cmd);
-  return xg::train::run_program("g2p", argc, argv, parsed, cmd.threads, [&] {
+  const xg::cli::Parsed parsed = xg::g2p::parse_g2p_command(argc, argv, cmd);
+  return xg::cli::run_program("g2p", argc, argv, parsed, cmd.threads, [&] {
     if (cmd.mode == "train") {
       xg::g2p::G2PJob job(cmd.job);
       xg::train::fit(job, cmd.train, cmd.loop);
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     }
     if (cmd.mode == "attention") return attention(cmd);
     xg::g2p::Pronouncer pronouncer(cmd.checkpoint);
-    return xg::train::for_each_line("g2p", cmd.words, [&](std::string word, int64_t) {
+    return xg::cli::for_each_line("g2p", cmd.words, [&](std::string word, int64_t) {
       while (!word.empty() && word.back() == ' ') word.pop_back();
       std::string out;
       if (!word.empty())

@@ -11,25 +11,25 @@
 #include "apps/seq2seq/decoder.h"
 #include "models/attention_map.h"  // write_heatmaps
 #include "train/checkpoint.h"
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 int main(int argc, char** argv) {
   std::string checkpoint, g2p_checkpoint, input, out_dir;
   auto setup = [&](CLI::App& app) {
     app.description("Writes the cross-attention weights of a model trained by train_tasks for one input");
-    xg::train::add_path(app, "--checkpoint", checkpoint, "a checkpoint of train_tasks")->required();
+    xg::cli::add_path(app, "--checkpoint", checkpoint, "a checkpoint of train_tasks")->required();
     app.add_option("--g2p", g2p_checkpoint, "(moved: g2p attention --checkpoint PATH --input WORD --out DIR)")
         ->type_name("PATH");
     app.add_option("--input", input, "token ids (\"3 4 5\")")->required();
-    xg::train::add_path(app, "--out", out_dir, "directory for the files (must exist)", "DIR")->required();
+    xg::cli::add_path(app, "--out", out_dir, "directory for the files (must exist)", "DIR")->required();
   };
   auto check = [&] {
     if (!g2p_checkpoint.empty())
       throw std::invalid_argument("--g2p: a G2P checkpoint's maps are written by g2p attention --checkpoint " +
                                   g2p_checkpoint + " --input WORD --out DIR");
   };
-  const xg::train::Parsed parsed = xg::train::parse_with("attention_map", argc, argv, setup, check);
-  return xg::train::run_program("attention_map", argc, argv, parsed, 1, [&] {
+  const xg::cli::Parsed parsed = xg::cli::parse_with("attention_map", argc, argv, setup, check);
+  return xg::cli::run_program("attention_map", argc, argv, parsed, 1, [&] {
     xg::train::check_outputs({{"--out", out_dir, /*folder=*/true}});
     xg::seq2seq::Decoder decoder(checkpoint);
     const auto src = decoder.parse(input);

@@ -1,10 +1,11 @@
 #include "apps/seq2seq/cli.h"
 
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 namespace xg::seq2seq {
 
 using namespace train;
+using namespace cli;
 
 TrainCommand::TrainCommand() : train(default_recipe()) {
   job.model.d_model = 64;

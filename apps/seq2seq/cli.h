@@ -9,7 +9,7 @@
 #include "apps/seq2seq/job.h"
 #include "train/loop.h"
 
-namespace xg::train {
+namespace xg::cli {
 struct Parsed;
 }
 
@@ -22,7 +22,7 @@ struct TrainCommand {
   int64_t threads = 0;        // 0: every core of this process (under mpirun, its share)
   TrainCommand();
 };
-train::Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd);
+cli::Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd);
 
 struct DecodeCommand {
   std::string checkpoint;
@@ -32,6 +32,6 @@ struct DecodeCommand {
   int64_t threads = 1;
   std::vector<std::string> inputs;  // none: one sequence per line of stdin
 };
-train::Parsed parse_decode_command(int argc, const char* const* argv, DecodeCommand& cmd);
+cli::Parsed parse_decode_command(int argc, const char* const* argv, DecodeCommand& cmd);
 
 }  // namespace xg::seq2seq

@@ -11,14 +11,14 @@
 
 #include "apps/seq2seq/cli.h"
 #include "apps/seq2seq/decoder.h"
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 int main(int argc, char** argv) {
   xg::seq2seq::DecodeCommand cmd;
-  const xg::train::Parsed parsed = xg::seq2seq::parse_decode_command(argc, argv, cmd);
-  return xg::train::run_program("decode", argc, argv, parsed, cmd.threads, [&] {
+  const xg::cli::Parsed parsed = xg::seq2seq::parse_decode_command(argc, argv, cmd);
+  return xg::cli::run_program("decode", argc, argv, parsed, cmd.threads, [&] {
     xg::seq2seq::Decoder decoder(cmd.checkpoint);
-    return xg::train::for_each_line("decode", cmd.inputs, [&](const std::string& line, int64_t number) {
+    return xg::cli::for_each_line("decode", cmd.inputs, [&](const std::string& line, int64_t number) {
       const std::vector<int64_t> src = decoder.parse(line);
       if (std::string w = decoder.length_warning(src); !w.empty())
         std::fprintf(stderr, "decode: line %lld: warning: %s\n", static_cast<long long>(number), w.c_str());

@@ -11,11 +11,11 @@
 #include "autograd/serialize.h"
 #include "tests/helpers.h"
 #include "train/checkpoint.h"
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 using namespace xg;
 using namespace xg::seq2seq;
-using xg::train::Parsed;
+using xg::cli::Parsed;
 
 namespace {
 

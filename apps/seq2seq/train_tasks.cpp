@@ -9,12 +9,12 @@
 // checkpoint), 2 a usage error. Under mpirun, an error on any process ends
 // the whole job (MPI_Abort) after printing it with the process's rank.
 #include "apps/seq2seq/cli.h"
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 int main(int argc, char** argv) {
   xg::seq2seq::TrainCommand cmd;
-  const xg::train::Parsed parsed = xg::seq2seq::parse_train_command(argc, argv, cmd);
-  return xg::train::run_program("train_tasks", argc, argv, parsed, cmd.threads, [&] {
+  const xg::cli::Parsed parsed = xg::seq2seq::parse_train_command(argc, argv, cmd);
+  return xg::cli::run_program("train_tasks", argc, argv, parsed, cmd.threads, [&] {
     xg::seq2seq::TaskJob job(cmd.job);
     xg::train::fit(job, cmd.train, cmd.loop);
     return 0;

@@ -1,12 +1,20 @@
 // The command lines of xgrad's programs, on CLI11 (a program that includes
-// this header needs Debian's libcli11-dev): typed options (whole numbers and
-// finite reals in a range, one of a few words) whose errors name the option
-// and the accepted range, the option groups every training program shares,
-// and the main() skeleton with its exit codes.
+// this header needs Debian's libcli11-dev; the library does not install it):
+// typed options (whole numbers and finite reals in a range, one of a few
+// words, paths, flags) whose errors name the option and the accepted range,
+// the option groups every training program shares, those of the model
+// families the applications train, and the main() skeleton with its exit
+// codes.
 //
-//   xg::train::TrainOptions t;  xg::train::LoopOptions l;
-//   auto setup = [&](CLI::App& app) { add_train_options(app, t, words); add_loop_options(app, l); };
-//   Parsed p = parse_with("myprog", argc, argv, setup, [&] { words.apply(t); });
+//   xg::train::TrainOptions t;
+//   xg::train::LoopOptions l;
+//   xg::cli::TrainWords words;
+//   auto setup = [&](CLI::App& app) {
+//     xg::cli::add_train_options(app, t, words, "stop after this many seconds (0: no limit)");
+//     xg::cli::add_loop_options(app, l, "continue from --checkpoint when that file exists");
+//   };
+//   auto check = [&] { xg::cli::check_train_options(t, words); xg::cli::check_loop_options(l); };
+//   xg::cli::Parsed p = xg::cli::parse_with("myprog", argc, argv, setup, check);
 #pragma once
 
 #include <fmt/format.h>
@@ -23,7 +31,7 @@
 #include "autograd/serialize.h"
 #include "train/loop.h"
 
-namespace xg::train {
+namespace xg::cli {
 
 // What parsing decided: run, or exit with `exit_code` after printing `message`
 // (the --help text to stdout with 0; an error naming the option to stderr with 2).
@@ -174,27 +182,27 @@ inline CLI::Option* add_precision(CLI::App& app, std::string& precision) {
                   "bf16: matrix products in bf16 with float32 accumulation (needs AVX512_BF16)");
 }
 
-// The options of TrainOptions given as words, held until check_train_options.
+// The options of train::TrainOptions given as words, held until check_train_options.
 struct TrainWords {
   // --precision's word ("f32", "bf16").
   std::string precision, schedule;  // --schedule's word
 };
-// The recipe of a run (TrainOptions), as every training program offers it:
+// The recipe of a run (train::TrainOptions), as every training program offers it:
 // --steps, --time-limit, --schedule, --lr, --warmup, --beta1, --beta2,
 // --eps, --weight-decay, --clip, --seed, --average, --precision,
 // --detect-anomaly. The options' current values are the defaults shown;
 // `time_limit_help` says what the program's --time-limit does
-// (TrainOptions::clock_schedule). Words are parsed into `o` by check_train_options.
-void add_train_options(CLI::App& app, TrainOptions& o, TrainWords& words, const std::string& time_limit_help);
+// (train::TrainOptions::clock_schedule). Words are parsed into `o` by check_train_options.
+void add_train_options(CLI::App& app, train::TrainOptions& o, TrainWords& words, const std::string& time_limit_help);
 // After parsing: the words into `o`, then the checks every trainer makes in
 // this order (--warmup below --steps for a schedule that ends, bf16 on this
 // CPU), then o.validate().
-void check_train_options(TrainOptions& o, const TrainWords& words);
+void check_train_options(train::TrainOptions& o, const TrainWords& words);
 
-// The loop's options (LoopOptions): --eval-every, --log-every, --checkpoint,
+// The loop's options (train::LoopOptions): --eval-every, --log-every, --checkpoint,
 // --checkpoint-every, --resume, --metrics.
-void add_loop_options(CLI::App& app, LoopOptions& l, const std::string& resume_help);
-void check_loop_options(const LoopOptions& l);  // --resume needs --checkpoint
+void add_loop_options(CLI::App& app, train::LoopOptions& l, const std::string& resume_help);
+void check_loop_options(const train::LoopOptions& l);  // --resume needs --checkpoint
 
 // --threads: 0 (the default) is every core this process may use, under
 // mpirun its share of the host's (dist::cores_per_rank()), unless
@@ -253,4 +261,4 @@ Parsed parse_with(const char* program, int argc, const char* const* argv, Setup 
   return p;
 }
 
-}  // namespace xg::train
+}  // namespace xg::cli

@@ -1,4 +1,4 @@
-#include "train/cli.h"
+#include "apps/common/cli.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -8,9 +8,9 @@
 #include "autograd/autograd.h"
 #include "distributed/dist.h"
 
-namespace xg::train {
+namespace xg::cli {
 
-void add_train_options(CLI::App& app, TrainOptions& o, TrainWords& words, const std::string& time_limit_help) {
+void add_train_options(CLI::App& app, train::TrainOptions& o, TrainWords& words, const std::string& time_limit_help) {
   using L = OptionLimits;
   words.precision = precision_name(o.precision);
   words.schedule = o.schedule;
@@ -37,7 +37,7 @@ void add_train_options(CLI::App& app, TrainOptions& o, TrainWords& words, const 
                "(slower; without it a non-finite loss or gradient norm still stops the run, naming the step)");
 }
 
-void check_train_options(TrainOptions& o, const TrainWords& words) {
+void check_train_options(train::TrainOptions& o, const TrainWords& words) {
   o.precision = parse_precision(words.precision);
   o.schedule = words.schedule;
   if ((o.schedule == "warmup_cosine" || o.schedule == "warmup_linear") && o.warmup >= o.steps)
@@ -49,7 +49,7 @@ void check_train_options(TrainOptions& o, const TrainWords& words) {
   o.validate();
 }
 
-void add_loop_options(CLI::App& app, LoopOptions& l, const std::string& resume_help) {
+void add_loop_options(CLI::App& app, train::LoopOptions& l, const std::string& resume_help) {
   using L = OptionLimits;
   add_int(app, "--eval-every", l.eval_every, 1, L::steps, "steps between evaluations");
   add_int(app, "--log-every", l.log_every, 1, L::steps, "steps between progress lines when not on a terminal");
@@ -59,7 +59,7 @@ void add_loop_options(CLI::App& app, LoopOptions& l, const std::string& resume_h
   add_path(app, "--metrics", l.metrics, "CSV file of evaluation rows (appended to when resuming)");
 }
 
-void check_loop_options(const LoopOptions& l) {
+void check_loop_options(const train::LoopOptions& l) {
   if (l.resume && l.checkpoint.empty()) throw std::invalid_argument("--resume needs --checkpoint PATH");
   l.validate();
 }
@@ -129,4 +129,4 @@ int for_each_line(const char* program, const std::vector<std::string>& inputs,
   return refused > 0 ? 1 : 0;
 }
 
-}  // namespace xg::train
+}  // namespace xg::cli
