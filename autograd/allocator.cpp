@@ -19,7 +19,8 @@
 // steps) the free spans can be cut so that one request of each step no
 // longer fits; with the bound at the high-water mark the segment mapped for
 // it went back to the system at the end of every step, and the character
-// model's step ran 20% slower (96 -> 118 ms) for the rest of training.
+// model's step stayed slower for the rest of training (bench/results/README.md,
+// "character LM, 30 minutes, xgrad bf16 and PyTorch bf16").
 #include <sys/mman.h>
 
 #include <algorithm>

@@ -53,7 +53,7 @@ bool needs_input_grad(size_t i);
 // op's output in forward and every gradient in backward is checked for NaN
 // and Inf, and the first non-finite value throws AnomalyError naming the op,
 // the module that ran it (its dotted path, such as
-// "decoder.layers.1.self_attn") and the shapes. Costs one pass over every
+// "decoder.1.self_attn") and the shapes. Costs one pass over every
 // value; for debugging.
 struct AnomalyError : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -74,8 +74,8 @@ class DetectAnomalyGuard {
 
 // Names the ops created while it is alive, for anomaly messages; the previous
 // name comes back when it ends. Modules open one in forward (Module::scope(),
-// "MultiHeadAttention 'decoder.layers.1.self_attn'"). Does nothing outside
-// anomaly mode.
+// "MultiHeadAttention(d_model=512, heads=8) 'decoder.1.self_attn'"). Does
+// nothing outside anomaly mode.
 class NameScope {
  public:
   explicit NameScope(std::string name);  // "" names nothing (the current name stays)

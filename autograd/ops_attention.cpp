@@ -98,11 +98,10 @@ Heads<T> in_scores(const Geometry& g, T* p) {
 }
 
 // C = alpha op(A) op(B) for every head of an nb x nh block: one batched
-// engine call (oneDNN: one primitive with two batch dimensions). Measured
-// against per-head calls to OpenBLAS and against kernels of our own for the
-// small heads of the toy tasks (an earlier version), fwd+bwd of the core:
-// (B,T)=(16,64) 5.5 ms at 1 thread, 3.6 ms at 2 (own kernels: 4.6 ms);
-// (80,10) 1.6 ms at 1 and 2 threads (own kernels at 2: 3.0 ms).
+// engine call (oneDNN: one primitive with two batch dimensions). It beats
+// per-head calls and kernels of our own for small heads, forward and backward
+// (bench/results/README.md, "full benchmark after batching the attention
+// products").
 template <class T>
 void block_gemm(int64_t nb, int64_t nh, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, Heads<const T> a,
                 Heads<const T> b, Heads<T> c) {

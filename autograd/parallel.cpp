@@ -31,9 +31,10 @@ thread_local bool t_inside_job = false;
 // are claimed from a shared counter, so the caller never waits for a worker
 // that has not started: when another process holds the cores and a worker is
 // descheduled, the caller runs its parts itself. (Waiting for it instead
-// turned an 18 ms step into 660 ms with two jobs side by side.) What part i
-// computes does not depend on which thread runs it, so results depend only
-// on the number of parts.
+// made a step many times slower with two jobs side by side: see
+// docs/performance.md, section Threads.) What part i computes does not
+// depend on which thread runs it, so results depend only on the number of
+// parts.
 class Pool {
  public:
   explicit Pool(int threads) : threads_(threads) {
@@ -132,8 +133,8 @@ class Pool {
     uint64_t seen = 0;
     for (;;) {
       // Wait for the next job: spin for up to kSpin, then sleep. Waking a
-      // sleeping thread was measured at ~85 us on these VMs, more than many
-      // kernels take, while a training step issues its jobs back to back.
+      // sleeping thread takes longer than many kernels (docs/performance.md,
+      // section Threads), while a training step issues its jobs back to back.
       auto next_gen = [&] { return state_.load(std::memory_order_acquire) >> 32; };
       if (!spin_until([&] { return next_gen() != seen; })) {
         std::unique_lock<std::mutex> lk(m_);

@@ -145,9 +145,9 @@ DataParallel::DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffe
 
   // OpenMPI allocates each collective's temporary buffers with malloc, and
   // glibc gives the top of the heap back to the system after each free: every
-  // bucket then paid the page faults of fresh memory (measured: one
-  // allreduce of base's 178.6 MB of gradients took 527 ms that way, 28 ms
-  // with the heap kept). Keep about twice one step's exchange of free heap.
+  // bucket then paid the page faults of fresh memory, which made an allreduce
+  // many times slower (docs/distributed.md, section DataParallel). Keep about
+  // twice one step's exchange of free heap.
   if (world_size() > 1) {
     const int64_t pad = std::min<int64_t>(2 * s_->stats.bytes + (64 << 20), int64_t{1} << 30);
     if (pad > g_top_pad) {

@@ -24,9 +24,10 @@ std::string describe();
 // C (m,n) = alpha op(A) op(B) + beta C, row-major, op(X) = X or Xᵀ; lda, ldb,
 // ldc are the row strides of A, B, C as stored. beta must be 0 or 1.
 // Products smaller than about 48³ multiply-adds go to OpenBLAS whatever the
-// build: oneDNN's fixed cost per call (about 1 us) exceeds their work. So do
-// float32 products with a transposed A of at least 2^25 multiply-adds on a
-// CPU without AVX-512, where oneDNN 2.6 runs some at half OpenBLAS's rate.
+// build: oneDNN's fixed cost per call exceeds their work. So do float32
+// products with a transposed A of at least 2^25 multiply-adds on a CPU
+// without AVX-512, where oneDNN 2.6 runs some at half OpenBLAS's rate. The
+// figures are in docs/performance.md, section Matrix engine.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
@@ -103,8 +104,9 @@ inline void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_
 }
 
 // Primitives kept by the calling thread's cache (oneDNN; 0 on OpenBLAS), and
-// how many were created since start-up (each creation costs 0.1-1 ms), and
-// the bytes of the thread's scratchpad, shared by its primitives.
+// how many were created since start-up (each creation is costly: see
+// docs/performance.md, section Matrix engine), and the bytes of the thread's
+// scratchpad, shared by its primitives.
 struct CacheStats {
   int64_t cached = 0;         // primitives in the calling thread's cache
   int64_t created = 0;        // primitives created since start-up, by every thread

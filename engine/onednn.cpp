@@ -4,7 +4,8 @@
 // shape and kept in a cache per thread. Each thread has one scratchpad of
 // its own, grown to the largest any of its primitives asks for: a thread runs
 // one product at a time, so its primitives can share it (one scratchpad per
-// primitive held 200+ MB in a G2P run, whose batches come in 30 lengths).
+// primitive grows with the shapes cached: see docs/performance.md, section
+// Matrix engine).
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -179,11 +180,8 @@ void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
 
 // On CPUs without AVX-512, oneDNN 2.6 runs some large A^T B products (weight
 // gradients) at half its A B rate, where OpenBLAS does not slow down; on
-// small ones oneDNN stays ahead. One core of an AVX2 EPYC, GFLOP/s, oneDNN
-// A^T B / OpenBLAS A^T B: 2048x256x2048 34 / 71, 512x128x1024 42 / 67,
-// 512x512x800 45 / 65, 2048x512x800 72 / 77; 128x128x1024 80 / 74,
-// 64x64x768 70 / 65 (docs/performance.md). So there, A^T B products of at
-// least 2^25 multiply-adds go to OpenBLAS.
+// small ones oneDNN stays ahead (docs/performance.md, section Matrix engine).
+// So there, A^T B products of at least 2^25 multiply-adds go to OpenBLAS.
 constexpr int64_t kLargeTransposedA = int64_t{1} << 25;
 static bool transposed_a_on_blas() {
   static const bool yes = [] {

@@ -1,5 +1,5 @@
 // xg::nn::Module: a tree of named parameters, buffers and child modules.
-// Every parameter gets a dotted path ("decoder.layers.1.self_attn.w_q.weight")
+// Every parameter gets a dotted path ("decoder.1.self_attn.w_q.weight")
 // used by named_parameters(), state dicts and error messages.
 #pragma once
 
@@ -87,7 +87,7 @@ class Module {
   virtual std::string type_name() const { return "Module"; }
   // Dotted path from the outermost module this one was registered into ("" for a root).
   const std::string& path() const { return path_; }
-  // "Linear 'decoder.out'" (type and path), for error messages.
+  // "Linear(in=512, out=1000) 'out_proj'" (type and path), for error messages.
   std::string describe() const;
   // Names the ops of this module's forward in anomaly mode (see NameScope):
   // `auto s = scope();` first thing in forward. Free outside anomaly mode.

@@ -65,7 +65,7 @@ SETTING = re.compile(r"(?:limit\s+of|timeout\s+of|at\s+most|up\s+to|every|budget
 
 
 def comments(text):
-    """Yields comment blocks as lists of (line number, text) pairs.
+    """Returns the comment blocks of C++ source text, each a list of (line, text).
 
     Consecutive // comments on consecutive lines form one block, so a phrase
     broken across lines is still found; a /* */ comment is one block.
@@ -76,10 +76,10 @@ def comments(text):
     def flush():
         nonlocal block
         if block:
-            yield_list.append(block)
+            blocks.append(block)
         block = []
 
-    yield_list = []
+    blocks = []
     while i < n:
         c = text[i]
         if c == "\n":
@@ -89,7 +89,6 @@ def comments(text):
             end = text.find("\n", i)
             end = n if end < 0 else end
             body = text[i + 2:end]
-            # A comment continued by a backslash-newline goes on; rare, kept simple.
             if last_line is None or last_line != line - 1:
                 flush()
             block.append((line, body))
@@ -103,7 +102,7 @@ def comments(text):
             lines = []
             for k, part in enumerate(text[i + 2:end].split("\n")):
                 lines.append((line + k, part))
-            yield_list.append(lines)
+            blocks.append(lines)
             line += text.count("\n", i, end)
             i = end + 2
         elif c == '"':
@@ -139,7 +138,7 @@ def comments(text):
         else:
             i += 1
     flush()
-    return yield_list
+    return blocks
 
 
 def check_block(block):

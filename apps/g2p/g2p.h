@@ -47,8 +47,8 @@ struct G2POptions {
 };
 
 // The default run: AdamW (0.9, 0.98) with weight decay 0.01, a warm-up of
-// 1,000 steps then a cosine from 1.5e-3 to 1.5e-4 over 60,000 steps or 3,000
-// s of training, whichever ends first (clock_schedule: a run of under an
+// 1,000 steps then a cosine from 1.5e-3 to 1.5e-4 over 60,000 steps or a time
+// limit of 3,000 s, whichever ends first (clock_schedule: a run of under an
 // hour with its evaluations on a 2-core machine), clipping at 1, the mean
 // of 8 snapshots over the last 20% scored, bf16 where the CPU has
 // AVX512_BF16 (else f32).

@@ -103,7 +103,7 @@ void parallel_for_each_strided(const Shape& shape, const std::array<const std::v
 // out[j] += sum over rows r of term(r, j), j < cols. Each thread sums a block
 // of rows (the same blocks the row-wise kernels use, so it reads what it
 // wrote) into its own partial row; the partials are then added in order.
-// Splitting by columns instead was measured 3-5x slower at 2 threads.
+// Splitting by columns instead is slower (docs/performance.md, section Threads).
 template <class T, class F>
 void column_sums(int64_t rows, int64_t cols, T* out, F term) {
   const int64_t parts = rows * cols < 32768 ? 1 : std::min<int64_t>(num_threads(), rows);

@@ -1,6 +1,6 @@
-// Private to train/*.cpp: the checks every trainer (tasks, char_lm, g2p) makes
-// between its forward pass and its optimiser step, so that a diverging run
-// stops at the same point and with the same words in each program.
+// Private to train/*.cpp: the checks every Job's trainer makes between its
+// forward pass and its optimiser step, so that a diverging run stops at the
+// same point and with the same words in each program.
 #pragma once
 
 #include <cstdint>
