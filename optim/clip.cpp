@@ -7,9 +7,10 @@
 namespace xg::optim {
 
 namespace {
-// Sum of squares in double with 8 independent partial sums (one long chain
-// of dependent additions ran at a quarter of the memory speed: 5% of a G2P
-// step). The order is fixed, so the result does not depend on threads.
+// Sum of squares in double with 8 independent partial sums: one long chain
+// of dependent additions waits on each addition's latency instead of
+// streaming memory (docs/optim.md, gradient clipping). The order is fixed,
+// so the result does not depend on threads.
 template <class T>
 double sum_squares(const T* d, int64_t n) {
   constexpr int64_t kLanes = 8;
