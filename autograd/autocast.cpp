@@ -24,8 +24,7 @@ std::string bf16_unsupported_reason() { return engine::bf16_unsupported_reason()
 
 Autocast::Autocast(Precision p) : prev_(t_precision) {
   if (p == Precision::bf16) {
-    const std::string why = engine::bf16_unsupported_reason();
-    if (!why.empty() && !engine::bf16_emulated()) throw std::runtime_error("Autocast(bf16): " + why);
+    if (const std::string why = engine::bf16_refusal(); !why.empty()) throw std::runtime_error("Autocast(bf16): " + why);
   }
   t_precision = p;
 }

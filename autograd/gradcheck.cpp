@@ -35,6 +35,9 @@ std::string describe(const char* who, const GradcheckResult& res, const std::str
 
 }  // namespace
 
+// The tape's gradient of <w, f()> against central differences, input by input.
+// (long: both go through scalar_of, whose w is drawn from gen, which then picks
+// the samples; a per-input helper would take scalar_of, gen, res, worst_ratio.)
 GradcheckResult gradcheck(const std::function<Tensor()>& f, const std::vector<Tensor>& params,
                           const GradcheckOptions& opts) {
   for (size_t i = 0; i < params.size(); ++i) {

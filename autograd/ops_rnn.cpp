@@ -80,6 +80,10 @@ void recurrent_product(const Recurrence& r, const T* prev, int64_t ld, const T* 
   threaded_gemm(false, true, r.B, GH, r.H, prev, ld, w, r.H, T(0), hh, GH);
 }
 
+// Every step's state into `states` and its gate values into `acts`: one
+// recurrent product, then one pass over the rows, a step.
+// (long: a row's gates read x, q, a, st, hprev, cprev and bias, set per step
+// and row; a per-row helper would take all seven as parameters.)
 template <class T>
 void forward(const Recurrence& r, const T* proj, const T* w, const T* bias, const T* h0, const T* c0, T* states,
              T* acts) {

@@ -301,7 +301,22 @@ class HeaderScan final : public nlohmann::json_sax<nlohmann::json> {
   }
 };
 
-std::map<std::string, Tensor> load(Source& src, const std::string& path, std::map<std::string, std::string>* metadata) {
+// One tensor's entry in the header.
+struct Entry {
+  std::string name;
+  Dtype dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+// Where the header says the data is: the file's size, and the data buffer's start.
+struct Layout {
+  uint64_t size, data_start, data_size;
+};
+
+// The header: its length checked against the file, its JSON scanned (depth,
+// array lengths, keys) before it is parsed.
+nlohmann::json read_header(Source& src, const std::string& path, Layout& layout) {
   const uint64_t size = src.size();
   if (size < 8) fail(path, "truncated: " + std::to_string(size) + " bytes, too short for the 8-byte header length");
   unsigned char len[8];
@@ -324,78 +339,77 @@ std::map<std::string, Tensor> load(Source& src, const std::string& path, std::ma
     fail(path, std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) fail(path, "header is not a JSON object");
-  const uint64_t data_start = 8 + n, data_size = size - data_start;
+  layout = {size, 8 + n, size - 8 - n};
+  return header;
+}
 
-  struct Entry {
-    std::string name;
-    Dtype dtype;
-    Shape shape;
-    uint64_t begin, end;
-  };
-  std::vector<Entry> entries;
+// The "__metadata__" entries: string keys without NUL bytes, string values.
+std::map<std::string, std::string> read_metadata(const nlohmann::json& v, const std::string& path) {
   std::map<std::string, std::string> meta;
-  nlohmann::json sums;  // the writer's checksums, when it left them
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& name = it.key();
-    const auto& v = it.value();
-    if (name == "__metadata__") {
-      if (!v.is_object()) fail(path, "__metadata__ is not an object");
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        if (m.key().find('\0') != std::string::npos)
-          fail(path, "__metadata__ key " + show_name(m.key()) + " contains a NUL byte");
-        if (!m.value().is_string()) fail(path, "__metadata__ entry " + show_name(m.key()) + " is not a string");
-        meta[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    const std::string t = "tensor " + show_name(name) + ": ";
-    if (name.find('\0') != std::string::npos) fail(path, "tensor name " + show_name(name) + " contains a NUL byte");
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
-      fail(path, t + "entry needs dtype, shape and data_offsets");
-    Entry e;
-    e.name = name;
-    if (!v["dtype"].is_string()) fail(path, t + "dtype is not a string");
-    const std::string dt = v["dtype"].get<std::string>();
-    if (dt == "F32") e.dtype = Dtype::f32;
-    else if (dt == "F64") e.dtype = Dtype::f64;
-    else if (dt == "I64") e.dtype = Dtype::i64;
-    else fail(path, t + "unsupported dtype " + show_name(dt) + " (xgrad reads F32, F64 and I64)");
-    const auto& shape = v["shape"];
-    if (!shape.is_array()) fail(path, t + "shape is not an array");
-    // The scan capped the array at kMaxTensorDims. The count of elements
-    // ignores zero dimensions, so that (0, 2^40, 2^40) is refused like
-    // (2^40, 2^40): the strides of such a shape would overflow.
-    uint64_t nonzero = 1;
-    bool empty = false;
-    for (const auto& d : shape) {
-      if (!d.is_number_unsigned()) fail(path, t + "shape has a non-integer or negative entry");
-      const uint64_t dim = d.get<uint64_t>();
-      if (dim == 0) empty = true;
-      else if (dim > kMaxElements / nonzero)
-        fail(path, t + "shape " + shape.dump() + " is too large: its non-zero dimensions multiply to more than 2^40 (" +
-                       std::to_string(kMaxElements) + ") elements");
-      else nonzero *= dim;
-      e.shape.push_back(static_cast<int64_t>(dim));
-    }
-    const uint64_t count = empty ? 0 : nonzero;
-    const auto& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
-      fail(path, t + "data_offsets must be two non-negative integers");
-    e.begin = off[0].get<uint64_t>();
-    e.end = off[1].get<uint64_t>();
-    const std::string range = "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
-    if (e.begin > e.end)
-      fail(path, t + range + " are reversed: begin " + std::to_string(e.begin) + " > end " + std::to_string(e.end));
-    if (e.end > data_size)
-      fail(path, t + range + " fall outside the " + std::to_string(data_size) + " data bytes (end at file offset " +
-                     std::to_string(data_start) + " + " + std::to_string(e.end) + " > file size " +
-                     std::to_string(size) + ")");
-    if (e.end - e.begin != count * elem_size(e.dtype))
-      fail(path, t + "shape " + shape_str(e.shape) + " of " + dt + " needs " +
-                     std::to_string(count * elem_size(e.dtype)) + " bytes but data_offsets span " +
-                     std::to_string(e.end - e.begin));
-    entries.push_back(std::move(e));
+  if (!v.is_object()) fail(path, "__metadata__ is not an object");
+  for (auto m = v.begin(); m != v.end(); ++m) {
+    if (m.key().find('\0') != std::string::npos)
+      fail(path, "__metadata__ key " + show_name(m.key()) + " contains a NUL byte");
+    if (!m.value().is_string()) fail(path, "__metadata__ entry " + show_name(m.key()) + " is not a string");
+    meta[m.key()] = m.value().get<std::string>();
   }
+  return meta;
+}
+
+// One tensor's entry: dtype, shape and byte range checked against each other and the data.
+Entry read_entry(const std::string& name, const nlohmann::json& v, const Layout& layout, const std::string& path) {
+  const uint64_t size = layout.size, data_start = layout.data_start, data_size = layout.data_size;
+  const std::string t = "tensor " + show_name(name) + ": ";
+  if (name.find('\0') != std::string::npos) fail(path, "tensor name " + show_name(name) + " contains a NUL byte");
+  if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+    fail(path, t + "entry needs dtype, shape and data_offsets");
+  Entry e;
+  e.name = name;
+  if (!v["dtype"].is_string()) fail(path, t + "dtype is not a string");
+  const std::string dt = v["dtype"].get<std::string>();
+  if (dt == "F32") e.dtype = Dtype::f32;
+  else if (dt == "F64") e.dtype = Dtype::f64;
+  else if (dt == "I64") e.dtype = Dtype::i64;
+  else fail(path, t + "unsupported dtype " + show_name(dt) + " (xgrad reads F32, F64 and I64)");
+  const auto& shape = v["shape"];
+  if (!shape.is_array()) fail(path, t + "shape is not an array");
+  // The scan capped the array at kMaxTensorDims. The count of elements
+  // ignores zero dimensions, so that (0, 2^40, 2^40) is refused like
+  // (2^40, 2^40): the strides of such a shape would overflow.
+  uint64_t nonzero = 1;
+  bool empty = false;
+  for (const auto& d : shape) {
+    if (!d.is_number_unsigned()) fail(path, t + "shape has a non-integer or negative entry");
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim == 0) empty = true;
+    else if (dim > kMaxElements / nonzero)
+      fail(path, t + "shape " + shape.dump() + " is too large: its non-zero dimensions multiply to more than 2^40 (" +
+                     std::to_string(kMaxElements) + ") elements");
+    else nonzero *= dim;
+    e.shape.push_back(static_cast<int64_t>(dim));
+  }
+  const uint64_t count = empty ? 0 : nonzero;
+  const auto& off = v["data_offsets"];
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+    fail(path, t + "data_offsets must be two non-negative integers");
+  e.begin = off[0].get<uint64_t>();
+  e.end = off[1].get<uint64_t>();
+  const std::string range = "data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) + "]";
+  if (e.begin > e.end)
+    fail(path, t + range + " are reversed: begin " + std::to_string(e.begin) + " > end " + std::to_string(e.end));
+  if (e.end > data_size)
+    fail(path, t + range + " fall outside the " + std::to_string(data_size) + " data bytes (end at file offset " +
+                   std::to_string(data_start) + " + " + std::to_string(e.end) + " > file size " +
+                   std::to_string(size) + ")");
+  if (e.end - e.begin != count * elem_size(e.dtype))
+    fail(path, t + "shape " + shape_str(e.shape) + " of " + dt + " needs " +
+                   std::to_string(count * elem_size(e.dtype)) + " bytes but data_offsets span " +
+                   std::to_string(e.end - e.begin));
+  return e;
+}
+
+void check_coverage(const std::vector<Entry>& entries, const Layout& layout, const std::string& path) {
+  const uint64_t data_start = layout.data_start, data_size = layout.data_size;
   // The format: the data buffer is indexed entirely, without holes. Sorted by
   // offset (an empty tensor before one that starts where it is), each tensor
   // begins where the previous one ended, the first at 0, and the last ends
@@ -425,24 +439,43 @@ std::map<std::string, Tensor> load(Source& src, const std::string& path, std::ma
                                     std::to_string(covered)) +
                    ", but the data runs to " + std::to_string(data_size) + ": " + std::to_string(data_size - covered) +
                    " bytes at file offset " + std::to_string(data_start + covered) + " belong to no tensor");
+}
 
-  // The checksums (checksums()): of the header now, of each tensor as it is read.
+// The writer's checksum record, checked against the header and the entries;
+// null when the file has none.
+nlohmann::json read_checksums(const nlohmann::json& header, const std::map<std::string, std::string>& meta,
+                              const std::vector<Entry>& entries, const std::string& path) {
+  nlohmann::json sums;
   auto sum = meta.find(kChecksumKey);
-  if (sum != meta.end()) {
-    sums = nlohmann::json::parse(sum->second, nullptr, false);
-    const bool well_formed = sums.is_object() && sums.size() == 2 && sums.contains("header") &&
-                             sums["header"].is_string() && sums.contains("tensors") && sums["tensors"].is_object();
-    if (!well_formed) fail(path, "the __metadata__ entry '" + std::string(kChecksumKey) + "' is not a checksum record");
-    if (sums["header"] != hex8(header_crc(header)))
-      fail(path, "the header does not match its checksum (crc32 " + sums["header"].get<std::string>() + " stored, " +
-                     hex8(header_crc(header)) + " computed): the file is damaged");
-    for (const auto& e : entries)
-      if (!sums["tensors"].contains(e.name) || !sums["tensors"][e.name].is_string())
-        fail(path, "tensor " + show_name(e.name) + " has no checksum in the header's record");
-    if (sums["tensors"].size() != entries.size())
-      fail(path, "the checksum record names a tensor the file does not hold");
-  }
+  if (sum == meta.end()) return sums;
+  sums = nlohmann::json::parse(sum->second, nullptr, false);
+  const bool well_formed = sums.is_object() && sums.size() == 2 && sums.contains("header") &&
+                           sums["header"].is_string() && sums.contains("tensors") && sums["tensors"].is_object();
+  if (!well_formed) fail(path, "the __metadata__ entry '" + std::string(kChecksumKey) + "' is not a checksum record");
+  if (sums["header"] != hex8(header_crc(header)))
+    fail(path, "the header does not match its checksum (crc32 " + sums["header"].get<std::string>() + " stored, " +
+                   hex8(header_crc(header)) + " computed): the file is damaged");
+  for (const auto& e : entries)
+    if (!sums["tensors"].contains(e.name) || !sums["tensors"][e.name].is_string())
+      fail(path, "tensor " + show_name(e.name) + " has no checksum in the header's record");
+  if (sums["tensors"].size() != entries.size())
+    fail(path, "the checksum record names a tensor the file does not hold");
+  return sums;
+}
 
+std::map<std::string, Tensor> load(Source& src, const std::string& path, std::map<std::string, std::string>* metadata) {
+  Layout layout;
+  const nlohmann::json header = read_header(src, path, layout);
+  std::vector<Entry> entries;
+  std::map<std::string, std::string> meta;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") meta = read_metadata(it.value(), path);
+    else entries.push_back(read_entry(it.key(), it.value(), layout, path));
+  }
+  check_coverage(entries, layout, path);
+  // The checksums: of the header now, of each tensor as it is read.
+  const nlohmann::json sums = read_checksums(header, meta, entries, path);
+  const uint64_t data_start = layout.data_start;
   // Everything checked: allocate, exactly the data bytes in all.
   std::map<std::string, Tensor> out;
   for (const auto& e : entries) {

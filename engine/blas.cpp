@@ -102,6 +102,7 @@ void widened(const bf16_t* x, int64_t rows, int64_t cols, int64_t ld, std::vecto
 
 void set_bf16_emulation(bool on) { g_bf16_emulation.store(on); }
 bool bf16_emulated() { return g_bf16_emulation.load() && !bf16_unsupported_reason().empty(); }
+std::string bf16_refusal() { return bf16_emulated() ? std::string() : bf16_unsupported_reason(); }
 
 namespace blas {
 void gemm_bf16_emulated(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,

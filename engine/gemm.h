@@ -88,6 +88,10 @@ void set_bf16_emulation(bool on);
 // True when bf16 products would run emulated here: emulation is on and
 // bf16_unsupported_reason() is not empty.
 bool bf16_emulated();
+// The one rule of whether bf16 may run here, applied by gemm_bf16, Autocast
+// and the programs' --precision: "" when it may (at full speed, or emulated
+// because set_bf16_emulation asked for it), else bf16_unsupported_reason().
+std::string bf16_refusal();
 
 // As gemm/gemm_batched with bf16 A and B, accumulating in float32 into a
 // float32 C. Throws std::runtime_error with bf16_unsupported_reason() when

@@ -235,11 +235,8 @@ void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, c
 
 void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                        const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  const std::string why = bf16_unsupported_reason();
-  if (!why.empty()) {
-    if (!bf16_emulated()) throw std::runtime_error(why);
-    return blas::gemm_bf16_emulated(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  }
+  if (const std::string why = bf16_refusal(); !why.empty()) throw std::runtime_error(why);
+  if (bf16_emulated()) return blas::gemm_bf16_emulated(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   run(dt::bf16, batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

@@ -4,14 +4,13 @@
 #include <stdexcept>
 
 #include "autograd/ops.h"
+#include "autograd/require.h"
 
 namespace xg::nn {
 
 namespace {
 
-void need(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument("LuongAttention: " + what);
-}
+void need(bool ok, const std::string& what) { require(ok, what, "LuongAttention: "); }
 
 }  // namespace
 

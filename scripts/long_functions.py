@@ -3,7 +3,7 @@
 
 Usage: long_functions.py ROOT [--top N] [--max LINES] [FOLDER...]
 
-Scans the *.h and *.cpp files under ROOT/FOLDER (default: engine autograd
+Scans the C++ files (*.h, *.cpp, ...) under ROOT/FOLDER (default: engine autograd
 nn optim models distributed train apps) for function definitions: free
 functions, member functions defined in their class or out of line,
 constructors (with member-initializer lists, braced or not, and
@@ -43,6 +43,7 @@ without a reason" and exits 0.
 import argparse
 import os
 import re
+import signal
 import sys
 
 FOLDERS = ("engine", "autograd", "nn", "optim", "models", "distributed", "train", "apps")
@@ -50,8 +51,9 @@ LIBRARY = ("engine", "autograd", "nn", "optim", "models", "distributed", "train"
 SUFFIXES = (".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".inl", ".ipp")
 PROJECT_NAMESPACE = "xg"  # left out of the names: every library name is in it
 
-# A reason for a long function in the comment above it.
-REASON = re.compile(r"\(\s*long\b[\s:;,.\-\u2013\u2014]*[^)\s][^)]*\)|\blong\s*\(\s*[^)\s][^)]*\)",
+# A reason for a long function in the comment above it: "(long: REASON)" or
+# "long (REASON)"; not "(long contexts)".
+REASON = re.compile(r"\(\s*long\s*[:\-\u2013\u2014]\s*[^)\s][^)]*\)|\blong\s*\(\s*[^)\s][^)]*\)",
                     re.IGNORECASE)
 
 # Names before a parenthesis that do not name a function being defined.
@@ -316,11 +318,12 @@ def match_paren(toks, i):
 
 
 def top_level(head):
-    """Indices of the head's tokens outside (), [], {} and template <>."""
+    """Indices of the head's tokens outside (), [], {} and template <> (openers of (, [, { included)."""
     stack, out = [], []
     for k, t in enumerate(head):
         c = t.text
-        if not stack:
+        opens_template = c == "<" and k > 0 and (head[k - 1].kind == "id" or head[k - 1].text == "template")
+        if not stack and not opens_template:
             out.append(k)
         if c in "([{":
             stack.append(c)
@@ -328,16 +331,16 @@ def top_level(head):
             opener = {")": "(", "]": "[", "}": "{"}[c]
             while stack and stack.pop() != opener:
                 pass
-        elif c == "<" and k > 0 and (head[k - 1].kind == "id" or head[k - 1].text == "template"):
+        elif opens_template:
             stack.append("<")
         elif c == ">" and stack and stack[-1] == "<":
             stack.pop()
     return out
 
 
-def qualified_name(head, k):
-    """The name written before the ( at head[k + 1]: a::b<T>::~c -> a::b::~c."""
-    parts = [head[k].text]
+def qualified_name(head, k, paren):
+    """The name at head[k], before the ( at head[paren]: a::b<T>::~c -> a::b::~c, f<float>."""
+    parts = [head[k].text + "".join(t.text for t in head[k + 1:paren])]
     j = k - 1
     if j >= 0 and head[j].text == "~":
         parts[0] = "~" + parts[0]
@@ -362,7 +365,7 @@ def qualified_name(head, k):
             break
     name = "::".join(parts)
     if head[k].kind == "id" and head[k].text.isupper():  # a macro: TEST_CASE("what")
-        args = [t.text for t in head[k + 2:k + 4] if t.kind == "str"]
+        args = [t.text for t in head[paren + 1:paren + 3] if t.kind == "str"]
         if args:
             text = args[0] if len(args[0]) <= 60 else args[0][:57] + '..."'
             name += "(" + text + ")"
@@ -373,7 +376,8 @@ def classify(head):
     """What the { after these tokens opens.
 
     Returns ("namespace", name), ("class", name), ("function", index of the
-    name, try?), ("skip",) for initializer braces, enum bodies and the like."""
+    name, index of its (, function-try-block?), or ("skip",) for initializer
+    braces, enum bodies and the like."""
     if not head:
         return ("skip",)
     texts = [t.text for t in head]
@@ -385,25 +389,25 @@ def classify(head):
     if texts[0] == "extern" and len(head) == 2 and head[1].kind == "str":
         return ("namespace", "")
     top = top_level(head)
-    top_set = set(top)
-    name_at = None
-    for k in top:
+    name_at = paren_at = None
+    for n, k in enumerate(top):
         t = head[k]
-        if t.text == "=" and name_at is None:
+        if t.text == "=":
             return ("skip",)  # an initializer: = {...}, = [] {...}, = Foo{...}
-        if (k + 1 < len(head) and head[k + 1].text == "(" and
-                (t.kind == "op" or (t.kind == "id" and t.text not in NOT_A_NAME))):
-            name_at = k
-            break
+        if t.text == "(" and n > 0:
+            q = top[n - 1]  # the name, maybe with template arguments between: data<float>(
+            if head[q].kind == "op" or (head[q].kind == "id" and head[q].text not in NOT_A_NAME):
+                name_at, paren_at = q, k
+                break
     if name_at is not None:
-        close = match_paren(head, name_at + 1)
+        close = match_paren(head, paren_at)
         after = [k for k in top if k > close]
         ctor_init = any(head[k].text == ":" for k in after)
         if ctor_init and (head[-1].kind == "id" or head[-1].text == ">"):
             return ("skip",)  # a braced member initializer: : v_{3}
         if any(head[k].text == "=" for k in after):
             return ("skip",)
-        return ("function", name_at, any(head[k].text == "try" for k in after))
+        return ("function", name_at, paren_at, any(head[k].text == "try" for k in after))
     # Not a function: a class, an enum or an initializer.
     k = 0
     while k < len(texts):
@@ -509,7 +513,7 @@ def scan_file(path, rel, first_branch_only):
                     continue
                 if what[0] == "function":
                     end = match_brace(toks, i)
-                    if what[2]:  # function-try-block: its handlers are part of it
+                    if what[3]:  # function-try-block: its handlers are part of it
                         while end + 1 < len(toks) and toks[end + 1].text == "catch":
                             j = end + 2
                             if j < len(toks) and toks[j].text == "(":
@@ -519,7 +523,7 @@ def scan_file(path, rel, first_branch_only):
                             end = match_brace(toks, j)
                     name_tok = head[what[1]]
                     parts = [p for p in chain if p]
-                    name = "::".join(parts + [qualified_name(head, what[1])])
+                    name = "::".join(parts + [qualified_name(head, what[1], what[2])])
                     if name == PROJECT_NAMESPACE or name.startswith(PROJECT_NAMESPACE + "::"):
                         name = name[len(PROJECT_NAMESPACE) + 2:]
                     found.append(Function(rel, name_tok.line, toks[end].line, name, head[0].line))
@@ -615,4 +619,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quiet when piped into head
     sys.exit(main(sys.argv[1:]))

@@ -344,3 +344,17 @@ TEST_CASE("train: check_outputs refuses before any work what would write nowhere
   CHECK(t.steps_done() == 0);
   std::remove(link.c_str());
 }
+
+TEST_CASE("train: rank_seed is SplitMix64 of the seed, rank and step (the dropout streams of checkpoints resumed)") {
+  // The formula written out: one mix of seed + (rank + 1) golden increments + step << 20.
+  auto written_out = [](uint64_t seed, int rank, int64_t step) {
+    uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (static_cast<uint64_t>(rank) + 1) + (static_cast<uint64_t>(step) << 20);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  for (uint64_t seed : {0ULL, 1ULL, 12345ULL, ~0ULL})
+    for (int rank : {1, 2, 7})
+      for (int64_t step : {int64_t{0}, int64_t{5}, int64_t{1} << 30}) CHECK(rank_seed(seed, rank, step) == written_out(seed, rank, step));
+  CHECK(rank_seed(1, 1, 0) != rank_seed(1, 2, 0));
+}

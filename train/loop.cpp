@@ -68,17 +68,18 @@ RunSummary fit(Job& job, const TrainOptions& options, const LoopOptions& loop) {
   return fit(trainer, loop);
 }
 
-void LoopOptions::validate() const {
-  auto range = [](const char* name, int64_t v, int64_t lo) {
+void LoopOptions::validate(bool option_names) const {
+  auto n = [option_names](const char* field) { return option_names ? option_name(field) : std::string(field); };
+  auto range = [&](const char* name, int64_t v, int64_t lo) {
     const int64_t hi = int64_t{1} << 40;
-    if (v < lo || v > hi) throw std::invalid_argument(fmt::format("{} {}: expected {}..{}", name, v, lo, hi));
+    if (v < lo || v > hi) throw std::invalid_argument(fmt::format("{} {}: expected {}..{}", n(name), v, lo, hi));
   };
   range("eval_every", eval_every, 1);
   range("log_every", log_every, 1);
   range("checkpoint_every", checkpoint_every, 0);
-  if (resume && checkpoint.empty()) throw std::invalid_argument("resume needs a checkpoint path");
+  if (resume && checkpoint.empty()) throw std::invalid_argument(n("resume") + " needs " + n("checkpoint") + " PATH");
   if (!std::isfinite(target) || target < 0 || target > 1e30)
-    throw std::invalid_argument(fmt::format("target {}: expected a finite number >= 0", target));
+    throw std::invalid_argument(fmt::format("{} {}: expected a finite number >= 0", n("target"), target));
   if (target > 0 && target_metric.empty()) throw std::invalid_argument("a target needs the metric it is for");
   if (!out) throw std::invalid_argument("LoopOptions::out is null");
 }

@@ -27,7 +27,9 @@ struct LoopOptions {
   // > 0: stop after a periodic evaluation whose `target_metric` reaches it (>=).
   double target = 0;
   std::FILE* out = stdout;       // progress, evaluations and the final line; in place on a terminal
-  void validate() const;         // throws std::invalid_argument naming the bad field
+  // Throws std::invalid_argument naming the bad field; with `option_names`,
+  // as the programs' option (option_name: --eval-every).
+  void validate(bool option_names = false) const;
 };
 
 // Runs until trainer.finished() (or the target). Before step 1 it checks

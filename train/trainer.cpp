@@ -11,46 +11,58 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "autograd/require.h"
 #include "engine/gemm.h"
 #include "train/checkpoint.h"
+#include "train/hash.h"
 #include "train/detail/step_checks.h"
 
 namespace xg::train {
 
 namespace {
 
-void check(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument(what);
-}
-
 bool schedule_uses_steps(const std::string& s) { return s == "warmup_linear" || s == "warmup_cosine"; }
 
 }  // namespace
 
-void TrainOptions::validate() const {
-  auto range = [](const char* name, int64_t v, int64_t lo, int64_t hi) {
-    check(v >= lo && v <= hi, fmt::format("{} {}: expected {}..{}", name, v, lo, hi));
+std::string option_name(const std::string& field) {
+  if (field == "clip_norm") return "--clip";
+  std::string o = "--" + field;
+  std::replace(o.begin(), o.end(), '_', '-');
+  return o;
+}
+
+namespace {
+
+}  // namespace
+
+void TrainOptions::validate(bool option_names) const {
+  // A field as the messages name it: "warmup", or the program's "--warmup".
+  auto n = [option_names](const char* field) { return option_names ? option_name(field) : std::string(field); };
+  auto range = [&](const char* name, int64_t v, int64_t lo, int64_t hi) {
+    require(v >= lo && v <= hi, fmt::format("{} {}: expected {}..{}", n(name), v, lo, hi));
   };
-  auto finite = [](const char* name, double v, double lo, double hi) {
-    check(std::isfinite(v) && v >= lo && v <= hi, fmt::format("{} {}: expected a finite number from {} to {}", name, v, lo, hi));
+  auto finite = [&](const char* name, double v, double lo, double hi) {
+    require(std::isfinite(v) && v >= lo && v <= hi,
+          fmt::format("{} {}: expected a finite number from {} to {}", n(name), v, lo, hi));
   };
   range("steps", steps, 1, int64_t{1} << 40);
   range("warmup", warmup, 0, int64_t{1} << 40);
   if (schedule_uses_steps(schedule))
-    check(warmup < steps, fmt::format("warmup {}: expected 0 to steps - 1 = {}", warmup, steps - 1));
-  if (schedule == "noam") check(warmup >= 1, "warmup 0: the noam schedule needs at least 1 warm-up step");
+    require(warmup < steps, fmt::format("{} {} must be below {} {}", n("warmup"), warmup, n("steps"), steps));
+  if (schedule == "noam")
+    require(warmup >= 1, fmt::format("{} {}: the noam schedule needs at least 1 warm-up step", n("warmup"), warmup));
   finite("time_limit", time_limit, 0, 1e12);
-  check(std::isfinite(lr) && lr > 0 && lr <= 1e30, fmt::format("lr {}: expected a number above 0, at most 1e+30", lr));
+  require(std::isfinite(lr) && lr > 0 && lr <= 1e30, fmt::format("{} {}: expected a number above 0, at most 1e+30", n("lr"), lr));
   finite("beta1", beta1, 0, 0.999999);
   finite("beta2", beta2, 0, 0.999999);
-  check(std::isfinite(eps) && eps > 0 && eps <= 1, fmt::format("eps {}: expected a number above 0, at most 1", eps));
+  require(std::isfinite(eps) && eps > 0 && eps <= 1, fmt::format("{} {}: expected a number above 0, at most 1", n("eps"), eps));
   finite("weight_decay", weight_decay, 0, 10);
-  check(std::isfinite(clip_norm), fmt::format("clip_norm {}: expected a finite number (<= 0: off)", clip_norm));
+  require(std::isfinite(clip_norm), fmt::format("{} {}: expected a finite number (<= 0: off)", n("clip_norm"), clip_norm));
   finite("average", average, 0, 0.99);
-  check(schedule == "noam" || schedule == "constant" || schedule == "warmup_linear" || schedule == "warmup_cosine",
-        "schedule '" + schedule + "' is not one of noam, constant, warmup_linear, warmup_cosine");
-  check(precision != Precision::bf16 || bf16_unsupported_reason().empty() || engine::bf16_emulated(),
-        "precision bf16: " + bf16_unsupported_reason());
+  require(schedule == "noam" || schedule == "constant" || schedule == "warmup_linear" || schedule == "warmup_cosine",
+        n("schedule") + " '" + schedule + "' is not one of noam, constant, warmup_linear, warmup_cosine");
+  require(precision != Precision::bf16 || engine::bf16_refusal().empty(), n("precision") + " bf16: " + engine::bf16_refusal());
 }
 
 Trainer::Trainer(Job& job, const TrainOptions& o) : job_(job), opts_(o) {
@@ -85,10 +97,8 @@ Trainer::Trainer(Job& job, const TrainOptions& o) : job_(job), opts_(o) {
 }
 
 uint64_t rank_seed(uint64_t seed, int rank, int64_t step) {
-  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (static_cast<uint64_t>(rank) + 1) + (static_cast<uint64_t>(step) << 20);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  // splitmix64 adds its increment once more: rank r and step s land r + 1 increments and s << 20 past the seed.
+  return splitmix64(seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(rank) + (static_cast<uint64_t>(step) << 20));
 }
 
 int64_t Trainer::position_at(int64_t step, double seconds) const {
@@ -205,23 +215,24 @@ void Trainer::save(const std::string& path) const {
   save_tensors(path, all, meta);
 }
 
-void Trainer::load(const std::string& path, bool allow_non_finite) {
-  Metadata meta;
-  auto all = load_checkpoint(path, meta, allow_non_finite);
-  check_same_run(identity(), meta, path, job_.summarised());
-  const int64_t step = metadata_int(meta, "step", path, 0, int64_t{1} << 40);
+namespace {
+
+// train_seconds of a checkpoint: a finite number of seconds >= 0.
+double read_seconds(const Metadata& meta, const std::string& path) {
   if (!meta.count("train_seconds")) throw FormatError("checkpoint " + path + ": metadata has no 'train_seconds'");
   const std::string& t = meta.at("train_seconds");
   char* end = nullptr;
   const double seconds = std::strtod(t.c_str(), &end);
   if (t.empty() || *end != '\0' || !std::isfinite(seconds) || seconds < 0)
     throw FormatError("checkpoint " + path + ": train_seconds '" + t + "' is not a number of seconds >= 0");
-  // The mean of the weights: average.NAME for every parameter once a snapshot is in it, none before.
-  const int64_t averaged = metadata_int(meta, "averaged", path, 0, TrainOptions::kAverageSnapshots);
-  const int64_t due = snapshots_due(position_at(step, seconds));
-  if (averaged > due)
-    throw FormatError(fmt::format("checkpoint {}: averaged={}, more snapshots than the {} due by step {}", path,
-                                  averaged, due, step));
+  return seconds;
+}
+
+}  // namespace
+
+std::vector<Tensor> Trainer::take_average(std::map<std::string, Tensor>& all, int64_t averaged,
+                                          const std::string& path) const {
+  // average.NAME for every parameter once a snapshot is in it, none before.
   std::vector<Tensor> average;
   std::set<std::string> names;
   for (const auto& [name, p] : params_) {
@@ -244,17 +255,13 @@ void Trainer::load(const std::string& path, bool allow_non_finite) {
       throw FormatError(fmt::format("checkpoint {}: {} is no parameter of the model", path, it->first));
     it = all.erase(it);
   }
-  const SplitState state = split_state(all, path);
-  Generator* drop = job_.dropout_generator();
-  Generator dropout_gen;
-  if (drop) {
-    if (!meta.count("dropout_gen")) throw FormatError("checkpoint " + path + ": metadata has no 'dropout_gen'");
-    dropout_gen.set_state(meta.at("dropout_gen"));
-  }
-  // Everything above only read. The three parts below each check all they
-  // are given before changing anything, but one can refuse after another has
-  // changed: what they held is kept aside and put back, so a load that fails
-  // changes nothing.
+  return average;
+}
+
+void Trainer::commit(const Metadata& meta, const SplitState& state, const std::string& path) {
+  // The three parts each check all they are given before changing anything,
+  // but one can refuse after another has changed: what they held is kept
+  // aside and put back, so a load that fails changes nothing.
   const Metadata job_before = job_.state();
   std::map<std::string, Tensor> model_before, optim_before;
   {
@@ -272,6 +279,27 @@ void Trainer::load(const std::string& path, bool allow_non_finite) {
     opt_->load_state_dict(optim_before);
     throw;
   }
+}
+
+void Trainer::load(const std::string& path, bool allow_non_finite) {
+  // Read and check everything first: the file, the run's identity, the loop's state.
+  Metadata meta;
+  auto all = load_checkpoint(path, meta, allow_non_finite);
+  check_same_run(identity(), meta, path, job_.summarised());
+  const int64_t step = metadata_int(meta, "step", path, 0, int64_t{1} << 40);
+  const double seconds = read_seconds(meta, path);
+  const int64_t averaged = metadata_int(meta, "averaged", path, 0, TrainOptions::kAverageSnapshots);
+  const int64_t due = snapshots_due(position_at(step, seconds));
+  if (averaged > due)
+    throw FormatError(fmt::format("checkpoint {}: averaged={}, more snapshots than the {} due by step {}", path,
+                                  averaged, due, step));
+  std::vector<Tensor> average = take_average(all, averaged, path);
+  const SplitState state = split_state(all, path);
+  Generator* drop = job_.dropout_generator();
+  Generator dropout_gen;
+  if (drop) dropout_gen.set_state(metadata_string(meta, "dropout_gen", path));
+  // Then change: the parts that can still refuse, then the rest, which cannot.
+  commit(meta, state, path);
   step_ = step;
   train_seconds_ = seconds;
   average_ = std::move(average);

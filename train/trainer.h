@@ -20,6 +20,8 @@
 
 namespace xg::train {
 
+struct SplitState;  // train/checkpoint.h
+
 // The recipe of a run: everything that decides its trajectory besides the
 // job's own data and model. The programs expose each field as an option,
 // with their own defaults.
@@ -49,9 +51,14 @@ struct TrainOptions {
   // at its end; the loop scores the mean at the end. 0: off.
   double average = 0;
   static constexpr int64_t kAverageSnapshots = 8;  // snapshots in the mean
-  // Throws std::invalid_argument naming the first bad field and its range.
-  void validate() const;
+  // Throws std::invalid_argument naming the first bad field and its range;
+  // with `option_names`, the field as the programs' option (--warmup, --clip).
+  void validate(bool option_names = false) const;
 };
+
+// A field of TrainOptions or LoopOptions as the programs' option names it:
+// "warmup" -> "--warmup", "clip_norm" -> "--clip".
+std::string option_name(const std::string& field);
 
 // Under `mpirun -np N` (dist::Environment alive, N > 1) a Trainer trains
 // data parallel (dist::DataParallel): every process draws the same global
@@ -104,6 +111,11 @@ class Trainer {
 
  private:
   Metadata identity() const;  // the job's and the recipe's
+  // load()'s steps: the average.NAME tensors taken out of `all` (checked
+  // against the parameters and `averaged`), and the change of the job's
+  // state, the model and the optimiser, all or none.
+  std::vector<Tensor> take_average(std::map<std::string, Tensor>& all, int64_t averaged, const std::string& path) const;
+  void commit(const Metadata& meta, const SplitState& state, const std::string& path);
   int64_t position_at(int64_t step, double seconds) const;
   int64_t snapshots_due(int64_t position) const;
   void snapshot_if_due();
