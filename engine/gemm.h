@@ -96,10 +96,12 @@ std::string bf16_refusal();
 // As gemm/gemm_batched with bf16 A and B, accumulating in float32 into a
 // float32 C. Throws std::runtime_error with bf16_unsupported_reason() when
 // that is not empty, unless bf16_emulated().
-void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bf16_t* a, int64_t lda,
-               const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                        const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+inline void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bf16_t* a, int64_t lda,
+                      const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  gemm_bf16_batched(Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 inline void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                               const bf16_t* a, int64_t lda, int64_t sa, const bf16_t* b, int64_t ldb, int64_t sb,
                               float beta, float* c, int64_t ldc, int64_t sc) {

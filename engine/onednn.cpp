@@ -228,11 +228,6 @@ std::string bf16_unsupported_reason() {
   return reason;
 }
 
-void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bf16_t* a, int64_t lda,
-               const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm_bf16_batched(Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-
 void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                        const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (const std::string why = bf16_refusal(); !why.empty()) throw std::runtime_error(why);
