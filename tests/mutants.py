@@ -90,7 +90,7 @@ MUTANTS = [
      "1.0 / static_cast<double>(D)"),
     ("unbroadcast-lead-axes", "autograd/ops_reduce.cpp", "if (i < lead || (shape[i - lead] == 1",
      "if ((i >= lead && shape[i - lead] == 1"),
-    ("tape-accumulate-drops-path", "autograd/autograd.cpp", "  slot = add(slot, g);\n", "  slot = g;\n"),
+    ("tape-accumulate-drops-path", "autograd/detail/tape.h", "slot = slot.defined() ? add(slot, g) : g;", "slot = g;"),
     ("version-not-bumped-by-set", "autograd/tensor.cpp",
      "data<decltype(z)>()[i] = static_cast<decltype(z)>(v); });\n  bump_version();",
      "data<decltype(z)>()[i] = static_cast<decltype(z)>(v); });"),
