@@ -44,7 +44,7 @@
 #include "autograd/xg.h"
 #include "engine/gemm.h"
 #include "distributed/data_parallel.h"
-#include "apps/seq2seq/job.h"
+#include "apps/seq2seq/seq2seq.h"
 #include "models/transformer.h"
 #include "nn/rnn.h"
 #include "optim/optim.h"
@@ -408,7 +408,7 @@ int xtensor_vs_kernels(const std::map<std::string, std::string>& a) {
 }
 
 int converge(const std::map<std::string, std::string>& a) {
-  seq2seq::TaskJobOptions j;  // the library's defaults: the copy task, a small model
+  seq2seq::Seq2SeqOptions j;  // the library's defaults: the copy task, a small model
   j.model.dropout = 0;
   j.task.task = seq2seq::parse_task(gets(a, "task", "copy"));
   j.seed = static_cast<uint64_t>(geti(a, "seed", 1, 0));
@@ -416,7 +416,7 @@ int converge(const std::map<std::string, std::string>& a) {
   o.steps = geti(a, "max-steps", 4000);
   o.precision = parse_precision(gets(a, "precision", "f32"));
   o.seed = j.seed;
-  seq2seq::TaskJob job(j);
+  seq2seq::Seq2SeqJob job(j);
   train::Trainer t(job, o);
   const int64_t eval_every = 100;
   auto t0 = clk::now();

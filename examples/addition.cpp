@@ -42,9 +42,9 @@ std::string text(const std::vector<int64_t>& ids) {
   return s;
 }
 
-class Addition : public train::Job {
+class AdditionJob : public train::Job {
  public:
-  Addition(models::TransformerConfig c, int64_t digits, int64_t batch, uint64_t seed)
+  AdditionJob(models::TransformerConfig c, int64_t digits, int64_t batch, uint64_t seed)
       : digits_(digits), batch_(batch), data_(seed) {
     train::check_batch_per_process(batch, "sum");
     c.src_vocab = c.tgt_vocab = kVocab;
@@ -139,7 +139,7 @@ int main(int argc, char** argv) {
   };
   const cli::Parsed parsed = cli::parse_with("addition", argc, argv, setup, check);
   return cli::run_program("addition", argc, argv, parsed, threads, [&] {
-    Addition job(model, digits, batch, recipe.seed);
+    AdditionJob job(model, digits, batch, recipe.seed);
     train::fit(job, recipe, loop);
     return 0;
   });

@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "autograd/serialize.h"
-#include "apps/seq2seq/job.h"
+#include "apps/seq2seq/seq2seq.h"
 #include "models/gpt.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -11,7 +11,7 @@
 #include "fuzz/fuzz_model.h"
 #include "models/transformer.h"
 #include "optim/optim.h"
-#include "apps/seq2seq/job.h"
+#include "apps/seq2seq/seq2seq.h"
 
 namespace {
 
@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     ::mkdir((dir + h).c_str(), 0755);
 
   // A whole training checkpoint (tensors + metadata), tiny.
-  xg::seq2seq::TaskJobOptions o;
+  xg::seq2seq::Seq2SeqOptions o;
   o.task.vocab = 8;
   o.task.max_len = 4;
   o.model.layers = 1;
@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   o.model.d_ff = 16;
   o.eval_size = 4;
   o.batch_size = 4;
-  xg::seq2seq::TaskJob job(o);
+  xg::seq2seq::Seq2SeqJob job(o);
   xg::train::Trainer trainer(job, xg::seq2seq::default_recipe());
   trainer.step();
   trainer.save(dir + "/tensor_loader/checkpoint.safetensors");

@@ -18,6 +18,13 @@ void check_fits_in_memory(double params) {
                                 std::to_string(static_cast<int64_t>(ram / 1e9)) + " GB");
 }
 
+void require_heads_divide(int64_t d_model, int64_t heads, const std::string& prefix, const std::string& d_name,
+                          const std::string& h_name) {
+  if (d_model <= 0 || heads <= 0 || d_model % heads != 0)
+    throw std::invalid_argument(prefix + d_name + " " + std::to_string(d_model) + " must be a positive multiple of " + h_name +
+                                " " + std::to_string(heads));
+}
+
 void out_of_memory(const std::string& what, double parameters) {
   throw std::runtime_error("out of memory building " + what + " (" + std::to_string(static_cast<int64_t>(parameters)) +
                            " parameters)");
@@ -27,15 +34,6 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
-// validate() of a configuration read from a file, as a FormatError naming it.
-template <class Config>
-void validate_read(const Config& c, const std::string& path) {
-  try {
-    c.validate();
-  } catch (const std::invalid_argument& e) {
-    throw FormatError("checkpoint " + path + ": " + e.what());
-  }
-}
 
 }  // namespace
 

@@ -79,11 +79,7 @@ RNNSeq2SeqConfig RNNSeq2SeqConfig::from_metadata(const Metadata& m, const std::s
   c.cell = metadata_word(m, "cfg.cell", path, {"lstm", "gru"});
   c.attention = metadata_word(m, "cfg.attention", path, {"bahdanau", "dot", "general", "concat"});
   c.dropout = 0;
-  try {
-    c.validate();
-  } catch (const std::invalid_argument& e) {
-    throw FormatError("checkpoint " + path + ": " + e.what());
-  }
+  validate_read(c, path);
   return c;
 }
 

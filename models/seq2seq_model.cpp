@@ -36,7 +36,6 @@ class TransformerModel : public Adapter<Transformer> {
  public:
   using Adapter::Adapter;
   int64_t width() const override { return m_.config().d_model; }
-  std::string kind() const override { return "transformer"; }
   std::string describe() const override {
     const auto& c = m_.config();
     return fmt::format("Transformer N={} d_model={} heads={} d_ff={} dropout={:g} {}", c.layers, c.d_model, c.heads,
@@ -52,7 +51,6 @@ class RNNModel : public Adapter<RNNSeq2Seq> {
  public:
   using Adapter::Adapter;
   int64_t width() const override { return 2 * m_.config().hidden; }
-  std::string kind() const override { return "rnn"; }
   std::string describe() const override {
     const auto& c = m_.config();
     return fmt::format("RNN seq2seq {} layers={} embed={} hidden={} attention={} dropout={:g}", c.cell, c.layers,
@@ -72,46 +70,59 @@ class RNNModel : public Adapter<RNNSeq2Seq> {
 
 }  // namespace
 
-Metadata Seq2SeqConfig::to_metadata() const { return kind == "rnn" ? rnn.to_metadata() : transformer.to_metadata(); }
+Seq2SeqConfig Seq2SeqConfig::choose(Seq2SeqKind kind, const TransformerConfig& transformer,
+                                    const RNNSeq2SeqConfig& rnn) {
+  if (kind == Seq2SeqKind::rnn) return rnn;
+  return transformer;
+}
+
+Seq2SeqKind Seq2SeqConfig::kind() const { return rnn() ? Seq2SeqKind::rnn : Seq2SeqKind::transformer; }
+
+Metadata Seq2SeqConfig::to_metadata() const {
+  return std::visit([](const auto& c) { return c.to_metadata(); }, family);
+}
 
 Seq2SeqConfig Seq2SeqConfig::from_metadata(const Metadata& m, const std::string& path) {
-  Seq2SeqConfig c;
   auto it = m.find("cfg.model");
-  if (it != m.end() && it->second != "transformer" && it->second != "rnn")
-    throw FormatError("checkpoint " + path + ": cfg.model '" + it->second + "': expected transformer or rnn");
-  if (it != m.end() && it->second == "rnn") {
-    c.kind = "rnn";
-    c.rnn = RNNSeq2SeqConfig::from_metadata(m, path);
-  } else {
-    c.transformer = TransformerConfig::from_metadata(m, path);
-  }
-  return c;
+  if (it == m.end() || it->second == "transformer") return TransformerConfig::from_metadata(m, path);
+  if (it->second == "rnn") return RNNSeq2SeqConfig::from_metadata(m, path);
+  throw FormatError("checkpoint " + path + ": cfg.model '" + it->second + "': expected transformer or rnn");
 }
 
 double Seq2SeqConfig::parameter_count() const {
-  return kind == "rnn" ? rnn.parameter_count() : transformer.parameter_count();
+  return std::visit([](const auto& c) { return c.parameter_count(); }, family);
 }
 
-int64_t Seq2SeqConfig::src_vocab() const { return kind == "rnn" ? rnn.src_vocab : transformer.src_vocab; }
+int64_t Seq2SeqConfig::src_vocab() const {
+  return std::visit([](const auto& c) { return c.src_vocab; }, family);
+}
 
-int64_t Seq2SeqConfig::max_positions() const { return kind == "rnn" ? ModelLimits::max_len : transformer.max_len; }
+int64_t Seq2SeqConfig::tgt_vocab() const {
+  return std::visit([](const auto& c) { return c.tgt_vocab; }, family);
+}
+
+int64_t Seq2SeqConfig::max_positions() const {
+  const TransformerConfig* t = transformer();
+  return t ? t->max_len : ModelLimits::max_len;
+}
 
 void Seq2SeqConfig::set_vocab(int64_t vocab, int64_t pad_id) {
-  transformer.src_vocab = transformer.tgt_vocab = rnn.src_vocab = rnn.tgt_vocab = vocab;
-  transformer.pad_id = rnn.pad_id = pad_id;
+  std::visit([vocab](auto& c) { c.src_vocab = c.tgt_vocab = vocab; }, family);
+  set_pad_id(pad_id);
+}
+
+void Seq2SeqConfig::set_pad_id(int64_t pad_id) {
+  std::visit([pad_id](auto& c) { c.pad_id = pad_id; }, family);
 }
 
 void Seq2SeqConfig::validate() const {
-  if (kind != "transformer" && kind != "rnn")
-    throw std::invalid_argument("model kind '" + kind + "': expected transformer or rnn");
-  if (kind == "rnn") rnn.validate();
-  else transformer.validate();
+  std::visit([](const auto& c) { c.validate(); }, family);
 }
 
 std::unique_ptr<Seq2SeqModel> make_seq2seq(const Seq2SeqConfig& c) {
   c.validate();
-  if (c.kind == "rnn") return std::make_unique<RNNModel>(c.rnn);
-  return std::make_unique<TransformerModel>(c.transformer);
+  if (const RNNSeq2SeqConfig* r = c.rnn()) return std::make_unique<RNNModel>(*r);
+  return std::make_unique<TransformerModel>(*c.transformer());
 }
 
 }  // namespace xg::models

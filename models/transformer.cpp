@@ -15,8 +15,7 @@ void TransformerConfig::validate() const {
   };
   need(src_vocab > 0 && tgt_vocab > 0, "vocabulary sizes must be positive");
   need(layers > 0, "layers must be positive, got " + std::to_string(layers));
-  need(d_model > 0 && heads > 0 && d_model % heads == 0,
-       "d_model " + std::to_string(d_model) + " must be a positive multiple of heads " + std::to_string(heads));
+  require_heads_divide(d_model, heads, "TransformerConfig: ");
   need(d_ff > 0, "d_ff must be positive");
   need(dropout >= 0 && dropout < 1, "dropout must be in [0, 1), got " + std::to_string(dropout));
   need(max_len > 0, "max_len must be positive");

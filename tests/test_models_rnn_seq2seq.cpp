@@ -5,6 +5,7 @@
 
 #include "models/rnn_seq2seq.h"
 #include "models/seq2seq.h"
+#include "models/seq2seq_model.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
 #include "tests/helpers.h"
@@ -74,6 +75,35 @@ TEST_CASE("rnn seq2seq: the configuration round-trips through checkpoint metadat
   CHECK(XG_THROW_MESSAGE(c.validate(), std::invalid_argument) == "RNNSeq2SeqConfig: cell 'rnn': expected lstm or gru");
   RNNSeq2Seq m(tiny("lstm", "dot"));
   CHECK_THROWS_AS(m.loss(Batch{{0, 0}, 1, 2}, Batch{{1}, 1, 1}, Batch{{2}, 1, 1}), std::invalid_argument);
+}
+
+TEST_CASE("seq2seq config: either family, chosen by type, through checkpoint metadata") {
+  using models::Seq2SeqConfig;
+  using models::Seq2SeqKind;
+  models::TransformerConfig t;
+  t.max_len = 40;
+  RNNSeq2SeqConfig r = tiny("gru", "general");
+  Seq2SeqConfig c = Seq2SeqConfig::choose(Seq2SeqKind::rnn, t, r);
+  CHECK(c.kind() == Seq2SeqKind::rnn);
+  REQUIRE(c.rnn());
+  CHECK_FALSE(c.transformer());
+  CHECK(c.max_positions() == models::ModelLimits::max_len);
+  CHECK(c.to_metadata().at("cfg.model") == "rnn");
+  c.set_vocab(9, 1);
+  CHECK((c.src_vocab() == 9 && c.tgt_vocab() == 9 && c.rnn()->pad_id == 1));
+  const Seq2SeqConfig back = Seq2SeqConfig::from_metadata(c.to_metadata(), "x.safetensors");
+  CHECK(back.kind() == Seq2SeqKind::rnn);
+  CHECK(back.to_metadata() == c.to_metadata());
+  CHECK(back.parameter_count() == c.parameter_count());
+
+  c = Seq2SeqConfig::choose(Seq2SeqKind::transformer, t, r);
+  REQUIRE(c.transformer());
+  CHECK(c.max_positions() == 40);
+  CHECK(Seq2SeqConfig::from_metadata(c.to_metadata(), "x.safetensors").kind() == Seq2SeqKind::transformer);
+  Metadata bad = c.to_metadata();
+  bad["cfg.model"] = "lstm";
+  CHECK(XG_THROW_MESSAGE(Seq2SeqConfig::from_metadata(bad, "x.safetensors"), FormatError) ==
+        "checkpoint x.safetensors: cfg.model 'lstm': expected transformer or rnn");
 }
 
 TEST_CASE("rnn seq2seq: a short deterministic run learns the copy task (Bahdanau and Luong)") {

@@ -185,7 +185,7 @@ TEST_CASE("char_lm: a resumed run continues the same data order and reaches the 
 TEST_CASE("char_lm: options are checked and name the bad field") {
   train::TrainOptions r = tiny_recipe();
   r.warmup = 40;
-  CHECK(XG_THROW_MESSAGE(r.validate(), std::invalid_argument) == "warmup 40: expected 0 to steps - 1 = 39");
+  CHECK(XG_THROW_MESSAGE(r.validate(), std::invalid_argument) == "warmup 40 must be below steps 40");
   r = tiny_recipe();
   r.time_limit = std::nan("");
   CHECK(XG_THROW_MESSAGE(r.validate(), std::invalid_argument) ==

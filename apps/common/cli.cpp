@@ -7,6 +7,7 @@
 
 #include "autograd/autograd.h"
 #include "distributed/dist.h"
+#include "engine/gemm.h"
 
 namespace xg::cli {
 
@@ -40,13 +41,7 @@ void add_train_options(CLI::App& app, train::TrainOptions& o, TrainWords& words,
 void check_train_options(train::TrainOptions& o, const TrainWords& words) {
   o.precision = parse_precision(words.precision);
   o.schedule = words.schedule;
-  if ((o.schedule == "warmup_cosine" || o.schedule == "warmup_linear") && o.warmup >= o.steps)
-    throw std::invalid_argument(fmt::format("--warmup {} must be below --steps {}", o.warmup, o.steps));
-  if (o.schedule == "noam" && o.warmup < 1)
-    throw std::invalid_argument(fmt::format("--warmup {}: the noam schedule needs at least 1 warm-up step", o.warmup));
-  if (o.precision == Precision::bf16 && !bf16_unsupported_reason().empty())
-    throw std::invalid_argument("--precision bf16: " + bf16_unsupported_reason());
-  o.validate();
+  o.validate(/*option_names=*/true);
 }
 
 void add_loop_options(CLI::App& app, train::LoopOptions& l, const std::string& resume_help) {
@@ -60,8 +55,7 @@ void add_loop_options(CLI::App& app, train::LoopOptions& l, const std::string& r
 }
 
 void check_loop_options(const train::LoopOptions& l) {
-  if (l.resume && l.checkpoint.empty()) throw std::invalid_argument("--resume needs --checkpoint PATH");
-  l.validate();
+  l.validate(/*option_names=*/true);
 }
 
 CLI::Option* add_threads(CLI::App& app, int64_t& threads) {

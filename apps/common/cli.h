@@ -25,10 +25,13 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "autograd/autocast.h"
 #include "autograd/serialize.h"
+#include "models/seq2seq_model.h"
 #include "train/loop.h"
 
 namespace xg::cli {
@@ -123,22 +126,40 @@ inline CLI::Option* add_flag(CLI::App& app, const std::string& name, bool& targe
   });
 }
 
-// One of a few words.
-inline CLI::Option* add_word(CLI::App& app, const std::string& name, std::string& target, std::vector<std::string> words,
-                      const std::string& help) {
-  std::string list;
-  for (const auto& w : words) list += (list.empty() ? "" : ", ") + w;
+// One of a few words, each standing for a value of `target`: the help lists
+// the words and shows the one of target's current value.
+template <class T>
+CLI::Option* add_choice(CLI::App& app, const std::string& name, T& target,
+                        std::vector<std::pair<std::string, T>> choices, const std::string& help) {
+  std::string list, shown;
+  for (const auto& [word, value] : choices) {
+    list += (list.empty() ? "" : ", ") + word;
+    if (shown.empty() && value == target) shown = word;
+  }
+  if constexpr (std::is_same_v<T, std::string>)
+    if (shown.empty()) shown = target;
   return app
       .add_option_function<std::string>(
           name,
-          [&target, name, words, list](const std::string& v) {
-            if (std::find(words.begin(), words.end(), v) == words.end())
-              throw CLI::ValidationError(fmt::format("{} '{}': expected one of {}", name, v, list));
-            target = v;
+          [&target, name, choices, list](const std::string& v) {
+            for (const auto& [word, value] : choices)
+              if (word == v) {
+                target = value;
+                return;
+              }
+            throw CLI::ValidationError(fmt::format("{} '{}': expected one of {}", name, v, list));
           },
           fmt::format("{} ({})", help, list))
       ->type_name("WORD")
-      ->default_str(target);
+      ->default_str(shown);
+}
+
+// One of a few words, kept as the word.
+inline CLI::Option* add_word(CLI::App& app, const std::string& name, std::string& target, std::vector<std::string> words,
+                             const std::string& help) {
+  std::vector<std::pair<std::string, std::string>> choices;
+  for (auto& w : words) choices.emplace_back(w, w);
+  return add_choice(app, name, target, std::move(choices), help);
 }
 
 // The options every trainer shares, with one wording.
@@ -159,8 +180,8 @@ void add_model_options(CLI::App& app, Config& c, const std::string& layers_help)
 // model takes --layers (its encoder's) and --dropout from the Transformer's
 // options: call take_shared_rnn_options after parsing.
 template <class TransformerConfig, class RNNConfig>
-void add_seq2seq_model_options(CLI::App& app, std::string& kind, TransformerConfig& t, RNNConfig& r) {
-  add_word(app, "--model", kind, {"transformer", "rnn"},
+void add_seq2seq_model_options(CLI::App& app, models::Seq2SeqKind& kind, TransformerConfig& t, RNNConfig& r) {
+  add_choice(app, "--model", kind, {{"transformer", models::Seq2SeqKind::transformer}, {"rnn", models::Seq2SeqKind::rnn}},
            "the encoder-decoder: the Transformer, or a recurrent one with attention (--cell, --attention, --embed, "
            "--hidden; --layers sets its encoder layers)");
   add_model_options(app, t, "encoder and decoder layers (N); with --model rnn, the encoder's layers");
@@ -194,15 +215,14 @@ struct TrainWords {
 // `time_limit_help` says what the program's --time-limit does
 // (train::TrainOptions::clock_schedule). Words are parsed into `o` by check_train_options.
 void add_train_options(CLI::App& app, train::TrainOptions& o, TrainWords& words, const std::string& time_limit_help);
-// After parsing: the words into `o`, then the checks every trainer makes in
-// this order (--warmup below --steps for a schedule that ends, bf16 on this
-// CPU), then o.validate().
+// After parsing: the words into `o`, then o.validate(true), the library's
+// one check of a recipe, its messages naming the options (--warmup).
 void check_train_options(train::TrainOptions& o, const TrainWords& words);
 
 // The loop's options (train::LoopOptions): --eval-every, --log-every, --checkpoint,
 // --checkpoint-every, --resume, --metrics.
 void add_loop_options(CLI::App& app, train::LoopOptions& l, const std::string& resume_help);
-void check_loop_options(const train::LoopOptions& l);  // --resume needs --checkpoint
+void check_loop_options(const train::LoopOptions& l);  // l.validate(true): --resume needs --checkpoint
 
 // --threads: 0 (the default) is every core this process may use, under
 // mpirun its share of the host's (dist::cores_per_rank()), unless
@@ -212,8 +232,7 @@ CLI::Option* add_threads(CLI::App& app, int64_t& threads);
 // d_model a multiple of heads, as the option names say it.
 template <class Config>
 void check_heads(const Config& c) {
-  if (c.d_model % c.heads != 0)
-    throw std::invalid_argument(fmt::format("--d-model {} is not a multiple of --heads {}", c.d_model, c.heads));
+  models::require_heads_divide(c.d_model, c.heads, "", "--d-model", "--heads");
 }
 
 // A program's main() around `body`: prints `parsed`'s message and returns its

@@ -62,8 +62,6 @@ void G2POptions::validate() const {
   need(eval_words >= 0, fmt::format("eval_words {}: expected 0 (all) or more", eval_words));
   need(beam >= 1, fmt::format("beam {}: expected at least 1", beam));
   need(max_words >= 0, fmt::format("max_words {}: expected 0 (all) or more", max_words));
-  need(model.d_model > 0 && model.heads > 0 && model.d_model % model.heads == 0,
-       fmt::format("d_model {} must be a positive multiple of heads {}", model.d_model, model.heads));
 }
 
 namespace {
@@ -107,13 +105,10 @@ std::vector<std::string> decode_phones(const std::vector<int64_t>& ids, const st
   return out;
 }
 
-int64_t output_limit(const models::Seq2SeqConfig& c, size_t src_len) {
-  return std::min<int64_t>(static_cast<int64_t>(src_len) * 2 + 5, c.max_positions() - 1);
-}
-
 }  // namespace
 
-G2PJob::G2PJob(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudict(o.dict)), data_gen_(o.seed) {
+G2PJob::G2PJob(const G2POptions& o)
+    : EncoderDecoderJob(o.seed), opts_((o.validate(), o)), dict_(load_cmudict(o.dict)) {
   if (!opts_.keep_stress)  // the pronunciations the model learns: without stress, duplicates merged
     for (auto& [word, prons] : dict_.prons) {
       std::vector<std::vector<std::string>> plain;
@@ -187,9 +182,7 @@ G2PJob::G2PJob(const G2POptions& o) : opts_((o.validate(), o)), dict_(load_cmudi
   r.pad_id = kPad;
   r.seed = opts_.seed;
   opts_.rnn = r;
-  config_.kind = opts_.model_kind;
-  config_.transformer = c;
-  config_.rnn = r;
+  config_ = models::Seq2SeqConfig::choose(opts_.model_kind, c, r);
   config_.validate();
   model_ = models::make_seq2seq(config_);
 }
@@ -223,12 +216,7 @@ std::vector<Example> G2PJob::draw_batch() {
 
 train::StepLoss G2PJob::loss(const train::Shard& shard) {
   // The same global batch on every process (one data generator); each keeps its rows.
-  std::vector<Example> batch = draw_batch();
-  int64_t all_tokens = 0;  // target tokens of the whole batch: each pair's phones and its EOS
-  for (const Example& e : batch) all_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
-  batch = std::vector<Example>(batch.begin() + shard.begin(opts_.batch_size), batch.begin() + shard.end(opts_.batch_size));
-  const models::TrainBatch b = models::make_batch(batch);
-  return {model_->loss(b, opts_.label_smoothing), b.target_tokens, all_tokens};
+  return shard_loss(draw_batch(), shard, opts_.label_smoothing);
 }
 
 G2PScores G2PJob::evaluate_words(int64_t n, int64_t beam, Words which) {
@@ -247,14 +235,14 @@ G2PScores G2PJob::evaluate_words(int64_t n, int64_t beam, Words which) {
       std::vector<Example> ex;
       for (size_t w = start; w < end; ++w) ex.push_back(Example{encode_word(word(w), letters_), {}});
       const models::TrainBatch b = models::make_batch(ex);
-      const int64_t limit = output_limit(config_, static_cast<size_t>(b.src.cols));
+      const int64_t limit = apps::output_limit(config_, static_cast<size_t>(b.src.cols));
       for (const auto& ids : model_->greedy(b.src, limit))
         outputs.push_back(decode_phones(ids, phones_));
     } else {
       for (size_t w = start; w < end; ++w) {
         const auto src = encode_word(word(w), letters_);
         outputs.push_back(decode_phones(
-            model_->beam(src, output_limit(config_, src.size()), beam, 0.6), phones_));
+            model_->beam(src, apps::output_limit(config_, src.size()), beam, 0.6), phones_));
       }
     }
     for (size_t w = start; w < end; ++w) refs.push_back(dict_.prons.at(word(w)));
@@ -306,7 +294,7 @@ std::string G2PJob::final_line(const train::RunSummary& r) const {
 // What must match for a run to continue another: the model, the alphabet and
 // phones, and what decides the data order (the trainer adds the schedule's).
 Metadata G2PJob::identity() const {
-  Metadata m = model_->to_metadata();
+  Metadata m = EncoderDecoderJob::identity();
   m["letters"] = letters_;
   m["phones"] = join(phones_);
   m["seed"] = std::to_string(opts_.seed);
@@ -317,39 +305,30 @@ Metadata G2PJob::identity() const {
   return m;
 }
 
-Metadata G2PJob::state() const { return {{"data_gen", data_gen_.state()}}; }
-
-void G2PJob::set_state(const Metadata& meta, const std::string& path) {
-  Generator g;
-  g.set_state(train::metadata_string(meta, "data_gen", path));
-  data_gen_ = g;
-}
-
 Pronouncer::Pronouncer(const std::string& checkpoint) {
-  train::InferenceCheckpoint ck = train::load_for_inference(checkpoint, "g2p", "g2p train");
-  const Metadata& meta = ck.metadata;
-  letters_ = train::metadata_string(meta, "letters", checkpoint);
-  phones_ = split_words(train::metadata_string(meta, "phones", checkpoint));
-  config_ = models::Seq2SeqConfig::from_metadata(meta, checkpoint);
-  const int64_t src_vocab = config_.src_vocab(),
-                tgt_vocab = config_.kind == "rnn" ? config_.rnn.tgt_vocab : config_.transformer.tgt_vocab;
-  if (src_vocab != kFirstSymbol + static_cast<int64_t>(letters_.size()) ||
-      tgt_vocab != kFirstSymbol + static_cast<int64_t>(phones_.size()))
-    throw FormatError(fmt::format("checkpoint {}: vocabularies {} and {} do not match {} letters and {} phones",
-                                  checkpoint, src_vocab, tgt_vocab, letters_.size(), phones_.size()));
-  config_.transformer.pad_id = config_.rnn.pad_id = kPad;
-  model_ = models::make_seq2seq(config_);
-  model_->module().load_state_dict(ck.weights);
+  load(checkpoint, "g2p", "g2p train", [&](const train::InferenceCheckpoint& ck) {
+    const Metadata& meta = ck.metadata;
+    letters_ = train::metadata_string(meta, "letters", checkpoint);
+    phones_ = split_words(train::metadata_string(meta, "phones", checkpoint));
+    const models::Seq2SeqConfig config = models::Seq2SeqConfig::from_metadata(meta, checkpoint);
+    const int64_t src_vocab = config.src_vocab(), tgt_vocab = config.tgt_vocab();
+    if (src_vocab != kFirstSymbol + static_cast<int64_t>(letters_.size()) ||
+        tgt_vocab != kFirstSymbol + static_cast<int64_t>(phones_.size()))
+      throw FormatError(fmt::format("checkpoint {}: vocabularies {} and {} do not match {} letters and {} phones",
+                                    checkpoint, src_vocab, tgt_vocab, letters_.size(), phones_.size()));
+    return config;
+  });
 }
 
 std::vector<int64_t> Pronouncer::encode(const std::string& word) const { return encode_word(word, letters_); }
 
 std::vector<std::string> Pronouncer::pronounce(const std::string& word, int64_t beam) {
   const auto src = encode(word);
-  if (static_cast<int64_t>(src.size()) >= config_.max_positions())
+  const int64_t positions = config().max_positions();
+  if (static_cast<int64_t>(src.size()) >= positions)
     throw std::invalid_argument(fmt::format("{}: {} letters, more than the model's {} positions", quote_text(word), src.size(),
-                                            config_.max_positions() - 1));
-  return decode_phones(model_->beam(src, output_limit(config_, src.size()), beam, 0.6), phones_);
+                                            positions - 1));
+  return decode_phones(model().beam(src, apps::output_limit(config(), src.size()), beam, 0.6), phones_);
 }
 
 }  // namespace xg::g2p

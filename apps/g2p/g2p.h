@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/encoder_decoder.h"
 #include "apps/g2p/cmudict.h"
 #include "models/seq2seq_model.h"
 #include "train/trainer.h"
@@ -25,8 +26,8 @@ using models::Example;
 struct G2POptions {
   std::string dict = kCmudictPath;
   models::TransformerConfig model;  // vocabularies are taken from the dictionary
-  std::string model_kind = "transformer";  // transformer | rnn (then `rnn` is the model)
-  models::RNNSeq2SeqConfig rnn;            // vocabularies are taken from the dictionary
+  models::Seq2SeqKind model_kind = models::Seq2SeqKind::transformer;  // rnn: then `rnn` is the model
+  models::RNNSeq2SeqConfig rnn;     // vocabularies are taken from the dictionary
   int64_t batch_size = 128;         // (word, pronunciation) pairs a step, split over processes under mpirun
   // true: every batch holds words of one spelling length (little padding; each
   // pair still drawn with probability 1/pairs); false: pairs drawn uniformly.
@@ -54,13 +55,12 @@ struct G2POptions {
 // AVX512_BF16 (else f32).
 train::TrainOptions default_recipe();
 
-class G2PJob : public train::Job {
+// The model, its width and dropout generator, the data generator's state
+// and the loss of a process's share (shard_loss) come from
+// apps::EncoderDecoderJob.
+class G2PJob : public apps::EncoderDecoderJob {
  public:
   explicit G2PJob(const G2POptions& o);  // reads the dictionary, builds the model
-  nn::Module& model() override { return model_->module(); }
-  models::Seq2SeqModel& seq2seq() { return *model_; }  // the model, of either family
-  Generator* dropout_generator() override { return &model_->dropout_generator(); }
-  int64_t model_width() const override { return model_->width(); }
   std::string describe() override;
   train::StepLoss loss(const train::Shard& shard) override;
   train::Evaluation evaluate(train::EvalStage stage, int64_t step) override;
@@ -68,8 +68,6 @@ class G2PJob : public train::Job {
   std::string kind() const override { return "g2p"; }
   Metadata identity() const override;
   Metadata summarised() const override { return {{"phones", "phones differ"}, {"letters", "letters differ"}}; }
-  Metadata state() const override;
-  void set_state(const Metadata& metadata, const std::string& path) override;
 
   // The next training batch (advances the data generator): `length_batches`
   // decides whether it holds one spelling length or any.
@@ -97,29 +95,26 @@ class G2PJob : public train::Job {
   std::vector<std::pair<int64_t, int64_t>> buckets_;  // [begin, end) of train_, in order: one spelling length (or a few)
   std::vector<std::string> test_words_, train_words_;
   models::Seq2SeqConfig config_;  // the run's model, vocabularies filled in
-  std::unique_ptr<models::Seq2SeqModel> model_;
-  Generator data_gen_;
   std::optional<G2PScores> check_;  // the last check evaluation (greedy, all held-out words)
   G2PScores train_scores_;          // the final evaluation's training words
 };
 
 // What `g2p pronounce` needs from a checkpoint: alphabet, phones, the model
-// (the mean of the snapshots for a finished run that averaged).
-class Pronouncer {
+// (the mean of the snapshots for a finished run that averaged); model()
+// comes from apps::CheckpointDecoder.
+class Pronouncer : public apps::CheckpointDecoder {
  public:
   explicit Pronouncer(const std::string& checkpoint);
-  // Phones of a word (lower-cased first); throws std::invalid_argument naming
-  // a character outside the training alphabet, and the alphabet.
+  // Phones of a word (lower-cased first) by beam search (beam 1 included);
+  // throws std::invalid_argument naming a character outside the training
+  // alphabet, and the alphabet.
   std::vector<std::string> pronounce(const std::string& word, int64_t beam = 4);
-  models::Seq2SeqModel& model() { return *model_; }  // the checkpoint's model, of either family
   std::vector<int64_t> encode(const std::string& word) const;  // source ids (same checks)
   const std::vector<std::string>& phones() const { return phones_; }
 
  private:
   std::string letters_;
   std::vector<std::string> phones_;
-  models::Seq2SeqConfig config_;
-  std::unique_ptr<models::Seq2SeqModel> model_;
 };
 
 }  // namespace xg::g2p

@@ -8,7 +8,7 @@
 // draws them. Exit codes: 0 done, 1 a runtime error, 2 usage.
 #include <cstdio>
 
-#include "apps/seq2seq/decoder.h"
+#include "apps/seq2seq/seq2seq.h"
 #include "models/attention_map.h"  // write_heatmaps
 #include "train/checkpoint.h"
 #include "apps/common/cli.h"

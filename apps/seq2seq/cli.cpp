@@ -26,7 +26,7 @@ TrainCommand::TrainCommand() : train(default_recipe()) {
 
 Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd) {
   using L = OptionLimits;
-  TaskJobOptions& o = cmd.job;
+  Seq2SeqOptions& o = cmd.job;
   std::string task = task_name(o.task.task);
   TrainWords words;
   bool no_samples = false;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/seq2seq/job.h"
+#include "apps/seq2seq/seq2seq.h"
 #include "train/loop.h"
 
 namespace xg::cli {
@@ -16,7 +16,7 @@ struct Parsed;
 namespace xg::seq2seq {
 
 struct TrainCommand {
-  TaskJobOptions job;         // the program's defaults: the copy task, N=2, d_model 64
+  Seq2SeqOptions job;         // the program's defaults: the copy task, N=2, d_model 64
   train::TrainOptions train;  // default_recipe(), 3000 steps
   train::LoopOptions loop;    // a target exact match of 0.99
   int64_t threads = 0;        // 0: every core of this process (under mpirun, its share)

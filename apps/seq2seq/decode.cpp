@@ -10,7 +10,7 @@
 #include <cstdio>
 
 #include "apps/seq2seq/cli.h"
-#include "apps/seq2seq/decoder.h"
+#include "apps/seq2seq/seq2seq.h"
 #include "apps/common/cli.h"
 
 int main(int argc, char** argv) {

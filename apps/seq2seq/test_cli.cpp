@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "apps/seq2seq/cli.h"
-#include "apps/seq2seq/decoder.h"
+#include "apps/seq2seq/seq2seq.h"
 #include "autograd/serialize.h"
 #include "tests/helpers.h"
 #include "train/checkpoint.h"
@@ -48,7 +48,7 @@ std::string refused(const Parsed& p) {
 // A tiny trained checkpoint, its metadata rewritten by `edit`.
 std::string checkpoint(const std::string& name,
                        const std::function<void(std::map<std::string, std::string>&)>& edit = {}) {
-  TaskJobOptions o;
+  Seq2SeqOptions o;
   o.task.vocab = 8;
   o.task.max_len = 4;
   o.model.layers = 1;
@@ -58,7 +58,7 @@ std::string checkpoint(const std::string& name,
   o.eval_size = 4;
   o.batch_size = 4;
   const std::string path = std::string(XG_TEST_TMPDIR) + "/" + name;
-  TaskJob job(o);
+  Seq2SeqJob job(o);
   train::Trainer(job, default_recipe()).save(path);
   if (edit) {
     std::map<std::string, std::string> meta;
@@ -142,7 +142,7 @@ TEST_CASE("cli: F5, real options are finite and in range") {
   CHECK(refused(train_args({"--lr", "inf"})) == "train_tasks: --lr inf: expected a number above 0, at most 1e+30 (try --help)");
   CHECK(refused(train_args({"--target", "-0.5"})) ==
         "train_tasks: --target -0.5: expected a number from 0 to 1 (try --help)");
-  TaskJobOptions o;
+  Seq2SeqOptions o;
   o.label_smoothing = std::nan("");
   CHECK(XG_THROW_MESSAGE(o.validate(), std::invalid_argument) ==
         "label_smoothing nan: expected a finite number from 0 to 0.999");
@@ -153,13 +153,13 @@ TEST_CASE("cli: F7, an unwritable checkpoint path fails before step 1 and create
   loop.checkpoint = "/nonexistent-xgrad-dir/x.safetensors";
   CHECK(XG_THROW_MESSAGE(train::check_outputs({{"checkpoint", loop.checkpoint}}), std::runtime_error) ==
         "checkpoint /nonexistent-xgrad-dir/x.safetensors: the folder /nonexistent-xgrad-dir does not exist");
-  TaskJobOptions o;
+  Seq2SeqOptions o;
   o.model.layers = 1;
   o.model.d_model = 8;
   o.model.heads = 2;
   o.model.d_ff = 16;
   o.eval_size = 4;
-  TaskJob job(o);
+  Seq2SeqJob job(o);
   train::Trainer t(job, default_recipe());
   loop.metrics = std::string(XG_TEST_TMPDIR) + "/f7_metrics.csv";
   std::remove(loop.metrics.c_str());

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "apps/seq2seq/job.h"
+#include "apps/seq2seq/seq2seq.h"
 #include "autograd/autograd.h"
 #include "autograd/serialize.h"
 #include "tests/helpers.h"
@@ -13,8 +13,8 @@ using namespace xg::seq2seq;
 using train::Trainer;
 
 namespace {
-TaskJobOptions small(Task task) {
-  TaskJobOptions o;
+Seq2SeqOptions small(Task task) {
+  Seq2SeqOptions o;
   o.task.task = task;
   o.task.vocab = 8;
   o.task.min_len = 1;
@@ -62,7 +62,7 @@ TEST_CASE("train: tasks make the right targets and padded batches") {
 
 TEST_CASE("train: a short deterministic training run learns the copy task") {
   set_num_threads(1);
-  TaskJob job(small(Task::copy));
+  Seq2SeqJob job(small(Task::copy));
   Trainer t(job, recipe());
   double first = t.step(), last = 0;
   for (int i = 1; i < 600; ++i) last = t.step();
@@ -77,26 +77,26 @@ TEST_CASE("train: a short deterministic training run learns the copy task") {
 
 TEST_CASE("train: resuming from a checkpoint gives the same losses as an uninterrupted run") {
   set_num_threads(1);
-  TaskJobOptions o = small(Task::reverse);
+  Seq2SeqOptions o = small(Task::reverse);
   const int n = 16;
   std::vector<double> straight;
   {
-    TaskJob job(o);
+    Seq2SeqJob job(o);
     Trainer t(job, recipe());
     for (int i = 0; i < n; ++i) straight.push_back(t.step());
   }
   std::string path = std::string(XG_TEST_TMPDIR) + "/resume.safetensors";
   std::vector<double> resumed;
   {
-    TaskJob job(o);
+    Seq2SeqJob job(o);
     Trainer t(job, recipe());
     for (int i = 0; i < n / 2; ++i) resumed.push_back(t.step());
     t.save(path);
   }
   {
-    TaskJobOptions other = o;
+    Seq2SeqOptions other = o;
     other.seed = 999;  // everything that matters must come from the checkpoint
-    TaskJob job(other);
+    Seq2SeqJob job(other);
     Trainer t(job, recipe(999));
     t.load(path);
     CHECK(t.steps_done() == n / 2);
@@ -110,22 +110,22 @@ TEST_CASE("train: resuming from a checkpoint gives the same losses as an uninter
 }
 
 TEST_CASE("train: resuming with another task or model names only the keys that differ (F8)") {
-  TaskJobOptions o = small(Task::copy);
+  Seq2SeqOptions o = small(Task::copy);
   std::string path = std::string(XG_TEST_TMPDIR) + "/other_model.safetensors";
   {
-    TaskJob job(o);
+    Seq2SeqJob job(o);
     Trainer(job, recipe()).save(path);
   }
   const std::string head = "checkpoint " + path + " was written by a different run: ";
   const std::string tail = " (train with the same options, or choose another --checkpoint)";
-  TaskJobOptions wider = o;
+  Seq2SeqOptions wider = o;
   wider.model.d_model = 64;
-  TaskJob wide_job(wider);
+  Seq2SeqJob wide_job(wider);
   Trainer t(wide_job, recipe());
   CHECK(XG_THROW_MESSAGE(t.load(path), std::invalid_argument) == head + "cfg.d_model 32 in the file, 64 here" + tail);
-  TaskJobOptions other = o;
+  Seq2SeqOptions other = o;
   other.task.task = Task::reverse;
-  TaskJob other_job(other);
+  Seq2SeqJob other_job(other);
   train::TrainOptions constant = recipe();
   constant.schedule = "constant";
   Trainer c(other_job, constant);
@@ -134,17 +134,18 @@ TEST_CASE("train: resuming with another task or model names only the keys that d
   std::map<std::string, std::string> meta;
   load_tensors(path, &meta);
   CheckpointInfo info = read_checkpoint_info(meta, path);
-  CHECK(info.model.kind == "transformer");
-  CHECK(info.model.transformer.d_model == 32);
+  CHECK(info.model.kind() == models::Seq2SeqKind::transformer);
+  REQUIRE(info.model.transformer());
+  CHECK(info.model.transformer()->d_model == 32);
   CHECK(info.task.max_len == 5);
   CHECK(info.task.task == Task::copy);
 }
 
 TEST_CASE("train: a NaN injected into a weight mid-training stops the step, named by step or by op") {
   set_num_threads(1);
-  TaskJobOptions o = small(Task::copy);
+  Seq2SeqOptions o = small(Task::copy);
   o.model.dropout = 0;
-  TaskJob job(o);
+  Seq2SeqJob job(o);
   Trainer t(job, recipe());
   for (int i = 0; i < 3; ++i) t.step();
   Tensor w;
@@ -167,7 +168,7 @@ TEST_CASE("train: a NaN injected into a weight mid-training stops the step, name
   // Anomaly mode: the first op to make a NaN, and its module.
   train::TrainOptions ra = recipe();
   ra.detect_anomaly = true;
-  TaskJob job_a(o);
+  Seq2SeqJob job_a(o);
   Trainer ta(job_a, ra);
   ta.step();
   for (auto& [name, p] : job_a.model().named_parameters())
@@ -185,9 +186,9 @@ TEST_CASE("threads: two models trained from two threads at once match the same r
     CAPTURE(pool);
     set_num_threads(pool);
     auto run = [](uint64_t seed, std::vector<double>& losses) {
-      TaskJobOptions o = small(seed % 2 ? Task::copy : Task::reverse);
+      Seq2SeqOptions o = small(seed % 2 ? Task::copy : Task::reverse);
       o.seed = seed;
-      TaskJob job(o);
+      Seq2SeqJob job(o);
       Trainer t(job, recipe(seed));
       for (int i = 0; i < 6; ++i) losses.push_back(t.step());
     };

@@ -1,4 +1,4 @@
-// Trains the Transformer on the copy or reverse task (apps/seq2seq/job.h is
+// Trains the Transformer on the copy or reverse task (apps/seq2seq/seq2seq.h is
 // the task, train/ the loop).
 //
 //   train_tasks [--task copy|reverse] [--steps N] [--checkpoint PATH [--resume]] ...
@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   xg::seq2seq::TrainCommand cmd;
   const xg::cli::Parsed parsed = xg::seq2seq::parse_train_command(argc, argv, cmd);
   return xg::cli::run_program("train_tasks", argc, argv, parsed, cmd.threads, [&] {
-    xg::seq2seq::TaskJob job(cmd.job);
+    xg::seq2seq::Seq2SeqJob job(cmd.job);
     xg::train::fit(job, cmd.train, cmd.loop);
     return 0;
   });

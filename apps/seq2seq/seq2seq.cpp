@@ -1,9 +1,10 @@
-#include "apps/seq2seq/job.h"
+#include "apps/seq2seq/seq2seq.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <sstream>
 #include <stdexcept>
 
 #include "autograd/autograd.h"
@@ -20,16 +21,18 @@ void check(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument(what);
 }
 
-// The run's model configuration: the chosen family's, with the task's vocabulary.
-models::Seq2SeqConfig model_config(const TaskJobOptions& o) {
-  models::Seq2SeqConfig c;
-  c.kind = o.model_kind;
-  c.transformer = o.model;
-  c.rnn = o.rnn;
-  c.set_vocab(o.task.vocab, kPad);
-  c.transformer.max_len = std::max<int64_t>(c.transformer.max_len, o.task.max_len + 2);
-  c.transformer.seed = c.rnn.seed = o.seed;
-  return c;
+// The options' two model configurations given the task's vocabulary,
+// lengths and the seed; the run's model is the one model_kind chooses.
+void fill_models(Seq2SeqOptions& o) {
+  o.model.src_vocab = o.model.tgt_vocab = o.rnn.src_vocab = o.rnn.tgt_vocab = o.task.vocab;
+  o.model.pad_id = o.rnn.pad_id = kPad;
+  o.model.max_len = std::max<int64_t>(o.model.max_len, o.task.max_len + 2);
+  o.model.seed = o.rnn.seed = o.seed;
+}
+
+models::Seq2SeqConfig model_config(Seq2SeqOptions o) {
+  fill_models(o);
+  return models::Seq2SeqConfig::choose(o.model_kind, o.model, o.rnn);
 }
 
 std::string join(const std::vector<int64_t>& v) {
@@ -38,9 +41,18 @@ std::string join(const std::vector<int64_t>& v) {
   return s;
 }
 
+// "layers 2, d_model 64, d_ff 256, vocab 16", or the RNN's "rnn lstm layers 1, embed ..., hidden ..., vocab ...".
+std::string summary(const models::Seq2SeqConfig& c) {
+  if (const models::RNNSeq2SeqConfig* r = c.rnn())
+    return fmt::format("rnn {} layers {}, embed {}, hidden {}, vocab {}", r->cell, r->layers, r->embed, r->hidden,
+                       r->src_vocab);
+  const models::TransformerConfig& t = *c.transformer();
+  return fmt::format("layers {}, d_model {}, d_ff {}, vocab {}", t.layers, t.d_model, t.d_ff, t.src_vocab);
+}
+
 }  // namespace
 
-void TaskJobOptions::validate() const {
+void Seq2SeqOptions::validate() const {
   task.validate();
   check(batch_size >= 1 && batch_size <= (1 << 20), fmt::format("batch_size {}: expected 1..{}", batch_size, 1 << 20));
   train::check_batch_per_process(batch_size, "example");
@@ -66,38 +78,32 @@ train::TrainOptions default_recipe() {
   return o;
 }
 
-TaskJob::TaskJob(const TaskJobOptions& o) : opts_(o), data_gen_(o.seed) {
+Seq2SeqJob::Seq2SeqJob(const Seq2SeqOptions& o) : EncoderDecoderJob(o.seed), opts_(o) {
   opts_.validate();
-  const models::Seq2SeqConfig c = model_config(opts_);
-  opts_.model = c.transformer;
-  opts_.rnn = c.rnn;
-  model_ = models::make_seq2seq(c);
+  fill_models(opts_);
+  model_ = models::make_seq2seq(models::Seq2SeqConfig::choose(opts_.model_kind, opts_.model, opts_.rnn));
   Generator eval_gen(opts_.seed ^ kEvalSeedSalt);
   for (int64_t i = 0; i < opts_.eval_size; ++i) eval_set_.push_back(sample(opts_.task, eval_gen));
 }
 
-std::string TaskJob::describe() {
+std::string Seq2SeqJob::describe() {
   return fmt::format("task={} vocab={} len={}..{} batch {} | {}", task_name(opts_.task.task), opts_.task.vocab,
                      opts_.task.min_len, opts_.task.max_len, opts_.batch_size, model_->describe());
 }
 
-train::StepLoss TaskJob::loss(const train::Shard& shard) {
+train::StepLoss Seq2SeqJob::loss(const train::Shard& shard) {
   // The same global batch on every process (one data generator, the same seed); each keeps its rows.
   std::vector<Example> ex;
   ex.reserve(static_cast<size_t>(opts_.batch_size));
   for (int64_t i = 0; i < opts_.batch_size; ++i) ex.push_back(sample(opts_.task, data_gen_));
-  int64_t all_tokens = 0;  // target tokens of the whole batch: each example's symbols and its EOS
-  for (const Example& e : ex) all_tokens += static_cast<int64_t>(e.tgt.size()) + 1;
-  ex = std::vector<Example>(ex.begin() + shard.begin(opts_.batch_size), ex.begin() + shard.end(opts_.batch_size));
-  const TrainBatch b = make_batch(ex);
-  return {model_->loss(b, opts_.label_smoothing), b.target_tokens, all_tokens};
+  return shard_loss(std::move(ex), shard, opts_.label_smoothing);
 }
 
-EvalResult TaskJob::evaluate_all(int64_t n_samples) {
+EvalResult Seq2SeqJob::evaluate_all(int64_t n_samples) {
   return seq2seq::evaluate(*model_, eval_set_, std::max<int64_t>(opts_.batch_size, 100), n_samples);
 }
 
-train::Evaluation TaskJob::evaluate(train::EvalStage stage, int64_t step) {
+train::Evaluation Seq2SeqJob::evaluate(train::EvalStage stage, int64_t step) {
   // The final evaluation right after a periodic one at the same step (a
   // target reached) is that one: the weights have not changed.
   if (stage == train::EvalStage::final && last_eval_ && last_eval_->first == step) return last_eval_->second;
@@ -111,39 +117,29 @@ train::Evaluation TaskJob::evaluate(train::EvalStage stage, int64_t step) {
   return e;
 }
 
-std::string TaskJob::final_line(const train::RunSummary& r) const {
+std::string Seq2SeqJob::final_line(const train::RunSummary& r) const {
   auto value = [&](const char* name) { return r.final.metric(name); };
   return fmt::format("task={} steps={} exact_match={:.3f} token_acc={:.3f} seconds={:.1f}", task_name(opts_.task.task),
                      r.steps, value("exact_match"), value("token_acc"), r.seconds);
 }
 
-Metadata TaskJob::identity() const {
-  Metadata m = model_->to_metadata();
+Metadata Seq2SeqJob::identity() const {
+  Metadata m = EncoderDecoderJob::identity();
   m["task"] = task_name(opts_.task.task);
   m["task.min_len"] = std::to_string(opts_.task.min_len);
   m["task.max_len"] = std::to_string(opts_.task.max_len);
   return m;
 }
 
-Metadata TaskJob::state() const { return {{"data_gen", data_gen_.state()}}; }
-
-void TaskJob::set_state(const Metadata& meta, const std::string& path) {
-  auto it = meta.find("data_gen");
-  if (it == meta.end()) throw FormatError("checkpoint " + path + ": metadata has no 'data_gen'");
-  Generator g;
-  g.set_state(it->second);
-  data_gen_ = g;
-}
-
 CheckpointInfo read_checkpoint_info(const Metadata& m, const std::string& path) {
   CheckpointInfo info;
   info.model = models::Seq2SeqConfig::from_metadata(m, path);
   const int64_t vocab = info.model.src_vocab();
-  const int64_t other = info.model.kind == "rnn" ? info.model.rnn.tgt_vocab : info.model.transformer.tgt_vocab;
+  const int64_t other = info.model.tgt_vocab();
   if (vocab <= kFirstSymbol || other <= kFirstSymbol)
     throw FormatError(fmt::format("checkpoint {}: vocabularies {} and {} leave no symbols after the {} special tokens",
                                   path, vocab, other, kFirstSymbol));
-  info.model.transformer.pad_id = info.model.rnn.pad_id = kPad;
+  info.model.set_pad_id(kPad);
   info.task.vocab = vocab;
   auto task = m.find("task");
   if (task == m.end()) throw FormatError("checkpoint " + path + ": metadata has no 'task'");
@@ -156,6 +152,45 @@ CheckpointInfo read_checkpoint_info(const Metadata& m, const std::string& path) 
   info.task.max_len = metadata_int(m, "task.max_len", path, info.task.min_len, info.model.max_positions());
   info.step = metadata_int(m, "step", path, 0, int64_t{1} << 40);
   return info;
+}
+
+Decoder::Decoder(const std::string& checkpoint) {
+  load(checkpoint, "seq2seq", "train_tasks", [&](const train::InferenceCheckpoint& c) {
+    info_ = read_checkpoint_info(c.metadata, checkpoint);
+    double present = 0;
+    for (auto& [k, v] : c.weights) present += static_cast<double>(v.numel());
+    const double needed = info_.model.parameter_count();
+    if (needed != present)
+      throw FormatError(fmt::format("checkpoint {}: its configuration ({}) has {:.0f} parameters but the file holds "
+                                    "{:.0f} model values",
+                                    checkpoint, summary(info_.model), needed, present));
+    return info_.model;
+  });
+}
+
+std::vector<int64_t> Decoder::parse(const std::string& line) const {
+  std::istringstream in(line);
+  std::vector<int64_t> ids;
+  std::string tok;
+  const int64_t vocab = info_.model.src_vocab();
+  while (in >> tok) {
+    const int64_t v = parse_whole_number(tok).value_or(-1);
+    if (v < kFirstSymbol || v >= vocab)
+      throw std::invalid_argument(
+          fmt::format("{} is not a symbol id: symbols are {}..{}", quote_text(tok), kFirstSymbol, vocab - 1));
+    ids.push_back(v);
+  }
+  if (static_cast<int64_t>(ids.size()) > info_.model.max_positions())
+    throw std::invalid_argument(fmt::format("{} tokens: the model has positions for at most {}", ids.size(),
+                                            info_.model.max_positions()));
+  return ids;
+}
+
+std::string Decoder::length_warning(const std::vector<int64_t>& src) const {
+  const int64_t n = static_cast<int64_t>(src.size());
+  if (n <= info_.task.max_len) return "";
+  return fmt::format("{} tokens, longer than the {}..{} the model was trained on: expect wrong output", n,
+                     info_.task.min_len, info_.task.max_len);
 }
 
 }  // namespace xg::seq2seq
