@@ -109,6 +109,13 @@ std::vector<std::string> decode_phones(const std::vector<int64_t>& ids, const st
 
 G2PJob::G2PJob(const G2POptions& o)
     : EncoderDecoderJob(o.seed), opts_((o.validate(), o)), dict_(load_cmudict(o.dict)) {
+  read_alphabets();
+  const size_t longest = split_words();
+  cut_buckets();
+  build_model(longest);
+}
+
+void G2PJob::read_alphabets() {
   if (!opts_.keep_stress)  // the pronunciations the model learns: without stress, duplicates merged
     for (auto& [word, prons] : dict_.prons) {
       std::vector<std::vector<std::string>> plain;
@@ -126,6 +133,9 @@ G2PJob::G2PJob(const G2POptions& o)
   }
   letters_.assign(letters.begin(), letters.end());
   phones_.assign(phones.begin(), phones.end());
+}
+
+size_t G2PJob::split_words() {
   std::map<std::string, int64_t> phone_id;
   for (size_t k = 0; k < phones_.size(); ++k) phone_id[phones_[k]] = kFirstSymbol + static_cast<int64_t>(k);
   size_t longest = 1;
@@ -154,6 +164,10 @@ G2PJob::G2PJob(const G2POptions& o)
     throw std::invalid_argument(fmt::format("{}: no word to train on ({} words in the dictionary, {} held out for "
                                             "testing)",
                                             opts_.dict, dict_.prons.size(), test_words_.size()));
+  return longest;
+}
+
+void G2PJob::cut_buckets() {
   // Buckets of one spelling length; a bucket smaller than a batch joins the
   // previous one (the first joins the next), so no batch repeats a pair often.
   std::stable_sort(train_.begin(), train_.end(),
@@ -167,7 +181,9 @@ G2PJob::G2PJob(const G2POptions& o)
       buckets_.emplace_back(i, j);
     i = j;
   }
+}
 
+void G2PJob::build_model(size_t longest) {
   models::TransformerConfig c = opts_.model;
   c.src_vocab = kFirstSymbol + static_cast<int64_t>(letters_.size());
   c.tgt_vocab = kFirstSymbol + static_cast<int64_t>(phones_.size());

@@ -87,6 +87,13 @@ class G2PJob : public apps::EncoderDecoderJob {
   const std::vector<std::string>& phones() const { return phones_; }
 
  private:
+  // The constructor's steps, in order: the letters and phones (stress
+  // dropped unless kept), the held-out and training split (returns the
+  // longest word or pronunciation), the batches' buckets, the model.
+  void read_alphabets();
+  size_t split_words();
+  void cut_buckets();
+  void build_model(size_t longest);
   G2POptions opts_;
   CmuDict dict_;
   std::string letters_;              // the alphabet, sorted
