@@ -149,6 +149,27 @@ std::string set_str(const std::vector<size_t>& s, const std::vector<size_t>& ind
   return out + "}";
 }
 
+// The first-order gradients of <w, f()> with respect to `of`, flattened
+// into one vector, recorded on the tape whatever the caller's grad mode
+// (gradcheck evaluates under NoGradGuard); an unused input's part is zeros.
+Tensor flat_first_gradients(const std::function<Tensor()>& f, const std::vector<Tensor>& of, const Tensor& w) {
+  const bool prev = grad_enabled();
+  set_grad_enabled(true);
+  struct Restore {
+    bool prev;
+    ~Restore() { set_grad_enabled(prev); }
+  } restore{prev};
+  const Tensor y = f();
+  GradOptions o;
+  o.create_graph = true;
+  o.allow_unused = true;
+  const std::vector<Tensor> gs = grad({y}, of, {w}, o);
+  std::vector<Tensor> parts;
+  for (size_t i = 0; i < gs.size(); ++i)
+    parts.push_back(gs[i].defined() ? reshape(gs[i], {-1}) : zeros({of[i].numel()}, Dtype::f64));
+  return concat(parts, 0);
+}
+
 }  // namespace
 
 GradcheckResult gradgradcheck(const std::function<Tensor()>& f, const std::vector<Tensor>& params,
@@ -178,26 +199,7 @@ GradcheckResult gradgradcheck(const std::function<Tensor()>& f, const std::vecto
   for (const std::vector<size_t>& set : first_gradient_sets(wanted.size(), opts.mixed_partials)) {
     std::vector<Tensor> of;
     for (size_t k : set) of.push_back(wanted[k]);
-    // The first-order gradients with respect to `of`, flattened into one
-    // vector, recorded on the tape whatever the caller's grad mode (gradcheck
-    // evaluates under NoGradGuard).
-    auto first_order = [&]() {
-      const bool prev = grad_enabled();
-      set_grad_enabled(true);
-      struct Restore {
-        bool prev;
-        ~Restore() { set_grad_enabled(prev); }
-      } restore{prev};
-      const Tensor y = f();
-      GradOptions o;
-      o.create_graph = true;
-      o.allow_unused = true;
-      const std::vector<Tensor> gs = grad({y}, of, {w}, o);
-      std::vector<Tensor> parts;
-      for (size_t i = 0; i < gs.size(); ++i)
-        parts.push_back(gs[i].defined() ? reshape(gs[i], {-1}) : zeros({of[i].numel()}, Dtype::f64));
-      return concat(parts, 0);
-    };
+    auto first_order = [&]() { return flat_first_gradients(f, of, w); };
     GradcheckResult r = gradcheck(first_order, checked, opts);
     // The worst element, named by its place in `params` (or as w).
     std::string worst = "the output weight w";

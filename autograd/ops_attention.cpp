@@ -291,9 +291,10 @@ std::vector<Tensor> attention_backward(const Plan& pl, int64_t cost, const Tenso
   return std::vector<Tensor>{dq, dk, dv};
 }
 
-}  // namespace
-
-Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+// The plan of a call of attention(), its arguments checked: the geometry,
+// the scale, the key padding mask as bytes, the dropout key (the one draw
+// from o.gen, when o.dropout > 0) and what backward keeps.
+Plan plan_of(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
   check_defined(q, "attention");
   check_defined(k, "attention");
   check_defined(v, "attention");
@@ -345,6 +346,14 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   const double weight_bytes = static_cast<double>(B) * H * Tq * S * dtype_size(q.dtype());
   pl.recompute = !o.weights && (o.memory == AttentionMemory::recompute ||
                                 (o.memory == AttentionMemory::automatic && weight_bytes > kKeepWeightsBytes));
+  return pl;
+}
+
+}  // namespace
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& o) {
+  Plan pl = plan_of(q, k, v, o);
+  const int64_t B = pl.g.B, Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C;
   Tensor out = make_tensor({B, Tq, C}, q.dtype());
   Tensor w = pl.recompute ? Tensor() : make_tensor({B, H, Tq, S}, q.dtype());
   Tensor stats = pl.recompute ? make_tensor({B, H, Tq, 2}, q.dtype()) : Tensor();

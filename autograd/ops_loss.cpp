@@ -132,10 +132,10 @@ void backward_loss(const LossPlan& pl, const Operands<In>& op, const T* b, const
   }
 }
 
-}  // namespace
-
-Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                            const std::vector<int64_t>& targets, int64_t ignore_index, double label_smoothing) {
+// The plan of a call of linear_cross_entropy, its arguments checked: the
+// rows, widths and counted targets, and the rows per chunk.
+LossPlan plan_loss(const Tensor& x, const Tensor& weight, const Tensor& bias, const std::vector<int64_t>& targets,
+                   int64_t ignore_index, double label_smoothing) {
   const char* op = "linear_cross_entropy";
   check_defined(x, op);
   check_defined(weight, op);
@@ -167,8 +167,16 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
     ++pl.count;
   }
   pl.chunk = std::max<int64_t>(1, kChunkBytes / (v * static_cast<int64_t>(dtype_size(x.dtype()))));
+  return pl;
+}
 
-  Tensor lse = make_tensor({rows}, x.dtype());
+}  // namespace
+
+Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const std::vector<int64_t>& targets, int64_t ignore_index, double label_smoothing) {
+  const char* op = "linear_cross_entropy";
+  LossPlan pl = plan_loss(x, weight, bias, targets, ignore_index, label_smoothing);
+  Tensor lse = make_tensor({pl.rows}, x.dtype());
   const bool bf16 = autocast_bf16(x);
   std::shared_ptr<const Bf16Buffer> x16, w16;
   double total = 0;

@@ -170,7 +170,35 @@ T* data_or_null(Tensor& t) {
   return t.defined() ? t.data<T>() : nullptr;
 }
 
-
+// The plan of matmul(a, b), its arguments checked: the broadcast batch
+// shape, each operand's matrix offsets over it, and m, n, k.
+MatmulPlan plan_matmul(const Tensor& a, const Tensor& b) {
+  check_defined(a, "matmul");
+  check_defined(b, "matmul");
+  if (a.dim() < 2 || b.dim() < 2)
+    throw ShapeError("matmul: expected tensors of at least 2 dimensions, got " + shape_str(a.shape()) + " and " +
+                     shape_str(b.shape()));
+  detail::check_same_dtype(a, b, "matmul");
+  const int64_t m = a.size(-2), k = a.size(-1), k2 = b.size(-2), n = b.size(-1);
+  if (k != k2)
+    throw ShapeError("matmul: cannot multiply " + shape_str(a.shape()) + " by " + shape_str(b.shape()) +
+                     ": inner dimensions " + std::to_string(k) + " != " + std::to_string(k2));
+  Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  MatmulPlan pl;
+  try {
+    pl.batch = detail::broadcast_shapes(ab, bb, "matmul");
+  } catch (const ShapeError&) {
+    throw ShapeError("matmul: cannot multiply " + shape_str(a.shape()) + " by " + shape_str(b.shape()) +
+                     ": batch dimensions " + shape_str(ab) + " and " + shape_str(bb) + " do not broadcast");
+  }
+  pl.astr = scaled(detail::broadcast_strides(ab, pl.batch), m * k);
+  pl.bstr = scaled(detail::broadcast_strides(bb, pl.batch), k * n);
+  pl.cstr = scaled(contiguous_strides(pl.batch), m * n);
+  pl.m = m;
+  pl.n = n;
+  pl.k = k;
+  return pl;
+}
 
 }  // namespace
 
@@ -196,30 +224,8 @@ void throw_bf16_second_order(const char* op) {
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  check_defined(a, "matmul");
-  check_defined(b, "matmul");
-  if (a.dim() < 2 || b.dim() < 2)
-    throw ShapeError("matmul: expected tensors of at least 2 dimensions, got " + shape_str(a.shape()) + " and " +
-                     shape_str(b.shape()));
-  detail::check_same_dtype(a, b, "matmul");
-  const int64_t m = a.size(-2), k = a.size(-1), k2 = b.size(-2), n = b.size(-1);
-  if (k != k2)
-    throw ShapeError("matmul: cannot multiply " + shape_str(a.shape()) + " by " + shape_str(b.shape()) +
-                     ": inner dimensions " + std::to_string(k) + " != " + std::to_string(k2));
-  Shape ab(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
-  MatmulPlan pl;
-  try {
-    pl.batch = detail::broadcast_shapes(ab, bb, "matmul");
-  } catch (const ShapeError&) {
-    throw ShapeError("matmul: cannot multiply " + shape_str(a.shape()) + " by " + shape_str(b.shape()) +
-                     ": batch dimensions " + shape_str(ab) + " and " + shape_str(bb) + " do not broadcast");
-  }
-  pl.astr = scaled(detail::broadcast_strides(ab, pl.batch), m * k);
-  pl.bstr = scaled(detail::broadcast_strides(bb, pl.batch), k * n);
-  pl.cstr = scaled(contiguous_strides(pl.batch), m * n);
-  pl.m = m;
-  pl.n = n;
-  pl.k = k;
+  MatmulPlan pl = plan_matmul(a, b);
+  const int64_t m = pl.m, n = pl.n;
   Shape out_shape = pl.batch;
   out_shape.push_back(m);
   out_shape.push_back(n);
@@ -288,9 +294,8 @@ Tensor bias_grad(const Tensor& g, int64_t rows, int64_t out_f) {
   return gb;
 }
 
-}  // namespace
-
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+// The plan of linear(x, w, b), its arguments checked.
+LinearPlan plan_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   check_defined(x, "linear");
   check_defined(w, "linear");
   if (w.dim() != 2 || x.dim() < 1 || x.size(-1) != w.size(1))
@@ -305,11 +310,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
       throw ShapeError("linear: bias " + shape_str(b.shape()) + " does not fit weight " + shape_str(w.shape()) +
                        ": expected (" + std::to_string(out_f) + ",)");
   }
-  const LinearPlan pl{rows, in, out_f};
-  Shape out_shape = x.shape();
-  out_shape.back() = out_f;
-  Tensor out = make_tensor(out_shape, x.dtype());
-  dispatch(x.dtype(), [&](auto z) {  // y = 1·b, then the product adds to it
+  return LinearPlan{rows, in, out_f};
+}
+
+// linear's y (rows,O) = 1·b, every row the bias, for the product to add to
+// (nothing when b is undefined).
+void fill_bias(Tensor& out, const Tensor& b, int64_t rows, int64_t out_f) {
+  dispatch(out.dtype(), [&](auto z) {
     using T = decltype(z);
     if (!b.defined()) return;
     T* y = out.data<T>();
@@ -318,6 +325,16 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
       for (int64_t r = r0; r < r1; ++r) std::copy(pb, pb + out_f, y + r * out_f);
     });
   });
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  const LinearPlan pl = plan_linear(x, w, b);
+  Shape out_shape = x.shape();
+  out_shape.back() = pl.out_f;
+  Tensor out = make_tensor(out_shape, x.dtype());
+  fill_bias(out, b, pl.rows, pl.out_f);
   if (autocast_bf16(x)) {
     // The input is saved as its bf16 copy (half the bytes); the weight, a
     // parameter that outlives the step anyway, is saved as itself and

@@ -150,49 +150,13 @@ std::vector<Tensor> layer_norm_backward(const Tensor& xhat, const Tensor& rstd, 
   });
   return std::vector<Tensor>{gx, gw, gb};
 }
-}  // namespace
 
-namespace {
-// layer_norm(x + r) when r is defined, else layer_norm(x): one pass forward
-// (the sum is formed in the row being normalised, never stored), and
-// backward gives x and r the same gradient.
-Tensor layer_norm_impl(const char* op, const Tensor& x, const Tensor& r, const Tensor& weight, const Tensor& bias,
-                       double eps) {
-  check_defined(x, op);
-  const std::string who(op);
-  if (x.dim() < 1) throw ShapeError(who + ": input must have at least one dimension, got " + shape_str(x.shape()));
-  const bool has_r = r.defined();
-  if (has_r) {
-    if (r.shape() != x.shape())
-      throw ShapeError(who + ": residual " + shape_str(r.shape()) + " must have the input's shape " +
-                       shape_str(x.shape()));
-    if (r.dtype() != x.dtype())
-      throw ShapeError(who + ": dtype mismatch, input " + dtype_name(x.dtype()) + " vs residual " +
-                       dtype_name(r.dtype()));
-  }
-  const int64_t c = x.size(-1), rows = c ? x.numel() / c : 0;
-  for (const Tensor* p : {&weight, &bias})
-    if (p->defined()) {
-      if (p->shape() != Shape{c})
-        throw ShapeError(who + ": " + std::string(p == &weight ? "weight " : "bias ") + shape_str(p->shape()) +
-                         " does not match the normalised dimension of input " + shape_str(x.shape()) +
-                         ": expected (" + std::to_string(c) + ",)");
-      if (p->dtype() != x.dtype())
-        throw ShapeError(who + ": dtype mismatch, input " + dtype_name(x.dtype()) + " vs " +
-                         (p == &weight ? "weight " : "bias ") + dtype_name(p->dtype()));
-    }
-  // (rows, C): xhat = (x - mean) * rstd; y = xhat * w + b
-  Tensor out = make_tensor(x.shape(), x.dtype());
-  Tensor xhat = make_tensor(x.shape(), x.dtype());
-  Tensor rstd = make_tensor({rows}, x.dtype());
-  dispatch(x.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T* px = x.data<T>();
-    const T* pres = has_r ? r.data<T>() : nullptr;
-    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
-    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
-    T *py = out.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
-    parallel_for(rows, (pres ? 7 : 6) * c, [=](int64_t r0, int64_t r1) {
+// layer_norm's forward over (rows, C): xhat = (x + res - mean) * rstd, y =
+// xhat * w + b, each row's rstd into pr; res, w and b may be null.
+template <class T>
+void layer_norm_forward(const T* px, const T* pres, const T* pw, const T* pb, T* py, T* ph, T* pr, int64_t rows,
+                        int64_t c, double eps) {
+  parallel_for(rows, (pres ? 7 : 6) * c, [=](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const T* xr = px + r * c;
       T* hr = ph + r * c;
@@ -221,7 +185,64 @@ Tensor layer_norm_impl(const char* op, const Tensor& x, const Tensor& r, const T
       else
         std::copy(hr, hr + c, yr);
     }
-    });
+  });
+}
+}  // namespace
+
+namespace {
+// The rows and width C of layer_norm's input x (rows, C), its arguments
+// checked: x of at least one dimension, r (if defined) of x's shape and
+// dtype, weight and bias (if defined) (C) of x's dtype.
+struct NormRows {
+  int64_t rows, c;
+};
+NormRows check_layer_norm(const char* op, const Tensor& x, const Tensor& r, const Tensor& weight,
+                          const Tensor& bias) {
+  check_defined(x, op);
+  const std::string who(op);
+  if (x.dim() < 1) throw ShapeError(who + ": input must have at least one dimension, got " + shape_str(x.shape()));
+  if (r.defined()) {
+    if (r.shape() != x.shape())
+      throw ShapeError(who + ": residual " + shape_str(r.shape()) + " must have the input's shape " +
+                       shape_str(x.shape()));
+    if (r.dtype() != x.dtype())
+      throw ShapeError(who + ": dtype mismatch, input " + dtype_name(x.dtype()) + " vs residual " +
+                       dtype_name(r.dtype()));
+  }
+  const int64_t c = x.size(-1), rows = c ? x.numel() / c : 0;
+  for (const Tensor* p : {&weight, &bias})
+    if (p->defined()) {
+      if (p->shape() != Shape{c})
+        throw ShapeError(who + ": " + std::string(p == &weight ? "weight " : "bias ") + shape_str(p->shape()) +
+                         " does not match the normalised dimension of input " + shape_str(x.shape()) +
+                         ": expected (" + std::to_string(c) + ",)");
+      if (p->dtype() != x.dtype())
+        throw ShapeError(who + ": dtype mismatch, input " + dtype_name(x.dtype()) + " vs " +
+                         (p == &weight ? "weight " : "bias ") + dtype_name(p->dtype()));
+    }
+  return {rows, c};
+}
+
+// layer_norm(x + r) when r is defined, else layer_norm(x): one pass forward
+// (the sum is formed in the row being normalised, never stored), and
+// backward gives x and r the same gradient.
+Tensor layer_norm_impl(const char* op, const Tensor& x, const Tensor& r, const Tensor& weight, const Tensor& bias,
+                       double eps) {
+  const NormRows n = check_layer_norm(op, x, r, weight, bias);
+  const int64_t rows = n.rows, c = n.c;
+  const bool has_r = r.defined();
+  // (rows, C): xhat = (x - mean) * rstd; y = xhat * w + b
+  Tensor out = make_tensor(x.shape(), x.dtype());
+  Tensor xhat = make_tensor(x.shape(), x.dtype());
+  Tensor rstd = make_tensor({rows}, x.dtype());
+  dispatch(x.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* px = x.data<T>();
+    const T* pres = has_r ? r.data<T>() : nullptr;
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    T *py = out.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
+    layer_norm_forward<T>(px, pres, pw, pb, py, ph, pr, rows, c, eps);
   });
   const std::vector<Tensor> inputs = has_r ? std::vector<Tensor>{x, r, weight, bias} : std::vector<Tensor>{x, weight, bias};
   // {gx, gw, gb} -> the gradients of `inputs`: x and r get the same one.
@@ -271,8 +292,14 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& wei
   return layer_norm_impl("add_layer_norm", x, residual, weight, bias, eps);
 }
 
-Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets, int64_t ignore_index,
-                     double label_smoothing) {
+namespace {
+// The classes V and rows of cross_entropy's logits (rows, V) and how many
+// rows count (their target is not ignore_index), the arguments checked.
+struct CountedRows {
+  int64_t v, rows, count;
+};
+CountedRows counted_rows(const Tensor& logits, const std::vector<int64_t>& targets, int64_t ignore_index,
+                         double label_smoothing) {
   check_defined(logits, "cross_entropy");
   if (logits.dim() < 1) throw ShapeError("cross_entropy: logits must have a class dimension, got " + shape_str(logits.shape()));
   const int64_t v = logits.size(-1), rows = v ? logits.numel() / v : 0;
@@ -291,6 +318,31 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets, 
                        ")");
     ++count;
   }
+  return {v, rows, count};
+}
+
+// q (rows, V), the target weights of cross_entropy's rows: (1-e) on the
+// target and e/V on every class; zero rows where the target is ignore_index.
+Tensor target_weights(const Tensor& logp, const std::vector<int64_t>& targets, int64_t ignore_index, double e) {
+  const int64_t v = logp.size(1);
+  Tensor q = zeros({logp.size(0), v}, logp.dtype());
+  dispatch(q.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* pq = q.data<T>();
+    for (size_t r = 0; r < targets.size(); ++r) {
+      if (targets[r] == ignore_index) continue;
+      std::fill(pq + r * v, pq + (r + 1) * v, T(e / v));
+      pq[r * v + targets[r]] += T(1 - e);
+    }
+  });
+  return q;
+}
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets, int64_t ignore_index,
+                     double label_smoothing) {
+  const CountedRows n = counted_rows(logits, targets, ignore_index, label_smoothing);
+  const int64_t v = n.v, rows = n.rows, count = n.count;
   // Per row: loss = -(1-e) logp[t] - (e/V) sum_j logp[j]; mean over counted rows.
   Tensor logp = make_tensor({rows, v}, logits.dtype());
   double total = 0;
@@ -320,16 +372,7 @@ Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets, 
                     // log p has their values up to a shift per row, to which
                     // log_softmax is blind.
                     const int64_t v = logp.size(1);
-                    Tensor q = zeros({logp.size(0), v}, logp.dtype());
-                    dispatch(q.dtype(), [&](auto z) {
-                      using T = decltype(z);
-                      T* pq = q.data<T>();
-                      for (size_t r = 0; r < targets.size(); ++r) {
-                        if (targets[r] == ignore_index) continue;
-                        std::fill(pq + r * v, pq + (r + 1) * v, T(e / v));
-                        pq[r * v + targets[r]] += T(1 - e);
-                      }
-                    });
+                    Tensor q = target_weights(logp, targets, ignore_index, e);
                     return detail::vjp_by_recompute(
                         [q, count, v](const std::vector<Tensor>& in) {
                           return sum(log_softmax(reshape(in[0], {-1, v}), -1) * q) * (-1.0 / count);

@@ -165,10 +165,67 @@ void forward(const Recurrence& r, const T* proj, const T* w, const T* bias, cons
   }
 }
 
+// dh += dhh_t W_hh for the step whose rows of dhh start at `dq_t` (r.T*G*H
+// apart): the gradient that reaches the state before that step.
+template <class T>
+void state_product(const Recurrence& r, const T* dq_t, const T* w, const uint16_t* w16, uint16_t* d16, T* dh) {
+  const int64_t B = r.B, H = r.H, GH = r.G * r.H;
+  if constexpr (std::is_same_v<T, float>) {
+    if (r.bf16) {
+      rows_to_bf16(dq_t, r.T * GH, B, GH, d16);
+      threaded_gemm(false, false, B, H, GH, d16, GH, w16, H, 1.0f, dh, H);
+      return;
+    }
+  }
+  threaded_gemm(false, false, B, H, GH, dq_t, r.T * GH, w, H, T(1), dh, H);
+}
+
+// dW_hh = sum over steps of dhh_t^T prev_t: one product over all B*T rows,
+// prev (B,T,H) gathered from h0 and the states; dbias (if not null) the
+// column sums of dhh.
+template <class T>
+void weight_gradients(const Recurrence& r, const T* h0, const T* states, const T* dhh, T* dw, T* dbias) {
+  const int64_t B = r.B, H = r.H, GH = r.G * r.H, SH = r.S * H, rs = r.T * SH;
+  Scratch<T> prev(B * r.T * H);
+  parallel_for(B, r.T * H, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      for (int64_t i = 0; i < r.T; ++i) {
+        const T* src = i == 0 ? h0 + b * H : states + b * rs + r.step(i - 1) * SH;
+        std::copy(src, src + H, prev.data() + (b * r.T + r.step(i)) * H);
+      }
+  });
+  const int64_t rows = B * r.T;
+  bool done = false;
+  if constexpr (std::is_same_v<T, float>) {
+    if (r.bf16) {
+      Scratch<uint16_t> q16(rows * GH), p16(rows * H);
+      engine::to_bf16(dhh, q16.data(), rows * GH);
+      engine::to_bf16(prev.data(), p16.data(), rows * H);
+      threaded_gemm(true, false, GH, H, rows, q16.data(), GH, p16.data(), H, 0.0f, dw, H);
+      done = true;
+    }
+  }
+  if (!done) threaded_gemm(true, false, GH, H, rows, dhh, GH, prev.data(), H, T(0), dw, H);
+  if (dbias) {  // column sums of dhh, row after row, in blocks of columns
+    parallel_for((GH + 63) / 64, rows * 64, [&](int64_t u0, int64_t u1) {
+      const int64_t j0 = u0 * 64, j1 = std::min(GH, u1 * 64);
+      std::fill(dbias + j0, dbias + j1, T(0));
+      for (int64_t q = 0; q < rows; ++q) {
+        const T* row = dhh + q * GH;
+#pragma omp simd
+        for (int64_t j = j0; j < j1; ++j) dbias[j] += row[j];
+      }
+    });
+  }
+}
+
 // Gradients of forward's inputs from g (B,T,S*H). dproj (B,T,G*H) is the
 // gradient of the gates' pre-activations on the input side; dhh that on the
 // recurrent side (the same values but for the GRU's n gate, where r scales
 // the recurrent term).
+// (long: a row's gate gradients read gs, st, a, hprev, cprev, dhb, dcb, dp
+// and dq, set per step and row; a per-row helper would take all nine as
+// parameters, and the step's dh product follows each step's parallel_for.)
 template <class T>
 void backward(const Recurrence& r, const T* g, const T* w, const T* h0, const T* c0, const T* states, const T* acts,
               T* dproj, T* dhh, T* dh, T* dc, T* dw, T* dbias) {
@@ -252,49 +309,9 @@ void backward(const Recurrence& r, const T* g, const T* w, const T* h0, const T*
       }
     });
     // dh += dhh_t W_hh: the gradient that reaches the state before step t.
-    const T* dq_t = dhh + t * GH;
-    if constexpr (std::is_same_v<T, float>) {
-      if (r.bf16) {
-        rows_to_bf16(dq_t, r.T * GH, B, GH, d16->data());
-        threaded_gemm(false, false, B, H, GH, d16->data(), GH, w16->data(), H, 1.0f, dh, H);
-        continue;
-      }
-    }
-    threaded_gemm(false, false, B, H, GH, dq_t, r.T * GH, w, H, T(1), dh, H);
+    state_product<T>(r, dhh + t * GH, w, w16 ? w16->data() : nullptr, d16 ? d16->data() : nullptr, dh);
   }
-  // dW_hh = sum over steps of dhh_t^T prev_t: one product over all B*T rows,
-  // prev (B,T,H) gathered from h0 and the states.
-  Scratch<T> prev(B * r.T * H);
-  parallel_for(B, r.T * H, [&](int64_t b0, int64_t b1) {
-    for (int64_t b = b0; b < b1; ++b)
-      for (int64_t i = 0; i < r.T; ++i) {
-        const T* src = i == 0 ? h0 + b * H : states + b * rs + r.step(i - 1) * SH;
-        std::copy(src, src + H, prev.data() + (b * r.T + r.step(i)) * H);
-      }
-  });
-  const int64_t rows = B * r.T;
-  bool done = false;
-  if constexpr (std::is_same_v<T, float>) {
-    if (r.bf16) {
-      Scratch<uint16_t> q16(rows * GH), p16(rows * H);
-      engine::to_bf16(dhh, q16.data(), rows * GH);
-      engine::to_bf16(prev.data(), p16.data(), rows * H);
-      threaded_gemm(true, false, GH, H, rows, q16.data(), GH, p16.data(), H, 0.0f, dw, H);
-      done = true;
-    }
-  }
-  if (!done) threaded_gemm(true, false, GH, H, rows, dhh, GH, prev.data(), H, T(0), dw, H);
-  if (dbias) {  // column sums of dhh, row after row, in blocks of columns
-    parallel_for((GH + 63) / 64, rows * 64, [&](int64_t u0, int64_t u1) {
-      const int64_t j0 = u0 * 64, j1 = std::min(GH, u1 * 64);
-      std::fill(dbias + j0, dbias + j1, T(0));
-      for (int64_t q = 0; q < rows; ++q) {
-        const T* row = dhh + q * GH;
-#pragma omp simd
-        for (int64_t j = j0; j < j1; ++j) dbias[j] += row[j];
-      }
-    });
-  }
+  weight_gradients<T>(r, h0, states, dhh, dw, dbias);
 }
 
 // An activation whose values forward already computed: y = f(pre) with y
@@ -372,10 +389,10 @@ Tensor composed(const Recurrence& r, const Tensor& proj, const Tensor& w, const 
   return stack(out, 1);
 }
 
-}  // namespace
-
-Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0,
-                  const Tensor& c0, const std::vector<int64_t>& lengths, bool reverse) {
+// The layout of a call of recurrence(), its arguments checked (errors name
+// the argument, its shape and the expected one).
+Recurrence layout_of(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0,
+                     const Tensor& c0, const std::vector<int64_t>& lengths, bool reverse) {
   const std::string who = std::string("recurrence (") + cell_name(cell) + ")";
   check_defined(proj, who.c_str());
   check_defined(w_hh, who.c_str());
@@ -425,6 +442,15 @@ Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, co
   r.bf16 = autocast_precision() == Precision::bf16 && proj.dtype() == Dtype::f32;
   r.has_bias = b_hh.defined();
   r.lengths = lengths;
+  return r;
+}
+
+}  // namespace
+
+Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0,
+                  const Tensor& c0, const std::vector<int64_t>& lengths, bool reverse) {
+  Recurrence r = layout_of(cell, proj, w_hh, b_hh, h0, c0, lengths, reverse);
+  const int64_t B = r.B, T = r.T, H = r.H;
   const Tensor states = make_tensor({B, T, r.S * H}, proj.dtype());
   const Tensor acts = make_tensor({B, T, std::max<int64_t>(r.A, 1) * H}, proj.dtype());
   dispatch(proj.dtype(), [&](auto z) {

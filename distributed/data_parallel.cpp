@@ -36,6 +36,38 @@ T* ptr(Tensor& t) {
   return t.data<T>();
 }
 
+// Every process must hold the same parameters: compares a hash of their
+// count, shapes and dtypes across the processes (a collective: every process
+// calls it at the same point).
+void check_same_model(const std::vector<Tensor>& params) {
+  const int64_t n = static_cast<int64_t>(params.size());
+  uint64_t h = 1469598103934665603ULL;
+  auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ULL; };
+  mix(n);
+  for (const Tensor& p : params) {
+    mix(p.dim());
+    for (int64_t d : p.shape()) mix(d);
+    mix(p.dtype() == Dtype::f32 ? 4 : 8);
+  }
+  if (!all_equal(static_cast<int64_t>(h >> 1)))
+    throw std::invalid_argument("DataParallel: the processes' models differ (rank " + std::to_string(rank()) +
+                                " has " + std::to_string(n) +
+                                " parameters; their number, shapes or dtypes differ on some rank)");
+}
+
+// OpenMPI allocates each collective's temporary buffers with malloc, and
+// glibc gives the top of the heap back to the system after each free: every
+// bucket then paid the page faults of fresh memory, which made an allreduce
+// many times slower (docs/distributed.md, section DataParallel). Keeps about
+// twice `bytes` (one step's exchange) of free heap; the pad is never lowered.
+void keep_heap_pad(int64_t bytes) {
+  const int64_t pad = std::min<int64_t>(2 * bytes + (64 << 20), int64_t{1} << 30);
+  if (pad > g_top_pad) {
+    mallopt(M_TOP_PAD, static_cast<int>(pad));
+    g_top_pad = pad;
+  }
+}
+
 }  // namespace
 
 struct DataParallel::State {
@@ -49,11 +81,55 @@ struct DataParallel::State {
   bool sync = true;
   DataParallelStats stats;
 
+  void cut_buckets();
   void on_ready(int64_t i);
   void start(Bucket& b);
   void progress();
   void finish();
 };
+
+// Buckets, one dtype each. Cut in the parameters' order, the first one
+// (the first parameters: embeddings, the first layer) up to
+// last_bucket_bytes and the others up to bucket_bytes; started in the
+// reverse order, so that the bucket left when backward ends is small.
+// Sets bucket_of, ready, buckets and the stats' bytes and buckets.
+void DataParallel::State::cut_buckets() {
+  const int64_t n = static_cast<int64_t>(params.size());
+  bucket_of.assign(n, -1);
+  ready.assign(n, false);
+  std::vector<std::vector<int64_t>> cut;
+  int64_t bytes = 0;
+  Dtype dtype = Dtype::f32;
+  for (int64_t i = 0; i < n; ++i) {
+    const Tensor& p = params[i];
+    const int64_t pb = p.numel() * (p.dtype() == Dtype::f32 ? 4 : 8);
+    const int64_t cap = cut.size() <= 1 ? std::min(opts.last_bucket_bytes, opts.bucket_bytes) : opts.bucket_bytes;
+    if (cut.empty() || dtype != p.dtype() || (bytes + pb > cap && !cut.back().empty())) {
+      cut.emplace_back();
+      bytes = 0;
+      dtype = p.dtype();
+    }
+    cut.back().push_back(i);
+    bytes += pb;
+  }
+  for (auto it = cut.rbegin(); it != cut.rend(); ++it) {
+    Bucket& b = buckets.emplace_back();
+    b.dtype = params[it->front()].dtype();
+    for (auto j = it->rbegin(); j != it->rend(); ++j) {
+      b.offsets.push_back(b.values);
+      b.values += params[*j].numel();
+      b.params.push_back(*j);
+      bucket_of[*j] = static_cast<int64_t>(buckets.size()) - 1;
+    }
+  }
+  for (Bucket& b : buckets) {
+    b.flat = zeros({b.values + static_cast<int64_t>(b.params.size())}, b.dtype);
+    b.keep = std::shared_ptr<void>(new Tensor(b.flat), [](void* t) { delete static_cast<Tensor*>(t); });
+    b.pending = static_cast<int64_t>(b.params.size());
+    stats.bytes += b.flat.numel() * (b.dtype == Dtype::f32 ? 4 : 8);
+  }
+  stats.buckets = static_cast<int64_t>(buckets.size());
+}
 
 DataParallel::DataParallel(nn::Module& module, DataParallelOptions o)
     : DataParallel(module.parameters(),
@@ -83,20 +159,7 @@ DataParallel::DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffe
   s_->params = std::move(params);
   const int64_t n = static_cast<int64_t>(s_->params.size());
 
-  // Every process must hold the same parameters: compare a hash of count,
-  // shapes and dtypes.
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ULL; };
-  mix(n);
-  for (const Tensor& p : s_->params) {
-    mix(p.dim());
-    for (int64_t d : p.shape()) mix(d);
-    mix(p.dtype() == Dtype::f32 ? 4 : 8);
-  }
-  if (!all_equal(static_cast<int64_t>(h >> 1)))
-    throw std::invalid_argument("DataParallel: the processes' models differ (rank " + std::to_string(rank()) +
-                                " has " + std::to_string(n) +
-                                " parameters; their number, shapes or dtypes differ on some rank)");
+  check_same_model(s_->params);
 
   {
     NoGradGuard no_grad;
@@ -104,57 +167,8 @@ DataParallel::DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffe
     for (Tensor& b : buffers) broadcast(b, 0);
   }
 
-  // Buckets, one dtype each. Cut in the parameters' order, the first one
-  // (the first parameters: embeddings, the first layer) up to
-  // last_bucket_bytes and the others up to bucket_bytes; started in the
-  // reverse order, so that the bucket left when backward ends is small.
-  s_->bucket_of.assign(n, -1);
-  s_->ready.assign(n, false);
-  std::vector<std::vector<int64_t>> cut;
-  int64_t bytes = 0;
-  Dtype dtype = Dtype::f32;
-  for (int64_t i = 0; i < n; ++i) {
-    const Tensor& p = s_->params[i];
-    const int64_t pb = p.numel() * (p.dtype() == Dtype::f32 ? 4 : 8);
-    const int64_t cap = cut.size() <= 1 ? std::min(o.last_bucket_bytes, o.bucket_bytes) : o.bucket_bytes;
-    if (cut.empty() || dtype != p.dtype() || (bytes + pb > cap && !cut.back().empty())) {
-      cut.emplace_back();
-      bytes = 0;
-      dtype = p.dtype();
-    }
-    cut.back().push_back(i);
-    bytes += pb;
-  }
-  for (auto it = cut.rbegin(); it != cut.rend(); ++it) {
-    Bucket& b = s_->buckets.emplace_back();
-    b.dtype = s_->params[it->front()].dtype();
-    for (auto j = it->rbegin(); j != it->rend(); ++j) {
-      b.offsets.push_back(b.values);
-      b.values += s_->params[*j].numel();
-      b.params.push_back(*j);
-      s_->bucket_of[*j] = static_cast<int64_t>(s_->buckets.size()) - 1;
-    }
-  }
-  for (Bucket& b : s_->buckets) {
-    b.flat = zeros({b.values + static_cast<int64_t>(b.params.size())}, b.dtype);
-    b.keep = std::shared_ptr<void>(new Tensor(b.flat), [](void* t) { delete static_cast<Tensor*>(t); });
-    b.pending = static_cast<int64_t>(b.params.size());
-    s_->stats.bytes += b.flat.numel() * (b.dtype == Dtype::f32 ? 4 : 8);
-  }
-  s_->stats.buckets = static_cast<int64_t>(s_->buckets.size());
-
-  // OpenMPI allocates each collective's temporary buffers with malloc, and
-  // glibc gives the top of the heap back to the system after each free: every
-  // bucket then paid the page faults of fresh memory, which made an allreduce
-  // many times slower (docs/distributed.md, section DataParallel). Keep about
-  // twice one step's exchange of free heap.
-  if (world_size() > 1) {
-    const int64_t pad = std::min<int64_t>(2 * s_->stats.bytes + (64 << 20), int64_t{1} << 30);
-    if (pad > g_top_pad) {
-      mallopt(M_TOP_PAD, static_cast<int>(pad));
-      g_top_pad = pad;
-    }
-  }
+  s_->cut_buckets();
+  if (world_size() > 1) keep_heap_pad(s_->stats.bytes);
 
   if (world_size() > 1) {
     State* s = s_.get();

@@ -91,32 +91,47 @@ std::string RNNBase::type_name() const {
   return s + ")";
 }
 
-RNNOutput RNNBase::forward(const Tensor& x, const Tensor& h0, const std::vector<int64_t>& lengths, const Tensor& c0) {
-  const auto named = scope();
-  const int64_t L = opts_.num_layers, D = opts_.bidirectional ? 2 : 1, H = opts_.hidden_size;
-  if (!x.defined() || x.dim() != 3 || x.size(2) != opts_.input_size)
-    throw ShapeError(describe() + ": input of shape " + (x.defined() ? shape_str(x.shape()) : "undefined") +
-                     ": expected (B,T," + std::to_string(opts_.input_size) + ")");
+namespace {
+
+// Checks the arguments of m.forward(x, h0, lengths, c0): x (B,T,C) not
+// empty, h0 and c0 (L*D,B,H) of x's dtype, c0 for the LSTM only, B lengths
+// in 1..T.
+void check_input(const RNNBase& m, const Tensor& x, const Tensor& h0, const std::vector<int64_t>& lengths,
+                 const Tensor& c0) {
+  const RNNOptions& o = m.options();
+  const int64_t L = o.num_layers, D = o.bidirectional ? 2 : 1, H = o.hidden_size;
+  if (!x.defined() || x.dim() != 3 || x.size(2) != o.input_size)
+    throw ShapeError(m.describe() + ": input of shape " + (x.defined() ? shape_str(x.shape()) : "undefined") +
+                     ": expected (B,T," + std::to_string(o.input_size) + ")");
   const int64_t B = x.size(0), T = x.size(1);
-  if (B < 1 || T < 1) throw ShapeError(describe() + ": input of shape " + shape_str(x.shape()) + " is empty");
+  if (B < 1 || T < 1) throw ShapeError(m.describe() + ": input of shape " + shape_str(x.shape()) + " is empty");
   const Shape state_shape{L * D, B, H};
   auto check_state = [&](const Tensor& s, const char* name) {
     if (s.defined() && (s.shape() != state_shape || s.dtype() != x.dtype()))
-      throw ShapeError(describe() + ": " + name + " of shape " + shape_str(s.shape()) + " and dtype " +
+      throw ShapeError(m.describe() + ": " + name + " of shape " + shape_str(s.shape()) + " and dtype " +
                        dtype_name(s.dtype()) + ": expected " + shape_str(state_shape) + " (L*D,B,H) of the input's " +
                        dtype_name(x.dtype()));
   };
   check_state(h0, "h0");
   check_state(c0, "c0");
-  if (c0.defined() && mode_ != RNNMode::lstm)
-    throw std::invalid_argument(describe() + ": c0 is the LSTM's cell state; this layer has none");
+  if (c0.defined() && m.mode() != RNNMode::lstm)
+    throw std::invalid_argument(m.describe() + ": c0 is the LSTM's cell state; this layer has none");
   if (!lengths.empty() && static_cast<int64_t>(lengths.size()) != B)
-    throw std::invalid_argument(describe() + ": " + std::to_string(lengths.size()) + " lengths for a batch of " +
+    throw std::invalid_argument(m.describe() + ": " + std::to_string(lengths.size()) + " lengths for a batch of " +
                                 std::to_string(B) + " rows");
   for (size_t b = 0; b < lengths.size(); ++b)
     if (lengths[b] < 1 || lengths[b] > T)
-      throw std::invalid_argument(describe() + ": lengths[" + std::to_string(b) + "] = " +
+      throw std::invalid_argument(m.describe() + ": lengths[" + std::to_string(b) + "] = " +
                                   std::to_string(lengths[b]) + ": expected 1.." + std::to_string(T));
+}
+
+}  // namespace
+
+RNNOutput RNNBase::forward(const Tensor& x, const Tensor& h0, const std::vector<int64_t>& lengths, const Tensor& c0) {
+  const auto named = scope();
+  check_input(*this, x, h0, lengths, c0);
+  const int64_t L = opts_.num_layers, D = opts_.bidirectional ? 2 : 1, H = opts_.hidden_size;
+  const int64_t B = x.size(0), T = x.size(1);
 
   // mask (B,T,1): 1 where step t is inside the row (the op carries a row's
   // state past its length; the output there is zero, as PyTorch's).
