@@ -5,13 +5,12 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "autograd/require.h"
 
 namespace xg::models {
 
 void GPTConfig::validate() const {
-  auto need = [](bool ok, const std::string& what) {
-    if (!ok) throw std::invalid_argument("GPTConfig: " + what);
-  };
+  auto need = [](bool ok, const std::string& what) { require(ok, what, "GPTConfig: "); };
   need(vocab > 0, "vocab must be positive, got " + std::to_string(vocab));
   need(max_len > 0, "max_len must be positive, got " + std::to_string(max_len));
   need(layers > 0, "layers must be positive, got " + std::to_string(layers));

@@ -3,14 +3,13 @@
 #include <stdexcept>
 
 #include "autograd/ops.h"
+#include "autograd/require.h"
 
 namespace xg::models {
 
 namespace {
 
-void need(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument("RNNSeq2SeqConfig: " + what);
-}
+void need(bool ok, const std::string& what) { require(ok, what, "RNNSeq2SeqConfig: "); }
 
 bool luong(const std::string& attention) { return attention != "bahdanau"; }
 

@@ -6,13 +6,12 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "autograd/require.h"
 
 namespace xg::models {
 
 void TransformerConfig::validate() const {
-  auto need = [](bool ok, const std::string& what) {
-    if (!ok) throw std::invalid_argument("TransformerConfig: " + what);
-  };
+  auto need = [](bool ok, const std::string& what) { require(ok, what, "TransformerConfig: "); };
   need(src_vocab > 0 && tgt_vocab > 0, "vocabulary sizes must be positive");
   need(layers > 0, "layers must be positive, got " + std::to_string(layers));
   require_heads_divide(d_model, heads, "TransformerConfig: ");

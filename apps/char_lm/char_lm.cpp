@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "autograd/autograd.h"
+#include "autograd/require.h"
 #include "distributed/dist.h"
 #include "train/checkpoint.h"
 
@@ -22,9 +23,7 @@ CharLMOptions::CharLMOptions() {
 }
 
 void CharLMOptions::validate() const {
-  auto need = [](bool ok, const std::string& what) {
-    if (!ok) throw std::invalid_argument("CharLMOptions: " + what);
-  };
+  auto need = [](bool ok, const std::string& what) { require(ok, what, "CharLMOptions: "); };
   need(batch_size >= 1, fmt::format("batch_size {}: expected at least 1", batch_size));
   train::check_batch_per_process(batch_size, "window");
   need(eval_chars >= 0, fmt::format("eval_chars {}: expected 0 (all) or more", eval_chars));

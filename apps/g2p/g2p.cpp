@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "autograd/autograd.h"
+#include "autograd/require.h"
 #include "distributed/dist.h"
 #include "train/checkpoint.h"
 
@@ -52,9 +53,7 @@ train::TrainOptions default_recipe() {
 }
 
 void G2POptions::validate() const {
-  auto need = [](bool ok, const std::string& what) {
-    if (!ok) throw std::invalid_argument("G2POptions: " + what);
-  };
+  auto need = [](bool ok, const std::string& what) { require(ok, what, "G2POptions: "); };
   need(batch_size >= 1, fmt::format("batch_size {}: expected at least 1", batch_size));
   train::check_batch_per_process(batch_size, "pair");
   need(std::isfinite(label_smoothing) && label_smoothing >= 0 && label_smoothing <= 0.999,

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "autograd/autograd.h"
+#include "autograd/require.h"
 #include "distributed/dist.h"
 
 namespace xg::seq2seq {
@@ -17,9 +18,7 @@ namespace {
 // Salt of the held-out set's generator: training never sees its draws.
 constexpr uint64_t kEvalSeedSalt = 0x5eed5eedULL;
 
-void check(bool ok, const std::string& what) {
-  if (!ok) throw std::invalid_argument(what);
-}
+void check(bool ok, const std::string& what) { require(ok, what); }
 
 // The options' two model configurations given the task's vocabulary,
 // lengths and the seed; the run's model is the one model_kind chooses.
