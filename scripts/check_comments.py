@@ -20,8 +20,9 @@ import os
 import re
 import sys
 
-FOLDERS = ("engine", "autograd", "nn", "optim", "models", "distributed", "train", "apps")
-SUFFIXES = (".h", ".cpp")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sources import FOLDERS, source_files  # noqa: E402
+
 ALLOW = "check_comments: allow"
 
 MONTHS = ("January|February|March|April|May|June|July|August|September|October|"
@@ -170,24 +171,13 @@ def check_block(block):
 def main():
     root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
     files, findings = 0, []
-    for folder in FOLDERS:
-        top = os.path.join(root, folder)
-        if not os.path.isdir(top):
-            print(f"check_comments: no folder {top}", file=sys.stderr)
-            return 2
-        for dirpath, dirnames, filenames in os.walk(top):
-            dirnames.sort()
-            for name in sorted(filenames):
-                if not name.endswith(SUFFIXES):
-                    continue
-                path = os.path.join(dirpath, name)
-                files += 1
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-                rel = os.path.relpath(path, root)
-                for block in comments(text):
-                    for ln, body, reason, what in check_block(block):
-                        findings.append((rel, ln, body, reason, what))
+    for path, rel in source_files(root, FOLDERS, "check_comments"):
+        files += 1
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for block in comments(text):
+            for ln, body, reason, what in check_block(block):
+                findings.append((rel, ln, body, reason, what))
     for rel, ln, body, reason, what in sorted(findings):
         print(f"{rel}:{ln}: {body}  -- {reason} ('{what}')")
     if findings:

@@ -46,9 +46,10 @@ import re
 import signal
 import sys
 
-FOLDERS = ("engine", "autograd", "nn", "optim", "models", "distributed", "train", "apps")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sources import FOLDERS, source_files  # noqa: E402
+
 LIBRARY = ("engine", "autograd", "nn", "optim", "models", "distributed", "train")
-SUFFIXES = (".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".inl", ".ipp")
 PROJECT_NAMESPACE = "xg"  # left out of the names: every library name is in it
 
 # A reason for a long function in the comment above it: "(long: REASON)" or
@@ -290,31 +291,18 @@ class Function:
         return self.end - self.line + 1
 
 
-def match_brace(toks, i):
-    """Index of the } that closes the { at i."""
+def match(toks, i, opening="{", closing="}"):
+    """Index of the `closing` token that closes the `opening` one at i."""
     depth = 0
     for j in range(i, len(toks)):
         c = toks[j].text
-        if c == "{":
+        if c == opening:
             depth += 1
-        elif c == "}":
+        elif c == closing:
             depth -= 1
             if depth == 0:
                 return j
-    raise Unbalanced(f"line {toks[i].line}: no }} for this {{")
-
-
-def match_paren(toks, i):
-    depth = 0
-    for j in range(i, len(toks)):
-        c = toks[j].text
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return j
-    raise Unbalanced(f"line {toks[i].line}: no ) for this (")
+    raise Unbalanced(f"line {toks[i].line}: no {closing} for this {opening}")
 
 
 def top_level(head):
@@ -400,7 +388,7 @@ def classify(head):
                 name_at, paren_at = q, k
                 break
     if name_at is not None:
-        close = match_paren(head, paren_at)
+        close = match(head, paren_at, "(", ")")
         after = [k for k in top if k > close]
         ctor_init = any(head[k].text == ":" for k in after)
         if ctor_init and (head[-1].kind == "id" or head[-1].text == ">"):
@@ -437,7 +425,7 @@ def classify(head):
         j = k + 1
         while j < len(texts):
             if texts[j] in ("alignas", "__attribute__", "__declspec") and j + 1 < len(texts) and texts[j + 1] == "(":
-                j = match_paren(head, j + 1) + 1
+                j = match(head, j + 1, "(", ")") + 1
             elif texts[j] == "[":
                 while j < len(texts) and texts[j] == "[":
                     depth = 0
@@ -496,7 +484,7 @@ def scan_file(path, rel, first_branch_only):
                 return i
             elif c == "{":
                 if stack:  # inside ( ) or [ ]: a lambda, a braced argument or a default value
-                    i = match_brace(toks, i) + 1
+                    i = match(toks, i) + 1
                     continue
                 head = toks[head_start:i]
                 what = classify(head)
@@ -512,15 +500,15 @@ def scan_file(path, rel, first_branch_only):
                     head_start = i
                     continue
                 if what[0] == "function":
-                    end = match_brace(toks, i)
+                    end = match(toks, i)
                     if what[3]:  # function-try-block: its handlers are part of it
                         while end + 1 < len(toks) and toks[end + 1].text == "catch":
                             j = end + 2
                             if j < len(toks) and toks[j].text == "(":
-                                j = match_paren(toks, j) + 1
+                                j = match(toks, j, "(", ")") + 1
                             if j >= len(toks) or toks[j].text != "{":
                                 break
-                            end = match_brace(toks, j)
+                            end = match(toks, j)
                     name_tok = head[what[1]]
                     parts = [p for p in chain if p]
                     name = "::".join(parts + [qualified_name(head, what[1], what[2])])
@@ -530,7 +518,7 @@ def scan_file(path, rel, first_branch_only):
                     i = end + 1
                     head_start = i
                     continue
-                i = match_brace(toks, i) + 1  # an initializer or enum body: part of the head
+                i = match(toks, i) + 1  # an initializer or enum body: part of the head
                 continue
             i += 1
         if kind != "file":
@@ -555,28 +543,17 @@ def preceding_comment(src, line):
 
 def collect(root, folders):
     functions = []
-    for folder in folders:
-        base = os.path.join(root, folder)
-        if not os.path.isdir(base):
-            print(f"long_functions: no folder {base}", file=sys.stderr)
-            continue
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames.sort()
-            for fn in sorted(filenames):
-                if not fn.endswith(SUFFIXES):
-                    continue
-                path = os.path.join(dirpath, fn)
-                rel = os.path.relpath(path, root).replace(os.sep, "/")
-                try:
-                    found, src = scan_file(path, rel, first_branch_only=False)
-                except Unbalanced:
-                    try:
-                        found, src = scan_file(path, rel, first_branch_only=True)
-                    except Unbalanced as e:
-                        print(f"long_functions: {rel}: braces do not match ({e}); skipped", file=sys.stderr)
-                        continue
-                for fun in found:
-                    functions.append((fun, src))
+    for path, rel in source_files(root, folders, "long_functions"):
+        try:
+            found, src = scan_file(path, rel, first_branch_only=False)
+        except Unbalanced:
+            try:
+                found, src = scan_file(path, rel, first_branch_only=True)
+            except Unbalanced as e:
+                print(f"long_functions: {rel}: braces do not match ({e}); skipped", file=sys.stderr)
+                continue
+        for fun in found:
+            functions.append((fun, src))
     functions.sort(key=lambda fs: (-fs[0].length, fs[0].path, fs[0].line))
     return functions
 
