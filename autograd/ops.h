@@ -3,6 +3,7 @@
 // elementwise ops broadcast like NumPy; mixed dtypes are an error.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -87,6 +88,26 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // x (..., I) times w (O, I) transposed, plus b (O) if defined: (..., O).
 // The fused form of a dense layer: no transpose is materialised.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
+
+// ---- convolution (images: N, C, H, W as PyTorch writes them) ---------------
+
+// A 2-D window: (height, width) pairs, as torch.nn.functional.conv2d and
+// unfold take them. conv2d reads the kernel size from its weight.
+struct Conv2dOptions {
+  std::array<int64_t, 2> kernel{1, 1};    // kh, kw (unfold2d, fold2d)
+  std::array<int64_t, 2> stride{1, 1};    // at least 1
+  std::array<int64_t, 2> padding{0, 0};   // zeros on each side, at least 0
+  std::array<int64_t, 2> dilation{1, 1};  // spacing of the kernel's taps, at least 1
+};
+// (N,C,H,W) -> (N, C kh kw, Ho Wo): each output position's window as a
+// column (torch.nn.functional.unfold), zeros where it covers padding.
+Tensor unfold2d(const Tensor& x, const Conv2dOptions& o);
+// The adjoint of unfold2d: columns (N, C kh kw, Ho Wo) summed back into an
+// `input_shape` (N,C,H,W) image (torch.nn.functional.fold).
+Tensor fold2d(const Tensor& cols, const Shape& input_shape, const Conv2dOptions& o);
+// (N,C,H,W) * weight (O,C,kh,kw) [+ bias (O,)] -> (N,O,Ho,Wo), as
+// torch.nn.functional.conv2d with groups 1; gradients of any order.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Conv2dOptions o = {});
 
 // ---- indexing --------------------------------------------------------------
 

@@ -1,0 +1,73 @@
+// Convolution: conv2d, unfold2d and fold2d checked by float64 central
+// differences to the second order (gradgradcheck with mixed partials), the
+// adjoint identity of unfold and fold, float32 against float64, and the
+// errors. tests/torch/conv_parity compares them with PyTorch.
+#include "autograd/xg.h"
+#include "tests/helpers.h"
+
+using namespace xg;
+using xgt::leaf;
+
+namespace {
+
+Conv2dOptions window(std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
+                     std::array<int64_t, 2> d) {
+  Conv2dOptions o;
+  o.kernel = k;
+  o.stride = s;
+  o.padding = p;
+  o.dilation = d;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d: gradients and gradients of gradients of input, weight and bias, by finite differences") {
+  for (const Conv2dOptions& o : {window({1, 1}, {1, 1}, {0, 0}, {1, 1}), window({1, 1}, {2, 1}, {1, 2}, {1, 1}),
+                                 window({1, 1}, {1, 2}, {1, 0}, {2, 1})}) {
+    Tensor x = leaf({2, 2, 5, 4}, 1), w = leaf({3, 2, 2, 3}, 2), b = leaf({3}, 3);
+    auto f = [&](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], o); };
+    const auto r1 = gradcheck(f, {x, w, b});
+    CHECK_MESSAGE(r1.ok, r1.message);
+    const auto r2 = gradgradcheck(f, {x, w, b});
+    CHECK_MESSAGE(r2.ok, r2.message);
+    auto no_bias = [&](const std::vector<Tensor>& in) { return tanh(conv2d(in[0], in[1], Tensor(), o)); };
+    const auto r3 = gradgradcheck(no_bias, {x, w});
+    CHECK_MESSAGE(r3.ok, r3.message);
+  }
+}
+
+TEST_CASE("unfold2d and fold2d: each the other's adjoint, differentiable to the second order") {
+  const Conv2dOptions o = window({2, 3}, {2, 1}, {1, 1}, {1, 2});
+  Tensor x = leaf({2, 3, 5, 6}, 4);
+  const Tensor cols = unfold2d(x.detach(), o);
+  Tensor c = leaf(cols.shape(), 5);
+  // <unfold(x), c> = <x, fold(c)>: the adjoint identity, exactly up to rounding.
+  const double lhs = sum(mul(unfold2d(x.detach(), o), c.detach())).item();
+  const double rhs = sum(mul(x.detach(), fold2d(c.detach(), x.shape(), o))).item();
+  CHECK(lhs == doctest::Approx(rhs).epsilon(1e-13));
+  auto u = [&](const std::vector<Tensor>& in) { return tanh(unfold2d(in[0], o)); };
+  auto f = [&](const std::vector<Tensor>& in) { return tanh(fold2d(in[0], x.shape(), o)); };
+  for (const auto& r : {gradcheck(u, {x}), gradgradcheck(u, {x}), gradcheck(f, {c}), gradgradcheck(f, {c})})
+    CHECK_MESSAGE(r.ok, r.message);
+}
+
+TEST_CASE("conv2d: float32 agrees with float64, and bad shapes or windows are refused by name") {
+  Tensor x = leaf({1, 2, 6, 6}, 6), w = leaf({4, 2, 3, 3}, 7);
+  const Conv2dOptions o = window({1, 1}, {2, 2}, {1, 1}, {1, 1});
+  const Tensor y64 = conv2d(x, w, Tensor(), o), y32 = conv2d(x.to(f32), w.to(f32), Tensor(), o);
+  CHECK(y64.shape() == Shape{1, 4, 3, 3});
+  const auto a = y64.to_vector(), b = y32.to_vector();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-5));
+  CHECK(XG_THROW_MESSAGE(conv2d(x, leaf({4, 3, 3, 3}, 8)), ShapeError) ==
+        "conv2d: expected an input (N,C,H,W) and a weight (O,C,kh,kw) with the same C, got (1,2,6,6) and (4,3,3,3)");
+  CHECK(XG_THROW_MESSAGE(conv2d(x, w, leaf({3}, 9)), ShapeError) == "conv2d: expected a bias (4,), got (3,)");
+  CHECK(XG_THROW_MESSAGE(conv2d(x, w, Tensor(), window({1, 1}, {0, 1}, {0, 0}, {1, 1})), std::invalid_argument) ==
+        "conv2d: stride (0,1): expected each at least 1");
+  CHECK(XG_THROW_MESSAGE(conv2d(x, leaf({4, 2, 3, 3}, 10), Tensor(), window({1, 1}, {1, 1}, {0, 0}, {4, 4})),
+                         ShapeError) == "conv2d: the padded input 6x6 is smaller than the dilated kernel 9x9");
+  CHECK(XG_THROW_MESSAGE(unfold2d(leaf({2, 6, 6}, 11), o), ShapeError) ==
+        "unfold2d: expected an (N,C,H,W) input, got (2,6,6)");
+  CHECK(XG_THROW_MESSAGE(fold2d(leaf({1, 5, 9}, 12), {1, 2, 6, 6}, window({2, 2}, {2, 2}, {0, 0}, {1, 1})),
+                         ShapeError) == "fold2d: expected columns (1,8,9) for the input (1,2,6,6), got (1,5,9)");
+}
