@@ -69,9 +69,9 @@ void for_each_tap(const Window& w, F&& f) {
   });
 }
 
-Tensor fold_window(const Tensor& cols, const Window& w, const Conv2dOptions& o);
+Tensor fold_window(const Tensor& cols, const Window& w);
 
-Tensor unfold_window(const Tensor& x, const Window& w, const Conv2dOptions& o) {
+Tensor unfold_window(const Tensor& x, const Window& w) {
   Tensor out = zeros({w.N, w.rows(), w.cols()}, x.dtype());
   dispatch(x.dtype(), [&](auto z) {
     using T = decltype(z);
@@ -79,26 +79,25 @@ Tensor unfold_window(const Tensor& x, const Window& w, const Conv2dOptions& o) {
     T* d = out.data<T>();
     for_each_tap(w, [&](int64_t col, int64_t in) { d[col] = s[in]; });
   });
-  return record("unfold2d", out, {x}, [w, o](const Tensor& g) { return std::vector<Tensor>{fold_window(g, w, o)}; });
+  return record("unfold2d", out, {x}, [w](const Tensor& g) { return std::vector<Tensor>{fold_window(g, w)}; });
 }
 
-Tensor fold_window(const Tensor& cols, const Window& w, const Conv2dOptions& o) {
+Tensor fold_window(const Tensor& cols, const Window& w) {
   Tensor out = zeros({w.N, w.C, w.H, w.W}, cols.dtype());
-  const Tensor& c = cols;
   dispatch(cols.dtype(), [&](auto z) {
     using T = decltype(z);
-    const T* s = c.data<T>();
+    const T* s = cols.data<T>();
     T* d = out.data<T>();
     for_each_tap(w, [&](int64_t col, int64_t in) { d[in] += s[col]; });
   });
-  return record("fold2d", out, {cols}, [w, o](const Tensor& g) { return std::vector<Tensor>{unfold_window(g, w, o)}; });
+  return record("fold2d", out, {cols}, [w](const Tensor& g) { return std::vector<Tensor>{unfold_window(g, w)}; });
 }
 
 }  // namespace
 
 Tensor unfold2d(const Tensor& x, const Conv2dOptions& o) {
   check_defined(x, "unfold2d");
-  return unfold_window(x, window_of("unfold2d", x.shape(), o), o);
+  return unfold_window(x, window_of("unfold2d", x.shape(), o));
 }
 
 Tensor fold2d(const Tensor& cols, const Shape& input_shape, const Conv2dOptions& o) {
@@ -108,7 +107,7 @@ Tensor fold2d(const Tensor& cols, const Shape& input_shape, const Conv2dOptions&
     throw ShapeError("fold2d: expected columns (" + std::to_string(w.N) + "," + std::to_string(w.rows()) + "," +
                      std::to_string(w.cols()) + ") for the input " + shape_str(input_shape) + ", got " +
                      shape_str(cols.shape()));
-  return fold_window(cols, w, o);
+  return fold_window(cols, w);
 }
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions o) {

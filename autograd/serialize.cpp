@@ -452,9 +452,10 @@ nlohmann::json read_checksums(const nlohmann::json& header, const std::map<std::
   const bool well_formed = sums.is_object() && sums.size() == 2 && sums.contains("header") &&
                            sums["header"].is_string() && sums.contains("tensors") && sums["tensors"].is_object();
   if (!well_formed) fail(path, "the __metadata__ entry '" + std::string(kChecksumKey) + "' is not a checksum record");
-  if (sums["header"] != hex8(header_crc(header)))
-    fail(path, "the header does not match its checksum (crc32 " + sums["header"].get<std::string>() + " stored, " +
-                   hex8(header_crc(header)) + " computed): the file is damaged");
+  const std::string stored = sums["header"].get<std::string>(), computed = hex8(header_crc(header));
+  if (stored != computed)
+    fail(path, "the header does not match its checksum (crc32 " + show_name(stored) + " stored, " + computed +
+                   " computed): the file is damaged");
   for (const auto& e : entries)
     if (!sums["tensors"].contains(e.name) || !sums["tensors"][e.name].is_string())
       fail(path, "tensor " + show_name(e.name) + " has no checksum in the header's record");

@@ -5,9 +5,8 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <climits>
-#include <cmath>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,19 +15,6 @@
 namespace xg::train {
 
 namespace {
-
-// The index of the first NaN or infinity of a float tensor (contiguous, as loaded), or -1.
-template <class T>
-int64_t first_non_finite(const T* p, int64_t n) {
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(p[i])) return i;
-  return -1;
-}
-int64_t first_non_finite(const Tensor& t) {
-  if (t.dtype() == Dtype::f32) return first_non_finite(t.data<float>(), t.numel());
-  if (t.dtype() == Dtype::f64) return first_non_finite(t.data<double>(), t.numel());
-  return -1;
-}
 
 // The folder holding `path` ("." for a bare name).
 std::string folder_of(const std::string& path) {
@@ -53,9 +39,9 @@ void check_can_create(const Output& o, const std::string& dir) {
 std::string resolved(const std::string& path) {
   char buf[PATH_MAX];
   if (::realpath(path.c_str(), buf)) return buf;
-  const std::string dir = folder_of(path);
-  const std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
-  if (::realpath(dir.c_str(), buf)) return std::string(buf) + "/" + base;
+  const size_t slash = path.find_last_of('/');
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  if (::realpath(folder_of(path).c_str(), buf)) return std::string(buf) + "/" + base;
   return path;
 }
 
@@ -98,7 +84,7 @@ std::map<std::string, Tensor> load_checkpoint(const std::string& path, Metadata&
                  path.c_str());
   if (!allow_non_finite)
     for (const auto& [name, t] : all) {
-      const int64_t bad = first_non_finite(t);
+      const int64_t bad = first_nonfinite(t);
       if (bad >= 0)
         throw FormatError(fmt::format("checkpoint {}: tensor '{}' holds {} at element {} (of {}): refusing a "
                                       "non-finite checkpoint",

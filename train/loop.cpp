@@ -94,10 +94,10 @@ class Console {
   explicit Console(std::FILE* lead_out) {
     if (dist::rank() == 0) {
       out_ = lead_out;
-    } else if (!(devnull_.f = std::fopen("/dev/null", "w"))) {
-      throw std::runtime_error("cannot open /dev/null");
+    } else {
+      if (!(devnull_.f = std::fopen("/dev/null", "w"))) throw std::runtime_error("cannot open /dev/null");
+      out_ = devnull_.f;
     }
-    if (!out_) out_ = devnull_.f;
     tty_ = dist::world_size() == 1 && ::isatty(::fileno(out_));
   }
   std::FILE* out() const { return out_; }

@@ -32,10 +32,6 @@ std::string option_name(const std::string& field) {
   return o;
 }
 
-namespace {
-
-}  // namespace
-
 void TrainOptions::validate(bool option_names) const {
   // A field as the messages name it: "warmup", or the program's "--warmup".
   auto n = [option_names](const char* field) { return option_names ? option_name(field) : std::string(field); };

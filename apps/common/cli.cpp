@@ -34,8 +34,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o, TrainWords& words,
            "(checkpoint averaging; 0: the final weights)");
   add_precision(app, words.precision);
   add_flag(app, "--detect-anomaly", o.detect_anomaly,
-               "check every op's output and gradient for NaN/Inf and stop at the first, naming the op and module "
-               "(slower; without it a non-finite loss or gradient norm still stops the run, naming the step)");
+           "check every op's output and gradient for NaN/Inf and stop at the first, naming the op and module "
+           "(slower; without it a non-finite loss or gradient norm still stops the run, naming the step)");
 }
 
 void check_train_options(train::TrainOptions& o, const TrainWords& words) {
