@@ -98,6 +98,10 @@ struct Conv2dOptions {
   std::array<int64_t, 2> stride{1, 1};    // at least 1
   std::array<int64_t, 2> padding{0, 0};   // zeros on each side, at least 0
   std::array<int64_t, 2> dilation{1, 1};  // spacing of the kernel's taps, at least 1
+  int64_t groups = 1;  // conv2d: channels split into this many independent groups (C and O divisible)
+  // PyTorch's padding="same" (stride 1 only): dilation (k - 1) zeros in all
+  // along each axis, the odd one at the bottom or right; replaces `padding`.
+  bool same = false;
 };
 // (N,C,H,W) -> (N, C kh kw, Ho Wo): each output position's window as a
 // column (torch.nn.functional.unfold), zeros where it covers padding.
@@ -105,9 +109,36 @@ Tensor unfold2d(const Tensor& x, const Conv2dOptions& o);
 // The adjoint of unfold2d: columns (N, C kh kw, Ho Wo) summed back into an
 // `input_shape` (N,C,H,W) image (torch.nn.functional.fold).
 Tensor fold2d(const Tensor& cols, const Shape& input_shape, const Conv2dOptions& o);
-// (N,C,H,W) * weight (O,C,kh,kw) [+ bias (O,)] -> (N,O,Ho,Wo), as
-// torch.nn.functional.conv2d with groups 1; gradients of any order.
+// (N,C,H,W) * weight (O, C/groups, kh, kw) [+ bias (O,)] -> (N,O,Ho,Wo), as
+// torch.nn.functional.conv2d (groups == C == O is a depthwise convolution);
+// gradients of any order.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Conv2dOptions o = {});
+
+// A 1-D window, as torch.nn.functional.conv1d takes it.
+struct Conv1dOptions {
+  int64_t stride = 1, padding = 0, dilation = 1, groups = 1;
+  bool same = false;  // padding="same", as Conv2dOptions::same
+};
+// (N,C,L) * weight (O, C/groups, k) [+ bias (O,)] -> (N,O,Lo): conv2d on a
+// image of height 1.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv1dOptions& o = {});
+
+// torch.nn.functional.conv_transpose2d's window: `padding` is taken off each
+// side of the output, `output_padding` (below the stride or the dilation)
+// added to its bottom and right.
+struct ConvTranspose2dOptions {
+  std::array<int64_t, 2> stride{1, 1};
+  std::array<int64_t, 2> padding{0, 0};
+  std::array<int64_t, 2> output_padding{0, 0};
+  std::array<int64_t, 2> dilation{1, 1};
+  int64_t groups = 1;
+};
+// (N,C,H,W) with weight (C, O/groups, kh, kw) [+ bias (O,)] -> (N,O,Ho,Wo),
+// Ho = (H-1) stride - 2 padding + dilation (kh-1) + output_padding + 1: the
+// gradient of conv2d with respect to its input (fold2d of the weight's
+// columns), as torch.nn.functional.conv_transpose2d.
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const ConvTranspose2dOptions& o = {});
 
 // ---- indexing --------------------------------------------------------------
 

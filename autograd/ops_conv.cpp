@@ -1,8 +1,11 @@
 // Convolutions as a product with im2col columns: unfold2d gathers each
 // output position's receptive field into a column, conv2d multiplies the
 // flattened weights with them (matmul: oneDNN for float32, OpenBLAS for
-// float64). unfold2d and fold2d are each other's adjoint, and each records
-// the other as its backward, so gradients of every order follow.
+// float64), group by group as a batched product. conv_transpose2d runs the
+// same columns the other way: the transposed weight's product with the
+// input, folded into the output. unfold2d and fold2d are each other's
+// adjoint, and each records the other as its backward, so gradients of
+// every order follow.
 #include <string>
 
 #include "autograd/detail/impl.h"
@@ -14,8 +17,10 @@ namespace xg {
 namespace {
 
 // Where a window's element lands: the geometry both ops share.
+// ph, pw pad the top and left; eh, ew the bottom and right (the same but
+// for padding="same" with an odd total).
 struct Window {
-  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, Ho, Wo;
+  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, eh, ew, Ho, Wo;
   int64_t rows() const { return C * kh * kw; }  // a column's length
   int64_t cols() const { return Ho * Wo; }      // output positions
 };
@@ -32,14 +37,22 @@ Window window_of(const char* op, const Shape& x, const Conv2dOptions& o) {
   positive("padding", o.padding[0], o.padding[1], 0);
   positive("dilation", o.dilation[0], o.dilation[1], 1);
   Window w{x[0], x[1], x[2], x[3], o.kernel[0], o.kernel[1], o.stride[0], o.stride[1],
-           o.padding[0], o.padding[1], o.dilation[0], o.dilation[1], 0, 0};
+           o.padding[0], o.padding[1], o.dilation[0], o.dilation[1], o.padding[0], o.padding[1], 0, 0};
+  if (o.same) {
+    if (w.sh != 1 || w.sw != 1)
+      throw std::invalid_argument(std::string(op) + ": padding \"same\" needs stride (1,1), got (" +
+                                  std::to_string(w.sh) + "," + std::to_string(w.sw) + ")");
+    const int64_t th = w.dh * (w.kh - 1), tw = w.dw * (w.kw - 1);
+    w.ph = th / 2, w.eh = th - th / 2, w.pw = tw / 2, w.ew = tw - tw / 2;
+  }
   const int64_t span_h = w.dh * (w.kh - 1) + 1, span_w = w.dw * (w.kw - 1) + 1;
-  if (w.H + 2 * w.ph < span_h || w.W + 2 * w.pw < span_w)
-    throw ShapeError(std::string(op) + ": the padded input " + std::to_string(w.H + 2 * w.ph) + "x" +
-                     std::to_string(w.W + 2 * w.pw) + " is smaller than the dilated kernel " + std::to_string(span_h) +
+  const int64_t padded_h = w.H + w.ph + w.eh, padded_w = w.W + w.pw + w.ew;
+  if (padded_h < span_h || padded_w < span_w)
+    throw ShapeError(std::string(op) + ": the padded input " + std::to_string(padded_h) + "x" +
+                     std::to_string(padded_w) + " is smaller than the dilated kernel " + std::to_string(span_h) +
                      "x" + std::to_string(span_w));
-  w.Ho = (w.H + 2 * w.ph - span_h) / w.sh + 1;
-  w.Wo = (w.W + 2 * w.pw - span_w) / w.sw + 1;
+  w.Ho = (padded_h - span_h) / w.sh + 1;
+  w.Wo = (padded_w - span_w) / w.sw + 1;
   return w;
 }
 
@@ -110,22 +123,108 @@ Tensor fold2d(const Tensor& cols, const Shape& input_shape, const Conv2dOptions&
   return fold_window(cols, w);
 }
 
+namespace {
+
+// The groups of a convolution with C input and O output channels.
+void check_groups(const char* op, int64_t groups, int64_t C, int64_t O) {
+  if (groups < 1 || C % groups != 0 || O % groups != 0)
+    throw std::invalid_argument(std::string(op) + ": groups " + std::to_string(groups) +
+                                " must be at least 1 and divide both the input channels (" + std::to_string(C) +
+                                ") and the output channels (" + std::to_string(O) + ")");
+}
+
+Tensor add_channel_bias(const char* op, const Tensor& y, const Tensor& bias) {
+  if (!bias.defined()) return y;
+  const int64_t O = y.size(1);
+  if (bias.dim() != 1 || bias.size(0) != O)
+    throw ShapeError(std::string(op) + ": expected a bias (" + std::to_string(O) + ",), got " + shape_str(bias.shape()));
+  return y + reshape(bias, {1, O, 1, 1});
+}
+
+}  // namespace
+
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions o) {
   check_defined(x, "conv2d");
   check_defined(weight, "conv2d");
-  if (weight.dim() != 4 || x.dim() != 4 || weight.size(1) != x.size(1))
-    throw ShapeError("conv2d: expected an input (N,C,H,W) and a weight (O,C,kh,kw) with the same C, got " +
-                     shape_str(x.shape()) + " and " + shape_str(weight.shape()));
+  const int64_t G = o.groups;
+  if (weight.dim() != 4 || x.dim() != 4 || G < 1 || weight.size(1) * G != x.size(1))
+    throw ShapeError("conv2d: expected an input (N,C,H,W) and a weight (O,C/groups,kh,kw) with groups " +
+                     std::to_string(G) + ", got " + shape_str(x.shape()) + " and " + shape_str(weight.shape()));
+  const int64_t O = weight.size(0);
+  check_groups("conv2d", G, x.size(1), O);
   o.kernel = {weight.size(2), weight.size(3)};
   const Window w = window_of("conv2d", x.shape(), o);
-  const int64_t O = weight.size(0);
-  // (O, C kh kw) x (N, C kh kw, Ho Wo) -> (N, O, Ho Wo)
-  Tensor y = matmul(reshape(weight, {O, w.rows()}), unfold2d(x, o));
-  y = reshape(y, {w.N, O, w.Ho, w.Wo});
-  if (!bias.defined()) return y;
-  if (bias.dim() != 1 || bias.size(0) != O)
-    throw ShapeError("conv2d: expected a bias (" + std::to_string(O) + ",), got " + shape_str(bias.shape()));
-  return y + reshape(bias, {1, O, 1, 1});
+  const int64_t R = w.rows() / G;  // one group's column length
+  // Group g's rows of the columns are the block [g R, (g+1) R): its input
+  // channels. (G, O/G, R) x (N, G, R, Ho Wo) -> (N, G, O/G, Ho Wo).
+  const Tensor cols = unfold_window(x, w);
+  Tensor y = G == 1 ? matmul(reshape(weight, {O, R}), cols)
+                    : matmul(reshape(weight, {G, O / G, R}), reshape(cols, {w.N, G, R, w.cols()}));
+  return add_channel_bias("conv2d", reshape(y, {w.N, O, w.Ho, w.Wo}), bias);
+}
+
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv1dOptions& o) {
+  check_defined(x, "conv1d");
+  check_defined(weight, "conv1d");
+  if (x.dim() != 3 || weight.dim() != 3)
+    throw ShapeError("conv1d: expected an input (N,C,L) and a weight (O,C/groups,k), got " + shape_str(x.shape()) +
+                     " and " + shape_str(weight.shape()));
+  Conv2dOptions o2;
+  o2.stride = {1, o.stride};
+  o2.padding = {0, o.padding};
+  o2.dilation = {1, o.dilation};
+  o2.groups = o.groups;
+  o2.same = o.same;
+  return squeeze(conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, o2), 2);
+}
+
+namespace {
+
+// The output size of a transposed convolution along one axis, checked.
+int64_t transposed_size(int64_t n, int64_t k, const ConvTranspose2dOptions& o, int axis) {
+  const int64_t s = o.stride[axis], p = o.padding[axis], op = o.output_padding[axis], d = o.dilation[axis];
+  const std::string at = std::string(axis == 0 ? "height" : "width") + ": ";
+  if (s < 1 || d < 1 || p < 0)
+    throw std::invalid_argument("conv_transpose2d: " + at + "stride " + std::to_string(s) + ", dilation " +
+                                std::to_string(d) + ", padding " + std::to_string(p) +
+                                ": expected stride and dilation at least 1, padding at least 0");
+  // The output rows past the last input row's reach are never written: they
+  // are output_padding, which must stay below the stride (so that a
+  // convolution of the output gives back the input's positions).
+  if (op < 0 || op >= s)
+    throw std::invalid_argument("conv_transpose2d: " + at + "output_padding " + std::to_string(op) +
+                                " must be in [0, stride " + std::to_string(s) + ")");
+  const int64_t out = (n - 1) * s - 2 * p + d * (k - 1) + op + 1;
+  if (out < 1)
+    throw ShapeError("conv_transpose2d: " + at + "the output size " + std::to_string(out) +
+                     " is below 1 (padding " + std::to_string(p) + " too large for the input " + std::to_string(n) + ")");
+  return out;
+}
+
+}  // namespace
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvTranspose2dOptions& o) {
+  check_defined(x, "conv_transpose2d");
+  check_defined(weight, "conv_transpose2d");
+  if (weight.dim() != 4 || x.dim() != 4 || weight.size(0) != x.size(1))
+    throw ShapeError("conv_transpose2d: expected an input (N,C,H,W) and a weight (C,O/groups,kh,kw) with the same C, "
+                     "got " + shape_str(x.shape()) + " and " + shape_str(weight.shape()));
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), G = o.groups;
+  const int64_t kh = weight.size(2), kw = weight.size(3), O = weight.size(1) * G;
+  check_groups("conv_transpose2d", G, C, O);
+  const Shape out{N, O, transposed_size(H, kh, o, 0), transposed_size(W, kw, o, 1)};
+  Conv2dOptions window;
+  window.kernel = {kh, kw};
+  window.stride = o.stride;
+  window.padding = o.padding;
+  window.dilation = o.dilation;
+  const Window w = window_of("conv_transpose2d", out, window);
+  const int64_t R = O / G * kh * kw;  // one group's column length
+  // Columns (N, O kh kw, H W): every input position spreads its channels
+  // through the transposed weight, and fold2d sums the windows into place.
+  Tensor cols = G == 1 ? matmul(transpose(reshape(weight, {C, R}), 0, 1), reshape(x, {N, C, H * W}))
+                       : matmul(transpose(reshape(weight, {G, C / G, R}), 1, 2), reshape(x, {N, G, C / G, H * W}));
+  return add_channel_bias("conv_transpose2d", fold_window(reshape(cols, {N, G * R, H * W}), w), bias);
 }
 
 }  // namespace xg

@@ -1,4 +1,5 @@
-// Convolution: conv2d, unfold2d and fold2d checked by float64 central
+// Convolution: conv2d (groups, padding "same"), conv1d, conv_transpose2d,
+// unfold2d and fold2d checked by float64 central
 // differences to the second order (gradgradcheck with mixed partials), the
 // adjoint identity of unfold and fold, float32 against float64, and the
 // errors. tests/torch/conv_parity compares them with PyTorch.
@@ -60,7 +61,8 @@ TEST_CASE("conv2d: float32 agrees with float64, and bad shapes or windows are re
   const auto a = y64.to_vector(), b = y32.to_vector();
   for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == doctest::Approx(a[i]).epsilon(1e-5));
   CHECK(XG_THROW_MESSAGE(conv2d(x, leaf({4, 3, 3, 3}, 8)), ShapeError) ==
-        "conv2d: expected an input (N,C,H,W) and a weight (O,C,kh,kw) with the same C, got (1,2,6,6) and (4,3,3,3)");
+        "conv2d: expected an input (N,C,H,W) and a weight (O,C/groups,kh,kw) with groups 1, got (1,2,6,6) and "
+        "(4,3,3,3)");
   CHECK(XG_THROW_MESSAGE(conv2d(x, w, leaf({3}, 9)), ShapeError) == "conv2d: expected a bias (4,), got (3,)");
   CHECK(XG_THROW_MESSAGE(conv2d(x, w, Tensor(), window({1, 1}, {0, 1}, {0, 0}, {1, 1})), std::invalid_argument) ==
         "conv2d: stride (0,1): expected each at least 1");
@@ -70,4 +72,76 @@ TEST_CASE("conv2d: float32 agrees with float64, and bad shapes or windows are re
         "unfold2d: expected an (N,C,H,W) input, got (2,6,6)");
   CHECK(XG_THROW_MESSAGE(fold2d(leaf({1, 5, 9}, 12), {1, 2, 6, 6}, window({2, 2}, {2, 2}, {0, 0}, {1, 1})),
                          ShapeError) == "fold2d: expected columns (1,8,9) for the input (1,2,6,6), got (1,5,9)");
+}
+
+TEST_CASE("conv2d with groups and padding \"same\", conv1d: gradients of every order by finite differences") {
+  Conv2dOptions grouped = window({1, 1}, {2, 1}, {1, 0}, {1, 1});
+  grouped.groups = 2;
+  Conv2dOptions same = window({1, 1}, {1, 1}, {0, 0}, {1, 2});
+  same.same = true;
+  Conv2dOptions depthwise = same;
+  depthwise.groups = 4;
+  const std::vector<std::pair<Conv2dOptions, Shape>> cases{
+      {grouped, {6, 2, 3, 2}}, {same, {3, 4, 2, 3}}, {depthwise, {4, 1, 3, 2}}};
+  for (const auto& [o, wshape] : cases) {
+    Tensor x = leaf({2, 4, 5, 4}, 13), w = leaf(wshape, 14), b = leaf({wshape[0]}, 15);
+    auto f = [&](const std::vector<Tensor>& in) { return tanh(conv2d(in[0], in[1], in[2], o)); };
+    for (const auto& r : {gradcheck(f, {x, w, b}), gradgradcheck(f, {x, w, b})}) CHECK_MESSAGE(r.ok, r.message);
+  }
+  // "same" keeps the size, with an even kernel too (its odd pad at the end).
+  CHECK(conv2d(leaf({1, 4, 5, 4}, 16), leaf({3, 4, 2, 3}, 17), Tensor(), same).shape() == Shape{1, 3, 5, 4});
+  Conv1dOptions o1;
+  o1.stride = 2, o1.padding = 1, o1.dilation = 2, o1.groups = 2;
+  Tensor x1 = leaf({2, 4, 9}, 18), w1 = leaf({2, 2, 3}, 19), b1 = leaf({2}, 20);
+  auto f1 = [&](const std::vector<Tensor>& in) { return tanh(conv1d(in[0], in[1], in[2], o1)); };
+  for (const auto& r : {gradcheck(f1, {x1, w1, b1}), gradgradcheck(f1, {x1, w1, b1})}) CHECK_MESSAGE(r.ok, r.message);
+  CHECK(conv1d(x1, w1, b1, o1).shape() == Shape{2, 2, 4});
+}
+
+TEST_CASE("conv_transpose2d: the adjoint of conv2d in its input, differentiable to every order") {
+  ConvTranspose2dOptions t;
+  t.stride = {2, 1}, t.padding = {1, 0}, t.output_padding = {1, 0}, t.dilation = {1, 2}, t.groups = 2;
+  Tensor x = leaf({2, 4, 3, 3}, 21), w = leaf({4, 3, 2, 2}, 22), b = leaf({6}, 23);
+  const Tensor y = conv_transpose2d(x.detach(), w.detach(), Tensor(), t);
+  CHECK(y.shape() == Shape{2, 6, 5, 5});
+  // <conv_transpose2d(x, w), z> = <x, conv2d(z, w)> with the same window.
+  Conv2dOptions c;
+  c.stride = t.stride, c.padding = t.padding, c.dilation = t.dilation, c.groups = t.groups;
+  const Tensor z = leaf(y.shape(), 24).detach();
+  const double lhs = sum(mul(y, z)).item(), rhs = sum(mul(x.detach(), conv2d(z, w.detach(), Tensor(), c))).item();
+  CHECK(lhs == doctest::Approx(rhs).epsilon(1e-13));
+  auto f = [&](const std::vector<Tensor>& in) { return tanh(conv_transpose2d(in[0], in[1], in[2], t)); };
+  for (const auto& r : {gradcheck(f, {x, w, b}), gradgradcheck(f, {x, w, b})}) CHECK_MESSAGE(r.ok, r.message);
+}
+
+TEST_CASE("conv1d, grouped and transposed convolutions refuse bad shapes and options by name") {
+  Tensor x = leaf({1, 4, 6, 6}, 25);
+  Conv2dOptions g3;
+  g3.groups = 3;
+  CHECK(XG_THROW_MESSAGE(conv2d(x, leaf({6, 2, 3, 3}, 26), Tensor(), g3), ShapeError) ==
+        "conv2d: expected an input (N,C,H,W) and a weight (O,C/groups,kh,kw) with groups 3, got (1,4,6,6) and "
+        "(6,2,3,3)");
+  Conv2dOptions g2;
+  g2.groups = 2;
+  CHECK(XG_THROW_MESSAGE(conv2d(x, leaf({5, 2, 3, 3}, 27), Tensor(), g2), std::invalid_argument) ==
+        "conv2d: groups 2 must be at least 1 and divide both the input channels (4) and the output channels (5)");
+  Conv2dOptions same;
+  same.same = true, same.stride = {2, 2};
+  CHECK(XG_THROW_MESSAGE(conv2d(x, leaf({2, 4, 3, 3}, 28), Tensor(), same), std::invalid_argument) ==
+        "conv2d: padding \"same\" needs stride (1,1), got (2,2)");
+  CHECK(XG_THROW_MESSAGE(conv1d(x, leaf({2, 4, 3}, 29)), ShapeError) ==
+        "conv1d: expected an input (N,C,L) and a weight (O,C/groups,k), got (1,4,6,6) and (2,4,3)");
+  ConvTranspose2dOptions t;
+  t.stride = {2, 2}, t.output_padding = {2, 0};
+  CHECK(XG_THROW_MESSAGE(conv_transpose2d(x, leaf({4, 2, 3, 3}, 30), Tensor(), t), std::invalid_argument) ==
+        "conv_transpose2d: height: output_padding 2 must be in [0, stride 2)");
+  CHECK(XG_THROW_MESSAGE(conv_transpose2d(x, leaf({3, 2, 3, 3}, 31)), ShapeError) ==
+        "conv_transpose2d: expected an input (N,C,H,W) and a weight (C,O/groups,kh,kw) with the same C, got "
+        "(1,4,6,6) and (3,2,3,3)");
+  ConvTranspose2dOptions p;
+  p.padding = {0, 5};
+  CHECK(XG_THROW_MESSAGE(conv_transpose2d(x, leaf({4, 2, 3, 3}, 32), Tensor(), p), ShapeError) ==
+        "conv_transpose2d: width: the output size -2 is below 1 (padding 5 too large for the input 6)");
+  CHECK(XG_THROW_MESSAGE(conv_transpose2d(x, leaf({4, 2, 3, 3}, 33), leaf({3}, 34)), ShapeError) ==
+        "conv_transpose2d: expected a bias (2,), got (3,)");
 }

@@ -1,9 +1,11 @@
-// Compares conv2d, unfold2d and fold2d with what tests/torch/conv_parity.py
-// wrote from PyTorch in float64: the output, the gradients of the input,
-// weight and bias of sum(y * wy) plus a gradient penalty on the input (so
-// the second order too), and unfold and fold of the same windows. Prints one
-// line per case; exits 1 if any differs beyond parity::kTolerance.
+// Compares conv2d (groups, padding "same"), conv1d, conv_transpose2d,
+// unfold2d and fold2d with what tests/torch/conv_parity.py wrote from
+// PyTorch in float64: the output, the gradients of the input, weight and
+// bias of sum(y * wy) plus a gradient penalty on the input (so the second
+// order too), and unfold and fold of the same windows. Prints one line per
+// case; exits 1 if any differs beyond parity::kTolerance.
 //   conv_parity FILE.safetensors
+#include <array>
 #include <sstream>
 
 #include "autograd/xg.h"
@@ -13,33 +15,71 @@ using namespace xg;
 
 namespace {
 
-bool run_case(const std::string& name, const std::string& config, std::map<std::string, Tensor>& file) {
-  std::istringstream in(config);
-  Conv2dOptions o;
+// One case's configuration, as conv_parity.py writes it; padding -1 is "same".
+struct Config {
+  std::string kind;
+  std::array<int64_t, 2> stride, padding, dilation, output_padding;
+  int64_t groups = 1;
   int has_bias = 0;
-  in >> o.kernel[0] >> o.kernel[1] >> o.stride[0] >> o.stride[1] >> o.padding[0] >> o.padding[1] >> o.dilation[0] >>
-      o.dilation[1] >> has_bias;
+};
+
+Config parse(const std::string& text) {
+  std::istringstream in(text);
+  Config c;
+  in >> c.kind >> c.stride[0] >> c.stride[1] >> c.padding[0] >> c.padding[1] >> c.dilation[0] >> c.dilation[1] >>
+      c.groups >> c.has_bias >> c.output_padding[0] >> c.output_padding[1];
+  return c;
+}
+
+Conv2dOptions conv2d_options(const Config& c, const Tensor& w) {
+  Conv2dOptions o;
+  o.kernel = {w.size(2), w.size(3)};
+  o.stride = c.stride, o.dilation = c.dilation, o.groups = c.groups;
+  o.same = c.padding[0] == -1;
+  if (!o.same) o.padding = c.padding;
+  return o;
+}
+
+Tensor forward(const Config& c, const Tensor& x, const Tensor& w, const Tensor& b) {
+  if (c.kind == "conv2d") return conv2d(x, w, b, conv2d_options(c, w));
+  if (c.kind == "conv1d") {
+    Conv1dOptions o;
+    o.stride = c.stride[1], o.dilation = c.dilation[1], o.groups = c.groups;
+    o.same = c.padding[1] == -1;
+    if (!o.same) o.padding = c.padding[1];
+    return conv1d(x, w, b, o);
+  }
+  ConvTranspose2dOptions o;
+  o.stride = c.stride, o.padding = c.padding, o.dilation = c.dilation, o.groups = c.groups;
+  o.output_padding = c.output_padding;
+  return conv_transpose2d(x, w, b, o);
+}
+
+bool run_case(const std::string& name, const std::string& text, std::map<std::string, Tensor>& file) {
+  const Config c = parse(text);
   auto get = [&](const std::string& key) { return file.at(name + "." + key); };
   Tensor x = get("x").requires_grad_(), w = get("w").requires_grad_();
-  Tensor b = has_bias ? get("b").requires_grad_() : Tensor();
-  Tensor y = conv2d(x, w, b, o);
+  Tensor b = c.has_bias ? get("b").requires_grad_() : Tensor();
+  Tensor y = forward(c, x, w, b);
   GradOptions create;
   create.create_graph = true;
   const Tensor loss = sum(mul(y, get("wy")));
   const Tensor gx = grad({loss}, {x}, {}, create)[0];
   std::vector<Tensor> inputs{x, w};
-  if (has_bias) inputs.push_back(b);
+  if (c.has_bias) inputs.push_back(b);
   GradOptions unused;
   unused.allow_unused = true;
   const std::vector<Tensor> g = grad({add(loss, sum(mul(gx, gx)))}, inputs, {}, unused);
-  std::vector<std::pair<std::string, double>> diffs = {
-      {"y", parity::rel_diff(y, get("y"))},
-      {"grad x", parity::rel_diff(g[0], get("grad.x"))},
-      {"grad w", parity::rel_diff(g[1], get("grad.w"))},
-      {"unfold", parity::rel_diff(unfold2d(get("x"), o), get("unfold"))},
-      {"fold", parity::rel_diff(fold2d(get("unfold") * 2.0 + 1.0, get("x").shape(), o), get("fold"))}};
-  if (has_bias) diffs.push_back({"grad b", parity::rel_diff(g[2].defined() ? g[2] : zeros(b.shape(), f64), get("grad.b"))});
-  return parity::report("conv_parity", name, "conv2d " + config, diffs);
+  std::vector<std::pair<std::string, double>> diffs = {{"y", parity::rel_diff(y, get("y"))},
+                                                       {"grad x", parity::rel_diff(g[0], get("grad.x"))},
+                                                       {"grad w", parity::rel_diff(g[1], get("grad.w"))}};
+  if (c.has_bias) diffs.push_back({"grad b", parity::rel_diff(g[2].defined() ? g[2] : zeros(b.shape(), f64), get("grad.b"))});
+  if (file.count(name + ".unfold")) {
+    const Conv2dOptions o = conv2d_options(c, w);
+    diffs.push_back({"unfold", parity::rel_diff(unfold2d(get("x"), o), get("unfold"))});
+    diffs.push_back({"fold", parity::rel_diff(fold2d(get("unfold") * 2.0 + 1.0, get("x").shape(), o), get("fold"))});
+  }
+  return parity::report("conv_parity", name, text, diffs);
 }
 
 }  // namespace
