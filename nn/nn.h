@@ -3,6 +3,7 @@
 #include "nn/additive_attention.h"
 #include "nn/attention.h"
 #include "nn/containers.h"
+#include "nn/conv.h"
 #include "nn/dropout.h"
 #include "nn/embedding.h"
 #include "nn/feed_forward.h"
