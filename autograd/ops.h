@@ -116,8 +116,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 
 // A 1-D window, as torch.nn.functional.conv1d takes it.
 struct Conv1dOptions {
-  int64_t stride = 1, padding = 0, dilation = 1, groups = 1;
-  bool same = false;  // padding="same", as Conv2dOptions::same
+  int64_t stride = 1;    // at least 1
+  int64_t padding = 0;   // zeros on each side, at least 0
+  int64_t dilation = 1;  // spacing of the kernel's taps, at least 1
+  int64_t groups = 1;    // as Conv2dOptions::groups
+  bool same = false;     // padding="same", as Conv2dOptions::same
 };
 // (N,C,L) * weight (O, C/groups, k) [+ bias (O,)] -> (N,O,Lo): conv2d on a
 // image of height 1.
@@ -127,11 +130,11 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 // side of the output, `output_padding` (below the stride or the dilation)
 // added to its bottom and right.
 struct ConvTranspose2dOptions {
-  std::array<int64_t, 2> stride{1, 1};
-  std::array<int64_t, 2> padding{0, 0};
-  std::array<int64_t, 2> output_padding{0, 0};
-  std::array<int64_t, 2> dilation{1, 1};
-  int64_t groups = 1;
+  std::array<int64_t, 2> stride{1, 1};          // at least 1
+  std::array<int64_t, 2> padding{0, 0};         // taken off each side of the output, at least 0
+  std::array<int64_t, 2> output_padding{0, 0};  // added at the bottom and right, in [0, stride)
+  std::array<int64_t, 2> dilation{1, 1};        // at least 1
+  int64_t groups = 1;                           // dividing both channel counts
 };
 // (N,C,H,W) with weight (C, O/groups, kh, kw) [+ bias (O,)] -> (N,O,Ho,Wo),
 // Ho = (H-1) stride - 2 padding + dilation (kh-1) + output_padding + 1: the

@@ -7,7 +7,7 @@ set(XG_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/xgrad)
 install(TARGETS xgrad EXPORT xgradTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # The public API only: no detail/ header (the library's own internals, among
 # them the one that includes <mpi.h>).
-install(DIRECTORY autograd engine nn optim models distributed train
+install(DIRECTORY autograd data engine nn optim models distributed train
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad FILES_MATCHING PATTERN "*.h" PATTERN "detail" EXCLUDE)
 install(EXPORT xgradTargets NAMESPACE xgrad:: DESTINATION ${XG_CMAKE_DIR})
 configure_package_config_file(cmake/xgradConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/xgradConfig.cmake

@@ -1,6 +1,7 @@
 // Writes the fuzzers' seed corpora: valid inputs of each harness, from which
 // libFuzzer mutates. Usage: make_seeds DIR (creates DIR/<harness>/...).
 #include <sys/stat.h>
+#include <zlib.h>
 
 #include <cstdio>
 #include <fstream>
@@ -31,6 +32,21 @@ std::string args(const std::vector<std::string>& a) {
   return s;
 }
 
+// `bytes` as one gzip member, as the dataset's .gz files are.
+std::string gzip(const std::string& bytes) {
+  z_stream z{};
+  deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  std::string out(deflateBound(&z, bytes.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data()));
+  z.avail_in = static_cast<uInt>(bytes.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  deflate(&z, Z_FINISH);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -40,7 +56,7 @@ int main(int argc, char** argv) {
   }
   const std::string dir = argv[1];
   for (const char* h : {"", "/tensor_loader", "/module_loader", "/optim_loader", "/cli_train", "/cli_decode", "/cmudict",
-                        "/fortunes"})
+                        "/fortunes", "/idx"})
     ::mkdir((dir + h).c_str(), 0755);
 
   // A whole training checkpoint (tensors + metadata), tiny.
@@ -98,6 +114,13 @@ int main(int argc, char** argv) {
       "MNCL\n(\"a\" dt (((ax) 0)))\n(\"a\" n (((ey) 1)))\n(\"aaa\" nil (((t r ih) 1) ((p ax) 0) ((l ey) 1)))\n"
       "(\"adversity\" nil (((ae d) 0) ((v er) 1) ((s ih) 0) ((t iy) 0)))\n");
   put(dir + "/cmudict/header_only", "MNCL\n");
+  // IDX: labels (rank 1) and two 3x4 images (rank 3), plain and gzip.
+  const std::string labels = std::string("\0\0\x08\x01\0\0\0\x03", 8) + std::string("\x01\x09\x00", 3);
+  std::string images = std::string("\0\0\x08\x03\0\0\0\x02\0\0\0\x03\0\0\0\x04", 16);
+  for (int i = 0; i < 24; ++i) images += static_cast<char>(i * 10);
+  put(dir + "/idx/labels", labels);
+  put(dir + "/idx/images", images);
+  put(dir + "/idx/images.gz", gzip(images));
   put(dir + "/fortunes/two", "A fortune.\n%\nAnother,\n\t-- on two lines\n%\n");
   put(dir + "/fortunes/unterminated", "No final percent line\n%\n%\n\n%\nlast");
   std::printf("make_seeds: wrote the seed corpora under %s\n", dir.c_str());

@@ -17,10 +17,12 @@ namespace xg::nn {
 // ignored (the kernel argument is the kernel).
 class Conv2d : public Module {
  public:
+  // A (kh, kw) kernel; throws std::invalid_argument on sizes below 1 or
+  // groups that do not divide in and out.
   Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator& gen, const Conv2dOptions& window = {},
          bool bias = true);
   Conv2d(int64_t in, int64_t out, int64_t kernel, Generator& gen, const Conv2dOptions& window = {}, bool bias = true)
-      : Conv2d(in, out, {kernel, kernel}, gen, window, bias) {}
+      : Conv2d(in, out, {kernel, kernel}, gen, window, bias) {}  // a square kernel
   Tensor forward(const Tensor& x) override;  // (N, in, H, W) -> (N, out, Ho, Wo)
   std::string type_name() const override;   // "Conv2d(in=1, out=8, kernel=3x3, stride=1x1, padding=1x1)"
 
@@ -38,12 +40,13 @@ class Conv2d : public Module {
 // initialised as torch.nn.Conv1d (b = 1/sqrt(in/groups k)).
 class Conv1d : public Module {
  public:
+  // Throws std::invalid_argument as Conv2d's constructor.
   Conv1d(int64_t in, int64_t out, int64_t kernel, Generator& gen, const Conv1dOptions& window = {},
          bool bias = true);
   Tensor forward(const Tensor& x) override;  // (N, in, L) -> (N, out, Lo)
   std::string type_name() const override;   // "Conv1d(in=4, out=8, kernel=3, stride=1, padding=0)"
 
-  const Conv1dOptions& options() const { return options_; }
+  const Conv1dOptions& options() const { return options_; }  // stride, padding, dilation, groups
   Tensor& weight() { return weight_; }  // (out, in/groups, k)
   Tensor& bias() { return bias_; }      // (out), undefined without bias
 
@@ -58,15 +61,16 @@ class Conv1d : public Module {
 // from the weight's second dimension: b = 1/sqrt(out/groups kh kw).
 class ConvTranspose2d : public Module {
  public:
+  // A (kh, kw) kernel; throws std::invalid_argument as Conv2d's constructor.
   ConvTranspose2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator& gen,
                   const ConvTranspose2dOptions& window = {}, bool bias = true);
   ConvTranspose2d(int64_t in, int64_t out, int64_t kernel, Generator& gen, const ConvTranspose2dOptions& window = {},
                   bool bias = true)
-      : ConvTranspose2d(in, out, {kernel, kernel}, gen, window, bias) {}
+      : ConvTranspose2d(in, out, {kernel, kernel}, gen, window, bias) {}  // a square kernel
   Tensor forward(const Tensor& x) override;  // (N, in, H, W) -> (N, out, Ho, Wo)
   std::string type_name() const override;
 
-  const ConvTranspose2dOptions& options() const { return options_; }
+  const ConvTranspose2dOptions& options() const { return options_; }  // the window
   Tensor& weight() { return weight_; }  // (in, out/groups, kh, kw)
   Tensor& bias() { return bias_; }      // (out), undefined without bias
 

@@ -8,8 +8,8 @@
 # Harnesses: tensor_loader (safetensors bytes; then the checkpoint metadata),
 # module_loader (a Transformer's load_state_dict), optim_loader (Adam and SGD
 # state), cli_train and cli_decode (the programs' command lines), cmudict
-# (g2p's CMUdict parser) and fortunes (char_lm's fortune-file reader and byte
-# vocabulary).
+# (g2p's CMUdict parser), fortunes (char_lm's fortune-file reader and byte
+# vocabulary) and idx (data/'s IDX reader, plain and gzip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
@@ -19,7 +19,7 @@ dir=build-fuzz
 # no harness multiplies matrices.
 cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXG_FUZZ=ON \
       -DXG_GEMM=openblas -DXG_BUILD_TESTS=OFF >/dev/null
-harnesses=(tensor_loader module_loader optim_loader cli_train cli_decode cmudict fortunes)
+harnesses=(tensor_loader module_loader optim_loader cli_train cli_decode cmudict fortunes idx)
 start=$(date +%s)
 cmake --build "$dir" -j"$(nproc)" --target make_seeds "${harnesses[@]/#/fuzz_}" >/dev/null
 echo "fuzz: built in $(( $(date +%s) - start )) s"
@@ -31,6 +31,7 @@ fuzz_one() {
   [[ $h == cli_* ]] && dict=fuzz/cli.dict
   [[ $h == cmudict ]] && dict=fuzz/cmudict.dict
   [[ $h == fortunes ]] && dict=fuzz/fortunes.dict
+  [[ $h == idx ]] && dict=fuzz/idx.dict
   mkdir -p "$dir/corpus/$h"
   local log="$dir/fuzz_$h.log" out="$dir/fuzz_$h.result"
   # -rss_limit_mb / -malloc_limit_mb: an input that allocates past 2 GiB is a finding.

@@ -14,7 +14,7 @@
 #include "autograd/require.h"
 #include "engine/gemm.h"
 #include "train/checkpoint.h"
-#include "train/hash.h"
+#include "data/hash.h"
 #include "train/detail/step_checks.h"
 
 namespace xg::train {
@@ -94,7 +94,7 @@ Trainer::Trainer(Job& job, const TrainOptions& o) : job_(job), opts_(o) {
 
 uint64_t rank_seed(uint64_t seed, int rank, int64_t step) {
   // splitmix64 adds its increment once more: rank r and step s land r + 1 increments and s << 20 past the seed.
-  return splitmix64(seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(rank) + (static_cast<uint64_t>(step) << 20));
+  return data::splitmix64(seed + 0x9e3779b97f4a7c15ULL * static_cast<uint64_t>(rank) + (static_cast<uint64_t>(step) << 20));
 }
 
 int64_t Trainer::position_at(int64_t step, double seconds) const {

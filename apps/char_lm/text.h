@@ -12,12 +12,12 @@
 #include <string_view>
 #include <vector>
 
-#include "train/hash.h"
+#include "data/hash.h"
 
 namespace xg::char_lm {
 
-using train::fnv1a64;
-using train::splitmix64;
+using data::fnv1a64;
+using data::splitmix64;
 
 inline constexpr const char* kFortunesDir = "/usr/share/games/fortunes";
 

@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "autograd/serialize.h"
-#include "train/hash.h"
+#include "data/hash.h"
 
 namespace xg::g2p {
 
@@ -71,7 +71,7 @@ std::string strip_stress(const std::string& phone) {
   return p;
 }
 
-bool g2p_held_out(const std::string& word) { return train::fnv1a64(word) % 10 == 0; }
+bool g2p_held_out(const std::string& word) { return data::fnv1a64(word) % 10 == 0; }
 
 CmuDict parse_cmudict(std::istream& in, const std::string& name) {
   CmuDict d;

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string_view>
 
-namespace xg::train {
+namespace xg::data {
 
 uint64_t fnv1a64(std::string_view s);  // 64-bit FNV-1a
 uint64_t splitmix64(uint64_t x);       // one step of SplitMix64 (a 64-bit mix)
 
-}  // namespace xg::train
+}  // namespace xg::data

@@ -1,6 +1,6 @@
-#include "train/hash.h"
+#include "data/hash.h"
 
-namespace xg::train {
+namespace xg::data {
 
 uint64_t fnv1a64(std::string_view s) {
   uint64_t h = 14695981039346656037ull;
@@ -18,4 +18,4 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-}  // namespace xg::train
+}  // namespace xg::data

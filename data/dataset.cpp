@@ -1,0 +1,37 @@
+#include "data/dataset.h"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace xg::data {
+
+namespace {
+
+// The bytes of a float32 or float64 tensor (the constructor refused int64).
+const char* bytes_of(const Tensor& t) {
+  return t.dtype() == f32 ? reinterpret_cast<const char*>(t.data<float>()) : reinterpret_cast<const char*>(t.data<double>());
+}
+
+}  // namespace
+
+TensorDataset::TensorDataset(Tensor inputs, std::vector<int64_t> targets)
+    : inputs_(std::move(inputs)), targets_(std::move(targets)) {
+  if (!inputs_.defined() || inputs_.dim() < 1 || inputs_.size(0) != static_cast<int64_t>(targets_.size()))
+    throw std::invalid_argument("TensorDataset: expected inputs (N, ...) with N = the number of targets (" +
+                                std::to_string(targets_.size()) + "), got " +
+                                (inputs_.defined() ? shape_str(inputs_.shape()) : std::string("undefined inputs")));
+  if (inputs_.dtype() == i64) throw std::invalid_argument("TensorDataset: inputs must be float32 or float64");
+  inputs_ = inputs_.detach();
+}
+
+Shape TensorDataset::input_shape() const { return Shape(inputs_.shape().begin() + 1, inputs_.shape().end()); }
+
+Example TensorDataset::get(int64_t index) const {
+  Tensor row = empty(input_shape(), inputs_.dtype());
+  const int64_t bytes = row.numel() * dtype_size(row.dtype());
+  std::memcpy(const_cast<char*>(bytes_of(row)), bytes_of(inputs_) + index * bytes, static_cast<size_t>(bytes));
+  return {row, targets_[static_cast<size_t>(index)]};
+}
+
+}  // namespace xg::data

@@ -1,0 +1,49 @@
+// Datasets: what a DataLoader (data/loader.h) draws examples from.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace xg::data {
+
+// One example: its input (an image (C,H,W), a sequence, ...) and its
+// target, a class id.
+struct Example {
+  Tensor input;        // float32 or float64, any shape
+  int64_t target = 0;  // a class id
+};
+
+// A numbered collection of examples, as torch.utils.data.Dataset. get() is
+// called from the loader's prefetch thread while the model trains: it must
+// only read (a const method over data loaded up front).
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;  // the number of examples
+  // Example `index` in [0, size()); the loader checks the range first.
+  virtual Example get(int64_t index) const = 0;
+  // Every input's shape (all alike); the loader allocates its batches from it.
+  virtual Shape input_shape() const = 0;
+};
+
+// Examples kept in memory: inputs stacked as (N, ...) and N targets, as
+// torch.utils.data.TensorDataset. get(i) copies row i (float32 or float64).
+class TensorDataset : public Dataset {
+ public:
+  // Throws std::invalid_argument when the inputs have no leading dimension
+  // or it is not the number of targets.
+  TensorDataset(Tensor inputs, std::vector<int64_t> targets);
+  int64_t size() const override { return static_cast<int64_t>(targets_.size()); }
+  Example get(int64_t index) const override;
+  Shape input_shape() const override;
+  const Tensor& inputs() const { return inputs_; }
+  const std::vector<int64_t>& targets() const { return targets_; }
+
+ private:
+  Tensor inputs_;
+  std::vector<int64_t> targets_;
+};
+
+}  // namespace xg::data
