@@ -80,6 +80,12 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis);  // eq
 Tensor unsqueeze(const Tensor& a, int64_t axis);
 Tensor squeeze(const Tensor& a, int64_t axis);  // the axis must have size 1
 Tensor broadcast_to(const Tensor& a, const Shape& shape);
+// Dimensions start_dim..end_dim (negative ones count from the end) merged
+// into one (torch.flatten; the default start_dim 1 keeps the batch, as
+// nn.Flatten); unflatten splits dimension `dim` into `sizes`
+// (one of them may be -1), their product its size (torch.unflatten).
+Tensor flatten(const Tensor& a, int64_t start_dim = 1, int64_t end_dim = -1);
+Tensor unflatten(const Tensor& a, int64_t dim, const Shape& sizes);
 
 // ---- linear algebra (engine/gemm.h: oneDNN or OpenBLAS) ---------------------
 
@@ -142,6 +148,61 @@ struct ConvTranspose2dOptions {
 // columns), as torch.nn.functional.conv_transpose2d.
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
                         const ConvTranspose2dOptions& o = {});
+
+// ---- pooling (images: N, C, H, W as PyTorch writes them) -------------------
+
+// torch.nn.functional.max_pool2d's window, as (height, width) pairs.
+// Output size floor((H + 2p - d(k-1) - 1) / s) + 1, rounded up with ceil_mode
+// (a last window must still start inside the input or its left padding).
+struct Pool2dOptions {
+  std::array<int64_t, 2> kernel{1, 1};    // kh, kw, at least 1
+  std::array<int64_t, 2> stride{0, 0};    // at least 1; 0 means the kernel (PyTorch's stride=None)
+  std::array<int64_t, 2> padding{0, 0};   // implicit -inf on each side, from 0 to half the kernel
+  std::array<int64_t, 2> dilation{1, 1};  // spacing of the window's taps, at least 1
+  bool ceil_mode = false;                 // round the output size up instead of down
+};
+// torch.nn.functional.avg_pool2d's window (no dilation there), as (height, width) pairs.
+struct AvgPool2dOptions {
+  std::array<int64_t, 2> kernel{1, 1};   // kh, kw, at least 1
+  std::array<int64_t, 2> stride{0, 0};   // at least 1; 0 means the kernel (PyTorch's stride=None)
+  std::array<int64_t, 2> padding{0, 0};  // zeros on each side, from 0 to half the kernel
+  bool ceil_mode = false;                // round the output size up instead of down
+  bool count_include_pad = true;         // divide by the window's size with its padding, not only its inputs
+};
+// The largest value of each window and where it is: `indices` (int64, the
+// values' shape) holds its flat position h * W + w in its (n, c) plane, the
+// first one on ties (torch's max_pool2d(..., return_indices=True)).
+struct MaxPool2dResult {
+  Tensor values;   // (N,C,Ho,Wo), each window's maximum
+  Tensor indices;  // (N,C,Ho,Wo) int64, where each maximum is in its (n, c) plane
+};
+// (N,C,H,W) -> (N,C,Ho,Wo), each window's maximum; the gradient goes to the
+// arg-max (the first on ties), gradients of any order.
+Tensor max_pool2d(const Tensor& x, const Pool2dOptions& o);
+MaxPool2dResult max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& o);
+// (N,C,H,W) -> (N,C,Ho,Wo), each window's mean (torch.nn.functional.avg_pool2d).
+Tensor avg_pool2d(const Tensor& x, const AvgPool2dOptions& o);
+// (N,C,H,W) -> (N,C,Ho,Wo): output row i averages input rows
+// [floor(i H / Ho), ceil((i+1) H / Ho)), columns alike
+// (torch.nn.functional.adaptive_avg_pool2d).
+Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
+
+// ---- normalisation over batches and groups (N, C, ...) ------------------------
+
+// torch.nn.functional.batch_norm. x is (N,C), (N,C,L) or (N,C,H,W);
+// running_mean, running_var, weight and bias are (C) or undefined.
+// training: normalises with the batch's mean and biased variance per channel
+// and, when the running statistics are defined, updates them in place
+// without the tape: r = (1 - momentum) r + momentum b, with b the batch's
+// mean and UNBIASED variance. Otherwise normalises with the running
+// statistics (which must then be defined). eps > 0, momentum in [0, 1].
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+// torch.nn.functional.group_norm: x (N,C,...) with its C channels in
+// `groups` groups (groups divides C), each (n, group) normalised with its
+// mean and biased variance; then weight and bias (C), either undefined.
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
 
 // ---- indexing --------------------------------------------------------------
 

@@ -303,4 +303,41 @@ Tensor broadcast_to(const Tensor& a, const Shape& shape) {
                 [in = a.shape()](const Tensor& g) { return std::vector<Tensor>{detail::unbroadcast(g, in)}; });
 }
 
+Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {
+  const Shape& s = check_defined_any(a, "flatten").shape();
+  if (s.empty()) return reshape(a, {1});  // torch.flatten of a scalar
+  const int64_t nd = a.dim(), b = normalize_axis(start_dim, nd, "flatten"), e = normalize_axis(end_dim, nd, "flatten");
+  if (b > e)
+    throw ShapeError("flatten: start_dim " + std::to_string(start_dim) + " comes after end_dim " +
+                     std::to_string(end_dim) + " for shape " + shape_str(s));
+  Shape out(s.begin(), s.begin() + b);
+  out.push_back(shape_numel(Shape(s.begin() + b, s.begin() + e + 1)));
+  out.insert(out.end(), s.begin() + e + 1, s.end());
+  return reshape(a, out);
+}
+
+Tensor unflatten(const Tensor& a, int64_t dim, const Shape& sizes) {
+  const Shape& s = check_defined_any(a, "unflatten").shape();
+  const int64_t d = normalize_axis(dim, a.dim(), "unflatten");
+  Shape part = sizes;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < part.size(); ++i) {
+    if (part[i] == -1 && infer < 0) {
+      infer = static_cast<int64_t>(i);
+    } else if (part[i] < 0) {
+      throw ShapeError("unflatten: sizes " + shape_str(sizes) + ": expected sizes >= 0 and at most one -1");
+    } else {
+      known *= part[i];
+    }
+  }
+  if (infer >= 0 && known > 0 && s[d] % known == 0) part[infer] = s[d] / known;
+  if (sizes.empty() || (infer >= 0 && part[infer] < 0) || shape_numel(part) != s[d])
+    throw ShapeError("unflatten: sizes " + shape_str(sizes) + " do not multiply to the size " + std::to_string(s[d]) +
+                     " of dimension " + std::to_string(dim) + " of " + shape_str(s));
+  Shape out(s.begin(), s.begin() + d);
+  out.insert(out.end(), part.begin(), part.end());
+  out.insert(out.end(), s.begin() + d + 1, s.end());
+  return reshape(a, out);
+}
+
 }  // namespace xg

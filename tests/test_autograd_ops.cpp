@@ -380,3 +380,27 @@ TEST_CASE("float32 kernels: fast_expf and fast_erff against the C library, gelu 
   for (size_t i = 0; i < gd.size(); ++i) worst_g = std::max(worst_g, std::fabs(gf[i] - gd[i]));
   CHECK(worst_g < 2e-6);
 }
+
+TEST_CASE("ops: flatten and unflatten reshape as torch does, and refuse bad dimensions by name") {
+  Tensor a = leaf({2, 3, 4, 5}, 40);
+  CHECK(flatten(a).shape() == Shape{2, 60});
+  CHECK(flatten(a, 0).shape() == Shape{120});
+  CHECK(flatten(a, 1, 2).shape() == Shape{2, 12, 5});
+  CHECK(flatten(a, -2, -1).shape() == Shape{2, 3, 20});
+  CHECK(flatten(a, 2, 2).shape() == a.shape());
+  CHECK(flatten(scalar(3.0, f64), 0).shape() == Shape{1});
+  CHECK(unflatten(flatten(a), 1, {3, -1, 5}).shape() == a.shape());
+  CHECK(unflatten(a, -1, {5, 1}).shape() == Shape{2, 3, 4, 5, 1});
+  CHECK(bit_equal(unflatten(flatten(a, 1, 2), 1, {3, 4}), a));
+  XG_CHECK_GRAD([](const V& x) { return flatten(x[0], 1, 2) * 2.0; }, a);
+  XG_CHECK_GRAD([](const V& x) { return unflatten(x[0], 2, {2, 2}); }, a);
+  CHECK(XG_THROW_MESSAGE(flatten(a, 2, 1), ShapeError) ==
+        "flatten: start_dim 2 comes after end_dim 1 for shape (2,3,4,5)");
+  CHECK(XG_THROW_MESSAGE(flatten(a, 4), ShapeError) == "flatten: axis 4 is out of range for a tensor of 4 dimensions");
+  CHECK(XG_THROW_MESSAGE(unflatten(a, 1, {2, 2}), ShapeError) ==
+        "unflatten: sizes (2,2) do not multiply to the size 3 of dimension 1 of (2,3,4,5)");
+  CHECK(XG_THROW_MESSAGE(unflatten(a, 2, {-1, -1}), ShapeError) ==
+        "unflatten: sizes (-1,-1): expected sizes >= 0 and at most one -1");
+  CHECK(XG_THROW_MESSAGE(unflatten(a, 3, {3, -1}), ShapeError) ==
+        "unflatten: sizes (3,-1) do not multiply to the size 5 of dimension 3 of (2,3,4,5)");
+}

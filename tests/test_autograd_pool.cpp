@@ -1,0 +1,163 @@
+// Pooling: max_pool2d (and its indices), avg_pool2d and adaptive_avg_pool2d
+// checked by float64 central differences to the second order (gradgradcheck
+// with mixed partials), ties, float32 against float64, and the errors.
+// tests/torch/pool_norm_parity compares them with PyTorch.
+#include <cmath>
+
+#include "autograd/xg.h"
+#include "tests/helpers.h"
+
+using namespace xg;
+using xgt::leaf;
+
+namespace {
+
+Pool2dOptions max_window(std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
+                         std::array<int64_t, 2> d, bool ceil_mode) {
+  Pool2dOptions o;
+  o.kernel = k;
+  o.stride = s;
+  o.padding = p;
+  o.dilation = d;
+  o.ceil_mode = ceil_mode;
+  return o;
+}
+
+AvgPool2dOptions avg_window(std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
+                            bool ceil_mode, bool count_include_pad) {
+  AvgPool2dOptions o;
+  o.kernel = k;
+  o.stride = s;
+  o.padding = p;
+  o.ceil_mode = ceil_mode;
+  o.count_include_pad = count_include_pad;
+  return o;
+}
+
+void check_first_and_second_order(const std::function<Tensor(const std::vector<Tensor>&)>& f, const Tensor& x,
+                                  const Tensor& other) {
+  // With `other` a second input, the first gradient is also taken with
+  // respect to x alone and to `other` alone (mixed partials).
+  XG_CHECK_GRAD(f, x, other);
+  XG_CHECK_GRADGRAD(f, x, other);
+}
+
+}  // namespace
+
+TEST_CASE("max_pool2d: gradients and gradients of gradients by finite differences, over windows") {
+  for (const Pool2dOptions& o :
+       {max_window({2, 2}, {0, 0}, {0, 0}, {1, 1}, false), max_window({3, 2}, {2, 1}, {1, 1}, {1, 1}, false),
+        max_window({2, 3}, {1, 2}, {1, 0}, {2, 1}, true), max_window({3, 3}, {2, 2}, {1, 1}, {1, 1}, true)}) {
+    Tensor x = leaf({2, 2, 5, 6}, 1), s = leaf({2}, 2);
+    // Through tanh on both sides, so that the second order is not zero;
+    // s scales the channels: a first gradient with respect to s alone.
+    auto f = [&](const std::vector<Tensor>& in) {
+      return tanh(max_pool2d(tanh(in[0] * reshape(in[1], {1, 2, 1, 1})), o));
+    };
+    check_first_and_second_order(f, x, s);
+    auto plain = [&](const std::vector<Tensor>& in) { return max_pool2d(in[0], o); };
+    XG_CHECK_GRAD(plain, x);
+  }
+}
+
+TEST_CASE("max_pool2d: indices are each window's first arg-max in its plane, and the gradient goes there") {
+  // One plane (1,1,3,4) with ties: 5 twice in the first window, 7 twice in the last.
+  Tensor x = tensor({5, 5, 1, 7, 0, 2, 7, 3, 9, 9, 9, 9}, {1, 1, 3, 4}, f64).requires_grad_();
+  const MaxPool2dResult r = max_pool2d_with_indices(x, max_window({2, 2}, {1, 2}, {0, 0}, {1, 1}, false));
+  CHECK(r.values.shape() == Shape{1, 1, 2, 2});
+  CHECK(r.indices.dtype() == i64);
+  CHECK(r.values.to_vector() == std::vector<double>{5, 7, 9, 9});
+  CHECK(r.indices.to_vector() == std::vector<double>{0, 3, 8, 10});
+  sum(r.values * tensor({1, 2, 3, 4}, {1, 1, 2, 2}, f64)).backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{1, 0, 0, 2, 0, 0, 0, 0, 3, 0, 4, 0});
+  // A padded window: the index counts in the unpadded plane.
+  const MaxPool2dResult p = max_pool2d_with_indices(x.detach(), max_window({3, 3}, {2, 2}, {1, 1}, {1, 1}, false));
+  CHECK(p.indices.to_vector() == std::vector<double>{0, 3, 8, 9});
+}
+
+TEST_CASE("avg_pool2d: gradients and gradients of gradients by finite differences, with and without the padding") {
+  for (const AvgPool2dOptions& o :
+       {avg_window({2, 2}, {0, 0}, {0, 0}, false, true), avg_window({3, 3}, {2, 2}, {1, 1}, true, true),
+        avg_window({3, 3}, {2, 2}, {1, 1}, true, false), avg_window({2, 3}, {1, 2}, {1, 1}, false, false)}) {
+    Tensor x = leaf({2, 2, 5, 6}, 3), s = leaf({2}, 4);
+    auto f = [&](const std::vector<Tensor>& in) {
+      return tanh(avg_pool2d(in[0] * reshape(in[1], {1, 2, 1, 1}), o));
+    };
+    check_first_and_second_order(f, x, s);
+  }
+  // ceil_mode adds a last window starting in the input's last row and
+  // column and overhanging the padding: count_include_pad divides by its
+  // part inside input + padding (2x2, as PyTorch), else by its one input.
+  const Tensor ones6 = ones({1, 1, 6, 6}, f64);
+  const Tensor y = avg_pool2d(ones6, avg_window({3, 3}, {2, 2}, {1, 1}, true, true));
+  CHECK(y.shape() == Shape{1, 1, 4, 4});
+  CHECK(y.at({0, 0, 0, 0}) == doctest::Approx(4.0 / 9));
+  CHECK(y.at({0, 0, 1, 1}) == doctest::Approx(1.0));
+  CHECK(y.at({0, 0, 3, 3}) == doctest::Approx(1.0 / 4));
+  CHECK(y.at({0, 0, 0, 3}) == doctest::Approx(2.0 / 6));
+  const Tensor z = avg_pool2d(ones6, avg_window({3, 3}, {2, 2}, {1, 1}, true, false));
+  CHECK(z.to_vector() == std::vector<double>(16, 1.0));
+}
+
+TEST_CASE("adaptive_avg_pool2d: PyTorch's windows, gradients and gradients of gradients by finite differences") {
+  for (const auto& [in, out] : std::vector<std::pair<Shape, std::array<int64_t, 2>>>{
+           {{2, 2, 5, 7}, {3, 4}}, {{1, 3, 4, 4}, {2, 2}}, {{2, 1, 3, 5}, {5, 2}}, {{1, 2, 3, 3}, {1, 1}}}) {
+    Tensor x = leaf(in, 5), s = leaf({in[1]}, 6);
+    auto f = [&, c = in[1], out = out](const std::vector<Tensor>& v) {
+      return tanh(adaptive_avg_pool2d(v[0] * reshape(v[1], {1, c, 1, 1}), out));
+    };
+    check_first_and_second_order(f, x, s);
+  }
+  // (1,1) is the mean of each plane; 5 rows into 3: [0,2), [1,4), [3,5).
+  Tensor x = leaf({2, 3, 5, 4}, 7).detach();
+  const auto whole = adaptive_avg_pool2d(x, {1, 1}).to_vector(), m = mean(x, {2, 3}).to_vector();
+  for (size_t i = 0; i < m.size(); ++i) CHECK(whole[i] == doctest::Approx(m[i]).epsilon(1e-14));
+  const Tensor rows = adaptive_avg_pool2d(x, {3, 4});
+  CHECK(rows.at({1, 2, 1, 3}) == doctest::Approx((x.at({1, 2, 1, 3}) + x.at({1, 2, 2, 3}) + x.at({1, 2, 3, 3})) / 3));
+}
+
+TEST_CASE("pooling: float32 agrees with float64") {
+  Tensor x = leaf({2, 3, 7, 6}, 8).detach();
+  const auto close = [](const Tensor& a, const Tensor& b) {
+    const auto u = a.to_vector(), v = b.to_vector();
+    REQUIRE(u.size() == v.size());
+    for (size_t i = 0; i < u.size(); ++i) CHECK(v[i] == doctest::Approx(u[i]).epsilon(1e-5));
+  };
+  const Pool2dOptions mo = max_window({3, 2}, {2, 2}, {1, 1}, {1, 2}, true);
+  close(max_pool2d(x, mo), max_pool2d(x.to(f32), mo));
+  CHECK(bit_equal(max_pool2d_with_indices(x, mo).indices, max_pool2d_with_indices(x.to(f32), mo).indices));
+  const AvgPool2dOptions ao = avg_window({3, 3}, {2, 1}, {1, 1}, true, false);
+  close(avg_pool2d(x, ao), avg_pool2d(x.to(f32), ao));
+  close(adaptive_avg_pool2d(x, {4, 5}), adaptive_avg_pool2d(x.to(f32), {4, 5}));
+}
+
+TEST_CASE("pooling: bad inputs and windows are refused by name, with the accepted range") {
+  Tensor x = leaf({1, 2, 6, 6}, 9);
+  const Pool2dOptions k2 = max_window({2, 2}, {0, 0}, {0, 0}, {1, 1}, false);
+  CHECK(XG_THROW_MESSAGE(max_pool2d(leaf({2, 6, 6}, 10), k2), ShapeError) ==
+        "max_pool2d: expected an (N,C,H,W) input, got (2,6,6)");
+  CHECK(XG_THROW_MESSAGE(max_pool2d(x, max_window({0, 2}, {0, 0}, {0, 0}, {1, 1}, false)), std::invalid_argument) ==
+        "max_pool2d: kernel (0,2): expected each at least 1");
+  CHECK(XG_THROW_MESSAGE(max_pool2d(x, max_window({2, 2}, {-1, 1}, {0, 0}, {1, 1}, false)), std::invalid_argument) ==
+        "max_pool2d: stride (-1,1): expected each at least 1, or 0 for the kernel");
+  CHECK(XG_THROW_MESSAGE(max_pool2d(x, max_window({2, 2}, {0, 0}, {0, 0}, {1, 0}, false)), std::invalid_argument) ==
+        "max_pool2d: dilation (1,0): expected each at least 1");
+  CHECK(XG_THROW_MESSAGE(max_pool2d(x, max_window({3, 3}, {0, 0}, {2, 0}, {1, 1}, false)), std::invalid_argument) ==
+        "max_pool2d: padding (2,0): expected each from 0 to half the kernel (1,1)");
+  CHECK(XG_THROW_MESSAGE(max_pool2d(x, max_window({3, 3}, {0, 0}, {0, 0}, {3, 1}, false)), ShapeError) ==
+        "max_pool2d: the padded input 6x6 is smaller than the dilated kernel 7x3");
+  CHECK(XG_THROW_MESSAGE(max_pool2d(leaf({1, 1, 2, 2}, 11), max_window({2, 2}, {0, 0}, {1, 1}, {3, 1}, false)),
+                         ShapeError) ==
+        "max_pool2d: the window of output row 0 covers only padding (input 2, kernel 2, dilation 3, padding 1)");
+  CHECK(XG_THROW_MESSAGE(avg_pool2d(x, avg_window({2, 5}, {0, 0}, {1, 3}, false, true)), std::invalid_argument) ==
+        "avg_pool2d: padding (1,3): expected each from 0 to half the kernel (1,2)");
+  CHECK(XG_THROW_MESSAGE(avg_pool2d(x, avg_window({7, 2}, {0, 0}, {0, 0}, false, true)), ShapeError) ==
+        "avg_pool2d: the padded input 6x6 is smaller than the kernel 7x2");
+  CHECK(XG_THROW_MESSAGE(adaptive_avg_pool2d(x, {0, 3}), std::invalid_argument) ==
+        "adaptive_avg_pool2d: output_size (0,3): expected each at least 1");
+  CHECK(XG_THROW_MESSAGE(adaptive_avg_pool2d(leaf({6, 6}, 12), {2, 2}), ShapeError) ==
+        "adaptive_avg_pool2d: expected an (N,C,H,W) input, got (6,6)");
+  // ceil_mode lets a kernel overhang a small input, as in PyTorch.
+  CHECK(max_pool2d(leaf({1, 1, 2, 2}, 13), max_window({3, 3}, {0, 0}, {0, 0}, {1, 1}, true)).shape() ==
+        Shape{1, 1, 1, 1});
+}
