@@ -109,7 +109,9 @@ void Module::to(Dtype d) {
     p.zero_grad();
     p.convert_(d);
   }
-  for (auto& b : named_buffers()) b.second.convert_(d);
+  // Integer buffers (a count of batches) stay integers, as in PyTorch.
+  for (auto& b : named_buffers())
+    if (b.second.dtype() != i64) b.second.convert_(d);
   std::vector<Module*> todo{this};
   while (!todo.empty()) {
     Module* m = todo.back();

@@ -58,7 +58,8 @@ class Module {
   void eval() { train(false); }                   // train(false)
   bool is_training() const { return training_; }  // as train() or eval() set it; true for a new module
   void zero_grad();  // drops every parameter's gradient
-  // Converts every parameter and buffer in place (Tensor::convert_), so the
+  // Converts every parameter and floating-point buffer in place
+  // (Tensor::convert_; int64 buffers stay), so the
   // handles an optimiser holds see the new dtype. Drops gradients.
   void to(Dtype d);
 

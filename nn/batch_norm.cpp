@@ -1,0 +1,46 @@
+#include "nn/batch_norm.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "autograd/ops.h"
+
+namespace xg::nn {
+
+BatchNorm::BatchNorm(const char* name, std::vector<int64_t> ranks, int64_t features, double eps, double momentum,
+                     bool affine, bool track_running_stats)
+    : name_(name), ranks_(std::move(ranks)), features_(features), eps_(eps), momentum_(momentum) {
+  if (features < 1 || !(eps > 0) || !(momentum >= 0 && momentum <= 1))
+    throw std::invalid_argument(fmt::format("{}: features {}, eps {}, momentum {}: expected features >= 1, eps > 0 "
+                                            "and momentum in [0, 1]",
+                                            name, features, eps, momentum));
+  if (affine) {
+    weight_ = register_parameter("weight", ones({features}));
+    bias_ = register_parameter("bias", zeros({features}));
+  }
+  if (track_running_stats) {
+    running_mean_ = register_buffer("running_mean", zeros({features}));
+    running_var_ = register_buffer("running_var", ones({features}));
+    num_batches_tracked_ = register_buffer("num_batches_tracked", zeros({}, i64));
+  }
+}
+
+std::string BatchNorm::type_name() const {
+  return fmt::format("{}({}, eps={}, momentum={})", name_, features_, eps_, momentum_);
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  const auto named = scope();
+  if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
+  if (std::find(ranks_.begin(), ranks_.end(), x.dim()) == ranks_.end() || x.size(1) != features_)
+    throw ShapeError(describe() + ": expected an input " + (ranks_.back() == 4 ? "(N,C,H,W)" : "(N,C) or (N,C,L)") +
+                     " with C=" + std::to_string(features_) + ", got " + shape_str(x.shape()));
+  // Without running statistics, evaluation normalises with the batch's own (as PyTorch).
+  const bool batch_stats = is_training() || !running_mean_.defined();
+  if (is_training() && num_batches_tracked_.defined()) num_batches_tracked_.set({}, num_batches_tracked_.item() + 1);
+  return batch_norm(x, running_mean_, running_var_, weight_, bias_, batch_stats, momentum_, eps_);
+}
+
+}  // namespace xg::nn

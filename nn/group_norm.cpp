@@ -1,0 +1,34 @@
+#include "nn/group_norm.h"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "autograd/ops.h"
+
+namespace xg::nn {
+
+GroupNorm::GroupNorm(int64_t groups, int64_t channels, double eps, bool affine)
+    : groups_(groups), channels_(channels), eps_(eps) {
+  if (groups < 1 || channels < 1 || channels % groups != 0 || !(eps > 0))
+    throw std::invalid_argument(fmt::format("GroupNorm: groups {}, channels {}, eps {}: expected groups >= 1 "
+                                            "dividing channels >= 1, and eps > 0",
+                                            groups, channels, eps));
+  if (affine) {
+    weight_ = register_parameter("weight", ones({channels}));
+    bias_ = register_parameter("bias", zeros({channels}));
+  }
+}
+
+std::string GroupNorm::type_name() const { return fmt::format("GroupNorm({}, {}, eps={})", groups_, channels_, eps_); }
+
+Tensor GroupNorm::forward(const Tensor& x) {
+  const auto named = scope();
+  if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
+  if (x.dim() < 2 || x.size(1) != channels_)
+    throw ShapeError(describe() + ": expected an input (N,C,...) with C=" + std::to_string(channels_) + ", got " +
+                     shape_str(x.shape()));
+  return group_norm(x, groups_, weight_, bias_, eps_);
+}
+
+}  // namespace xg::nn
