@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "autograd/tensor.h"
@@ -196,8 +197,12 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
 // without the tape: r = (1 - momentum) r + momentum b, with b the batch's
 // mean and UNBIASED variance. Otherwise normalises with the running
 // statistics (which must then be defined). eps > 0, momentum in [0, 1].
+// `across`, when given, sums a tensor over every process, differentiably
+// (dist::all_sum): the batch is then the union of the processes' batches
+// (PyTorch's SyncBatchNorm), its sums and count taken through `across`.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+                  const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
+                  const std::function<Tensor(const Tensor&)>& across = {});
 // torch.nn.functional.group_norm: x (N,C,...) with its C channels in
 // `groups` groups (groups divides C), each (n, group) normalised with its
 // mean and biased variance; then weight and bias (C), either undefined.

@@ -75,7 +75,8 @@ void update_running(Tensor& running, const Tensor& batch, double momentum) {
 }  // namespace
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
+                  const Tensor& bias, bool training, double momentum, double eps,
+                  const std::function<Tensor(const Tensor&)>& across) {
   check_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps);
   std::vector<int64_t> axes{0};  // every axis but C's
   for (int64_t i = 2; i < x.dim(); ++i) axes.push_back(i);
@@ -88,10 +89,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     }
     return channel_affine((x - shift) * scale, weight, bias, x);
   }
-  // The batch's mean and biased variance per channel (1,C,1,...).
-  const Tensor mu = mean(x, axes, true), d = x - mu, v = mean(d * d, axes, true);
+  // The batch's mean and biased variance per channel (1,C,1,...), over this
+  // process's values or, through `across`, every process's.
+  double n = static_cast<double>(x.numel() / x.size(1));
+  if (across) n = across(full({1}, n, x.dtype())).item();
+  auto batch_mean = [&](const Tensor& t) { return across ? across(sum(t, axes, true)) / n : mean(t, axes, true); };
+  const Tensor mu = batch_mean(x), d = x - mu, v = batch_mean(d * d);
   const Tensor y = d * pow(v + eps, -0.5);
-  const double n = static_cast<double>(x.numel() / x.size(1));
   Tensor rm = running_mean, rv = running_var;
   update_running(rm, mu, momentum);
   update_running(rv, v.detach() * (n / (n - 1)), momentum);  // the unbiased variance, as PyTorch keeps it

@@ -191,13 +191,13 @@ Batch DataLoader::batch(int64_t step) {
 }
 
 void for_each_batch(std::shared_ptr<const Dataset> dataset, int64_t batch_size,
-                    const std::function<void(const Batch&)>& f) {
+                    const std::function<void(const Batch&)>& f, Transform transform) {
   LoaderOptions o;
   o.batch_size = dataset ? std::min(batch_size, dataset->size()) : batch_size;
   o.shuffle = false;
   o.prefetch = 0;
   if (batch_size < 1) throw std::invalid_argument("for_each_batch: batch_size " + std::to_string(batch_size) + ": expected at least 1");
-  DataLoader loader(std::move(dataset), o);
+  DataLoader loader(std::move(dataset), o, std::move(transform));
   for (int64_t s = 1; s <= loader.batches_per_epoch(); ++s) f(loader.batch(s));
 }
 

@@ -72,8 +72,9 @@ class DataLoader {
 };
 
 // Calls f on each batch of one pass over `dataset` in order (no shuffle,
-// the last batch short), with no background thread: evaluations.
+// the last batch short), `transform` applied to each example, with no
+// background thread: evaluations.
 void for_each_batch(std::shared_ptr<const Dataset> dataset, int64_t batch_size,
-                    const std::function<void(const Batch&)>& f);
+                    const std::function<void(const Batch&)>& f, Transform transform = {});
 
 }  // namespace xg::data

@@ -40,7 +40,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
   // Without running statistics, evaluation normalises with the batch's own (as PyTorch).
   const bool batch_stats = is_training() || !running_mean_.defined();
   if (is_training() && num_batches_tracked_.defined()) num_batches_tracked_.set({}, num_batches_tracked_.item() + 1);
-  return batch_norm(x, running_mean_, running_var_, weight_, bias_, batch_stats, momentum_, eps_);
+  return batch_norm(x, running_mean_, running_var_, weight_, bias_, batch_stats, momentum_, eps_, across_);
 }
 
 }  // namespace xg::nn

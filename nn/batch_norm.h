@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,10 @@ class BatchNorm : public Module {
   Tensor& running_var() { return running_var_; }       // (C) ones; undefined without tracking
   // Training batches seen (an int64 scalar); undefined without tracking.
   Tensor& num_batches_tracked() { return num_batches_tracked_; }
+  // Training statistics over every process's batch: `sum_over_processes`
+  // sums a tensor across them, differentiably (dist::sync_batch_norm sets
+  // dist::all_sum here). Empty: this process's batch alone (the default).
+  void synchronise(std::function<Tensor(const Tensor&)> sum_over_processes) { across_ = std::move(sum_over_processes); }
 
  protected:
   // `name` is the class; `ranks` the accepted input ranks, e.g. {2, 3}.
@@ -40,6 +45,7 @@ class BatchNorm : public Module {
   int64_t features_;
   double eps_, momentum_;
   Tensor weight_, bias_, running_mean_, running_var_, num_batches_tracked_;
+  std::function<Tensor(const Tensor&)> across_;
 };
 
 // (N,C) or (N,C,L) inputs.

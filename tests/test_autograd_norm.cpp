@@ -146,3 +146,33 @@ TEST_CASE("batch_norm and group_norm: bad inputs and options are refused by name
   CHECK(XG_THROW_MESSAGE(group_norm(leaf({6}, 27), 3), ShapeError) ==
         "group_norm: expected an input (N,C,...), got (6,)");
 }
+
+TEST_CASE("batch_norm across processes: two processes' halves train as one process's whole batch") {
+  // Two processes holding the same half h of a batch [h; h]: their sums
+  // over both are twice their own, so `across` is t -> 2t, and its backward
+  // doubles the gradient as the other process's identical one would add.
+  const Tensor h = leaf({3, 2, 2, 2}, 31).detach(), wy = leaf({3, 2, 2, 2}, 32).detach();
+  const Tensor w = leaf({2}, 33).detach(), b = leaf({2}, 34).detach();
+  auto twice = [](const Tensor& t) { return t * 2.0; };
+  Tensor rm1 = zeros({2}, f64), rv1 = ones({2}, f64), rm2 = zeros({2}, f64), rv2 = ones({2}, f64);
+  Tensor half = h.clone().requires_grad_(), whole = concat({h, h}, 0).requires_grad_();
+  const Tensor y1 = batch_norm(half, rm1, rv1, w, b, true, 0.1, 1e-5, twice);
+  const Tensor y2 = batch_norm(whole, rm2, rv2, w, b, true, 0.1, 1e-5);
+  sum(y1 * wy).backward();
+  sum(y2 * concat({wy, wy}, 0)).backward();
+  close(y1.detach(), slice(y2.detach(), 0, 0, 3), 1e-12);
+  close(half.grad(), slice(whole.grad(), 0, 0, 3), 1e-10);
+  close(rm1, rm2, 1e-12);
+  close(rv1, rv2, 1e-12);  // the unbiased variance over all 2N values
+  // The duplicated halves have the whole batch's mean and biased variance,
+  // so only the count tells the two apart: alone, the running variance is
+  // unbiased over N values, not 2N. Distinct halves: the vision CTest
+  // vision_resnet_sync_bn_mpi_np2_equals_np1.
+  Tensor rm3 = zeros({2}, f64), rv3 = ones({2}, f64);
+  batch_norm(h, rm3, rv3, w, b, true);
+  CHECK(std::abs(rv3.to_vector()[0] - rv2.to_vector()[0]) > 1e-6);
+  auto f = [&](const std::vector<Tensor>& in) { return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5, twice); };
+  for (const auto& r : {gradcheck(f, {leaf({3, 2, 2}, 35), leaf({2}, 36), leaf({2}, 37)}),
+                        gradgradcheck(f, {leaf({3, 2, 2}, 35), leaf({2}, 36), leaf({2}, 37)})})
+    CHECK_MESSAGE(r.ok, r.message);
+}
