@@ -104,8 +104,12 @@ def main():
             where.append(name)
     source = os.path.join(work, "doc_blocks.cpp")
     with open(source, "w") as f:
-        f.write('#include "tests/docs/prelude.h"\n')
+        # The blocks' own includes first, as a file has them above its
+        # using-directives (the prelude's `using namespace xg` brings the
+        # namespace xg::data into view, which xtl's unqualified data(...)
+        # calls must not see while its headers are read).
         f.write("\n".join(sorted(set(includes))) + "\n")
+        f.write('#include "tests/docs/prelude.h"\n')
         f.write("\n".join(units))
     r = subprocess.run([cxx, "-std=c++17", "-fsyntax-only", "-Wall", "-Wno-unused-variable", "-Wno-unused-parameter",
                         "-I", root, source], capture_output=True, text=True)

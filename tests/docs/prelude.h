@@ -13,7 +13,9 @@
 
 #include "autograd/format.h"
 #include "autograd/xg.h"
+#include "data/data.h"
 #include "distributed/data_parallel.h"
+#include "distributed/sync_batch_norm.h"
 #include "models/transformer.h"
 #include "nn/nn.h"
 #include "optim/optim.h"
@@ -45,7 +47,9 @@ using namespace doc_context;
 extern Generator gen;
 extern Tensor x, x64, loss, my_slice_of_the_batch;
 extern std::vector<int64_t> labels;
-extern int64_t steps;
+extern int64_t steps, step;
+extern Tensor inputs;                // (N, ...) examples, stacked
+extern std::vector<int64_t> targets;  // one class id each
 extern models::Transformer model;
 extern models::Batch src, tgt_in, tgt_out;
 extern optim::Adam adam;
