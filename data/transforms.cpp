@@ -10,7 +10,8 @@ namespace xg::data {
 
 namespace {
 
-// The image's (C, H, W), or an error naming the transform.
+// The image's (C, H, W), or an error naming the transform. Callers copy
+// them into variables: C++17 lambdas cannot capture structured bindings.
 std::array<int64_t, 3> chw(const Tensor& x, const char* transform) {
   if (!x.defined() || x.dim() != 3 || x.dtype() == i64)
     throw ShapeError(std::string(transform) + ": expected a float (C,H,W) image, got " +
@@ -55,7 +56,8 @@ Transform random_crop(std::array<int64_t, 2> size, int64_t padding) {
                                 ") and padding " + std::to_string(padding) +
                                 ": expected a size of at least 1 and a padding of at least 0");
   return [size, padding](const Tensor& x, Generator& gen) {
-    const auto [C, H, W] = chw(x, "random_crop");
+    const auto chw_ = chw(x, "random_crop");
+    const int64_t C = chw_[0], H = chw_[1], W = chw_[2];
     const int64_t ph = H + 2 * padding, pw = W + 2 * padding, h = size[0], w = size[1];
     if (h > ph || w > pw)
       throw ShapeError("random_crop: the crop " + std::to_string(h) + "x" + std::to_string(w) +
@@ -84,7 +86,8 @@ Transform random_horizontal_flip(double p) {
   if (!(p >= 0 && p <= 1))
     throw std::invalid_argument("random_horizontal_flip: p " + std::to_string(p) + ": expected in [0, 1]");
   return [p](const Tensor& x, Generator& gen) {
-    const auto [C, H, W] = chw(x, "random_horizontal_flip");
+    const auto chw_ = chw(x, "random_horizontal_flip");
+    const int64_t C = chw_[0], H = chw_[1], W = chw_[2];
     if (gen.uniform() >= p) return x;
     Tensor y = copy_of(x);
     on_values(y, [&](auto* v) {
@@ -101,7 +104,8 @@ Transform normalize(std::vector<double> mean, std::vector<double> std) {
   for (double s : std)
     if (!(s > 0)) throw std::invalid_argument("normalize: every std must be positive, got " + std::to_string(s));
   return [mean = std::move(mean), std = std::move(std)](const Tensor& x, Generator&) {
-    const auto [C, H, W] = chw(x, "normalize");
+    const auto chw_ = chw(x, "normalize");
+    const int64_t C = chw_[0], H = chw_[1], W = chw_[2];
     if (C != static_cast<int64_t>(mean.size()))
       throw ShapeError("normalize: " + std::to_string(mean.size()) + " channels' mean and std for an image of " +
                        std::to_string(C) + " channels");
@@ -120,7 +124,8 @@ Transform random_erasing(double p, std::array<double, 2> scale, std::array<doubl
     throw std::invalid_argument("random_erasing: expected p in [0, 1], 0 < scale[0] <= scale[1] <= 1 and "
                                 "0 < ratio[0] <= ratio[1]");
   return [=](const Tensor& x, Generator& gen) {
-    const auto [C, H, W] = chw(x, "random_erasing");
+    const auto chw_ = chw(x, "random_erasing");
+    const int64_t C = chw_[0], H = chw_[1], W = chw_[2];
     if (gen.uniform() >= p) return x;
     const double area = static_cast<double>(H * W);
     for (int attempt = 0; attempt < 10; ++attempt) {
