@@ -217,3 +217,24 @@ TEST_CASE("export_model: a closed graph and a reshape it cannot write are refuse
   xo::export_model(mlp, fixed, {{"x", randn({2, 3, 4}, g), {}}}, path);
   CHECK(op_types(path).count("Reshape"));
 }
+
+TEST_CASE("export_model: ops the outputs do not need (a loss) are left out, unmapped or not") {
+  Generator g(7);
+  onnx_test::Mlp mlp(g);
+  const std::string path = tmp_path("with_loss.onnx");
+  auto with_loss = [&](const std::vector<Tensor>& x) {
+    Tensor logits = mlp.forward(x[0]);                            // (B, 4)
+    Tensor loss = cross_entropy(logits, std::vector<int64_t>{0, 1, 2});  // recorded, unmapped, not an output
+    CHECK(loss.defined());
+    return std::vector<Tensor>{logits};
+  };
+  xo::export_model(mlp, with_loss, {{"x", randn({3, 8}, g), {"B", ""}}}, path);
+  const auto types = op_types(path);
+  CHECK(types.count("Gemm"));
+  CHECK_FALSE(types.count("SoftmaxCrossEntropyLoss"));
+  auto loss_too = [&](const std::vector<Tensor>& x) {  // asked for, the loss is refused by name
+    return std::vector<Tensor>{cross_entropy(mlp.forward(x[0]), std::vector<int64_t>{0, 1, 2})};
+  };
+  const std::string msg = error_of([&] { xo::export_model(mlp, loss_too, {{"x", randn({3, 8}, g), {"B", ""}}}, path); });
+  CHECK_MESSAGE(contains(msg, "export_model: op 'cross_entropy' has no ONNX mapping yet"), msg);
+}
