@@ -41,6 +41,8 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>
 // std::logic_error naming the op if one was modified in place since.
 // Throws std::logic_error if an input's graph was already freed by backward().
 // In anomaly mode, also checks the output for NaN/Inf (AnomalyError).
+// Under a TraceGuard (autograd/trace.h), also lists the op, whatever grad
+// mode and the inputs, with the tensor returned.
 Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
               const std::vector<Tensor>& saved = {});
 
@@ -75,7 +77,7 @@ class DetectAnomalyGuard {
 // Names the ops created while it is alive, for anomaly messages; the previous
 // name comes back when it ends. Modules open one in forward (Module::scope(),
 // "MultiHeadAttention(d_model=512, heads=8) 'decoder.1.self_attn'"). Does
-// nothing outside anomaly mode.
+// nothing outside anomaly mode and export traces (TraceGuard).
 class NameScope {
  public:
   explicit NameScope(std::string name);  // "" names nothing (the current name stays)

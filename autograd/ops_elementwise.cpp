@@ -128,12 +128,13 @@ Tensor pow(const Tensor& a, const Tensor& b) {
 
 Tensor pow(const Tensor& a, double e) {
   Tensor out = detail::map(check_defined(a, "pow"), [e](auto x) { return static_cast<decltype(x)>(std::pow(x, e)); });
-  return record(
-      "pow", out, {a},
-      [a, e](const Tensor& g) {
-        return std::vector<Tensor>{mul(g, mul(pow(a, e - 1.0), scalar_like(e, a)))};
-      },
-      {a});
+  return detail::traced(record(
+                    "pow", out, {a},
+                    [a, e](const Tensor& g) {
+                      return std::vector<Tensor>{mul(g, mul(pow(a, e - 1.0), scalar_like(e, a)))};
+                    },
+                    {a}),
+                [e](TracedOp& t) { t.reals = {e}; });
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
@@ -157,14 +158,16 @@ Tensor operator-(const Tensor& a) { return neg(a); }
 // Scalar forms: unary ops, so that backward does no work for the constant.
 Tensor operator+(const Tensor& a, double s) {
   Tensor out = map(check_defined(a, "add"), [s](auto x) { return x + decltype(x)(s); });
-  return record("add_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  return detail::traced(record("add_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; }),
+                [s](TracedOp& t) { t.reals = {s}; });
 }
 Tensor operator+(double s, const Tensor& a) { return a + s; }
 Tensor operator-(const Tensor& a, double s) { return a + (-s); }
 Tensor operator-(double s, const Tensor& a) { return neg(a) + s; }
 Tensor operator*(const Tensor& a, double s) {
   Tensor out = map(check_defined(a, "mul"), [s](auto x) { return x * decltype(x)(s); });
-  return record("mul_scalar", out, {a}, [s](const Tensor& g) { return std::vector<Tensor>{g * s}; });
+  return detail::traced(record("mul_scalar", out, {a}, [s](const Tensor& g) { return std::vector<Tensor>{g * s}; }),
+                [s](TracedOp& t) { t.reals = {s}; });
 }
 Tensor operator*(double s, const Tensor& a) { return a * s; }
 Tensor operator/(const Tensor& a, double s) { return a * (1.0 / s); }
@@ -329,11 +332,12 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
       po[o] = pc[off[0]] != 0 ? pa[off[1]] : pb[off[2]];
     });
   });
-  return record("where", out, {a, b}, [m = pick_a, sa = a.shape(), sb = b.shape()](const Tensor& g) {
+  Tensor r = record("where", out, {a, b}, [m = pick_a, sa = a.shape(), sb = b.shape()](const Tensor& g) {
     Tensor ga = mul(g, m);
     Tensor gb = needs_input_grad(1) ? unbroadcast(sub(g, ga), sb) : Tensor();
     return std::vector<Tensor>{needs_input_grad(0) ? unbroadcast(ga, sa) : Tensor(), gb};
   });
+  return detail::traced(r, [&cond](TracedOp& t) { t.extra = {cond}; });
 }
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {

@@ -97,8 +97,14 @@ Tensor softmax_impl(const Tensor& a, int64_t axis, bool log_form) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, false); }
-Tensor log_softmax(const Tensor& a, int64_t axis) { return softmax_impl(a, axis, true); }
+Tensor softmax(const Tensor& a, int64_t axis) {
+  return detail::traced(softmax_impl(a, axis, false),
+                        [&](TracedOp& t) { t.ints = {normalize_axis(axis, a.dim(), "softmax")}; });
+}
+Tensor log_softmax(const Tensor& a, int64_t axis) {
+  return detail::traced(softmax_impl(a, axis, true),
+                        [&](TracedOp& t) { t.ints = {normalize_axis(axis, a.dim(), "log_softmax")}; });
+}
 
 namespace {
 // layer_norm from ops (its second order).
@@ -284,12 +290,14 @@ Tensor layer_norm_impl(const char* op, const Tensor& x, const Tensor& r, const T
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  return layer_norm_impl("layer_norm", x, Tensor(), weight, bias, eps);
+  return detail::traced(layer_norm_impl("layer_norm", x, Tensor(), weight, bias, eps),
+                        [eps](TracedOp& t) { t.reals = {eps}; });
 }
 
 Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps) {
   check_defined(residual, "add_layer_norm");
-  return layer_norm_impl("add_layer_norm", x, residual, weight, bias, eps);
+  return detail::traced(layer_norm_impl("add_layer_norm", x, residual, weight, bias, eps),
+                        [eps](TracedOp& t) { t.reals = {eps}; });
 }
 
 namespace {
@@ -414,7 +422,7 @@ Tensor gather_rows(const Tensor& table, const std::vector<int64_t>& ids, const S
     T* dst = out.data<T>();
     for (size_t i = 0; i < ids.size(); ++i) std::copy(src + ids[i] * c, src + (ids[i] + 1) * c, dst + i * c);
   });
-  return record("gather_rows", out, {table}, [ids, shape = table.shape()](const Tensor& g) {
+  Tensor r = record("gather_rows", out, {table}, [ids, shape = table.shape()](const Tensor& g) {
     if (grad_enabled()) {  // second order: the scatter as an op
       auto idx = std::make_shared<std::vector<int64_t>>();
       idx->reserve(ids.size() * shape[1]);
@@ -433,6 +441,8 @@ Tensor gather_rows(const Tensor& table, const std::vector<int64_t>& ids, const S
     });
     return std::vector<Tensor>{gt};
   });
+  // The ids as a tensor of their own: the overload below names the caller's.
+  return detail::traced(r, [&](TracedOp& t) { t.extra = {from_ints(ids, ids_shape)}; });
 }
 
 namespace {
@@ -452,7 +462,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 }
 
 Tensor gather_rows(const Tensor& table, const Tensor& ids) {
-  return gather_rows(table, int_values(ids, "gather_rows", "ids"), ids.shape());
+  return detail::traced(gather_rows(table, int_values(ids, "gather_rows", "ids"), ids.shape()),
+                        [&](TracedOp& t) { t.extra = {ids}; });
 }
 
 Tensor index_select(const Tensor& a, int64_t axis, const Tensor& index) {

@@ -79,6 +79,15 @@ void sum_kernel(const T* x, const Shape& s, const ReducePlan& p, T* out) {
   detail::for_each_strided<1>(s, {&outs}, [&](int64_t i, const std::array<int64_t, 1>& off) { out[off[0]] += x[i]; });
 }
 
+// The export trace's attributes of a reduction: the reduced axes, then keepdims.
+std::vector<int64_t> traced_axes(const ReducePlan& p, bool keepdims) {
+  std::vector<int64_t> ints;
+  for (size_t i = 0; i < p.reduced.size(); ++i)
+    if (p.reduced[i]) ints.push_back(static_cast<int64_t>(i));
+  ints.push_back(keepdims ? 1 : 0);
+  return ints;
+}
+
 Tensor sum_forward(const Tensor& a, const ReducePlan& p) {
   Tensor out = make_tensor(p.out_shape, a.dtype());
   dispatch(a.dtype(), [&](auto z) {
@@ -105,15 +114,20 @@ Tensor unbroadcast(const Tensor& g, const Shape& shape) {
 Tensor sum(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {
   ReducePlan p = plan_reduce(check_defined(a, "sum").shape(), axes, keepdims, "sum");
   Tensor out = sum_forward(a, p);
-  return record("sum", out, {a}, [in = a.shape(), keep = p.keep_shape](const Tensor& g) {
+  Tensor r = record("sum", out, {a}, [in = a.shape(), keep = p.keep_shape](const Tensor& g) {
     return std::vector<Tensor>{broadcast_to(reshape(g, keep), in)};
   });
+  return detail::traced(r, [&](TracedOp& t) { t.ints = traced_axes(p, keepdims); });
 }
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {
   ReducePlan p = plan_reduce(check_defined(a, "mean").shape(), axes, keepdims, "mean");
   if (p.count == 0) throw ShapeError("mean: reducing over zero elements of shape " + shape_str(a.shape()));
-  return sum(a, axes, keepdims) * (1.0 / static_cast<double>(p.count));
+  Tensor out = sum(a, axes, keepdims) * (1.0 / static_cast<double>(p.count));
+  // Exported as one op (ReduceMean) rather than as the sum and its scaling.
+  return detail::traced(out, [&](TracedOp& t) {
+    t = TracedOp{"mean", t.scope, {a}, out, traced_axes(p, keepdims), {}, {}};
+  });
 }
 
 Tensor max(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {

@@ -161,7 +161,9 @@ Tensor permute(const Tensor& a, const std::vector<int64_t>& perm) {
     strides[i] = in_strides[p[i]];
   }
   Tensor out = gather_strided(a, out_shape, 0, strides);
-  return record("permute", out, {a}, [inv](const Tensor& g) { return std::vector<Tensor>{permute(g, inv)}; });
+  return detail::traced(
+      record("permute", out, {a}, [inv](const Tensor& g) { return std::vector<Tensor>{permute(g, inv)}; }),
+      [&p](TracedOp& t) { t.ints = p; });
 }
 
 Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
@@ -186,9 +188,11 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t 
   const int64_t offset = b * strides[ax];
   strides[ax] *= step;
   Tensor out = gather_strided(a, out_shape, offset, strides);
-  return record("slice", out, {a}, [in = a.shape(), offset, strides](const Tensor& g) {
+  Tensor r = record("slice", out, {a}, [in = a.shape(), offset, strides](const Tensor& g) {
     return std::vector<Tensor>{scatter_strided_op(g, in, offset, strides)};  // an op: the second order follows
   });
+  // The bounds as given (Python's, which ONNX's Slice reads too): clamped, they would fix the length.
+  return detail::traced(r, [=](TracedOp& t) { t.ints = {ax, start, end, step}; });
 }
 
 Tensor concat(const std::vector<Tensor>& ts, int64_t axis) {
@@ -227,7 +231,8 @@ Tensor concat(const std::vector<Tensor>& ts, int64_t axis) {
       col += w;
     }
   });
-  return record("concat", out, ts, [sizes, ax](const Tensor& g) { return split(g, sizes, ax); });
+  return detail::traced(record("concat", out, ts, [sizes, ax](const Tensor& g) { return split(g, sizes, ax); }),
+                        [ax](TracedOp& t) { t.ints = {ax}; });
 }
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t axis) {

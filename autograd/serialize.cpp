@@ -65,13 +65,13 @@ uint32_t header_crc(nlohmann::json header) {
   return crc_of(text.data(), text.size());
 }
 
-void write_all(int fd, const void* p, size_t n, const std::string& tmp) {
+void write_all(int fd, const void* p, size_t n, const std::string& tmp, const char* who) {
   const char* c = static_cast<const char*>(p);
   while (n > 0) {
     ssize_t w = ::write(fd, c, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error("save_tensors: writing " + tmp + ": " + std::strerror(errno));
+      throw std::runtime_error(std::string(who) + ": writing " + tmp + ": " + std::strerror(errno));
     }
     c += w;
     n -= static_cast<size_t>(w);
@@ -133,21 +133,28 @@ void save_tensors(const std::string& path, const std::map<std::string, Tensor>& 
   text.append((8 - text.size() % 8) % 8, ' ');  // keeps the data 8-byte aligned
   const uint64_t n = text.size();
 
+  write_file_atomically(path, "save_tensors", [&](const ByteSink& put) {
+    unsigned char len[8];
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+    put(len, 8);
+    put(text.data(), text.size());
+    for (const auto& [name, t] : tensors) put(t.impl()->buf->raw(), t.numel() * elem_size(t.dtype()));
+  });
+}
+
+void write_file_atomically(const std::string& path, const char* who, const std::function<void(const ByteSink&)>& write) {
+  const std::string w = who;
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    throw std::runtime_error("save_tensors: " + path + " is " + (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
+    throw std::runtime_error(w + ": " + path + " is " + (S_ISDIR(st.st_mode) ? "a directory" : "not a regular file") +
                              ": refusing to replace it");
   remove_stale_temporaries(path);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("save_tensors: cannot create " + tmp + ": " + std::strerror(errno));
+  if (fd < 0) throw std::runtime_error(w + ": cannot create " + tmp + ": " + std::strerror(errno));
   try {
-    unsigned char len[8];
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-    write_all(fd, len, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
-    for (const auto& [name, t] : tensors) write_all(fd, t.impl()->buf->raw(), t.numel() * elem_size(t.dtype()), tmp);
-    if (::fsync(fd) != 0) throw std::runtime_error("save_tensors: fsync " + tmp + ": " + std::strerror(errno));
+    write([&](const void* p, size_t bytes) { write_all(fd, p, bytes, tmp, who); });
+    if (::fsync(fd) != 0) throw std::runtime_error(w + ": fsync " + tmp + ": " + std::strerror(errno));
   } catch (...) {
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -157,7 +164,7 @@ void save_tensors(const std::string& path, const std::map<std::string, Tensor>& 
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
     ::unlink(tmp.c_str());
-    throw std::runtime_error("save_tensors: cannot rename " + tmp + " to " + path + ": " + std::strerror(err));
+    throw std::runtime_error(w + ": cannot rename " + tmp + " to " + path + ": " + std::strerror(err));
   }
 }
 

@@ -3,6 +3,7 @@
 // then the raw little-endian data. Files load in PyTorch and NumPy too.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -33,6 +34,14 @@ inline constexpr const char* kChecksumKey = "crc32";
 // (kChecksumKey; an entry of that name in `metadata` is replaced).
 void save_tensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                   const std::map<std::string, std::string>& metadata = {});
+// The atomic write save_tensors does, for any file: `write` hands the bytes
+// in order to the sink it is given; they go to PATH.tmp.PID beside `path`,
+// which is flushed and renamed over `path` only if `write` returns. If it
+// throws, or a write fails, the temporary file is removed and `path` is left
+// as it was. Errors are std::runtime_error beginning "WHO: " and naming the
+// file (a `path` that is a directory, a folder that cannot take the file).
+using ByteSink = std::function<void(const void* data, size_t bytes)>;
+void write_file_atomically(const std::string& path, const char* who, const std::function<void(const ByteSink&)>& write);
 // The most dimensions a tensor in a file may have (the error says so).
 inline constexpr size_t kMaxTensorDims = 64;
 

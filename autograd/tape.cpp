@@ -15,6 +15,7 @@ thread_local bool g_anomaly = false;
 thread_local std::string g_scope;
 thread_local const std::vector<std::shared_ptr<Node>>* g_backward_edges = nullptr;
 thread_local Node* g_current_node = nullptr;
+thread_local std::vector<TracedOp>* g_trace = nullptr;
 thread_local const std::unordered_set<const Node*>* g_needed = nullptr;
 std::atomic<uint64_t> g_seq{0};
 std::atomic<uint64_t> g_writes{0};  // count_in_place_write()
@@ -152,8 +153,9 @@ bool records(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
-              const std::vector<Tensor>& saved) {
+namespace {
+Tensor record_on_tape(const char* op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
+                      const std::vector<Tensor>& saved) {
   if (g_anomaly && !g_backward_edges) check_forward(op, output, inputs);
   if (!g_grad_enabled) return output;
   bool any = false;
@@ -203,6 +205,19 @@ Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, 
   impl->grad_fn = std::move(node);
   return Tensor(std::move(impl));
 }
+}  // namespace
+
+Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
+              const std::vector<Tensor>& saved) {
+  Tensor out = record_on_tape(op, std::move(output), inputs, std::move(backward), saved);
+  // The trace lists the tensor returned (a recorded output gets its own impl).
+  if (g_trace) g_trace->push_back(TracedOp{op, g_scope, inputs, out, {}, {}, {}});
+  return out;
+}
+
+TraceGuard::TraceGuard(std::vector<TracedOp>& ops) : prev_(g_trace) { g_trace = &ops; }
+TraceGuard::~TraceGuard() { g_trace = prev_; }
+bool tracing() { return g_trace != nullptr; }
 
 int64_t Tensor::add_post_accumulate_grad_hook(std::function<void(const Tensor&)> hook) {
   if (!defined() || !impl_->requires_grad || impl_->grad_fn)

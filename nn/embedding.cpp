@@ -37,37 +37,56 @@ std::string Embedding::type_name() const {
   return "Embedding(num=" + std::to_string(num_) + ", dim=" + std::to_string(dim_) + ")";
 }
 
+namespace {
+// Throws ShapeError naming the module unless the n ids fill `shape` and lie
+// in the vocabulary; returns whether one of them is the padding id.
+bool check_ids(const Embedding& e, const int64_t* ids, int64_t n, const Shape& shape) {
+  if (n != shape_numel(shape))
+    throw ShapeError(e.describe() + ": " + std::to_string(n) + " ids do not fill ids_shape " + shape_str(shape));
+  bool has_pad = false;
+  for (int64_t i = 0; i < n; ++i) {
+    if (ids[i] < 0 || ids[i] >= e.num_embeddings())
+      throw ShapeError(e.describe() + ": id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
+                       " is outside the vocabulary of size " + std::to_string(e.num_embeddings()));
+    has_pad = has_pad || ids[i] == e.padding_idx();
+  }
+  return has_pad;
+}
+
+// The looked-up rows `out` with the same values, but padded positions take
+// them from a detached copy, so the padding row gets no gradient. An export
+// trace keeps `out` itself: the values are the same, and the detached copy
+// would read as a constant.
+Tensor detach_padding(const Tensor& out, const int64_t* ids, int64_t n, const Shape& shape, int64_t pad) {
+  if (tracing()) return out;
+  std::vector<double> mask_values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) mask_values[i] = ids[i] == pad ? 1.0 : 0.0;
+  Shape mask_shape = shape;
+  mask_shape.push_back(1);
+  Tensor mask = from_vector(mask_values, mask_shape, out.dtype());  // (ids_shape..., 1)
+  return where(mask, out.detach(), out);
+}
+}  // namespace
+
 Tensor Embedding::forward(const std::vector<int64_t>& ids, const Shape& ids_shape) {
   const auto named = scope();
-  if (static_cast<int64_t>(ids.size()) != shape_numel(ids_shape))
-    throw ShapeError(describe() + ": " + std::to_string(ids.size()) + " ids do not fill ids_shape " +
-                     shape_str(ids_shape));
-  bool has_pad = false;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= num_)
-      throw ShapeError(describe() + ": id " + std::to_string(ids[i]) + " at position " + std::to_string(i) +
-                       " is outside the vocabulary of size " + std::to_string(num_));
-    has_pad = has_pad || ids[i] == padding_idx_;
-  }
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const bool has_pad = check_ids(*this, ids.data(), n, ids_shape);
   Tensor out = gather_rows(weight_, ids, ids_shape);  // (ids_shape..., C)
-  if (!has_pad) return out;
-  // Same values, but padded positions take them from a detached copy, so the
-  // padding row gets no gradient.
-  std::vector<double> pad(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) pad[i] = ids[i] == padding_idx_ ? 1.0 : 0.0;
-  Shape mask_shape = ids_shape;
-  mask_shape.push_back(1);
-  Tensor mask = from_vector(pad, mask_shape, out.dtype());  // (ids_shape..., 1)
-  return where(mask, out.detach(), out);
+  return has_pad ? detach_padding(out, ids.data(), n, ids_shape, padding_idx_) : out;
 }
 
 Tensor Embedding::forward(const Tensor& ids) {
+  const auto named = scope();
   if (!ids.defined()) throw ShapeError(describe() + ": ids tensor is undefined");
   if (ids.dtype() != Dtype::i64)
     throw ShapeError(describe() + ": ids must be an int64 tensor, got " + dtype_name(ids.dtype()) + " " +
                      shape_str(ids.shape()) + " (convert with .to(xg::i64))");
   const int64_t* p = ids.data<int64_t>();
-  return forward(std::vector<int64_t>(p, p + ids.numel()), ids.shape());
+  const bool has_pad = check_ids(*this, p, ids.numel(), ids.shape());
+  // The tensor form of gather_rows: an export trace sees the caller's ids tensor.
+  Tensor out = gather_rows(weight_, ids);  // (ids_shape..., C)
+  return has_pad ? detach_padding(out, p, ids.numel(), ids.shape(), padding_idx_) : out;
 }
 
 }  // namespace xg::nn

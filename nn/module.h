@@ -14,6 +14,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/tensor.h"
+#include "autograd/trace.h"
 
 namespace xg::nn {
 
@@ -90,9 +91,10 @@ class Module {
   const std::string& path() const { return path_; }
   // "Linear(in=512, out=1000) 'out_proj'" (type and path), for error messages.
   std::string describe() const;
-  // Names the ops of this module's forward in anomaly mode (see NameScope):
-  // `auto s = scope();` first thing in forward. Free outside anomaly mode.
-  NameScope scope() const { return NameScope(anomaly_enabled() ? describe() : std::string()); }
+  // Names the ops of this module's forward in anomaly mode and in export
+  // traces (see NameScope): `auto s = scope();` first thing in forward. Free
+  // outside them.
+  NameScope scope() const { return NameScope(anomaly_enabled() || tracing() ? describe() : std::string()); }
 
  private:
   struct Entry {

@@ -4,7 +4,7 @@
 Usage: check_comments.py [REPO_ROOT]
 
 Scans the comments (// and /* */, not string or character literals) of the
-library's sources (engine/ autograd/ nn/ optim/ models/ distributed/ train/)
+library's sources (engine/ autograd/ nn/ optim/ models/ distributed/ train/ onnx/)
 and of apps/, *.h and *.cpp, and reports each comment that holds a date, a
 time measurement, a speed figure or a piece of history ("an earlier
 version", "on these VMs"). Such a figure belongs in docs/performance.md or

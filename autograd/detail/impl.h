@@ -9,6 +9,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/tensor.h"
+#include "autograd/trace.h"
 
 namespace xg {
 
@@ -197,6 +198,20 @@ Tensor dropout_keyed(const Tensor& x, double p, uint64_t key);
 // every input that has a gradient edge, asked for or not.
 std::vector<Tensor> vjp_by_recompute(const std::function<Tensor(const std::vector<Tensor>&)>& composed,
                                      const std::vector<Tensor>& inputs, const Tensor& g);
+}  // namespace detail
+
+namespace detail {
+// The export trace of this thread (TraceGuard), null when none is alive.
+extern thread_local std::vector<TracedOp>* g_trace;
+// An op's attributes for the export trace: `fill(TracedOp&)` runs only while
+// a trace is alive and only if the last op listed is the one that returned
+// `out` (an op that returned its input unchanged, as reshape to the same
+// shape does, listed nothing). Outside a trace it costs one test.
+template <class F>
+Tensor traced(Tensor out, F&& fill) {
+  if (g_trace && !g_trace->empty() && g_trace->back().output.impl() == out.impl()) fill(g_trace->back());
+  return out;
+}
 }  // namespace detail
 
 // Any dtype: ops that only move values (reshape, slice, concat, ...).

@@ -1,0 +1,259 @@
+// How each traced op becomes ONNX nodes (opset 17), and the axes of its
+// output: which ones may change from run to run, so that a reshape knows
+// which of its sizes to leave to the runtime. One emitter per op name, as
+// record() names it; an op not listed here is refused by export_model.
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "autograd/ops.h"
+#include "onnx/detail/graph.h"
+#include "onnx/export.h"
+
+namespace xg::onnx::detail {
+
+namespace {
+
+// " (in Linear(in=4, out=3) 'fc1')", or "" when no module ran the op.
+std::string where_in(const TracedOp& op) { return op.scope.empty() ? "" : " (in " + op.scope + ")"; }
+
+// The name of an axis made of several: "B*T", "T*16".
+std::string product_sym(const Dims& ds) {
+  std::string s;
+  for (const Dim& d : ds) s += (s.empty() ? "" : "*") + (d.sym.empty() ? std::to_string(d.size) : d.sym);
+  return s;
+}
+
+bool any_dynamic(const Dims& ds) {
+  for (const Dim& d : ds)
+    if (!d.sym.empty()) return true;
+  return false;
+}
+
+// Numpy broadcasting of two values' axes: an axis that may change wins over
+// a fixed one (a fixed 1 stretches to it).
+Dims broadcast(const Dims& a, const Dims& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Dims out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Dim* da = i + a.size() >= n ? &a[i + a.size() - n] : nullptr;
+    const Dim* db = i + b.size() >= n ? &b[i + b.size() - n] : nullptr;
+    if (da && !da->sym.empty()) out[i] = *da;
+    else if (db && !db->sym.empty()) out[i] = *db;
+    else out[i] = {std::max(da ? da->size : 1, db ? db->size : 1), ""};
+  }
+  return out;
+}
+
+Emitter unary(const char* type) {
+  return [type](const OpContext& c) { return Value{c.b.node(type, {c.in[0].name}), c.in[0].dims}; };
+}
+
+Emitter binary(const char* type) {
+  return [type](const OpContext& c) {
+    return Value{c.b.node(type, {c.in[0].name, c.in[1].name}), broadcast(c.in[0].dims, c.in[1].dims)};
+  };
+}
+
+// x (op) s for the scalar the op traced (add_scalar, mul_scalar, pow).
+Emitter with_scalar(const char* type) {
+  return [type](const OpContext& c) {
+    const std::string s = c.b.scalar(c.op.reals.at(0), c.op.output.dtype());
+    return Value{c.b.node(type, {c.in[0].name, s}), c.in[0].dims};
+  };
+}
+
+// gelu(x) = x * (1 + erf(x / sqrt 2)) / 2, the exact form xgrad computes.
+Value gelu(const OpContext& c) {
+  const Dtype d = c.op.output.dtype();
+  const std::string& x = c.in[0].name;
+  const std::string t = c.b.node("Div", {x, c.b.scalar(std::sqrt(2.0), d)});
+  const std::string p = c.b.node("Add", {c.b.node("Erf", {t}), c.b.scalar(1.0, d)});
+  return Value{c.b.node("Mul", {c.b.node("Mul", {x, p}), c.b.scalar(0.5, d)}), c.in[0].dims};
+}
+
+// (..., M, K) x (..., K, N): the leading axes broadcast (numpy's matmul).
+Value matmul(const OpContext& c) {
+  const Dims &a = c.in[0].dims, &b = c.in[1].dims;
+  const size_t la = a.size() >= 2 ? a.size() - 2 : 0, lb = b.size() >= 2 ? b.size() - 2 : 0;
+  Dims out = broadcast(Dims(a.begin(), a.begin() + la), Dims(b.begin(), b.begin() + lb));
+  if (a.size() >= 2) out.push_back(a[a.size() - 2]);
+  if (b.size() >= 2) out.push_back(b.back());
+  return Value{c.b.node("MatMul", {c.in[0].name, c.in[1].name}), out};
+}
+
+// y (..., O) = x (..., I) w^T (O, I) + b (O): Gemm for rows, else MatMul
+// with the weight transposed (a node of its own, which runtimes fold: the
+// initializer keeps the parameter's own layout and name), then Add.
+Value linear(const OpContext& c) {
+  const Value &x = c.in[0], &w = c.in[1], &b = c.in[2];
+  Dims out = x.dims;
+  out.back() = {w.dims[0].size, ""};
+  if (x.dims.size() == 2) {
+    std::vector<std::string> in{x.name, w.name};
+    if (!b.name.empty()) in.push_back(b.name);
+    return Value{c.b.node("Gemm", in, [](pb::NodeProto& n) { set_int(n, "transB", 1); }), out};
+  }
+  const std::string wt = c.b.node("Transpose", {w.name}, [](pb::NodeProto& n) { set_ints(n, "perm", {1, 0}); });
+  std::string y = c.b.node("MatMul", {x.name, wt});
+  if (!b.name.empty()) y = c.b.node("Add", {y, b.name});
+  return Value{y, out};
+}
+
+// Reshape's target: leading axes kept from the input (0 copies one that may
+// change), trailing fixed axes, and in between the axes that change: fixed
+// sizes where no input axis there may change, else one axis left to the
+// runtime (-1). More than one output axis made from changing ones cannot be
+// written with Reshape alone, and is refused.
+Value reshape(const OpContext& c) {
+  const Dims& x = c.in[0].dims;
+  const Shape& s = c.op.output.shape();
+  const size_t rx = x.size(), ro = s.size();
+  size_t p = 0, q = 0;
+  while (p < rx && p < ro && s[p] == x[p].size) ++p;
+  while (q < rx - p && q < ro - p && s[ro - 1 - q] == x[rx - 1 - q].size && x[rx - 1 - q].sym.empty()) ++q;
+  const Dims mid(x.begin() + p, x.end() - q);
+  std::vector<int64_t> target(s.begin(), s.end());
+  Dims out(ro);
+  for (size_t i = 0; i < ro; ++i) out[i] = i < p ? x[i] : Dim{s[i], ""};
+  for (size_t i = 0; i < p; ++i)
+    if (!x[i].sym.empty()) target[i] = 0;
+  if (any_dynamic(mid)) {
+    if (ro - p - q != 1)
+      throw ExportError("export_model: reshape " + dims_str(x) + " -> " + shape_str(s) + where_in(c.op) +
+                        " makes " + std::to_string(ro - p - q) + " axes from " + dims_str(mid) +
+                        ", which may change from run to run; Reshape can leave only one to the runtime (-1): "
+                        "reshape so that at most one axis is made from the changing ones");
+    target[p] = -1;
+    out[p] = {s[p], product_sym(mid)};
+  }
+  return Value{c.b.node("Reshape", {c.in[0].name, c.b.ints(target)}), out};
+}
+
+Value permute(const OpContext& c) {
+  Dims out;
+  for (int64_t a : c.op.ints) out.push_back(c.in[0].dims[a]);
+  const auto perm = c.op.ints;
+  return Value{c.b.node("Transpose", {c.in[0].name}, [&](pb::NodeProto& n) { set_ints(n, "perm", perm); }), out};
+}
+
+// sum and mean: ints = the reduced axes, then keepdims. In opset 17
+// ReduceSum takes its axes as an input and ReduceMean as an attribute.
+Value reduce(const OpContext& c, bool mean) {
+  const std::vector<int64_t> axes(c.op.ints.begin(), c.op.ints.end() - 1);
+  const bool keep = c.op.ints.back() != 0;
+  Dims out;
+  for (size_t i = 0; i < c.in[0].dims.size(); ++i) {
+    const bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end();
+    if (!reduced) out.push_back(c.in[0].dims[i]);
+    else if (keep) out.push_back({1, ""});
+  }
+  auto keepdims = [&](pb::NodeProto& n) {
+    set_int(n, "keepdims", keep ? 1 : 0);
+    if (mean) set_ints(n, "axes", axes);
+  };
+  if (mean) return Value{c.b.node("ReduceMean", {c.in[0].name}, keepdims), out};
+  return Value{c.b.node("ReduceSum", {c.in[0].name, c.b.ints(axes)}, keepdims), out};
+}
+
+Emitter softmax(const char* type) {
+  return [type](const OpContext& c) {
+    const int64_t axis = c.op.ints.at(0);
+    return Value{c.b.node(type, {c.in[0].name}, [&](pb::NodeProto& n) { set_int(n, "axis", axis); }), c.in[0].dims};
+  };
+}
+
+// layer_norm (x, w, b) and add_layer_norm (x, r, w, b): LayerNormalization
+// over the last axis, after an Add for the residual form. A layer without
+// a learned scale gets ones (the operator needs one).
+Value layer_norm(const OpContext& c) {
+  const bool residual = c.op.op == "add_layer_norm";
+  std::string x = c.in[0].name;
+  if (residual) x = c.b.node("Add", {x, c.in[1].name});
+  const Value &w = c.in[residual ? 2 : 1], &b = c.in[residual ? 3 : 2];
+  const int64_t width = c.op.output.shape().back();
+  std::vector<std::string> in{x, w.name.empty() ? c.b.constant(ones({width}, c.op.output.dtype())) : w.name};
+  if (!b.name.empty()) in.push_back(b.name);
+  const double eps = c.op.reals.at(0);
+  return Value{c.b.node("LayerNormalization", in,
+                        [&](pb::NodeProto& n) {
+                          set_int(n, "axis", -1);
+                          set_float(n, "epsilon", eps);
+                        }),
+               c.in[0].dims};
+}
+
+// table (V, C) looked up by ids (the op's extra tensor): (ids..., C).
+Value gather_rows(const OpContext& c) {
+  const Value &table = c.in[0], &ids = c.in[1];
+  Dims out = ids.dims;
+  out.push_back(table.dims[1]);
+  return Value{c.b.node("Gather", {table.name, ids.name}, [](pb::NodeProto& n) { set_int(n, "axis", 0); }), out};
+}
+
+// The axis of a slice [start, end) by step, Python's bounds, as Slice reads
+// them too. On an axis that may change, the result does too unless its
+// length is fixed by the bounds (a window from the start, or from the end).
+Value slice(const OpContext& c) {
+  const int64_t ax = c.op.ints.at(0), start = c.op.ints.at(1), end = c.op.ints.at(2), step = c.op.ints.at(3);
+  Dims out = c.in[0].dims;
+  const Dim in = out[ax];
+  out[ax] = {c.op.output.shape()[ax], ""};
+  const bool fixed = (start >= 0 && end >= 0 && end < in.size) || (start < 0 && (end < 0 || end >= in.size));
+  if (!in.sym.empty() && !fixed)
+    out[ax].sym = start == 0 && step == 1 ? in.sym : in.sym + "[" + std::to_string(start) + ":]";
+  const std::string y = c.b.node(
+      "Slice", {c.in[0].name, c.b.ints({start}), c.b.ints({end}), c.b.ints({ax}), c.b.ints({step})});
+  return Value{y, out};
+}
+
+Value concat(const OpContext& c) {
+  const int64_t ax = c.op.ints.at(0);
+  Dims out = c.in[0].dims, along;
+  std::vector<std::string> names;
+  for (const Value& v : c.in) {
+    names.push_back(v.name);
+    along.push_back(v.dims[ax]);
+    out = broadcast(out, v.dims);  // the other axes are equal: keeps the names of those that change
+  }
+  out[ax] = {c.op.output.shape()[ax], any_dynamic(along) ? product_sym(along) : ""};
+  if (!out[ax].sym.empty())
+    for (char& ch : out[ax].sym) ch = ch == '*' ? '+' : ch;
+  return Value{c.b.node("Concat", names, [&](pb::NodeProto& n) { set_int(n, "axis", ax); }), out};
+}
+
+// where(cond, a, b): the condition (the op's extra tensor, 0 or not) as booleans.
+Value where(const OpContext& c) {
+  const std::string cond = c.b.node("Cast", {c.in[2].name}, [](pb::NodeProto& n) {
+    set_int(n, "to", pb::TensorProto_DataType_BOOL);
+  });
+  Dims out = broadcast(c.in[2].dims, broadcast(c.in[0].dims, c.in[1].dims));
+  return Value{c.b.node("Where", {cond, c.in[0].name, c.in[1].name}), out};
+}
+
+}  // namespace
+
+const std::map<std::string, Emitter>& emitters() {
+  static const std::map<std::string, Emitter> table = {
+      {"add", binary("Add")},           {"sub", binary("Sub")},
+      {"mul", binary("Mul")},           {"div", binary("Div")},
+      {"add_scalar", with_scalar("Add")}, {"mul_scalar", with_scalar("Mul")},
+      {"pow", [](const OpContext& c) { return c.op.reals.empty() ? binary("Pow")(c) : with_scalar("Pow")(c); }},
+      {"neg", unary("Neg")},
+      {"exp", unary("Exp")},            {"log", unary("Log")},
+      {"sqrt", unary("Sqrt")},          {"abs", unary("Abs")},
+      {"tanh", unary("Tanh")},          {"sigmoid", unary("Sigmoid")},
+      {"relu", unary("Relu")},          {"clone", unary("Identity")},
+      {"gelu", gelu},                   {"matmul", matmul},
+      {"linear", linear},               {"reshape", reshape},
+      {"permute", permute},             {"sum", [](const OpContext& c) { return reduce(c, false); }},
+      {"mean", [](const OpContext& c) { return reduce(c, true); }},
+      {"softmax", softmax("Softmax")},  {"log_softmax", softmax("LogSoftmax")},
+      {"layer_norm", layer_norm},       {"add_layer_norm", layer_norm},
+      {"gather_rows", gather_rows},     {"slice", slice},
+      {"concat", concat},               {"where", where},
+  };
+  return table;
+}
+
+}  // namespace xg::onnx::detail
