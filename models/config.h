@@ -16,6 +16,10 @@ struct ModelLimits {
   // The largest value accepted for the configuration field of that name.
   static constexpr int64_t vocab = 1 << 24, layers = 1024, d_model = 1 << 16, heads = 1024, d_ff = 1 << 18,
                            max_len = 1 << 20;
+  static constexpr int64_t depth = 1202;         // of a ResNet (the paper's deepest)
+  static constexpr int64_t channels = 1 << 14;   // of any convolution or hidden layer of an image model
+  static constexpr int64_t classes = 1 << 20;    // of an image classifier
+  static constexpr int64_t image = 1 << 14;      // side of an image or patch in pixels
 };
 
 // Refuses (std::invalid_argument) a model of `parameters` parameters whose

@@ -19,7 +19,8 @@ void GPTConfig::validate() const {
   need(dropout >= 0 && dropout < 1, "dropout must be in [0, 1), got " + std::to_string(dropout));
 }
 
-GPTBlock::GPTBlock(const GPTConfig& c, Generator& init, std::shared_ptr<Generator> drop) {
+GPTBlock::GPTBlock(const GPTConfig& c, Generator& init, std::shared_ptr<Generator> drop, bool causal)
+    : causal_(causal) {
   ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(c.d_model));
   attn = register_module("attn", std::make_shared<nn::MultiHeadAttention>(c.d_model, c.heads, c.dropout, init, drop));
   ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(c.d_model));
@@ -32,12 +33,13 @@ GPTBlock::GPTBlock(const GPTConfig& c, Generator& init, std::shared_ptr<Generato
 Tensor GPTBlock::forward(const Tensor& x) {
   const auto named = scope();
   Tensor n = ln1->forward(x);
-  Tensor h = x + drop1->forward(attn->forward(n, n, n, Tensor(), /*causal=*/true));
+  Tensor h = x + drop1->forward(attn->forward(n, n, n, Tensor(), causal_));
   return h + drop2->forward(ff->forward(ln2->forward(h)));
 }
 
 Tensor GPTBlock::forward_step(const Tensor& x, nn::MultiHeadAttention::KVCache& kv) {
   const auto named = scope();
+  if (!causal_) throw std::logic_error("GPTBlock::forward_step: a non-causal block has no incremental form");
   if (x.size(1) > 1 && kv.length() > 0)
     throw std::invalid_argument("GPTBlock::forward_step: " + std::to_string(x.size(1)) +
                                 " positions after a non-empty cache (feed a prompt first, then one token a step)");

@@ -40,15 +40,21 @@ struct GPTConfig {
 };
 
 // One pre-norm block: x + drop1(attn(ln1(x))) with causal self-attention,
-// then h + drop2(ff(ln2(h))) with a GELU feed-forward.
+// then h + drop2(ff(ln2(h))) with a GELU feed-forward. Without the causal
+// mask it is the pre-norm encoder block of a Vision Transformer (ViT).
 class GPTBlock : public nn::Module {
  public:
-  // Weights drawn from `init`; every dropout layer draws from `drop`.
-  GPTBlock(const GPTConfig& cfg, Generator& init, std::shared_ptr<Generator> drop);
-  Tensor forward(const Tensor& x) override;  // (B,T,C), causal
+  // Weights drawn from `init`; every dropout layer draws from `drop`. Only
+  // cfg's d_model, heads, d_ff and dropout are read. causal false: every
+  // position attends to every other.
+  GPTBlock(const GPTConfig& cfg, Generator& init, std::shared_ptr<Generator> drop, bool causal = true);
+  Tensor forward(const Tensor& x) override;  // (B,T,C), causal unless built otherwise
   // x (B,T,C) at the positions after the cache's: appends them to `kv`.
   // With T > 1 the cache must be empty (a prompt), T == 1 afterwards.
+  // Causal blocks only (std::logic_error otherwise): a cache of earlier
+  // positions means nothing to a block whose positions see later ones.
   Tensor forward_step(const Tensor& x, nn::MultiHeadAttention::KVCache& kv);
+  bool causal() const { return causal_; }  // as built
   std::string type_name() const override { return "GPTBlock"; }  // "GPTBlock"
 
   // The sublayers: ln1, attn and drop1 on the attention branch, ln2, ff and
@@ -57,6 +63,9 @@ class GPTBlock : public nn::Module {
   std::shared_ptr<nn::MultiHeadAttention> attn;
   std::shared_ptr<nn::PositionwiseFeedForward> ff;
   std::shared_ptr<nn::Dropout> drop1, drop2;
+
+ private:
+  bool causal_;
 };
 
 // A decoder-only Transformer language model (GPT-2's layout).

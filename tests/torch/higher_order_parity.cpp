@@ -19,7 +19,7 @@
 // Every tensor must agree with PyTorch to parity::kTolerance relative to its
 // largest value (the key biases, and in cross_attention_gp the value biases,
 // whose derivatives are zero by construction, relative to the largest of all
-// parameters': see zero_by_construction), and
+// parameters': see parity::zero_by_construction), and
 // with the central differences to kFiniteDifferenceTolerance. Prints one line
 // per comparison; exits 1 if any differs.
 //   higher_order_parity FILE.safetensors
@@ -34,6 +34,7 @@
 #include "tests/torch/parity.h"
 
 using namespace xg;
+using parity::compare_all;
 
 namespace {
 
@@ -107,49 +108,6 @@ bool mlp_gp(const CaseFile& c, std::istringstream& config) {
 }
 
 // ---- the Transformer ----------------------------------------------------------------
-
-// The key projection's bias adds q . b to every score of a query's row, which
-// the softmax ignores: the loss does not depend on w_k.bias at all, so its
-// gradient and every second derivative through it are zero in exact
-// arithmetic, and both sides hold rounding noise (~1e-17 against gradients
-// ~1). Such a tensor is compared relative to the largest value of all the
-// parameters' tensors of the comparison; any other relative to its own.
-// `ends`: the names (after the last module prefix) of the tensors zero by
-// construction in the case at hand.
-bool zero_by_construction(const std::string& name, const std::vector<std::string>& ends) {
-  for (const std::string& end : ends)
-    if (name == end || (name.size() > end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0 &&
-                        name[name.size() - end.size() - 1] == '.'))
-      return true;
-  return false;
-}
-
-double max_abs(const Tensor& t) {
-  double m = 0;
-  for (double x : t.to_vector()) m = std::max(m, std::abs(x));
-  return m;
-}
-
-// Appends ("LABEL NAME", difference) for each parameter's tensor, ours against ref.
-// An undefined ref (PyTorch found no path to the tensor) wants ours
-// undefined or all zeros: difference 0, else 1e300.
-void compare_all(std::vector<std::pair<std::string, double>>& diffs, const std::string& label,
-                 const std::vector<std::string>& names, const std::vector<Tensor>& ours,
-                 const std::vector<Tensor>& ref, const std::vector<std::string>& zero_ends = {"w_k.bias"}) {
-  double scale = 1e-300;
-  for (const Tensor& r : ref)
-    if (r.defined()) scale = std::max(scale, max_abs(r));
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (!ref[i].defined()) {
-      diffs.push_back({label + " " + names[i], !ours[i].defined() || max_abs(ours[i]) == 0 ? 0.0 : 1e300});
-      continue;
-    }
-    double d = parity::rel_diff(ours[i], ref[i]);
-    if (zero_by_construction(names[i], zero_ends) && d < 1e300)
-      d = d * max_abs(ref[i]) / scale;  // max |ours - ref| / scale
-    diffs.push_back({label + " " + names[i], d});
-  }
-}
 
 models::Batch batch(const Tensor& ids) {
   const int64_t* p = ids.data<int64_t>();
@@ -307,7 +265,7 @@ bool wgan_gp_layernorm(const CaseFile& c, std::istringstream& config) {
 
 // nn::MultiHeadAttention(x, memory, memory, key_padding_mask). g does not
 // depend on w_o.bias (added last: PyTorch has no gradient for it), nor on
-// w_k.bias (see zero_by_construction), nor on w_v.bias (each query's weights
+// w_k.bias (see parity::zero_by_construction), nor on w_v.bias (each query's weights
 // sum to 1, so it adds w_o b_v to every output whatever x): dP/d of the last
 // two is rounding noise on both sides.
 bool cross_attention_gp(const CaseFile& c, std::istringstream& config) {

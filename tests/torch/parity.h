@@ -51,6 +51,49 @@ inline bool report(const char* program, const std::string& name, const std::stri
   return ok;
 }
 
+// The key projection's bias adds q . b to every score of a query's row, which
+// the softmax ignores: the loss does not depend on w_k.bias at all, so its
+// gradient and every second derivative through it are zero in exact
+// arithmetic, and both sides hold rounding noise (~1e-17 against gradients
+// ~1). Such a tensor is compared relative to the largest value of all the
+// parameters' tensors of the comparison; any other relative to its own.
+// `ends`: the names (after the last module prefix) of the tensors zero by
+// construction in the case at hand.
+inline bool zero_by_construction(const std::string& name, const std::vector<std::string>& ends) {
+  for (const std::string& end : ends)
+    if (name == end || (name.size() > end.size() && name.compare(name.size() - end.size(), end.size(), end) == 0 &&
+                        name[name.size() - end.size() - 1] == '.'))
+      return true;
+  return false;
+}
+
+inline double max_abs(const Tensor& t) {
+  double m = 0;
+  for (double x : t.to_vector()) m = std::max(m, std::abs(x));
+  return m;
+}
+
+// Appends ("LABEL NAME", difference) for each parameter's tensor, ours against ref.
+// An undefined ref (PyTorch found no path to the tensor) wants ours
+// undefined or all zeros: difference 0, else 1e300.
+inline void compare_all(std::vector<std::pair<std::string, double>>& diffs, const std::string& label,
+                        const std::vector<std::string>& names, const std::vector<Tensor>& ours,
+                        const std::vector<Tensor>& ref, const std::vector<std::string>& zero_ends = {"w_k.bias"}) {
+  double scale = 1e-300;
+  for (const Tensor& r : ref)
+    if (r.defined()) scale = std::max(scale, max_abs(r));
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!ref[i].defined()) {
+      diffs.push_back({label + " " + names[i], !ours[i].defined() || max_abs(ours[i]) == 0 ? 0.0 : 1e300});
+      continue;
+    }
+    double d = rel_diff(ours[i], ref[i]);
+    if (zero_by_construction(names[i], zero_ends) && d < 1e300)
+      d = d * max_abs(ref[i]) / scale;  // max |ours - ref| / scale
+    diffs.push_back({label + " " + names[i], d});
+  }
+}
+
 // The main of a parity program: reads the file that its Python side wrote
 // (argv[1]; one case per metadata entry, name -> configuration) and runs
 // `run_case` on each. Exit 0 when every case agrees, 1 otherwise, 2 on usage.
