@@ -6,11 +6,15 @@
 // input, folded into the output. unfold2d and fold2d are each other's
 // adjoint, and each records the other as its backward, so gradients of
 // every order follow.
+#include <algorithm>
 #include <string>
+#include <vector>
 
+#include "autograd/autocast.h"
 #include "autograd/detail/impl.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "engine/conv.h"
 
 namespace xg {
 
@@ -133,12 +137,148 @@ void check_groups(const char* op, int64_t groups, int64_t C, int64_t O) {
                                 ") and the output channels (" + std::to_string(O) + ")");
 }
 
+void check_bias(const char* op, const Tensor& bias, int64_t O) {
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != O))
+    throw ShapeError(std::string(op) + ": expected a bias (" + std::to_string(O) + ",), got " + shape_str(bias.shape()));
+}
+
 Tensor add_channel_bias(const char* op, const Tensor& y, const Tensor& bias) {
   if (!bias.defined()) return y;
   const int64_t O = y.size(1);
-  if (bias.dim() != 1 || bias.size(0) != O)
-    throw ShapeError(std::string(op) + ": expected a bias (" + std::to_string(O) + ",), got " + shape_str(bias.shape()));
+  check_bias(op, bias, O);
   return y + reshape(bias, {1, O, 1, 1});
+}
+
+// conv2d as unfold2d and a (grouped) product: the float64 path, and the
+// composite whose gradients give the direct path's second order.
+Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias, const Window& w, int64_t G) {
+  const int64_t O = weight.size(0), R = w.rows() / G;  // R: one group's column length
+  // Group g's rows of the columns are the block [g R, (g+1) R): its input
+  // channels. (G, O/G, R) x (N, G, R, Ho Wo) -> (N, G, O/G, Ho Wo).
+  const Tensor cols = unfold_window(x, w);
+  Tensor y = G == 1 ? matmul(reshape(weight, {O, R}), cols)
+                    : matmul(reshape(weight, {G, O / G, R}), reshape(cols, {w.N, G, R, w.cols()}));
+  return add_channel_bias("conv2d", reshape(y, {w.N, O, w.Ho, w.Wo}), bias);
+}
+
+engine::ConvGeometry geometry_of(const Window& w, int64_t O, int64_t G) {
+  engine::ConvGeometry g;
+  g.n = w.N, g.c = w.C, g.h = w.H, g.w = w.W;
+  g.o = O, g.kh = w.kh, g.kw = w.kw, g.groups = G;
+  g.sh = w.sh, g.sw = w.sw, g.dh = w.dh, g.dw = w.dw;
+  g.pt = w.ph, g.pl = w.pw, g.pb = w.eh, g.pr = w.ew;
+  g.ho = w.Ho, g.wo = w.Wo;
+  return g;
+}
+
+// A convolution on the engine's primitives (engine/conv.h), the batch split
+// into one chunk of images per thread of the pool. In = float, or bf16_t
+// under Autocast(bf16); results are float32.
+template <class In>
+struct DirectConv {
+  engine::ConvGeometry g;  // the whole batch
+  int64_t chunks() const { return std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.n)); }
+  int64_t flops_per_image() const { return 2 * g.o * (g.c / g.groups) * g.kh * g.kw * g.ho * g.wo; }
+  // Calls f(chunk index, its geometry, its first image) for each chunk, in parallel.
+  template <class F>
+  void over_chunks(F&& f) const {
+    const int64_t k = chunks();
+    parallel_for(k, flops_per_image() * g.n / k, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        engine::ConvGeometry part = g;
+        const int64_t n0 = g.n * i / k;
+        part.n = g.n * (i + 1) / k - n0;
+        f(i, part, n0);
+      }
+    });
+  }
+  void forward(const In* x, const In* w, const float* b, float* y) const {
+    over_chunks([&](int64_t, const engine::ConvGeometry& p, int64_t n0) {
+      engine::conv_forward(p, x + n0 * g.c * g.h * g.w, w, b, y + n0 * g.o * g.ho * g.wo);
+    });
+  }
+  void backward_data(const In* dy, const In* w, float* dx) const {
+    over_chunks([&](int64_t, const engine::ConvGeometry& p, int64_t n0) {
+      engine::conv_backward_data(p, dy + n0 * g.o * g.ho * g.wo, w, dx + n0 * g.c * g.h * g.w);
+    });
+  }
+  void backward_weights(const In* x, const In* dy, float* dw, float* db) const;
+};
+
+// Chunk 0 writes dw and db; the others write partial sums, added after.
+template <class In>
+void DirectConv<In>::backward_weights(const In* x, const In* dy, float* dw, float* db) const {
+  const int64_t k = chunks(), nw = g.o * (g.c / g.groups) * g.kh * g.kw, stride = nw + g.o;
+  std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(k - 1, 0) * stride));
+  over_chunks([&](int64_t i, const engine::ConvGeometry& p, int64_t n0) {
+    float* pw = i == 0 ? dw : partial.data() + (i - 1) * stride;
+    float* pb = !db ? nullptr : i == 0 ? db : partial.data() + (i - 1) * stride + nw;
+    engine::conv_backward_weights(p, x + n0 * g.c * g.h * g.w, dy + n0 * g.o * g.ho * g.wo, pw, pb);
+  });
+  for (int64_t i = 1; i < k; ++i) {
+    const float* part = partial.data() + (i - 1) * stride;
+    for (int64_t j = 0; j < nw; ++j) dw[j] += part[j];
+    if (db)
+      for (int64_t j = 0; j < g.o; ++j) db[j] += part[nw + j];
+  }
+}
+
+// The float32 gradients of a direct convolution (those asked for), from
+// In-typed operands: {dx, dw, db}.
+template <class In>
+std::vector<Tensor> direct_backward(const DirectConv<In>& dc, const In* x, const In* w, const In* dy,
+                                    const Shape& xs, const Shape& ws, bool has_b) {
+  Tensor gx = needs_input_grad(0) ? make_tensor(xs, f32) : Tensor();
+  Tensor gw = needs_input_grad(1) ? make_tensor(ws, f32) : Tensor();
+  Tensor gb = has_b && needs_input_grad(2) ? make_tensor({dc.g.o}, f32) : Tensor();
+  if (gx.defined()) dc.backward_data(dy, w, gx.data<float>());
+  if (gw.defined() || gb.defined()) {
+    // The primitive computes both; a bias gradient alone still needs a weight buffer.
+    Tensor w_out = gw.defined() ? gw : make_tensor(ws, f32);
+    dc.backward_weights(x, dy, w_out.data<float>(), gb.defined() ? gb.data<float>() : nullptr);
+  }
+  return {gx, gw, gb};
+}
+
+// conv2d under Autocast(bf16): bf16 operands, float32 results. The input is
+// saved as its bf16 copy; the weight as itself, converted again in backward
+// (as linear does).
+Tensor conv2d_direct_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, const DirectConv<engine::bf16_t>& dc) {
+  Tensor y = make_tensor({dc.g.n, dc.g.o, dc.g.ho, dc.g.wo}, f32);
+  auto x16 = saved_bf16(x);
+  dc.forward(x16->data(), to_bf16(weight)->data(), bias.defined() ? bias.data<float>() : nullptr, y.data<float>());
+  return record(
+      "conv2d", y, {x, weight, bias},
+      [x16, w = weight.detach(), dc, xs = x.shape(), has_b = bias.defined()](const Tensor& g) {
+        if (grad_enabled()) throw_bf16_second_order("conv2d");
+        return direct_backward<engine::bf16_t>(dc, x16->data(), to_bf16(w)->data(), to_bf16(g)->data(), xs,
+                                               w.shape(), has_b);
+      },
+      {weight});
+}
+
+// conv2d on the engine's primitives, float32; its second order by
+// recomputation through the im2col composite, differentiable to any order.
+Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, const Window& win, int64_t G) {
+  detail::check_same_dtype(x, weight, "conv2d");
+  if (bias.defined()) detail::check_same_dtype(x, bias, "conv2d");
+  check_bias("conv2d", bias, weight.size(0));
+  const engine::ConvGeometry geo = geometry_of(win, weight.size(0), G);
+  if (autocast_bf16(x)) return conv2d_direct_bf16(x, weight, bias, DirectConv<engine::bf16_t>{geo});
+  const DirectConv<float> dc{geo};
+  Tensor y = make_tensor({geo.n, geo.o, geo.ho, geo.wo}, f32);
+  dc.forward(x.data<float>(), weight.data<float>(), bias.defined() ? bias.data<float>() : nullptr, y.data<float>());
+  return record(
+      "conv2d", y, {x, weight, bias},
+      [x, weight, bias, dc, win, G](const Tensor& g) {
+        if (grad_enabled())
+          return detail::vjp_by_recompute(
+              [win, G](const std::vector<Tensor>& in) { return conv2d_im2col(in[0], in[1], in[2], win, G); },
+              {x, weight, bias}, g);
+        return direct_backward<float>(dc, x.data<float>(), weight.data<float>(), g.data<float>(), x.shape(),
+                                      weight.shape(), bias.defined());
+      },
+      {x, weight});
 }
 
 }  // namespace
@@ -150,17 +290,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dO
   if (weight.dim() != 4 || x.dim() != 4 || G < 1 || weight.size(1) * G != x.size(1))
     throw ShapeError("conv2d: expected an input (N,C,H,W) and a weight (O,C/groups,kh,kw) with groups " +
                      std::to_string(G) + ", got " + shape_str(x.shape()) + " and " + shape_str(weight.shape()));
-  const int64_t O = weight.size(0);
-  check_groups("conv2d", G, x.size(1), O);
+  check_groups("conv2d", G, x.size(1), weight.size(0));
   o.kernel = {weight.size(2), weight.size(3)};
   const Window w = window_of("conv2d", x.shape(), o);
-  const int64_t R = w.rows() / G;  // one group's column length
-  // Group g's rows of the columns are the block [g R, (g+1) R): its input
-  // channels. (G, O/G, R) x (N, G, R, Ho Wo) -> (N, G, O/G, Ho Wo).
-  const Tensor cols = unfold_window(x, w);
-  Tensor y = G == 1 ? matmul(reshape(weight, {O, R}), cols)
-                    : matmul(reshape(weight, {G, O / G, R}), reshape(cols, {w.N, G, R, w.cols()}));
-  return add_channel_bias("conv2d", reshape(y, {w.N, O, w.Ho, w.Wo}), bias);
+  // float64 stays on im2col: the oracle that gradchecks and parity tests read.
+  if (x.dtype() == f32 && engine::conv_available()) return conv2d_direct(x, weight, bias, w, G);
+  return conv2d_im2col(x, weight, bias, w, G);
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv1dOptions& o) {

@@ -5,9 +5,8 @@
 // its own, grown to the largest any of its primitives asks for: a thread runs
 // one product at a time, so its primitives can share it (one scratchpad per
 // primitive grows with the shapes cached: see docs/performance.md, section
-// Matrix engine).
-#include <omp.h>
-
+// Matrix engine). The engine, streams, scratchpads and cache are shared with
+// the convolution primitives (engine/detail/onednn.h).
 #include <oneapi/dnnl/dnnl.hpp>
 #include <oneapi/dnnl/dnnl_version.h>
 
@@ -22,12 +21,18 @@
 
 #include "engine/blas.h"
 #include "engine/gemm.h"
+#include "engine/detail/onednn.h"
 
 namespace xg::engine {
 
 namespace {
 
 using dt = dnnl::memory::data_type;
+using onednn::Cache;
+using onednn::cpu;
+using onednn::OneOmpThread;
+using onednn::thread_scratchpad;
+using onednn::thread_stream;
 
 struct Key {
   dt in;
@@ -35,39 +40,12 @@ struct Key {
   int64_t m, n, k, lda, ldb, ldc;
   Batch batch;
   float alpha;
-  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof(Key)) == 0; }
-};
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    // FNV-1a over the bytes (Key is zero-initialised, padding included).
-    const auto* p = reinterpret_cast<const unsigned char*>(&k);
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < sizeof(Key); ++i) h = (h ^ p[i]) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
 };
 
 struct Entry {
   dnnl::matmul prim;
   dnnl::memory a, b, c, scratch;  // scratch: over the thread's shared scratchpad
   size_t scratch_size = 0;
-};
-
-dnnl::engine& cpu() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
-
-// oneDNN reads OpenMP's thread count when it creates and runs a primitive:
-// held at 1 for the call, and restored, so a program's own OpenMP is untouched.
-struct OneOmpThread {
-  int before = omp_get_max_threads();
-  OneOmpThread() {
-    if (before != 1) omp_set_num_threads(1);
-  }
-  ~OneOmpThread() {
-    if (before != 1) omp_set_num_threads(before);
-  }
 };
 
 // (rows, cols) matrices, n0 x n1 of them at strides s0, s1 (a stride of 0:
@@ -81,50 +59,39 @@ dnnl::memory::desc matrix(dt type, int64_t n0, int64_t n1, int64_t rows, int64_t
   return dnnl::memory::desc(dims, type, t ? dnnl::memory::dims{b0, b1, 1, ld} : dnnl::memory::dims{b0, b1, ld, 1});
 }
 
-constexpr size_t kMaxCached = 512;  // decoding meets a new length every step
-std::atomic<int64_t> g_created{0};
-
-struct Cache {
-  std::unordered_map<Key, std::unique_ptr<Entry>, KeyHash> map;
-  std::vector<char> scratch;  // shared by this thread's primitives
-  Entry& get(const Key& key) {
-    auto it = map.find(key);
-    if (it != map.end()) return *it->second;
-    if (map.size() >= kMaxCached) map.clear();
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
-    if (key.accumulate) {
-      dnnl::post_ops po;
-      po.append_sum(1.0f);
-      attr.set_post_ops(po);
-    }
-    const Batch& bt = key.batch;
-    auto a = matrix(key.in, bt.n0, bt.n1, key.m, key.k, key.ta, key.lda, bt.sa0, bt.sa1);
-    auto b = matrix(key.in, bt.n0, bt.n1, key.k, key.n, key.tb, key.ldb, bt.sb0, bt.sb1);
-    auto c = matrix(dt::f32, bt.n0, bt.n1, key.m, key.n, false, key.ldc, bt.sc0, bt.sc1);
-    dnnl::matmul::primitive_desc pd;
-    try {
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu());
-    } catch (const dnnl::error& e) {
-      throw std::runtime_error(fmt::format("oneDNN matmul: no implementation for {}x{} x {}x{} by {}x{} ({}): {}",
-                                           bt.n0, bt.n1, key.m, key.k, key.k, key.n,
-                                           key.in == dt::bf16 ? "bf16" : "f32", e.what()));
-    }
-    auto e = std::make_unique<Entry>();
-    e->prim = dnnl::matmul(pd);
-    e->a = dnnl::memory(a, cpu(), DNNL_MEMORY_NONE);
-    e->b = dnnl::memory(b, cpu(), DNNL_MEMORY_NONE);
-    e->c = dnnl::memory(c, cpu(), DNNL_MEMORY_NONE);
-    e->scratch_size = pd.scratchpad_desc().get_size();
-    e->scratch = dnnl::memory(pd.scratchpad_desc(), cpu(), DNNL_MEMORY_NONE);
-    ++g_created;
-    return *map.emplace(key, std::move(e)).first->second;
+Entry make_entry(const Key& key) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (key.alpha != 1.0f) attr.set_output_scales(0, {key.alpha});
+  if (key.accumulate) {
+    dnnl::post_ops po;
+    po.append_sum(1.0f);
+    attr.set_post_ops(po);
   }
-};
+  const Batch& bt = key.batch;
+  auto a = matrix(key.in, bt.n0, bt.n1, key.m, key.k, key.ta, key.lda, bt.sa0, bt.sa1);
+  auto b = matrix(key.in, bt.n0, bt.n1, key.k, key.n, key.tb, key.ldb, bt.sb0, bt.sb1);
+  auto c = matrix(dt::f32, bt.n0, bt.n1, key.m, key.n, false, key.ldc, bt.sc0, bt.sc1);
+  dnnl::matmul::primitive_desc pd;
+  try {
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu());
+  } catch (const dnnl::error& e) {
+    throw std::runtime_error(fmt::format("oneDNN matmul: no implementation for {}x{} x {}x{} by {}x{} ({}): {}",
+                                         bt.n0, bt.n1, key.m, key.k, key.k, key.n,
+                                         key.in == dt::bf16 ? "bf16" : "f32", e.what()));
+  }
+  Entry e;
+  e.prim = dnnl::matmul(pd);
+  e.a = dnnl::memory(a, cpu(), DNNL_MEMORY_NONE);
+  e.b = dnnl::memory(b, cpu(), DNNL_MEMORY_NONE);
+  e.c = dnnl::memory(c, cpu(), DNNL_MEMORY_NONE);
+  e.scratch_size = pd.scratchpad_desc().get_size();
+  e.scratch = dnnl::memory(pd.scratchpad_desc(), cpu(), DNNL_MEMORY_NONE);
+  return e;
+}
 
-Cache& cache() {
-  thread_local Cache c;
+Cache<Key, Entry>& cache() {
+  thread_local Cache<Key, Entry> c;
   return c;
 }
 
@@ -164,15 +131,12 @@ void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
   key.batch = bt;
   key.alpha = alpha;
   OneOmpThread one;
-  Cache& tc = cache();
-  Entry& e = tc.get(key);
-  if (tc.scratch.size() < e.scratch_size + 1) tc.scratch.resize(e.scratch_size + 1);
-  e.scratch.set_data_handle(tc.scratch.data());
+  Entry& e = cache().get(key, make_entry);
+  e.scratch.set_data_handle(thread_scratchpad(e.scratch_size));
   e.a.set_data_handle(const_cast<void*>(a));
   e.b.set_data_handle(const_cast<void*>(b));
   e.c.set_data_handle(c);
-  thread_local dnnl::stream stream(cpu());
-  e.prim.execute(stream, {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c},
+  e.prim.execute(thread_stream(), {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c},
                           {DNNL_ARG_SCRATCHPAD, e.scratch}});
 }
 
@@ -236,7 +200,42 @@ void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t 
 }
 
 CacheStats cache_stats() {
-  return {static_cast<int64_t>(cache().map.size()), g_created.load(), static_cast<int64_t>(cache().scratch.size())};
+  return {static_cast<int64_t>(cache().size() + onednn::conv_cached()), onednn::created().load(),
+          static_cast<int64_t>(onednn::thread_scratchpad_size())};
 }
+
+namespace onednn {
+
+dnnl::engine& cpu() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+dnnl::stream& thread_stream() {
+  thread_local dnnl::stream s(cpu());
+  return s;
+}
+
+namespace {
+std::vector<char>& scratchpad() {
+  thread_local std::vector<char> s;
+  return s;
+}
+}  // namespace
+
+char* thread_scratchpad(size_t bytes) {
+  std::vector<char>& s = scratchpad();
+  if (s.size() < bytes + 1) s.resize(bytes + 1);  // + 1: a valid pointer for an empty scratchpad too
+  return s.data();
+}
+
+size_t thread_scratchpad_size() { return scratchpad().size(); }
+
+std::atomic<int64_t>& created() {
+  static std::atomic<int64_t> n{0};
+  return n;
+}
+
+}  // namespace onednn
 
 }  // namespace xg::engine

@@ -1,8 +1,10 @@
 // The OpenBLAS build (-DXG_GEMM=openblas): float32 on cblas_sgemm; bf16 only
 // emulated (set_bf16_emulation).
 #include <stdexcept>
+#include <string>
 
 #include "engine/blas.h"
+#include "engine/conv.h"
 #include "engine/gemm.h"
 
 namespace xg::engine {
@@ -32,5 +34,29 @@ void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t 
 }
 
 CacheStats cache_stats() { return {}; }
+
+// No convolution primitives here: autograd runs its im2col path (conv_available()).
+bool conv_available() { return false; }
+void set_conv_layout(ConvLayout) {}
+ConvLayout conv_layout() { return ConvLayout::automatic; }
+
+namespace {
+[[noreturn]] void no_conv(const char* fn) {
+  throw std::logic_error(std::string("engine::") + fn +
+                         ": this xgrad was configured with -DXG_GEMM=openblas, which has no convolution primitives "
+                         "(check engine::conv_available())");
+}
+}  // namespace
+
+void conv_forward(const ConvGeometry&, const float*, const float*, const float*, float*) { no_conv("conv_forward"); }
+void conv_backward_data(const ConvGeometry&, const float*, const float*, float*) { no_conv("conv_backward_data"); }
+void conv_backward_weights(const ConvGeometry&, const float*, const float*, float*, float*) {
+  no_conv("conv_backward_weights");
+}
+void conv_forward(const ConvGeometry&, const bf16_t*, const bf16_t*, const float*, float*) { no_conv("conv_forward"); }
+void conv_backward_data(const ConvGeometry&, const bf16_t*, const bf16_t*, float*) { no_conv("conv_backward_data"); }
+void conv_backward_weights(const ConvGeometry&, const bf16_t*, const bf16_t*, float*, float*) {
+  no_conv("conv_backward_weights");
+}
 
 }  // namespace xg::engine

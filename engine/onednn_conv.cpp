@@ -1,0 +1,296 @@
+// Convolutions on oneDNN's primitives (engine/conv.h), sharing the matrix
+// engine's CPU engine, per-thread streams, scratchpads and cache mechanism
+// (engine/detail/onednn.h). In the blocked layout each primitive chooses its
+// tensors' formats; an argument whose format differs from the caller's NCHW
+// is reordered into (or, for a result, out of) a buffer in the thread's
+// scratchpad, after the primitive's own scratch space.
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <atomic>
+#include <cstring>
+#include <fmt/format.h>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/conv.h"
+#include "engine/detail/onednn.h"
+
+namespace xg::engine {
+
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+using dims = dnnl::memory::dims;
+using onednn::cpu;
+
+enum class Kind { forward, backward_data, backward_weights };
+
+struct Key {
+  Kind kind;
+  dt in;
+  bool bias;
+  ConvLayout layout;
+  ConvGeometry g;
+};
+
+// One argument of a primitive: `user` over the caller's NCHW pointer,
+// `inner` in the primitive's format (the same memory when they agree).
+struct Slot {
+  int arg = 0;           // DNNL_ARG_SRC, ...
+  bool output = false;  // written by the primitive
+  dnnl::memory user, inner;
+  bool reordered = false;
+  dnnl::reorder reorder;  // user -> inner for an input, inner -> user for an output
+  size_t offset = 0;      // of inner in the scratchpad, when reordered
+};
+
+struct Entry {
+  dnnl::primitive prim;
+  std::vector<Slot> slots;
+  dnnl::memory scratch;
+  size_t total = 0;  // the primitive's scratch space and the reordered buffers
+};
+
+std::atomic<ConvLayout> g_layout{ConvLayout::automatic};
+
+// The memory descriptors as the caller stores them (NCHW, (O,C/G,kh,kw)),
+// or format "any" for the primitive to choose.
+struct Descs {
+  dnnl::memory::desc x, w, b, y;
+};
+
+Descs user_descs(const ConvGeometry& g, dt tx, dt tw, dt ty, bool any) {
+  const dims xd{g.n, g.c, g.h, g.w}, yd{g.n, g.o, g.ho, g.wo};
+  const dims wd = g.groups == 1 ? dims{g.o, g.c, g.kh, g.kw} : dims{g.groups, g.o / g.groups, g.c / g.groups, g.kh, g.kw};
+  const tag wt = any ? tag::any : (g.groups == 1 ? tag::oihw : tag::goihw);
+  const tag it = any ? tag::any : tag::nchw;
+  return {dnnl::memory::desc(xd, tx, it), dnnl::memory::desc(wd, tw, wt), dnnl::memory::desc(dims{g.o}, dt::f32, tag::x),
+          dnnl::memory::desc(yd, ty, it)};
+}
+
+// Winograd (oneDNN's F(4x4, 3x3), "auto" lets oneDNN decide) for float32
+// 3x3 stride-1 undilated ungrouped convolutions of at least 16 input
+// channels, where it beat the direct kernels on a training step (28x28
+// images, 32 and 64 channels). With one input channel oneDNN still picks it,
+// and there it ran slower than direct. The figures are in
+// docs/performance.md, section Convolutions.
+dnnl::algorithm algorithm_for(const Key& k) {
+  const ConvGeometry& g = k.g;
+  const bool wino = k.in == dt::f32 && k.layout == ConvLayout::blocked && g.groups == 1 && g.c >= 16 && g.kh == 3 &&
+                    g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1;
+  return wino ? dnnl::algorithm::convolution_auto : dnnl::algorithm::convolution_direct;
+}
+
+// The forward descriptor: also the hint the backward primitives need.
+dnnl::convolution_forward::primitive_desc forward_pd(const Key& k, const dnnl::primitive_attr& attr) {
+  const ConvGeometry& g = k.g;
+  const Descs d = user_descs(g, k.in, k.in, dt::f32, k.layout == ConvLayout::blocked);
+  const dims s{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pl{g.pt, g.pl}, pr{g.pb, g.pr};
+  using cf = dnnl::convolution_forward;
+  const auto desc = k.bias ? cf::desc(dnnl::prop_kind::forward_training, algorithm_for(k), d.x, d.w,
+                                      d.b, d.y, s, dil, pl, pr)
+                           : cf::desc(dnnl::prop_kind::forward_training, algorithm_for(k), d.x, d.w,
+                                      d.y, s, dil, pl, pr);
+  return cf::primitive_desc(desc, attr, cpu());
+}
+
+// A slot for argument `arg`: the caller's plain layout against the one the
+// primitive chose, with the reorder between them when they differ.
+Slot slot(int arg, bool output, const dnnl::memory::desc& user, const dnnl::memory::desc& inner, size_t& offset) {
+  Slot s;
+  s.arg = arg;
+  s.output = output;
+  s.user = dnnl::memory(user, cpu(), DNNL_MEMORY_NONE);
+  if (user == inner) {
+    s.inner = s.user;
+    return s;
+  }
+  s.reordered = true;
+  s.inner = dnnl::memory(inner, cpu(), DNNL_MEMORY_NONE);
+  s.offset = offset;
+  offset += (inner.get_size() + 63) / 64 * 64;  // each buffer on its own cache line
+  s.reorder = output ? dnnl::reorder(s.inner, s.user) : dnnl::reorder(s.user, s.inner);
+  return s;
+}
+
+// The primitive of one key and its argument slots, in the order the run
+// functions pass their pointers.
+template <class Pd>
+Entry finish(const Pd& pd, dnnl::primitive prim, const std::vector<std::pair<int, dnnl::memory::desc>>& args,
+             const std::vector<dnnl::memory::desc>& user) {
+  Entry e;
+  e.prim = std::move(prim);
+  e.scratch = dnnl::memory(pd.scratchpad_desc(), cpu(), DNNL_MEMORY_NONE);
+  size_t offset = (pd.scratchpad_desc().get_size() + 63) / 64 * 64;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const int a = args[i].first;
+    const bool output = a == DNNL_ARG_DST || a == DNNL_ARG_DIFF_SRC || a == DNNL_ARG_DIFF_WEIGHTS ||
+                        a == DNNL_ARG_DIFF_BIAS;
+    e.slots.push_back(slot(a, output, user[i], args[i].second, offset));
+  }
+  e.total = offset;
+  return e;
+}
+
+Entry make_entry(const Key& k) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const ConvGeometry& g = k.g;
+  const dims s{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pl{g.pt, g.pl}, pr{g.pb, g.pr};
+  const auto fwd = forward_pd(k, attr);
+  if (k.kind == Kind::forward) {
+    const Descs u = user_descs(g, k.in, k.in, dt::f32, false);
+    std::vector<std::pair<int, dnnl::memory::desc>> args{
+        {DNNL_ARG_SRC, fwd.src_desc()}, {DNNL_ARG_WEIGHTS, fwd.weights_desc()}, {DNNL_ARG_DST, fwd.dst_desc()}};
+    std::vector<dnnl::memory::desc> user{u.x, u.w, u.y};
+    if (k.bias) args.push_back({DNNL_ARG_BIAS, fwd.bias_desc()}), user.push_back(u.b);
+    return finish(fwd, dnnl::convolution_forward(fwd), args, user);
+  }
+  const bool any = k.layout == ConvLayout::blocked;
+  if (k.kind == Kind::backward_data) {
+    const Descs d = user_descs(g, dt::f32, k.in, k.in, any), u = user_descs(g, dt::f32, k.in, k.in, false);
+    using cb = dnnl::convolution_backward_data;
+    const cb::primitive_desc pd(cb::desc(algorithm_for(k), d.x, d.w, d.y, s, dil, pl, pr), attr,
+                                cpu(), fwd);
+    return finish(pd, cb(pd),
+                  {{DNNL_ARG_DIFF_DST, pd.diff_dst_desc()}, {DNNL_ARG_WEIGHTS, pd.weights_desc()},
+                   {DNNL_ARG_DIFF_SRC, pd.diff_src_desc()}},
+                  {u.y, u.w, u.x});
+  }
+  const Descs d = user_descs(g, k.in, dt::f32, k.in, any), u = user_descs(g, k.in, dt::f32, k.in, false);
+  using cw = dnnl::convolution_backward_weights;
+  const auto desc = k.bias ? cw::desc(algorithm_for(k), d.x, d.w, d.b, d.y, s, dil, pl, pr)
+                           : cw::desc(algorithm_for(k), d.x, d.w, d.y, s, dil, pl, pr);
+  const cw::primitive_desc pd(desc, attr, cpu(), fwd);
+  std::vector<std::pair<int, dnnl::memory::desc>> args{
+      {DNNL_ARG_SRC, pd.src_desc()}, {DNNL_ARG_DIFF_DST, pd.diff_dst_desc()},
+      {DNNL_ARG_DIFF_WEIGHTS, pd.diff_weights_desc()}};
+  std::vector<dnnl::memory::desc> user{u.x, u.y, u.w};
+  if (k.bias) args.push_back({DNNL_ARG_DIFF_BIAS, pd.diff_bias_desc()}), user.push_back(u.b);
+  return finish(pd, cw(pd), args, user);
+}
+
+onednn::Cache<Key, Entry>& cache() {
+  thread_local onednn::Cache<Key, Entry> c;
+  return c;
+}
+
+const char* kind_name(Kind k) {
+  return k == Kind::forward ? "forward" : k == Kind::backward_data ? "backward-data" : "backward-weights";
+}
+
+Entry& entry(const Key& k) {
+  try {
+    return cache().get(k, make_entry);
+  } catch (const dnnl::error& e) {
+    const ConvGeometry& g = k.g;
+    throw std::runtime_error(fmt::format(
+        "oneDNN convolution {} ({}): no implementation for input ({},{},{},{}), weight ({},{},{},{}), groups {}, "
+        "stride ({},{}), dilation ({},{}): {}",
+        kind_name(k.kind), k.in == dt::bf16 ? "bf16" : "f32", g.n, g.c, g.h, g.w, g.o, g.c / g.groups, g.kh, g.kw,
+        g.groups, g.sh, g.sw, g.dh, g.dw, e.what()));
+  }
+}
+
+// Runs the primitive of (kind, in, g) on the caller's pointers, given in its
+// slots' order; a null pointer (no bias) drops the bias from the key.
+void run(Kind kind, dt in, const ConvGeometry& g, std::vector<void*> ptrs) {
+  const bool bias = ptrs.size() == 4 && ptrs[3] != nullptr;
+  if (!bias && ptrs.size() == 4) ptrs.pop_back();
+  Key key;
+  std::memset(static_cast<void*>(&key), 0, sizeof key);  // padding included: the key is compared bytewise
+  key.kind = kind;
+  key.in = in;
+  key.bias = bias;
+  const ConvLayout chosen = g_layout.load();
+  key.layout = chosen != ConvLayout::automatic ? chosen : g.kh * g.kw == 1 ? ConvLayout::plain : ConvLayout::blocked;
+  key.g = g;
+  onednn::OneOmpThread one;
+  Entry& e = entry(key);
+  char* base = onednn::thread_scratchpad(e.total);
+  e.scratch.set_data_handle(base);
+  dnnl::stream& st = onednn::thread_stream();
+  std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, e.scratch}};
+  for (size_t i = 0; i < e.slots.size(); ++i) {
+    Slot& s = e.slots[i];
+    s.user.set_data_handle(ptrs[i]);
+    if (s.reordered) s.inner.set_data_handle(base + s.offset);
+    if (s.reordered && !s.output) s.reorder.execute(st, s.user, s.inner);
+    args[s.arg] = s.inner;
+  }
+  e.prim.execute(st, args);
+  for (Slot& s : e.slots)
+    if (s.reordered && s.output) s.reorder.execute(st, s.inner, s.user);
+}
+
+int64_t weight_numel(const ConvGeometry& g) { return g.o * (g.c / g.groups) * g.kh * g.kw; }
+
+void zero_weight_grads(const ConvGeometry& g, float* dw, float* db) {
+  std::memset(dw, 0, sizeof(float) * static_cast<size_t>(weight_numel(g)));
+  if (db) std::memset(db, 0, sizeof(float) * static_cast<size_t>(g.o));
+}
+
+// bf16 values widened to float32 (exact), for emulated bf16.
+std::vector<float> widened(const bf16_t* x, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n));
+  from_bf16(x, y.data(), n);
+  return y;
+}
+
+void check_bf16() {
+  if (const std::string why = bf16_refusal(); !why.empty()) throw std::runtime_error(why);
+}
+
+}  // namespace
+
+namespace onednn {
+size_t conv_cached() { return cache().size(); }
+}  // namespace onednn
+
+bool conv_available() { return true; }
+void set_conv_layout(ConvLayout layout) { g_layout.store(layout); }
+ConvLayout conv_layout() { return g_layout.load(); }
+
+void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y) {
+  if (g.n == 0) return;
+  run(Kind::forward, dt::f32, g, {const_cast<float*>(x), const_cast<float*>(w), y, const_cast<float*>(bias)});
+}
+
+void conv_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx) {
+  if (g.n == 0) return;
+  run(Kind::backward_data, dt::f32, g, {const_cast<float*>(dy), const_cast<float*>(w), dx});
+}
+
+void conv_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db) {
+  if (g.n == 0) return zero_weight_grads(g, dw, db);
+  run(Kind::backward_weights, dt::f32, g, {const_cast<float*>(x), const_cast<float*>(dy), dw, db});
+}
+
+void conv_forward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const float* bias, float* y) {
+  check_bf16();
+  if (g.n == 0) return;
+  if (bf16_emulated())
+    return conv_forward(g, widened(x, g.n * g.c * g.h * g.w).data(), widened(w, weight_numel(g)).data(), bias, y);
+  run(Kind::forward, dt::bf16, g, {const_cast<bf16_t*>(x), const_cast<bf16_t*>(w), y, const_cast<float*>(bias)});
+}
+
+void conv_backward_data(const ConvGeometry& g, const bf16_t* dy, const bf16_t* w, float* dx) {
+  check_bf16();
+  if (g.n == 0) return;
+  if (bf16_emulated())
+    return conv_backward_data(g, widened(dy, g.n * g.o * g.ho * g.wo).data(), widened(w, weight_numel(g)).data(), dx);
+  run(Kind::backward_data, dt::bf16, g, {const_cast<bf16_t*>(dy), const_cast<bf16_t*>(w), dx});
+}
+
+void conv_backward_weights(const ConvGeometry& g, const bf16_t* x, const bf16_t* dy, float* dw, float* db) {
+  check_bf16();
+  if (g.n == 0) return zero_weight_grads(g, dw, db);
+  if (bf16_emulated())
+    return conv_backward_weights(g, widened(x, g.n * g.c * g.h * g.w).data(),
+                                 widened(dy, g.n * g.o * g.ho * g.wo).data(), dw, db);
+  run(Kind::backward_weights, dt::bf16, g, {const_cast<bf16_t*>(x), const_cast<bf16_t*>(dy), dw, db});
+}
+
+}  // namespace xg::engine

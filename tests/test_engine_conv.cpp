@@ -1,0 +1,206 @@
+// conv2d's direct path (engine/conv.h: oneDNN's convolution primitives, which
+// run float32 and bf16 conv2d and conv1d) against the float64 im2col path,
+// the oracle the gradchecks and PyTorch parity tests hold: outputs, every
+// first-order gradient, second order through create_graph, in both layouts
+// and with the batch split across one and two threads; bf16 against float64
+// on operands rounded to bf16.
+#include <optional>
+
+#include "autograd/xg.h"
+#include "engine/conv.h"
+#include "tests/helpers.h"
+
+using namespace xg;
+using xgt::leaf;
+
+namespace {
+
+struct Case {
+  Shape x, w;
+  Conv2dOptions o;
+  bool bias;
+  // Relative tolerance against float64. The larger one is for a shape of a
+  // real layer, where each weight gradient sums N Ho Wo = 12544 float32
+  // products: oneDNN's kernel sums them in long runs and was measured
+  // 5.2e-4 away (im2col's blocked product 0.7e-4); outputs stay within 1.2e-5.
+  double tol = 5e-5;
+};
+
+Conv2dOptions window(std::array<int64_t, 2> s, std::array<int64_t, 2> p, std::array<int64_t, 2> d, int64_t groups = 1,
+                     bool same = false) {
+  Conv2dOptions o;
+  o.stride = s, o.padding = p, o.dilation = d, o.groups = groups, o.same = same;
+  return o;
+}
+
+// The windows of a small CNN and a ResNet (3x3 at strides 1 and 2, the 1x1
+// downsample, a one-channel first layer) and every option besides.
+std::vector<Case> cases() {
+  return {{{3, 4, 7, 6}, {5, 4, 3, 3}, window({1, 1}, {1, 1}, {1, 1}), true},
+          {{3, 4, 7, 6}, {6, 4, 3, 3}, window({2, 2}, {1, 1}, {1, 1}), false},
+          {{3, 4, 7, 6}, {6, 4, 1, 1}, window({2, 2}, {0, 0}, {1, 1}), false},
+          {{3, 1, 8, 8}, {8, 1, 3, 3}, window({1, 1}, {0, 0}, {1, 1}), true},
+          {{2, 4, 7, 6}, {3, 4, 2, 3}, window({1, 1}, {0, 0}, {1, 2}, 1, true), true},
+          {{2, 4, 9, 8}, {3, 4, 3, 3}, window({1, 1}, {2, 1}, {2, 2}), true},
+          {{2, 4, 7, 6}, {6, 2, 3, 3}, window({1, 1}, {1, 1}, {1, 1}, 2), true},
+          {{3, 4, 7, 6}, {4, 1, 3, 3}, window({1, 1}, {1, 1}, {1, 1}, 4), false},
+          {{2, 4, 7, 6}, {8, 1, 3, 3}, window({2, 2}, {1, 1}, {1, 1}, 4), true},
+          {{2, 3, 7, 9}, {4, 3, 3, 2}, window({2, 1}, {0, 1}, {1, 1}), true},
+          // Where oneDNN runs Winograd (3x3 stride 1, 16 channels or more, batch 16).
+          {{16, 16, 28, 28}, {32, 16, 3, 3}, window({1, 1}, {1, 1}, {1, 1}), true, 1e-3}};
+}
+
+// conv2d's output and its inputs' gradients under a fixed projection, in
+// dtype d, as float64.
+std::vector<Tensor> conv_and_grads(const Case& c, Dtype d) {
+  Tensor x = leaf(c.x, 1).detach().to(d).requires_grad_(), w = leaf(c.w, 2).detach().to(d).requires_grad_();
+  Tensor b = c.bias ? leaf({c.w[0]}, 3).detach().to(d).requires_grad_() : Tensor();
+  Tensor y = conv2d(x, w, b, c.o);
+  sum(mul(y, leaf(y.shape(), 4).detach().to(d))).backward();
+  std::vector<Tensor> out{y.detach().to(f64), x.grad().to(f64), w.grad().to(f64)};
+  if (c.bias) out.push_back(b.grad().to(f64));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d float32 on the engine's primitives equals the float64 im2col path: outputs and gradients") {
+  xgt::ThreadsGuard threads;
+  const int64_t created = engine::cache_stats().created;
+  for (const engine::ConvLayout layout :
+       {engine::ConvLayout::automatic, engine::ConvLayout::blocked, engine::ConvLayout::plain})
+    for (const int t : {1, 2}) {
+      engine::set_conv_layout(layout);
+      set_num_threads(t);
+      for (size_t i = 0; i < cases().size(); ++i) {
+        CAPTURE(i);
+        CAPTURE(t);
+        CAPTURE(static_cast<int>(layout));
+        xgt::check_close(conv_and_grads(cases()[i], f32), conv_and_grads(cases()[i], f64), cases()[i].tol);
+      }
+    }
+  engine::set_conv_layout(engine::ConvLayout::automatic);
+  // The float32 convolutions did run on primitives (they were created),
+  // except in the OpenBLAS build, which has none and runs im2col.
+  CHECK((engine::cache_stats().created > created) == engine::conv_available());
+}
+
+TEST_CASE("conv1d float32 runs on the primitives and equals float64") {
+  Conv1dOptions o;
+  o.stride = 2, o.padding = 1, o.dilation = 2, o.groups = 2;
+  auto run = [&](Dtype d) {
+    Tensor x = leaf({3, 4, 11}, 5).detach().to(d).requires_grad_(), w = leaf({6, 2, 3}, 6).detach().to(d).requires_grad_();
+    Tensor b = leaf({6}, 7).detach().to(d).requires_grad_();
+    Tensor y = conv1d(x, w, b, o);
+    sum(mul(y, leaf(y.shape(), 8).detach().to(d))).backward();
+    return std::vector<Tensor>{y.detach().to(f64), x.grad().to(f64), w.grad().to(f64), b.grad().to(f64)};
+  };
+  xgt::check_close(run(f32), run(f64), 1e-5);
+}
+
+namespace {
+
+// Second order: the gradient with respect to `first` (x, w or both) taken
+// with create_graph, then a projection of it differentiated with respect to
+// x, w and b. In dtype d, as float64.
+std::vector<Tensor> second_order(const Case& c, Dtype d, const std::vector<int>& first) {
+  // Small operands keep tanh off its flat tails, where float32 loses the
+  // second derivative's digits whatever computes the convolution.
+  Tensor x = leaf(c.x, 11, -0.5, 0.5).detach().to(d).requires_grad_();
+  Tensor w = leaf(c.w, 12, -0.5, 0.5).detach().to(d).requires_grad_();
+  Tensor b = leaf({c.w[0]}, 13, -0.5, 0.5).detach().to(d).requires_grad_();
+  const std::vector<Tensor> all{x, w, b};
+  Tensor y = tanh(conv2d(x, w, b, c.o));
+  std::vector<Tensor> wrt;
+  for (int i : first) wrt.push_back(all[i]);
+  GradOptions go;
+  go.create_graph = true;
+  const std::vector<Tensor> g1 = grad({sum(mul(y, leaf(y.shape(), 14).detach().to(d)))}, wrt, {}, go);
+  Tensor z = sum(mul(g1[0], g1[0]));
+  for (size_t i = 1; i < g1.size(); ++i) z = z + sum(mul(g1[i], g1[i]));
+  z.backward();
+  std::vector<Tensor> out;
+  for (const Tensor& g : g1) out.push_back(g.detach().to(f64));
+  for (const Tensor& t : all) out.push_back(t.grad().to(f64));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d float32 on the primitives: gradients of gradients equal float64's, for x, w or both first") {
+  xgt::ThreadsGuard threads;
+  for (const int t : {1, 2}) {
+    set_num_threads(t);
+    for (const size_t i : {size_t{0}, size_t{1}, size_t{6}, size_t{8}})
+      for (const std::vector<int>& first : {std::vector<int>{0}, std::vector<int>{1}, std::vector<int>{0, 1}}) {
+        CAPTURE(i);
+        CAPTURE(first.size());
+        xgt::check_close(second_order(cases()[i], f32, first), second_order(cases()[i], f64, first), 5e-5);
+      }
+  }
+}
+
+namespace {
+
+// t's values rounded to bf16 (as float64).
+Tensor bf16_rounded(const Tensor& t) {
+  const std::vector<double> v = t.to_vector();
+  std::vector<float> f(v.begin(), v.end()), back(v.size());
+  std::vector<engine::bf16_t> h(v.size());
+  engine::to_bf16(f.data(), h.data(), static_cast<int64_t>(f.size()));
+  engine::from_bf16(h.data(), back.data(), static_cast<int64_t>(f.size()));
+  return from_vector(std::vector<double>(back.begin(), back.end()), t.shape());
+}
+
+// As conv_and_grads with operands and projection exact in bf16, under
+// Autocast(bf16) when `autocast`.
+std::vector<Tensor> rounded_conv_and_grads(const Case& c, Dtype d, bool autocast) {
+  Tensor x = bf16_rounded(leaf(c.x, 21)).to(d).requires_grad_(), w = bf16_rounded(leaf(c.w, 22)).to(d).requires_grad_();
+  Tensor b = c.bias ? leaf({c.w[0]}, 23).detach().to(d).requires_grad_() : Tensor();
+  Tensor y;
+  {
+    std::optional<Autocast> scope;
+    if (autocast) scope.emplace(xg::bf16);
+    y = conv2d(x, w, b, c.o);
+  }
+  sum(mul(y, bf16_rounded(leaf(y.shape(), 24)).to(d))).backward();
+  std::vector<Tensor> out{y.detach().to(f64), x.grad().to(f64), w.grad().to(f64)};
+  if (c.bias) out.push_back(b.grad().to(f64));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d under Autocast(bf16): bf16 operands, float32 sums, equal to float64 on the rounded operands") {
+  xgt::Bf16Products on;
+  xgt::ThreadsGuard threads;
+  for (const int t : {1, 2}) {
+    set_num_threads(t);
+    for (size_t i = 0; i < cases().size(); ++i) {
+      CAPTURE(i);
+      CAPTURE(t);
+      xgt::check_close(rounded_conv_and_grads(cases()[i], f32, true), rounded_conv_and_grads(cases()[i], f64, false),
+                       cases()[i].tol);
+    }
+  }
+  // Second order needs the operands bf16 does not keep.
+  Tensor x = leaf({1, 2, 5, 5}, 25).detach().to(f32).requires_grad_(), w = leaf({3, 2, 3, 3}, 26).detach().to(f32).requires_grad_();
+  Tensor y;
+  {
+    Autocast scope(xg::bf16);
+    y = conv2d(x, w);
+  }
+  GradOptions go;
+  go.create_graph = true;
+  CHECK(xgt::contains(XG_THROW_MESSAGE(grad({sum(y)}, {x}, {}, go), std::logic_error),
+                      "conv2d: a gradient of a gradient (create_graph) through an op run under Autocast(bf16)"));
+}
+
+TEST_CASE("conv2d's direct path refuses mixed dtypes by name") {
+  Tensor x = leaf({1, 2, 6, 6}, 31).detach().to(f32), w = leaf({4, 2, 3, 3}, 32);
+  CHECK(XG_THROW_MESSAGE(conv2d(x, w), ShapeError) ==
+        "conv2d: dtype mismatch, float32 (1,2,6,6) vs float64 (4,2,3,3) (convert one with .to())");
+  CHECK(XG_THROW_MESSAGE(conv2d(x, w.detach().to(f32), leaf({4}, 33)), ShapeError) ==
+        "conv2d: dtype mismatch, float32 (1,2,6,6) vs float64 (4,) (convert one with .to())");
+}
+
