@@ -30,7 +30,8 @@ void check_mpi(int rc, const char* call) {
   throw MpiError(std::string(call) + " failed on rank " + std::to_string(g_rank) + ": " + std::string(text, len));
 }
 
-MPI_Datatype mpi_type(Dtype d) { return d == Dtype::f32 ? MPI_FLOAT : MPI_DOUBLE; }
+// int64 for buffers such as a batch norm's num_batches_tracked (broadcast with the rest).
+MPI_Datatype mpi_type(Dtype d) { return d == Dtype::f32 ? MPI_FLOAT : d == Dtype::i64 ? MPI_INT64_T : MPI_DOUBLE; }
 
 bool compiled_with_mpi() { return true; }
 

@@ -21,7 +21,9 @@ inline constexpr int64_t kMaxCount = INT_MAX / 2;
 template <class F>
 void for_each_piece(Tensor& t, F call) {
   const int64_t total = t.numel(), elem = t.dtype() == Dtype::f32 ? 4 : 8;
-  char* p = t.dtype() == Dtype::f32 ? reinterpret_cast<char*>(t.data<float>()) : reinterpret_cast<char*>(t.data<double>());
+  char* p = t.dtype() == Dtype::f32   ? reinterpret_cast<char*>(t.data<float>())
+            : t.dtype() == Dtype::i64 ? reinterpret_cast<char*>(t.data<int64_t>())
+                                      : reinterpret_cast<char*>(t.data<double>());
   for (int64_t at = 0; at < total; at += kMaxCount)
     call(static_cast<void*>(p + at * elem), static_cast<int>(std::min<int64_t>(kMaxCount, total - at)));
 }

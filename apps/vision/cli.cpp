@@ -1,0 +1,96 @@
+#include "apps/vision/cli.h"
+
+#include "apps/common/cli.h"
+#include "autograd/autograd.h"
+
+namespace xg::vision {
+
+using namespace train;
+using namespace cli;
+
+VisionCommand::VisionCommand() : train(default_recipe("resnet")) {
+  loop.eval_every = 500;
+  loop.log_every = 100;
+}
+
+namespace {
+
+// --model and each model's own options.
+void add_vision_model_options(CLI::App& t, VisionOptions& o) {
+  using L = OptionLimits;
+  add_word(t, "--model", o.model, kModels, "resnet: He et al.'s CIFAR ResNet; vit: a Vision Transformer; cnn: 2 conv + 2 FC");
+  add_int(t, "--depth", o.resnet.depth, 8, 1202, "--model resnet: layers, 6n+2 (20, 32, 44, 56, 110)");
+  add_int(t, "--width", o.resnet.width, 1, 1024, "--model resnet: channels of the first stage");
+  add_flag(t, "--preact", o.resnet.preact, "--model resnet: the pre-activation variant");
+  add_int(t, "--patch", o.vit.patch, 1, 28, "--model vit: patch side, dividing 28 (4, 7, 14)");
+  add_model_options(t, o.vit, "--model vit: encoder blocks (--dropout: also --model cnn's)");
+  add_int(t, "--hidden", o.cnn.hidden, 1, L::d_model, "--model cnn: width of the first fully connected layer");
+}
+
+}  // namespace
+
+Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cmd) {
+  using L = OptionLimits;
+  VisionOptions& o = cmd.job;
+  TrainWords words;
+  int64_t other_threads = 0;
+  bool no_augment = false;
+  CLI::App *train = nullptr, *evaluate = nullptr, *predict = nullptr;
+  auto setup = [&](CLI::App& app) {
+    app.description(
+        "Image classification on Fashion-MNIST (apt-get install dataset-fashion-mnist): `train` learns a ResNet, a "
+        "Vision Transformer or a small CNN and reports test accuracy; `evaluate` prints a checkpoint's accuracy and "
+        "confusion matrix; `predict` labels test images; `picture` writes the data of the pictures "
+        "(scripts/pictures.sh draws them).");
+    app.require_subcommand(1);
+    train = app.add_subcommand("train", "train a model; the last line is: final steps=N test_accuracy=... train_seconds=...");
+    CLI::App& t = *train;
+    add_path(t, "--data", o.data, "directory of the IDX files", "DIR")->default_str(o.data);
+    add_vision_model_options(t, o);
+    add_int(t, "--batch", o.batch_size, 1, L::batch, "images a step (B), split over processes under mpirun");
+    add_int(t, "--eval-images", o.eval_images, 0, 10000, "test images per evaluation (0: all; the final one reads all)");
+    add_int(t, "--train-images", o.train_images, 0, 60000, "train on the first N images only (0: all)");
+    add_flag(t, "--no-augment", no_augment, "no random crop and flip of training images");
+    add_flag(t, "--sync-bn", o.sync_bn,
+             "under mpirun: batch norm over every process's images, so that N processes train as one");
+    add_train_options(t, cmd.train, words, "stop once training has taken this many seconds (0: no limit)");
+    add_threads(t, cmd.threads);
+    add_loop_options(t, cmd.loop, "continue from --checkpoint when that file exists (same options, else an error)");
+    for (const char* name : {"evaluate", "predict", "picture"}) {
+      CLI::App& s = *app.add_subcommand(name, std::string(name) == "evaluate"
+                                                  ? "print a checkpoint's test accuracy and confusion matrix"
+                                              : std::string(name) == "predict"
+                                                  ? "print the predicted and true class of test images"
+                                                  : "write the confusion matrix and a grid of test images with their "
+                                                    "predictions (and a ViT's attention) as text files for gnuplot");
+      add_path(s, "--checkpoint", cmd.checkpoint, "checkpoint written by vision train")->required();
+      add_path(s, "--data", o.data, "directory of the IDX files", "DIR")->default_str(o.data);
+      add_int(s, "--threads", other_threads, 0, available_cores(), "threads of xgrad's pool (0: every core)");
+      if (std::string(name) == "predict") {
+        predict = &s;
+        add_int(s, "--first", cmd.first, 0, 9999, "the first test image");
+        add_int(s, "--count", cmd.count, 1, 10000, "test images");
+      }
+      if (std::string(name) == "picture") add_path(s, "--out", cmd.out_dir, "directory for the files (must exist)", "DIR")->required();
+      if (std::string(name) == "evaluate") evaluate = &s;
+    }
+  };
+  auto check = [&] {
+    cmd.mode = train->parsed() ? "train" : evaluate->parsed() ? "evaluate" : predict->parsed() ? "predict" : "picture";
+    if (cmd.mode != "train") {
+      cmd.threads = other_threads;
+      return;
+    }
+    if (train->count("--lr") == 0) cmd.train.lr = default_recipe(o.model).lr;
+    if (train->count("--dropout") > 0) o.cnn.dropout = o.vit.dropout;  // --dropout serves both models
+    o.augment = !no_augment;
+    o.seed = cmd.train.seed;
+    check_loop_options(cmd.loop);
+    if (o.model == "vit") check_heads(o.vit);
+    check_train_options(cmd.train, words);
+    o.validate();
+  };
+  return parse_with("vision", argc, argv, setup, check);
+}
+
+}  // namespace xg::vision

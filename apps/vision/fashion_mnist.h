@@ -1,0 +1,36 @@
+// Fashion-MNIST (Zalando's 28x28 grey images of clothes, 10 classes) from
+// the IDX files of Debian's dataset-fashion-mnist package.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "autograd/tensor.h"
+
+namespace xg::vision {
+
+inline const char* const kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
+// The classes by label, as the dataset's README names them.
+inline const std::array<const char*, 10> kClassNames = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
+                                                        "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
+// The training set's mean and standard deviation of a pixel in [0, 1].
+inline constexpr double kPixelMean = 0.2860, kPixelStd = 0.3530;
+
+// Images (N,1,28,28) float32 in [0, 1] and their labels (0..9).
+struct ImageSet {
+  Tensor images;
+  std::vector<int64_t> labels;
+  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+};
+
+// The training (60,000 images) or test (10,000) split of `dir`, which
+// holds train-images-idx3-ubyte.gz and the others (or the same without
+// .gz); `limit` > 0 keeps the first `limit` images. Throws
+// std::runtime_error naming the missing file and the package, and
+// FormatError for a file that is not the data (IDX errors, counts that
+// disagree, labels above 9, images not 28x28).
+ImageSet load_fashion_mnist(const std::string& dir, bool train, int64_t limit = 0);
+
+}  // namespace xg::vision

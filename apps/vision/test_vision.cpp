@@ -1,0 +1,70 @@
+// apps/vision: the Fashion-MNIST reader's refusals, the options' checks, and
+// the test-set scoring (accuracy and confusion matrix agree).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "apps/vision/vision.h"
+#include "tests/helpers.h"
+
+using namespace xg;
+using namespace xg::vision;
+
+namespace {
+
+void write(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+std::string idx_header(std::vector<uint32_t> dims) {
+  std::string s("\0\0\x08", 3);
+  s += static_cast<char>(dims.size());
+  for (uint32_t d : dims)
+    for (int shift : {24, 16, 8, 0}) s += static_cast<char>((d >> shift) & 0xff);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("vision: Fashion-MNIST files are found, read and refused by name") {
+  const std::string dir = std::string(XG_TEST_TMPDIR) + "/fmnist";
+  std::filesystem::create_directories(dir);
+  CHECK(XG_THROW_MESSAGE(load_fashion_mnist(dir + "/none", false), std::runtime_error) ==
+        dir + "/none: no t10k-images-idx3-ubyte.gz (install Debian's Fashion-MNIST: apt-get install dataset-fashion-mnist)");
+  write(dir + "/t10k-images-idx3-ubyte", idx_header({2, 28, 28}) + std::string(2 * 784, '\xff'));
+  write(dir + "/t10k-labels-idx1-ubyte", idx_header({2}) + std::string("\x03\x09", 2));
+  const ImageSet s = load_fashion_mnist(dir, false);
+  CHECK(s.images.shape() == Shape{2, 1, 28, 28});
+  CHECK(s.images.at({1, 0, 27, 27}) == 1.0);
+  CHECK(s.labels == std::vector<int64_t>{3, 9});
+  write(dir + "/t10k-labels-idx1-ubyte", idx_header({2}) + std::string("\x03\x0a", 2));
+  CHECK(XG_THROW_MESSAGE(load_fashion_mnist(dir, false), FormatError) ==
+        dir + "/t10k-labels-idx1-ubyte: label 10 of image 1 is not a class 0..9");
+  write(dir + "/t10k-labels-idx1-ubyte", idx_header({3}) + std::string("\x03\x01\x02", 3));
+  CHECK(XG_THROW_MESSAGE(load_fashion_mnist(dir, false), FormatError) ==
+        dir + "/t10k-labels-idx1-ubyte: expected one label for each of the 2 images of " + dir +
+            "/t10k-images-idx3-ubyte");
+}
+
+TEST_CASE("vision: options are checked by name, and accuracy agrees with the confusion matrix") {
+  VisionOptions o;
+  o.model = "mlp";
+  CHECK(XG_THROW_MESSAGE(o.validate(), std::invalid_argument) ==
+        "VisionOptions: model 'mlp': expected resnet, vit or cnn");
+  o.model = "cnn";
+  o.cnn.hidden = 8;
+  const Classifier c = build_classifier(o);
+  CHECK(c.config.at("model") == "cnn");
+  ImageSet set;
+  Generator g(1);
+  set.images = rand({40, 1, 28, 28}, g, f32);
+  for (int64_t i = 0; i < 40; ++i) set.labels.push_back(i % 10);
+  const TestResult r = test_classifier(*c.module, set, 30, 7);
+  CHECK(r.images == 30);
+  int64_t diagonal = 0, total = 0;
+  for (size_t t = 0; t < 10; ++t)
+    for (size_t p = 0; p < 10; ++p) total += r.confusion[t][p], diagonal += t == p ? r.confusion[t][p] : 0;
+  CHECK(total == 30);
+  CHECK(diagonal == r.correct);
+  CHECK(r.predicted.size() == 30);
+  CHECK(r.confusion_lines().size() == 11);
+}

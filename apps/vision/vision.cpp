@@ -1,0 +1,191 @@
+#include "apps/vision/vision.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "autograd/autograd.h"
+#include "autograd/ops.h"
+#include "autograd/require.h"
+#include "distributed/sync_batch_norm.h"
+#include "train/checkpoint.h"
+
+namespace xg::vision {
+
+void VisionOptions::validate() const {
+  auto need = [](bool ok, const std::string& what) { require(ok, what, "VisionOptions: "); };
+  need(std::find(kModels.begin(), kModels.end(), model) != kModels.end(),
+       "model '" + model + "': expected resnet, vit or cnn");
+  need(batch_size >= 1, fmt::format("batch_size {}: expected at least 1", batch_size));
+  train::check_batch_per_process(batch_size, "image");
+  need(eval_images >= 0, fmt::format("eval_images {}: expected 0 (all) or more", eval_images));
+  need(train_images >= 0, fmt::format("train_images {}: expected 0 (all) or more", train_images));
+  if (model == "resnet") resnet.validate();
+  if (model == "vit") vit.validate();
+  if (model == "cnn") cnn.validate();
+}
+
+train::TrainOptions default_recipe(const std::string& model) {
+  train::TrainOptions o;
+  o.steps = 5000;
+  o.schedule = "warmup_cosine";
+  o.lr = model == "vit" ? 1e-3 : 2e-3;
+  o.warmup = 200;
+  o.weight_decay = 0.05;
+  o.clip_norm = 1.0;
+  return o;
+}
+
+data::Transform eval_transform() { return data::normalize({kPixelMean}, {kPixelStd}); }
+
+data::Transform train_transform(bool augment) {
+  if (!augment) return eval_transform();
+  return data::compose({data::random_crop({28, 28}, 2), data::random_horizontal_flip(0.5), eval_transform()});
+}
+
+namespace {
+
+Classifier make_classifier(const std::string& kind, const models::ResNetConfig& r, const models::ViTConfig& v,
+                           const models::CNNConfig& c) {
+  Classifier out;
+  out.kind = kind;
+  if (kind == "resnet") {
+    out.module = std::make_shared<models::ResNet>(r);
+    out.config = r.to_metadata();
+  } else if (kind == "vit") {
+    auto vit = std::make_shared<models::ViT>(v);
+    out.vit = vit.get();
+    out.dropout = &vit->dropout_generator();
+    out.module = vit;
+    out.config = v.to_metadata();
+  } else {
+    auto cnn = std::make_shared<models::CNN>(c);
+    out.dropout = &cnn->dropout_generator();
+    out.module = cnn;
+    out.config = c.to_metadata();
+  }
+  out.config["model"] = kind;
+  return out;
+}
+
+}  // namespace
+
+Classifier build_classifier(const VisionOptions& o) {
+  models::ResNetConfig r = o.resnet;
+  models::ViTConfig v = o.vit;
+  models::CNNConfig c = o.cnn;
+  r.seed = v.seed = c.seed = o.seed;
+  return make_classifier(o.model, r, v, c);
+}
+
+Classifier load_classifier(const std::string& checkpoint) {
+  train::InferenceCheckpoint ck = train::load_for_inference(checkpoint, "vision", "vision train");
+  const std::string kind = train::metadata_string(ck.metadata, "model", checkpoint);
+  if (std::find(kModels.begin(), kModels.end(), kind) == kModels.end())
+    throw FormatError("checkpoint " + checkpoint + ": model " + quote_text(kind) + " is not resnet, vit or cnn");
+  models::ResNetConfig r;
+  models::ViTConfig v;
+  models::CNNConfig c;
+  if (kind == "resnet") r = models::ResNetConfig::from_metadata(ck.metadata, checkpoint);
+  if (kind == "vit") v = models::ViTConfig::from_metadata(ck.metadata, checkpoint);
+  if (kind == "cnn") c = models::CNNConfig::from_metadata(ck.metadata, checkpoint);
+  Classifier out = make_classifier(kind, r, v, c);
+  out.module->load_state_dict(ck.weights);
+  return out;
+}
+
+std::vector<std::string> TestResult::confusion_lines() const {
+  std::vector<std::string> lines{"  true \\ predicted:" + fmt::format("{:>6}", "")};
+  for (int p = 0; p < 10; ++p) lines[0] += fmt::format("{:>6}", p);
+  for (int t = 0; t < 10; ++t) {
+    std::string row = fmt::format("  {:>2} {:<20}", t, kClassNames[static_cast<size_t>(t)]);
+    for (int p = 0; p < 10; ++p) row += fmt::format("{:>6}", confusion[static_cast<size_t>(t)][static_cast<size_t>(p)]);
+    lines.push_back(row);
+  }
+  return lines;
+}
+
+TestResult test_classifier(nn::Module& model, const ImageSet& set, int64_t limit, int64_t batch) {
+  const int64_t n = limit > 0 ? std::min(limit, set.size()) : set.size();
+  Tensor images = slice(set.images, 0, 0, n);
+  std::vector<int64_t> labels(set.labels.begin(), set.labels.begin() + n);
+  auto dataset = std::make_shared<data::TensorDataset>(images, labels);
+  NoGradGuard no_grad;
+  const bool was_training = model.is_training();
+  model.eval();
+  TestResult r;
+  data::for_each_batch(dataset, batch, [&](const data::Batch& b) {
+    const std::vector<int64_t> guess = argmax(model.forward(b.input), -1);
+    for (size_t i = 0; i < guess.size(); ++i) {
+      const int64_t truth = labels[static_cast<size_t>(b.indices[i])];
+      r.confusion[static_cast<size_t>(truth)][static_cast<size_t>(guess[i])] += 1;
+      r.correct += guess[i] == truth;
+      r.predicted.push_back(guess[i]);
+    }
+    r.images += static_cast<int64_t>(guess.size());
+  }, eval_transform());
+  model.train(was_training);
+  return r;
+}
+
+VisionJob::VisionJob(const VisionOptions& o)
+    : opts_((o.validate(), o)),
+      train_(load_fashion_mnist(o.data, true, o.train_images)),
+      test_(load_fashion_mnist(o.data, false)),
+      train_data_(std::make_shared<data::TensorDataset>(train_.images, train_.labels)),
+      classifier_(build_classifier(o)) {
+  if (opts_.sync_bn) dist::sync_batch_norm(*classifier_.module);
+  if (opts_.batch_size > train_.size())
+    throw std::invalid_argument(fmt::format("VisionJob: batch_size {} is above the {} training images",
+                                            opts_.batch_size, train_.size()));
+}
+
+std::string VisionJob::describe() {
+  std::string model = classifier_.module->type_name();
+  return fmt::format("data={} ({} train / {} test images{}) | {} | batch {}", opts_.data, train_.size(),
+                     test_.size(), opts_.augment ? ", crop and flip" : "", model, opts_.batch_size);
+}
+
+train::StepLoss VisionJob::loss(const train::Shard& shard) {
+  if (!loader_) {
+    data::LoaderOptions lo;
+    lo.batch_size = opts_.batch_size, lo.seed = opts_.seed, lo.drop_last = true;
+    lo.rank = shard.rank, lo.world = shard.world;
+    loader_ = std::make_unique<data::DataLoader>(train_data_, lo, train_transform(opts_.augment));
+  }
+  const data::Batch b = loader_->batch(shard.step);
+  const Tensor logits = classifier_.module->forward(b.input);
+  return {cross_entropy(logits, b.target), b.input.size(0), b.global_size};
+}
+
+train::Evaluation VisionJob::evaluate(train::EvalStage stage, int64_t /*step*/) {
+  const int64_t limit = stage == train::EvalStage::periodic ? opts_.eval_images : 0;
+  const TestResult r = test_classifier(*classifier_.module, test_, limit);
+  train::Evaluation e;
+  e.metrics = {{"test_accuracy", r.accuracy()}};
+  e.about = fmt::format("({} test images)", r.images);
+  if (stage == train::EvalStage::final) e.lines = r.confusion_lines();
+  return e;
+}
+
+std::string VisionJob::final_line(const train::RunSummary& run) const {
+  return fmt::format("steps={} test_accuracy={:.4f} train_seconds={:.1f}{}", run.steps,
+                     run.final.metrics.empty() ? NAN : run.final.metrics[0].second, run.session_train_seconds,
+                     run.timed_out ? " (time limit)" : "");
+}
+
+// What must match for a run to continue another: the model and what
+// decides the data (the trainer adds the schedule's keys).
+Metadata VisionJob::identity() const {
+  Metadata m = classifier_.config;
+  m["seed"] = std::to_string(opts_.seed);
+  m["batch"] = std::to_string(opts_.batch_size);
+  m["train_images"] = std::to_string(opts_.train_images);
+  m["augment"] = opts_.augment ? "1" : "0";
+  m["sync_bn"] = opts_.sync_bn ? "1" : "0";
+  return m;
+}
+
+}  // namespace xg::vision

@@ -1,0 +1,96 @@
+// Image classification on Fashion-MNIST as a train::Job: a ResNet, a Vision
+// Transformer or a small CNN (models/), batches from data::DataLoader with
+// random crops and flips, test accuracy and a confusion matrix.
+// apps/vision/main.cpp is the program.
+//
+//   xg::vision::VisionOptions o;                  // ResNet-20 on /usr/share/datasets/fashion-mnist
+//   xg::vision::VisionJob job(o);
+//   xg::train::fit(job, xg::vision::default_recipe("resnet"), {});   // "final steps=N test_accuracy=..."
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/vision/fashion_mnist.h"
+#include "data/data.h"
+#include "models/cnn.h"
+#include "models/resnet.h"
+#include "models/vit.h"
+#include "train/trainer.h"
+
+namespace xg::vision {
+
+// The models the program trains, by the word --model takes.
+inline const std::vector<std::string> kModels = {"resnet", "vit", "cnn"};
+
+struct VisionOptions {
+  std::string data = kFashionMnistDir;  // the IDX files (fashion_mnist.h)
+  std::string model = "resnet";         // resnet | vit | cnn
+  models::ResNetConfig resnet;          // each model's configuration; in_channels 1, classes 10
+  models::ViTConfig vit;
+  models::CNNConfig cnn;
+  int64_t batch_size = 128;   // images a step, split over processes under mpirun
+  int64_t eval_images = 2000; // test images per periodic evaluation (0: all; the final one reads all)
+  int64_t train_images = 0;   // > 0: the first N training images only (smoke runs)
+  bool augment = true;        // random crop (padding 2) and horizontal flip of training images
+  bool sync_bn = false;       // under mpirun: batch norm over every process's images (dist::sync_batch_norm)
+  uint64_t seed = 1;          // initialisation, dropout, data order and augmentation
+  void validate() const;      // throws std::invalid_argument naming the first bad field
+};
+
+// AdamW with a warm-up and a cosine: the recipe of `model` ("resnet", ...).
+train::TrainOptions default_recipe(const std::string& model);
+
+// A classifier of one of kModels, with what identifies it in a checkpoint.
+struct Classifier {
+  std::string kind;                     // "resnet", "vit" or "cnn"
+  std::shared_ptr<nn::Module> module;   // forward: (N,1,28,28) normalised -> (N,10) logits
+  models::ViT* vit = nullptr;           // the module as a ViT, when it is one
+  Metadata config;                      // the model's configuration keys and "model"
+  Generator* dropout = nullptr;         // the model's dropout generator, if it has dropout
+};
+Classifier build_classifier(const VisionOptions& o);
+// The classifier a checkpoint of VisionJob holds, its weights loaded.
+Classifier load_classifier(const std::string& checkpoint);
+
+// Accuracy and confusion of a classifier on images (eval mode, no gradient).
+struct TestResult {
+  int64_t images = 0, correct = 0;
+  std::array<std::array<int64_t, 10>, 10> confusion{};  // [true][predicted]
+  std::vector<int64_t> predicted;                        // per image, in order
+  double accuracy() const { return images ? static_cast<double>(correct) / static_cast<double>(images) : 0.0; }
+  // The matrix as lines: a header of predicted classes, then one row per true class.
+  std::vector<std::string> confusion_lines() const;
+};
+// The first `limit` images of `set` (0: all), in batches of `batch`.
+TestResult test_classifier(nn::Module& model, const ImageSet& set, int64_t limit, int64_t batch = 500);
+
+class VisionJob : public train::Job {
+ public:
+  explicit VisionJob(const VisionOptions& o);  // loads both splits, builds the model
+  nn::Module& model() override { return *classifier_.module; }
+  Generator* dropout_generator() override { return classifier_.dropout; }
+  std::string describe() override;
+  train::StepLoss loss(const train::Shard& shard) override;
+  train::Evaluation evaluate(train::EvalStage stage, int64_t step) override;
+  std::string final_line(const train::RunSummary& run) const override;
+  std::string kind() const override { return "vision"; }
+  Metadata identity() const override;
+  const Classifier& classifier() const { return classifier_; }
+  const ImageSet& test_set() const { return test_; }
+
+ private:
+  VisionOptions opts_;
+  ImageSet train_, test_;
+  std::shared_ptr<data::TensorDataset> train_data_;
+  Classifier classifier_;
+  std::unique_ptr<data::DataLoader> loader_;  // made at the first step, for that step's shard
+};
+
+// The normalisation every image gets, and the training augmentation.
+data::Transform eval_transform();
+data::Transform train_transform(bool augment);
+
+}  // namespace xg::vision
