@@ -53,7 +53,9 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
     add_flag(t, "--no-augment", no_augment, "no random crop and flip of training images");
     add_flag(t, "--sync-bn", o.sync_bn,
              "under mpirun: batch norm over every process's images, so that N processes train as one");
-    add_train_options(t, cmd.train, words, "stop once training has taken this many seconds (0: no limit)");
+    add_train_options(t, cmd.train, words,
+                      "seconds of training: the schedule runs over whichever ends first, --steps or this, so a run "
+                      "the clock ends still ends its cosine; 0: --steps only");
     add_threads(t, cmd.threads);
     add_loop_options(t, cmd.loop, "continue from --checkpoint when that file exists (same options, else an error)");
     for (const char* name : {"evaluate", "predict", "picture"}) {

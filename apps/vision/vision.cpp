@@ -35,6 +35,7 @@ train::TrainOptions default_recipe(const std::string& model) {
   o.warmup = 200;
   o.weight_decay = 0.05;
   o.clip_norm = 1.0;
+  o.clock_schedule = true;  // a --time-limit run still ends its cosine
   return o;
 }
 

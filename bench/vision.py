@@ -1,0 +1,132 @@
+# The PyTorch twin of `vision train` (apps/vision): the same model (the
+# twins of tests/torch/vision_models_parity.py, with the same dropout), the
+# same data and augmentation (Debian's Fashion-MNIST, random crop with
+# padding 2, horizontal flip, normalisation), the same recipe (AdamW,
+# weight decay on matrices only, warm-up then a cosine to lr/10 over whichever
+# ends first, the steps or the time limit, clipping at 1) and the same time
+# budget, counting training time only. Prints the run's header, progress and
+# "final steps=N test_accuracy=A train_seconds=S" like the C++ program.
+#   /usr/bin/python3 bench/vision.py --model cnn --time-limit 600 [--threads 2] [--bf16]
+import argparse
+import gzip
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "torch"))
+from vision_models_parity import CNN, ResNet  # noqa: E402
+
+DATA = "/usr/share/datasets/fashion-mnist"
+MEAN, STD = 0.2860, 0.3530  # apps/vision/fashion_mnist.h
+
+
+def idx(path):
+    with gzip.open(path) as f:
+        raw = f.read()
+    rank = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
+    return np.frombuffer(raw, np.uint8, offset=4 + 4 * rank).reshape(dims)
+
+
+def load(train):
+    p = "train" if train else "t10k"
+    x = torch.from_numpy(idx(f"{DATA}/{p}-images-idx3-ubyte.gz").astype(np.float32) / 255.0).unsqueeze(1)
+    y = torch.from_numpy(idx(f"{DATA}/{p}-labels-idx1-ubyte.gz").astype(np.int64))
+    return x, y
+
+
+class DropoutCNN(CNN):
+    """The CNN twin with models::CNN's dropout after the first dense layer."""
+
+    def __init__(self, p=0.25, **kw):
+        super().__init__(**kw)
+        self.drop = torch.nn.Dropout(p)
+
+    def forward(self, x):
+        h = self.pool(F.relu(self.bn1(self.conv1(x))))
+        h = self.pool(F.relu(self.bn2(self.conv2(h))))
+        return self.fc2(self.drop(F.relu(self.fc1(torch.flatten(h, 1)))))
+
+
+def augment(x, gen):
+    """Random crop (padding 2) and horizontal flip of each image, then normalisation."""
+    n = x.shape[0]
+    padded = F.pad(x, (2, 2, 2, 2))
+    tops = torch.randint(0, 5, (n,), generator=gen)
+    lefts = torch.randint(0, 5, (n,), generator=gen)
+    out = torch.stack([padded[i, :, t:t + 28, l:l + 28] for i, (t, l) in enumerate(zip(tops.tolist(), lefts.tolist()))])
+    flip = torch.rand(n, generator=gen) < 0.5
+    out[flip] = out[flip].flip(-1)
+    return (out - MEAN) / STD
+
+
+def lr_at(position, steps, warmup, lr):
+    if position < warmup:
+        return lr * (position + 1) / warmup
+    t = min(1.0, (position - warmup) / max(1, steps - warmup))
+    return lr / 10 + (lr - lr / 10) * 0.5 * (1 + math.cos(math.pi * t))
+
+
+def evaluate(model, x, y):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, len(x), 500):
+            correct += (model((x[i:i + 500] - MEAN) / STD).argmax(-1) == y[i:i + 500]).sum().item()
+    model.train()
+    return correct / len(x)
+
+
+def main():
+    a = argparse.ArgumentParser()
+    a.add_argument("--model", default="cnn", choices=["cnn", "resnet"])
+    a.add_argument("--time-limit", type=float, default=600)
+    a.add_argument("--steps", type=int, default=100000)
+    a.add_argument("--threads", type=int, default=2)
+    a.add_argument("--batch", type=int, default=128)
+    a.add_argument("--lr", type=float, default=2e-3)
+    a.add_argument("--bf16", action="store_true")
+    o = a.parse_args()
+    torch.set_num_threads(o.threads)
+    torch.manual_seed(1)
+    gen = torch.Generator().manual_seed(1)
+    xtr, ytr = load(True)
+    xte, yte = load(False)
+    model = (DropoutCNN(image=28, in_channels=1, classes=10, channels1=32, channels2=64, hidden=128)
+             if o.model == "cnn" else ResNet(20, 16, 1, 10, False))
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": other, "weight_decay": 0.0}], lr=o.lr)
+    print(f"torch {torch.__version__} | {o.model} | {sum(p.numel() for p in model.parameters())} parameters | "
+          f"batch {o.batch} | {o.threads} threads | {'bf16 autocast' if o.bf16 else 'f32'} | "
+          f"BLAS core {os.environ.get('OPENBLAS_CORETYPE', 'unset')}", flush=True)
+    trained, step, order, at = 0.0, 0, torch.randperm(len(xtr), generator=gen), 0
+    while step < o.steps and trained < o.time_limit:
+        start = time.perf_counter()
+        if at + o.batch > len(xtr):
+            order, at = torch.randperm(len(xtr), generator=gen), 0
+        ids = order[at:at + o.batch]
+        at += o.batch
+        position = max(step, o.steps * trained / o.time_limit)
+        for g in opt.param_groups:
+            g["lr"] = lr_at(position, o.steps, 200, o.lr)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=o.bf16):
+            loss = F.cross_entropy(model(augment(xtr[ids], gen)), ytr[ids])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        step += 1
+        trained += time.perf_counter() - start
+        if step % 200 == 0:
+            print(f"step {step} loss {loss.item():.4f} {step * o.batch / trained:.0f} img/s trained {trained:.0f}s", flush=True)
+    print(f"final steps={step} test_accuracy={evaluate(model, xte, yte):.4f} train_seconds={trained:.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
