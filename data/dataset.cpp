@@ -1,6 +1,8 @@
 #include "data/dataset.h"
 
+#include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -32,6 +34,27 @@ Example TensorDataset::get(int64_t index) const {
   const int64_t bytes = row.numel() * dtype_size(row.dtype());
   std::memcpy(const_cast<char*>(bytes_of(row)), bytes_of(inputs_) + index * bytes, static_cast<size_t>(bytes));
   return {row, targets_[static_cast<size_t>(index)]};
+}
+
+Subset::Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices)
+    : dataset_(std::move(dataset)), indices_(std::move(indices)) {
+  if (!dataset_) throw std::invalid_argument("Subset: the dataset is null");
+  const int64_t n = dataset_->size();
+  for (int64_t i : indices_)
+    if (i < 0 || i >= n)
+      throw std::invalid_argument("Subset: index " + std::to_string(i) + " is outside the dataset's [0, " +
+                                  std::to_string(n) + ")");
+}
+
+std::shared_ptr<Subset> Subset::range(std::shared_ptr<const Dataset> dataset, int64_t begin, int64_t end) {
+  if (!dataset) throw std::invalid_argument("Subset: the dataset is null");
+  end = std::min(end, dataset->size());
+  if (begin < 0 || begin >= end)
+    throw std::invalid_argument("Subset::range: [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                ") holds no example of a dataset of " + std::to_string(dataset->size()));
+  std::vector<int64_t> indices(static_cast<size_t>(end - begin));
+  std::iota(indices.begin(), indices.end(), begin);
+  return std::make_shared<Subset>(std::move(dataset), std::move(indices));
 }
 
 }  // namespace xg::data

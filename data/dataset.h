@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "autograd/tensor.h"
@@ -44,6 +45,26 @@ class TensorDataset : public Dataset {
  private:
   Tensor inputs_;
   std::vector<int64_t> targets_;
+};
+
+// Some examples of another dataset, in the order given, as
+// torch.utils.data.Subset: no example is copied until get() asks for it.
+class Subset : public Dataset {
+ public:
+  // Throws std::invalid_argument for a null dataset or an index outside
+  // [0, dataset->size()).
+  Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices);
+  // Examples begin..end-1 of `dataset`, end clamped to its size: the first
+  // N test images, a page of predictions.
+  static std::shared_ptr<Subset> range(std::shared_ptr<const Dataset> dataset, int64_t begin, int64_t end);
+  int64_t size() const override { return static_cast<int64_t>(indices_.size()); }
+  Example get(int64_t index) const override { return dataset_->get(indices_[static_cast<size_t>(index)]); }
+  Shape input_shape() const override { return dataset_->input_shape(); }
+  const std::vector<int64_t>& indices() const { return indices_; }  // positions in the whole dataset
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  std::vector<int64_t> indices_;
 };
 
 }  // namespace xg::data

@@ -62,6 +62,13 @@ void put_row(Tensor& batch, int64_t row, const Tensor& input) {
 
 }  // namespace
 
+// The last epoch order drawn (DataLoader::epoch_order_of).
+struct DataLoader::OrderCache {
+  std::mutex m;
+  int64_t epoch = -1;
+  std::shared_ptr<const std::vector<int64_t>> order;
+};
+
 // The background thread: prepares the steps in `wanted`, in order, into
 // `ready`. A step's exception is kept and rethrown by batch().
 struct DataLoader::Prefetcher {
@@ -96,7 +103,8 @@ struct DataLoader::Prefetcher {
 };
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Transform transform)
-    : dataset_(std::move(dataset)), options_(options), transform_(std::move(transform)) {
+    : dataset_(std::move(dataset)), options_(options), transform_(std::move(transform)),
+      order_(std::make_unique<OrderCache>()) {
   if (!dataset_) throw std::invalid_argument("DataLoader: the dataset is null");
   check_options(*dataset_, options_);
   const int64_t n = dataset_->size(), b = options_.batch_size;
@@ -120,10 +128,22 @@ DataLoader::~DataLoader() {
 std::vector<int64_t> DataLoader::indices(int64_t step) const {
   if (step < 1) throw std::invalid_argument("DataLoader: step " + std::to_string(step) + ": expected at least 1");
   const int64_t epoch = (step - 1) / batches_per_epoch_, k = (step - 1) % batches_per_epoch_;
-  const std::vector<int64_t> order = epoch_order(dataset_->size(), options_.shuffle, options_.seed, epoch);
+  const std::shared_ptr<const std::vector<int64_t>> order = epoch_order_of(epoch);
   const int64_t begin = k * options_.batch_size;
   const int64_t end = std::min<int64_t>(begin + options_.batch_size, dataset_->size());
-  return {order.begin() + begin, order.begin() + end};
+  return {order->begin() + begin, order->begin() + end};
+}
+
+// The training thread and the prefetch thread both ask; one epoch's order
+// is drawn once and shared (steps run through an epoch before the next).
+std::shared_ptr<const std::vector<int64_t>> DataLoader::epoch_order_of(int64_t epoch) const {
+  std::lock_guard<std::mutex> lock(order_->m);
+  if (!order_->order || order_->epoch != epoch) {
+    order_->order = std::make_shared<const std::vector<int64_t>>(
+        epoch_order(dataset_->size(), options_.shuffle, options_.seed, epoch));
+    order_->epoch = epoch;
+  }
+  return order_->order;
 }
 
 Batch DataLoader::load(int64_t step) const {
@@ -148,7 +168,8 @@ Batch DataLoader::load(int64_t step) const {
       shape.insert(shape.begin(), end - begin);
       b.input = empty(shape, ex.input.dtype());
     } else if (ex.input.dtype() != b.input.dtype() ||
-               ex.input.numel() * (end - begin) != b.input.numel()) {
+               !std::equal(ex.input.shape().begin(), ex.input.shape().end(), b.input.shape().begin() + 1,
+                           b.input.shape().end())) {
       throw std::runtime_error("DataLoader: example " + std::to_string(index) + " has the input " +
                                shape_str(ex.input.shape()) + ", unlike the batch's first " +
                                shape_str(b.input.shape()));

@@ -63,11 +63,14 @@ class DataLoader {
 
  private:
   struct Prefetcher;
+  struct OrderCache;
   Batch load(int64_t step) const;
+  std::shared_ptr<const std::vector<int64_t>> epoch_order_of(int64_t epoch) const;
   std::shared_ptr<const Dataset> dataset_;
   LoaderOptions options_;
   Transform transform_;
   int64_t batches_per_epoch_ = 0;
+  std::unique_ptr<OrderCache> order_;  // declared before the prefetcher, whose thread reads it
   std::unique_ptr<Prefetcher> prefetcher_;
 };
 

@@ -67,7 +67,7 @@ CNN::CNN(const CNNConfig& cfg) try : cfg_(cfg) {
 
 Tensor CNN::forward(const Tensor& x) {
   const auto named = scope();
-  require_images(x, cfg_.in_channels, cfg_.image, describe());
+  require_input(x, {4}, cfg_.in_channels, "(N,C,H,W)", cfg_.image);
   Tensor h = pool->forward(relu(bn1->forward(conv1->forward(x))));  // (N, c1, image/2, image/2)
   h = pool->forward(relu(bn2->forward(conv2->forward(h))));          // (N, c2, pooled, pooled)
   h = drop->forward(relu(fc1->forward(flatten(h))));                  // (N, hidden)

@@ -134,7 +134,7 @@ std::string ResNet::type_name() const {
 
 Tensor ResNet::forward(const Tensor& x) {
   const auto named = scope();
-  require_images(x, cfg_.in_channels, 0, describe());
+  require_input(x, {4}, cfg_.in_channels, "(N,C,H,W)");
   Tensor h = conv1->forward(x);  // (N, w, H, W)
   if (bn1) h = relu(bn1->forward(h));
   h = layer3->forward(layer2->forward(layer1->forward(h)));  // (N, 4w, H/4, W/4)

@@ -12,15 +12,6 @@ Conv2dOptions padded(int64_t padding) {
   return o;
 }
 
-void require_images(const Tensor& x, int64_t channels, int64_t side, const std::string& who) {
-  const bool ok = x.defined() && x.dim() == 4 && x.size(1) == channels &&
-                  (side == 0 || (x.size(2) == side && x.size(3) == side));
-  if (ok) return;
-  const std::string pixels = side > 0 ? " and H = W = " + std::to_string(side) : "";
-  throw ShapeError(who + ": expected images (N, C, H, W) with C = " + std::to_string(channels) + pixels + ", got " +
-                   (x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor")));
-}
-
 void init_convolutions_fan_out(nn::Module& m, Generator& gen) {
   for (auto& [name, p] : m.named_parameters()) {
     if (p.dim() != 4) continue;

@@ -87,7 +87,7 @@ ViT::ViT(const ViTConfig& cfg) try : cfg_(cfg) {
 }
 
 Tensor ViT::tokens(const Tensor& x) {
-  require_images(x, cfg_.in_channels, cfg_.image, describe());
+  require_input(x, {4}, cfg_.in_channels, "(N,C,H,W)", cfg_.image);
   Tensor patches = patch_embed->forward(x);  // (N, P, C)
   const int64_t n = x.size(0);
   Tensor cls = broadcast_to(cls_token_, {n, 1, cfg_.d_model});

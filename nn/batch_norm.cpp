@@ -1,6 +1,5 @@
 #include "nn/batch_norm.h"
 
-#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -33,10 +32,7 @@ std::string BatchNorm::type_name() const {
 
 Tensor BatchNorm::forward(const Tensor& x) {
   const auto named = scope();
-  if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
-  if (std::find(ranks_.begin(), ranks_.end(), x.dim()) == ranks_.end() || x.size(1) != features_)
-    throw ShapeError(describe() + ": expected an input " + (ranks_.back() == 4 ? "(N,C,H,W)" : "(N,C) or (N,C,L)") +
-                     " with C=" + std::to_string(features_) + ", got " + shape_str(x.shape()));
+  require_input(x, ranks_, features_, ranks_.back() == 4 ? "(N,C,H,W)" : "(N,C) or (N,C,L)");
   // Without running statistics, evaluation normalises with the batch's own (as PyTorch).
   const bool batch_stats = is_training() || !running_mean_.defined();
   if (is_training() && num_batches_tracked_.defined()) num_batches_tracked_.set({}, num_batches_tracked_.item() + 1);

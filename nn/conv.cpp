@@ -30,15 +30,6 @@ void init_uniform(Tensor& weight, Tensor& bias, int64_t fan_in, Generator& gen) 
   if (bias.defined()) uniform_(bias, gen, -bound, bound);
 }
 
-std::string pair(const std::array<int64_t, 2>& a) { return std::to_string(a[0]) + "x" + std::to_string(a[1]); }
-
-void check_input(const Module& m, const Tensor& x, int64_t rank, int64_t channels, const char* layout) {
-  if (!x.defined()) throw ShapeError(m.describe() + ": input is undefined");
-  if (x.dim() != rank || x.size(1) != channels)
-    throw ShapeError(m.describe() + ": expected an input " + layout + " with C=" + std::to_string(channels) +
-                     ", got " + shape_str(x.shape()));
-}
-
 }  // namespace
 
 Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator& gen, const Conv2dOptions& window,
@@ -53,16 +44,16 @@ Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator
 
 std::string Conv2d::type_name() const {
   std::string s = "Conv2d(in=" + std::to_string(in_) + ", out=" + std::to_string(out_) +
-                  ", kernel=" + pair(options_.kernel) + ", stride=" + pair(options_.stride) +
-                  ", padding=" + (options_.same ? std::string("same") : pair(options_.padding));
-  if (options_.dilation != std::array<int64_t, 2>{1, 1}) s += ", dilation=" + pair(options_.dilation);
+                  ", kernel=" + pair_text(options_.kernel) + ", stride=" + pair_text(options_.stride) +
+                  ", padding=" + (options_.same ? std::string("same") : pair_text(options_.padding));
+  if (options_.dilation != std::array<int64_t, 2>{1, 1}) s += ", dilation=" + pair_text(options_.dilation);
   if (options_.groups != 1) s += ", groups=" + std::to_string(options_.groups);
   return s + ")";
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
   const auto named = scope();
-  check_input(*this, x, 4, in_, "(N,C,H,W)");
+  require_input(x, {4}, in_, "(N,C,H,W)");
   return conv2d(x, weight_, bias_, options_);
 }
 
@@ -85,7 +76,7 @@ std::string Conv1d::type_name() const {
 
 Tensor Conv1d::forward(const Tensor& x) {
   const auto named = scope();
-  check_input(*this, x, 3, in_, "(N,C,L)");
+  require_input(x, {3}, in_, "(N,C,L)");
   return conv1d(x, weight_, bias_, options_);
 }
 
@@ -100,18 +91,18 @@ ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, std::array<int64_t, 2>
 
 std::string ConvTranspose2d::type_name() const {
   std::string s = "ConvTranspose2d(in=" + std::to_string(in_) + ", out=" + std::to_string(out_) +
-                  ", kernel=" + pair(kernel_) + ", stride=" + pair(options_.stride) +
-                  ", padding=" + pair(options_.padding);
+                  ", kernel=" + pair_text(kernel_) + ", stride=" + pair_text(options_.stride) +
+                  ", padding=" + pair_text(options_.padding);
   if (options_.output_padding != std::array<int64_t, 2>{0, 0})
-    s += ", output_padding=" + pair(options_.output_padding);
-  if (options_.dilation != std::array<int64_t, 2>{1, 1}) s += ", dilation=" + pair(options_.dilation);
+    s += ", output_padding=" + pair_text(options_.output_padding);
+  if (options_.dilation != std::array<int64_t, 2>{1, 1}) s += ", dilation=" + pair_text(options_.dilation);
   if (options_.groups != 1) s += ", groups=" + std::to_string(options_.groups);
   return s + ")";
 }
 
 Tensor ConvTranspose2d::forward(const Tensor& x) {
   const auto named = scope();
-  check_input(*this, x, 4, in_, "(N,C,H,W)");
+  require_input(x, {4}, in_, "(N,C,H,W)");
   return conv_transpose2d(x, weight_, bias_, options_);
 }
 

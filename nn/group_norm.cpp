@@ -24,10 +24,7 @@ std::string GroupNorm::type_name() const { return fmt::format("GroupNorm({}, {},
 
 Tensor GroupNorm::forward(const Tensor& x) {
   const auto named = scope();
-  if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
-  if (x.dim() < 2 || x.size(1) != channels_)
-    throw ShapeError(describe() + ": expected an input (N,C,...) with C=" + std::to_string(channels_) + ", got " +
-                     shape_str(x.shape()));
+  require_input(x, {}, channels_, "(N,C,...)");
   return group_norm(x, groups_, weight_, bias_, eps_);
 }
 

@@ -1,5 +1,6 @@
 #include "nn/module.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "autograd/serialize.h"
@@ -54,6 +55,19 @@ void Module::set_path(const std::string& path) {
 
 std::string Module::describe() const {
   return path_.empty() ? type_name() : type_name() + " '" + path_ + "'";
+}
+
+void Module::require_input(const Tensor& x, const std::vector<int64_t>& ranks, int64_t channels,
+                           const std::string& layout, int64_t side) const {
+  if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
+  const bool rank_ok = ranks.size() == 0 ? x.dim() >= 2 : std::find(ranks.begin(), ranks.end(), x.dim()) != ranks.end();
+  const bool ok = rank_ok && (channels < 0 || x.size(1) == channels) &&
+                  (side <= 0 || (x.size(x.dim() - 2) == side && x.size(x.dim() - 1) == side));
+  if (ok) return;
+  std::string want = layout;
+  if (channels >= 0) want += " with C=" + std::to_string(channels);
+  if (side > 0) want += " and H=W=" + std::to_string(side);
+  throw ShapeError(describe() + ": expected an input " + want + ", got " + shape_str(x.shape()));
 }
 
 void Module::collect_tensors(const std::string& prefix, bool params, bool persistent_only,
@@ -180,5 +194,7 @@ void Module::load(const std::string& path, bool strict) {
 Tensor Module::forward(const Tensor&) {
   throw std::logic_error(describe() + " has no single-input forward(x)");
 }
+
+std::string pair_text(const std::array<int64_t, 2>& a) { return std::to_string(a[0]) + "x" + std::to_string(a[1]); }
 
 }  // namespace xg::nn

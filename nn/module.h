@@ -3,6 +3,7 @@
 // used by named_parameters(), state dicts and error messages.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -95,6 +96,13 @@ class Module {
   // traces (see NameScope): `auto s = scope();` first thing in forward. Free
   // outside them.
   NameScope scope() const { return NameScope(anomaly_enabled() || tracing() ? describe() : std::string()); }
+  // The layers' one input check, so that each words a wrong input alike:
+  // throws ShapeError "DESCRIBE: expected an input LAYOUT with C=channels
+  // [and H=W=side], got SHAPE" unless x is defined, has one of `ranks` axes
+  // (none given: at least 2), x.size(1) == channels (channels < 0: any) and,
+  // when side > 0, side x side pixels in its last two axes.
+  void require_input(const Tensor& x, const std::vector<int64_t>& ranks, int64_t channels, const std::string& layout,
+                     int64_t side = 0) const;
 
  private:
   struct Entry {
@@ -128,5 +136,8 @@ class EvalGuard {
   Module& m_;
   bool was_;
 };
+
+// "3x3": a window's (height, width) pair as layers print it.
+std::string pair_text(const std::array<int64_t, 2>& a);
 
 }  // namespace xg::nn

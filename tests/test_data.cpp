@@ -132,6 +132,37 @@ TEST_CASE("DataLoader: bad options and a failing example are reported by name") 
   CHECK(XG_THROW_MESSAGE(faulty.batch(0), std::invalid_argument) == "DataLoader: step 0: expected at least 1");
 }
 
+TEST_CASE("DataLoader: an example of another shape is refused, even with the same number of elements") {
+  data::LoaderOptions o;
+  o.batch_size = 4, o.shuffle = false, o.prefetch = 0;
+  // Example 2 comes out of the transform as (2,1,2) instead of (1,2,2).
+  data::DataLoader loader(numbered(8), o, [](const Tensor& x, Generator&) {
+    return x.at({0, 0, 0}) == 2.0 ? reshape(x, {2, 1, 2}) : x;
+  });
+  CHECK(XG_THROW_MESSAGE(loader.batch(1), std::runtime_error) ==
+        "DataLoader: example 2 has the input (2,1,2), unlike the batch's first (4,1,2,2)");
+  CHECK(rows_of(loader.batch(2)) == std::vector<int64_t>{4, 5, 6, 7});
+}
+
+TEST_CASE("Subset: some examples of a dataset, in the order given, checked against its size") {
+  auto d = numbered(10);
+  data::Subset s(d, {7, 2, 9});
+  CHECK(s.size() == 3);
+  CHECK(s.get(1).input.at({0, 0, 0}) == 2.0);
+  CHECK(s.get(2).target == 9);
+  CHECK(s.input_shape() == Shape{1, 2, 2});
+  auto page = data::Subset::range(d, 8, 20);  // the end clamped to the 10 examples
+  CHECK(page->indices() == std::vector<int64_t>{8, 9});
+  data::LoaderOptions o;
+  o.batch_size = 2, o.shuffle = false;
+  CHECK(rows_of(data::DataLoader(page, o).batch(1)) == std::vector<int64_t>{8, 9});
+  CHECK(XG_THROW_MESSAGE(data::Subset(d, {3, 10}), std::invalid_argument) ==
+        "Subset: index 10 is outside the dataset's [0, 10)");
+  CHECK(XG_THROW_MESSAGE(data::Subset::range(d, 10, 12), std::invalid_argument) ==
+        "Subset::range: [10, 10) holds no example of a dataset of 10");
+  CHECK(XG_THROW_MESSAGE(data::Subset(nullptr, {}), std::invalid_argument) == "Subset: the dataset is null");
+}
+
 TEST_CASE("image transforms: crop, flip, normalise and erase as torchvision's, refusing bad arguments") {
   Generator g(1);
   const Tensor x = from_vector(std::vector<double>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {2, 2, 3}, f32);

@@ -368,10 +368,10 @@ TEST_CASE("vision configs: each bad field named with its range") {
 TEST_CASE("vision models: images of the wrong shape are refused naming the model") {
   ResNet r(tiny_resnet(false));
   CHECK(XG_THROW_MESSAGE(r.forward(images({2, 3, 4, 4}, 21, f32)), ShapeError) ==
-        "ResNet-8(width=2, preact=0): expected images (N, C, H, W) with C = 2, got (2,3,4,4)");
+        "ResNet-8(width=2, preact=0): expected an input (N,C,H,W) with C=2, got (2,3,4,4)");
   ViT v(tiny_vit());
   CHECK(XG_THROW_MESSAGE(v.forward(images({2, 2, 8, 8}, 21, f32)), ShapeError) ==
-        "ViT: expected images (N, C, H, W) with C = 2 and H = W = 6, got (2,2,8,8)");
+        "ViT: expected an input (N,C,H,W) with C=2 and H=W=6, got (2,2,8,8)");
   CNN c(tiny_cnn());
   CHECK(contains(XG_THROW_MESSAGE(c.forward(images({2, 8, 8}, 21, f32)), ShapeError), "got (2,8,8)"));
 }

@@ -58,8 +58,14 @@ TEST_CASE("vision: options are checked by name, and accuracy agrees with the con
   Generator g(1);
   set.images = rand({40, 1, 28, 28}, g, f32);
   for (int64_t i = 0; i < 40; ++i) set.labels.push_back(i % 10);
-  const TestResult r = test_classifier(*c.module, set, 30, 7);
+  auto all = std::make_shared<data::TensorDataset>(set.images, set.labels);
+  const TestResult r = test_classifier(*c.module, data::Subset::range(all, 0, 30), 7);
   CHECK(r.images == 30);
+  // A page further on scores those images as the whole set does.
+  const TestResult page = test_classifier(*c.module, data::Subset::range(all, 25, 60), 4);
+  const TestResult whole = test_classifier(*c.module, all);
+  REQUIRE(page.images == 15);
+  CHECK(std::equal(page.predicted.begin(), page.predicted.end(), whole.predicted.begin() + 25));
   int64_t diagonal = 0, total = 0;
   for (size_t t = 0; t < 10; ++t)
     for (size_t p = 0; p < 10; ++p) total += r.confusion[t][p], diagonal += t == p ? r.confusion[t][p] : 0;

@@ -108,19 +108,15 @@ std::vector<std::string> TestResult::confusion_lines() const {
   return lines;
 }
 
-TestResult test_classifier(nn::Module& model, const ImageSet& set, int64_t limit, int64_t batch) {
-  const int64_t n = limit > 0 ? std::min(limit, set.size()) : set.size();
-  Tensor images = slice(set.images, 0, 0, n);
-  std::vector<int64_t> labels(set.labels.begin(), set.labels.begin() + n);
-  auto dataset = std::make_shared<data::TensorDataset>(images, labels);
+TestResult test_classifier(nn::Module& model, std::shared_ptr<const data::Dataset> images, int64_t batch) {
   NoGradGuard no_grad;
   const bool was_training = model.is_training();
   model.eval();
   TestResult r;
-  data::for_each_batch(dataset, batch, [&](const data::Batch& b) {
+  data::for_each_batch(std::move(images), batch, [&](const data::Batch& b) {
     const std::vector<int64_t> guess = argmax(model.forward(b.input), -1);
     for (size_t i = 0; i < guess.size(); ++i) {
-      const int64_t truth = labels[static_cast<size_t>(b.indices[i])];
+      const int64_t truth = b.target.data<int64_t>()[i];
       r.confusion[static_cast<size_t>(truth)][static_cast<size_t>(guess[i])] += 1;
       r.correct += guess[i] == truth;
       r.predicted.push_back(guess[i]);
@@ -136,6 +132,7 @@ VisionJob::VisionJob(const VisionOptions& o)
       train_(load_fashion_mnist(o.data, true, o.train_images)),
       test_(load_fashion_mnist(o.data, false)),
       train_data_(std::make_shared<data::TensorDataset>(train_.images, train_.labels)),
+      test_data_(std::make_shared<data::TensorDataset>(test_.images, test_.labels)),
       classifier_(build_classifier(o)) {
   if (opts_.sync_bn) dist::sync_batch_norm(*classifier_.module);
   if (opts_.batch_size > train_.size())
@@ -163,7 +160,9 @@ train::StepLoss VisionJob::loss(const train::Shard& shard) {
 
 train::Evaluation VisionJob::evaluate(train::EvalStage stage, int64_t /*step*/) {
   const int64_t limit = stage == train::EvalStage::periodic ? opts_.eval_images : 0;
-  const TestResult r = test_classifier(*classifier_.module, test_, limit);
+  std::shared_ptr<const data::Dataset> images = test_data_;
+  if (limit > 0) images = data::Subset::range(test_data_, 0, limit);
+  const TestResult r = test_classifier(*classifier_.module, images);
   train::Evaluation e;
   e.metrics = {{"test_accuracy", r.accuracy()}};
   e.about = fmt::format("({} test images)", r.images);

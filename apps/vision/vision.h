@@ -64,8 +64,9 @@ struct TestResult {
   // The matrix as lines: a header of predicted classes, then one row per true class.
   std::vector<std::string> confusion_lines() const;
 };
-// The first `limit` images of `set` (0: all), in batches of `batch`.
-TestResult test_classifier(nn::Module& model, const ImageSet& set, int64_t limit, int64_t batch = 500);
+// Scores every image of `images` (a set's TensorDataset, or a Subset of
+// it), in order, in batches of `batch`.
+TestResult test_classifier(nn::Module& model, std::shared_ptr<const data::Dataset> images, int64_t batch = 500);
 
 class VisionJob : public train::Job {
  public:
@@ -84,7 +85,7 @@ class VisionJob : public train::Job {
  private:
   VisionOptions opts_;
   ImageSet train_, test_;
-  std::shared_ptr<data::TensorDataset> train_data_;
+  std::shared_ptr<data::TensorDataset> train_data_, test_data_;  // the sets' images as datasets, made once
   Classifier classifier_;
   std::unique_ptr<data::DataLoader> loader_;  // made at the first step, for that step's shard
 };
