@@ -234,7 +234,8 @@ Value where(const OpContext& c) {
 }  // namespace
 
 const std::map<std::string, Emitter>& emitters() {
-  static const std::map<std::string, Emitter> table = {
+  static const std::map<std::string, Emitter> table = [] {
+    std::map<std::string, Emitter> t = {
       {"add", binary("Add")},           {"sub", binary("Sub")},
       {"mul", binary("Mul")},           {"div", binary("Div")},
       {"add_scalar", with_scalar("Add")}, {"mul_scalar", with_scalar("Mul")},
@@ -252,7 +253,11 @@ const std::map<std::string, Emitter>& emitters() {
       {"layer_norm", layer_norm},       {"add_layer_norm", layer_norm},
       {"gather_rows", gather_rows},     {"slice", slice},
       {"concat", concat},               {"where", where},
-  };
+    };
+    add_vision_emitters(t);
+    add_recurrent_emitters(t);
+    return t;
+  }();
   return table;
 }
 
