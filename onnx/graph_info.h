@@ -10,15 +10,15 @@ namespace xg::onnx {
 
 // One input or output of a graph. `axes` holds a name for an axis that may
 // change from run to run ("N", "S") and a number for a fixed one ("28").
-struct TensorInfo {
+struct ValueSignature {
   std::string name;
   std::string dtype;  // "float32" or "int64"
   std::vector<std::string> axes;
 };
 
-struct GraphInfo {
+struct GraphSignature {
   std::string file;  // the graph's file name inside the output folder
-  std::vector<TensorInfo> inputs, outputs;
+  std::vector<ValueSignature> inputs, outputs;
 };
 
 }  // namespace xg::onnx

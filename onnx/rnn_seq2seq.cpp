@@ -23,24 +23,24 @@ Tensor example_source(const models::RNNSeq2SeqConfig& cfg) {
   return from_ints(ids, {2, 3});
 }
 
-TensorInfo info(const std::string& name, const std::string& dtype, const std::vector<std::string>& axes) {
-  return TensorInfo{name, dtype, axes};
+ValueSignature info(const std::string& name, const std::string& dtype, const std::vector<std::string>& axes) {
+  return ValueSignature{name, dtype, axes};
 }
 
-GraphInfo export_encoder(models::RNNSeq2Seq& m, const Tensor& src, const std::string& outdir) {
+GraphSignature export_encoder(models::RNNSeq2Seq& m, const Tensor& src, const std::string& outdir) {
   const std::string C = std::to_string(2 * m.config().hidden);
   auto forward = [&m](const std::vector<Tensor>& in) {
     const models::RNNSeq2Seq::State s = m.start(in[0]);
     return std::vector<Tensor>{s.memory, s.pad, s.h};
   };
   export_model(m, forward, {{"src", src, {"B", "S"}}}, outdir + "/encoder.onnx", {{"memory", "pad", "h"}, "encoder"});
-  return GraphInfo{"encoder.onnx",
+  return GraphSignature{"encoder.onnx",
                    {info("src", "int64", {"B", "S"})},
                    {info("memory", "float32", {"B", "S", C}), info("pad", "float32", {"B", "S"}),
                     info("h", "float32", {"B", C})}};
 }
 
-GraphInfo export_step(models::RNNSeq2Seq& m, const Tensor& src, const std::string& outdir) {
+GraphSignature export_step(models::RNNSeq2Seq& m, const Tensor& src, const std::string& outdir) {
   const models::RNNSeq2SeqConfig& cfg = m.config();
   const std::string C = std::to_string(2 * cfg.hidden);
   const bool lstm = cfg.cell == "lstm", luong = cfg.attention != "bahdanau";
@@ -68,7 +68,7 @@ GraphInfo export_step(models::RNNSeq2Seq& m, const Tensor& src, const std::strin
     if (luong) out.push_back(s.feed);
     return out;
   };
-  GraphInfo g{"decoder_step.onnx", {}, {info("logits", "float32", {"B", std::to_string(cfg.tgt_vocab)})}};
+  GraphSignature g{"decoder_step.onnx", {}, {info("logits", "float32", {"B", std::to_string(cfg.tgt_vocab)})}};
   ExportOptions options{{"logits", "h_next"}, "decoder_step"};
   for (const Input& in : inputs) {
     std::vector<std::string> axes = in.dynamic_axes;
@@ -86,7 +86,7 @@ GraphInfo export_step(models::RNNSeq2Seq& m, const Tensor& src, const std::strin
 
 }  // namespace
 
-std::vector<GraphInfo> export_rnn_seq2seq(models::RNNSeq2Seq& model, const std::string& outdir) {
+std::vector<GraphSignature> export_rnn_seq2seq(models::RNNSeq2Seq& model, const std::string& outdir) {
   const Tensor src = example_source(model.config());
   return {export_encoder(model, src, outdir), export_step(model, src, outdir)};
 }

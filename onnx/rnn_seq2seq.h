@@ -26,6 +26,6 @@ namespace xg::onnx {
 // Writes OUTDIR/encoder.onnx and OUTDIR/decoder_step.onnx from the model's
 // weights as they are, B and S left to the runtime, and returns what a
 // manifest says of each (encoder first). Throws as export_model does.
-std::vector<GraphInfo> export_rnn_seq2seq(models::RNNSeq2Seq& model, const std::string& outdir);
+std::vector<GraphSignature> export_rnn_seq2seq(models::RNNSeq2Seq& model, const std::string& outdir);
 
 }  // namespace xg::onnx

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
+#include "autograd/serialize.h"
 #include "onnx/graph_info.h"
 
 namespace xg::nn {
@@ -19,6 +21,16 @@ namespace xg::onnx {
 // weights as they are) and returns what a manifest says of it: input
 // "images" (N, C, H, W) float32, output "logits" (N, classes) float32.
 // Throws as export_model does (ExportError naming an op with no mapping).
-GraphInfo export_vision(nn::Module& model, int64_t channels, int64_t height, int64_t width, const std::string& outdir);
+GraphSignature export_vision(nn::Module& model, int64_t channels, int64_t height, int64_t width, const std::string& outdir);
+
+// The classifier a vision checkpoint describes, exported as export_vision
+// does: `metadata` names it ("model": resnet, vit or cnn) with its cfg.*
+// keys (models' from_metadata), `weights` is its state dict. The CNN and
+// the ViT fix their image size; a ResNet takes any, exported at `side` x
+// `side` (the Fashion-MNIST of apps/vision: 28). Throws FormatError naming
+// `path` for a model or key it cannot read, as export_model does otherwise
+// (the ViT is refused naming its first op with no mapping).
+GraphSignature export_vision_checkpoint(const Metadata& metadata, const std::map<std::string, Tensor>& weights,
+                                        const std::string& path, const std::string& outdir, int64_t side = 28);
 
 }  // namespace xg::onnx

@@ -97,7 +97,7 @@ void one_model(const models::RNNSeq2SeqConfig& cfg, const std::string& dir, cons
   for (auto& [n, p] : m.named_parameters()) p.copy_(randn(p.shape(), g, p.dtype(), 0.0, 0.8));
   const std::string sub = dir + "/" + name;
   if (std::system(("mkdir -p '" + sub + "'").c_str()) != 0) throw std::runtime_error("cannot create " + sub);
-  const std::vector<onnx::GraphInfo> graphs = onnx::export_rnn_seq2seq(m, sub);
+  const std::vector<onnx::GraphSignature> graphs = onnx::export_rnn_seq2seq(m, sub);
   json encoder = json::array(), step = json::array();
   for (int64_t rows : {1, 3, 6}) add_cases(m, sources(rows, 7, g), encoder, step);
   const std::vector<std::string> ops{"Gather", "Equal", "Cast", "ReduceSum", cfg.cell == "lstm" ? "LSTM" : "GRU"};

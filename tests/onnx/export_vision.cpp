@@ -43,7 +43,7 @@ json shipped(nn::Module& m, const std::string& dir, const std::string& name, int
              const std::vector<std::string>& ops, Generator& g) {
   const std::string sub = dir + "/" + name;
   if (std::system(("mkdir -p '" + sub + "'").c_str()) != 0) throw std::runtime_error("cannot create " + sub);
-  const onnx::GraphInfo info = onnx::export_vision(m, channels, side, side, sub);
+  const onnx::GraphSignature info = onnx::export_vision(m, channels, side, side, sub);
   std::vector<Tensor> xs;
   for (int64_t n : {1, 2, 5}) xs.push_back(randn({n, channels, side, side}, g));
   return json{{"file", name + "/" + info.file},

@@ -151,7 +151,7 @@ TEST_CASE("export_rnn_seq2seq: an encoder and a decoder step, and what a manifes
   models::RNNSeq2SeqConfig cfg;
   cfg.src_vocab = cfg.tgt_vocab = 9, cfg.embed = 4, cfg.hidden = 3, cfg.attention = "dot";
   models::RNNSeq2Seq model(cfg);
-  const std::vector<xo::GraphInfo> g = xo::export_rnn_seq2seq(model, XG_TEST_TMPDIR);
+  const std::vector<xo::GraphSignature> g = xo::export_rnn_seq2seq(model, XG_TEST_TMPDIR);
   REQUIRE(g.size() == 2);
   CHECK(g[0].file == "encoder.onnx");
   CHECK(g[0].inputs[0].name == "src");
