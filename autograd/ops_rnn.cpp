@@ -522,12 +522,12 @@ RecurrentLayerResult recurrent_layer(RecurrentCell cell, const Tensor& x, const 
   if (!lengths.empty()) out = mul(out, length_mask(lengths, B, T, x.dtype()));
   // The export trace's view: one op from the layer's own inputs (the lengths
   // as an int64 tensor beside them), the last states read off it.
-  const Tensor lens = lengths.empty() ? Tensor() : traced_lengths.defined() ? traced_lengths : from_ints(lengths, {B});
   RecurrentLayerResult r;
   r.output = detail::traced(out, [&](TracedOp& t) {
+    std::vector<Tensor> lens;
+    if (!lengths.empty()) lens.push_back(traced_lengths.defined() ? traced_lengths : from_ints(lengths, {B}));
     t = TracedOp{"recurrent_layer", t.scope, {x, w_ih, w_hh, b_ih, b_hh, h0, c0}, out,
-                 {static_cast<int64_t>(cell), reverse ? 1 : 0}, {}, lens.defined() ? std::vector<Tensor>{lens}
-                                                                                  : std::vector<Tensor>{}};
+                 {static_cast<int64_t>(cell), reverse ? 1 : 0}, {}, lens};
   });
   const int64_t last = reverse ? 0 : T - 1;  // where the op leaves each row's last state
   const Tensor final_states = reshape(slice(states, 1, last, last + 1), {B, states.size(2)});

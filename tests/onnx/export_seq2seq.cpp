@@ -1,6 +1,7 @@
 // Exports the recurrent encoder-decoder (models::RNNSeq2Seq) through
-// onnx::export_rnn_seq2seq, for two configurations (a two-layer LSTM with
-// Bahdanau's attention, a GRU with Luong's general attention), each into its
+// onnx::export_rnn_seq2seq, for three configurations (a two-layer LSTM with
+// Bahdanau's attention, a GRU with Luong's general attention, an LSTM with
+// Luong's concat attention), each into its
 // own folder, and writes OUTDIR/cases.json (each graph on inputs of other
 // batch sizes and lengths with xgrad's outputs, for check_models.py and
 // run_ort.js) and OUTDIR/decode.json (1,000 sources with xgrad's greedy
@@ -131,9 +132,12 @@ int main(int argc, char** argv) {
   a.src_vocab = a.tgt_vocab = kVocab, a.embed = 8, a.hidden = 8, a.layers = 2, a.pad_id = kPad, a.seed = 3;
   models::RNNSeq2SeqConfig b = a;
   b.cell = "gru", b.attention = "general", b.layers = 1, b.seed = 4;
+  models::RNNSeq2SeqConfig c = a;
+  c.attention = "concat", c.layers = 1, c.seed = 5;
   json models = json::array(), decode_models = json::array();
   one_model(a, dir, "lstm_bahdanau", models, decode_models);
   one_model(b, dir, "gru_general", models, decode_models);
+  one_model(c, dir, "lstm_concat", models, decode_models);
   std::ofstream(dir + "/cases.json") << json{{"models", models}}.dump() << "\n";
   std::ofstream(dir + "/decode.json") << json{{"bos", kBos}, {"eos", kEos}, {"max_len", kMaxLen}, {"models", decode_models}}.dump()
                                       << "\n";
