@@ -280,6 +280,29 @@ enum class RecurrentCell { tanh, relu, lstm, gru };
 // Errors name the argument, its shape and the expected one.
 Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0,
                   const Tensor& c0, const std::vector<int64_t>& lengths, bool reverse);
+// One direction of one recurrent layer on its input, as nn's layers and
+// cells run it: proj = linear(x, w_ih, b_ih), recurrence() on it, and the
+// results a layer returns. An export trace lists it as one op,
+// "recurrent_layer" (ONNX's own RNN, LSTM or GRU), and h_n, c_n as
+// "recurrent_state" of it, so that no per-step internals reach the graph.
+//   x (B,T,C), w_ih (G*H,C), b_ih (G*H) or undefined; w_hh, b_hh as recurrence();
+//   h0 (B,H), c0 (B,H) (LSTM): undefined means zeros
+struct RecurrentLayerResult {
+  Tensor output;  // (B,T,H): the state after each step, zero past a row's length
+  Tensor h_n;     // (B,H): each row's last state (at its own length)
+  Tensor c_n;     // (B,H): the LSTM's last cell state; undefined for the others
+};
+// traced_lengths: undefined, or the same lengths as a (B) tensor computed by
+// ops from the graph's inputs (id_mask, sum), which an export trace reads
+// them from instead of a constant of the traced batch.
+RecurrentLayerResult recurrent_layer(RecurrentCell cell, const Tensor& x, const Tensor& w_ih, const Tensor& b_ih,
+                                     const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0, const Tensor& c0,
+                                     const std::vector<int64_t>& lengths, bool reverse,
+                                     const Tensor& traced_lengths = Tensor());
+
+// 1 where ids (int64, any shape) equal `id`, else 0, in `dtype`: a padding
+// mask. No gradient (ids have none); traced as one op (ONNX Equal and Cast).
+Tensor id_mask(const Tensor& ids, int64_t id, Dtype dtype = Dtype::f32);
 
 // What attention() keeps for backward. automatic: the (B,H,T,S) weights
 // when they take at most 64 MiB, else as recompute. keep_weights: always the

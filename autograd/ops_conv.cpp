@@ -294,8 +294,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dO
   o.kernel = {weight.size(2), weight.size(3)};
   const Window w = window_of("conv2d", x.shape(), o);
   // float64 stays on im2col: the oracle that gradchecks and parity tests read.
-  if (x.dtype() == f32 && engine::conv_available()) return conv2d_direct(x, weight, bias, w, G);
-  return conv2d_im2col(x, weight, bias, w, G);
+  const Tensor y = x.dtype() == f32 && engine::conv_available() ? conv2d_direct(x, weight, bias, w, G)
+                                                                : conv2d_im2col(x, weight, bias, w, G);
+  // Exported as one convolution (ONNX Conv), whichever path computed it.
+  return detail::traced(y, [&](TracedOp& t) {
+    t = TracedOp{"conv2d", t.scope, {x, weight, bias}, y, {w.sh, w.sw, w.ph, w.pw, w.eh, w.ew, w.dh, w.dw, G}, {}, {}};
+  });
 }
 
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv1dOptions& o) {
@@ -310,7 +314,14 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   o2.dilation = {1, o.dilation};
   o2.groups = o.groups;
   o2.same = o.same;
-  return squeeze(conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, o2), 2);
+  const Tensor y = squeeze(conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, o2), 2);
+  // Exported as one convolution on (N,C,L), so that L may change from run to
+  // run: ints = stride, padding at the start and end, dilation, groups.
+  const int64_t total = o.dilation * (weight.size(2) - 1);
+  const int64_t begin = o.same ? total / 2 : o.padding, end = o.same ? total - total / 2 : o.padding;
+  return detail::traced(y, [&](TracedOp& t) {
+    t = TracedOp{"conv1d", t.scope, {x, weight, bias}, y, {o.stride, begin, end, o.dilation, o.groups}, {}, {}};
+  });
 }
 
 namespace {
@@ -359,7 +370,13 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   // through the transposed weight, and fold2d sums the windows into place.
   Tensor cols = G == 1 ? matmul(transpose(reshape(weight, {C, R}), 0, 1), reshape(x, {N, C, H * W}))
                        : matmul(transpose(reshape(weight, {G, C / G, R}), 1, 2), reshape(x, {N, G, C / G, H * W}));
-  return add_channel_bias("conv_transpose2d", fold_window(reshape(cols, {N, G * R, H * W}), w), bias);
+  const Tensor y = add_channel_bias("conv_transpose2d", fold_window(reshape(cols, {N, G * R, H * W}), w), bias);
+  // Exported as one ONNX ConvTranspose, whose weight layout (C, O/groups, kh, kw) is this op's.
+  return detail::traced(y, [&](TracedOp& t) {
+    t = TracedOp{"conv_transpose2d", t.scope, {x, weight, bias}, y,
+                 {o.stride[0], o.stride[1], o.padding[0], o.padding[1], o.output_padding[0], o.output_padding[1],
+                  o.dilation[0], o.dilation[1], G}, {}, {}};
+  });
 }
 
 }  // namespace xg

@@ -361,7 +361,13 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
       po[o] = pk[off[0]] != 0 ? pa[off[1]] : v;
     });
   });
-  return record("masked_fill", out, {a}, [keep](const Tensor& g) { return std::vector<Tensor>{mul(g, keep)}; });
+  // The export trace reads the fill value and the mask (ONNX Where).
+  return detail::traced(
+      record("masked_fill", out, {a}, [keep](const Tensor& g) { return std::vector<Tensor>{mul(g, keep)}; }),
+      [&](TracedOp& t) {
+        t.reals = {value};
+        t.extra = {mask};
+      });
 }
 
 }  // namespace xg

@@ -87,7 +87,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       shift = reshape(running_mean.detach(), per_channel(x));
       scale = reshape(pow(running_var.detach() + eps, -0.5), per_channel(x));
     }
-    return channel_affine((x - shift) * scale, weight, bias, x);
+    const Tensor y = channel_affine((x - shift) * scale, weight, bias, x);
+    // Exported as one ONNX BatchNormalization reading the running statistics
+    // themselves (initializers under their buffers' names), not the constants above.
+    return detail::traced(y, [&](TracedOp& t) {
+      t = TracedOp{"batch_norm", t.scope, {x, running_mean, running_var, weight, bias}, y, {}, {eps}, {}};
+    });
   }
   // The batch's mean and biased variance per channel (1,C,1,...), over this
   // process's values or, through `across`, every process's.

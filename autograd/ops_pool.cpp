@@ -147,6 +147,11 @@ MaxPool2dResult max_pool(const Tensor& x, const Pool2dOptions& o) {
   Tensor y = record("max_pool2d", m.values, {x}, [flat = m.flat, in = x.shape()](const Tensor& g) {
     return std::vector<Tensor>{detail::put_add(g, flat, in)};
   });
+  // Exported as ONNX MaxPool: ints = kernel, stride (resolved), padding, dilation (each h, w), ceil_mode.
+  y = detail::traced(y, [&](TracedOp& t) {
+    t.ints = {a[0].kernel, a[1].kernel, a[0].stride, a[1].stride, a[0].pad, a[1].pad,
+              a[0].dilation, a[1].dilation, o.ceil_mode ? 1 : 0};
+  });
   return {y, m.indices};
 }
 
@@ -255,7 +260,12 @@ Tensor avg_pool2d(const Tensor& x, const AvgPool2dOptions& o) {
   auto w = std::make_shared<AvgWindows>(AvgWindows{"avg_pool2d", "avg_pool2d_backward", x.size(0), x.size(1),
                                                    x.size(2), x.size(3), pool_spans(a[0], o.count_include_pad),
                                                    pool_spans(a[1], o.count_include_pad)});
-  return average_windows(x, w);
+  // Exported as ONNX AveragePool: ints = kernel, stride (resolved), padding
+  // (each h, w), ceil_mode, count_include_pad.
+  return detail::traced(average_windows(x, w), [&](TracedOp& t) {
+    t.ints = {a[0].kernel, a[1].kernel, a[0].stride, a[1].stride, a[0].pad, a[1].pad,
+              o.ceil_mode ? 1 : 0, o.count_include_pad ? 1 : 0};
+  });
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
@@ -271,7 +281,7 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) 
                                                    x.size(1), x.size(2), x.size(3),
                                                    adaptive_spans(x.size(2), output_size[0]),
                                                    adaptive_spans(x.size(3), output_size[1])});
-  return average_windows(x, w);
+  return detail::traced(average_windows(x, w), [&](TracedOp& t) { t.ints = {output_size[0], output_size[1]}; });
 }
 
 }  // namespace xg

@@ -492,4 +492,51 @@ Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, co
       saved);
 }
 
+namespace {
+
+// (B,T,1): 1 where step t is inside row b's length, in x's dtype.
+Tensor length_mask(const std::vector<int64_t>& lengths, int64_t B, int64_t T, Dtype d) {
+  std::vector<double> m(static_cast<size_t>(B * T));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < lengths[static_cast<size_t>(b)]; ++t) m[static_cast<size_t>(b * T + t)] = 1.0;
+  return from_vector(m, {B, T, 1}, d);
+}
+
+}  // namespace
+
+RecurrentLayerResult recurrent_layer(RecurrentCell cell, const Tensor& x, const Tensor& w_ih, const Tensor& b_ih,
+                                     const Tensor& w_hh, const Tensor& b_hh, const Tensor& h0, const Tensor& c0,
+                                     const std::vector<int64_t>& lengths, bool reverse, const Tensor& traced_lengths) {
+  check_defined(x, "recurrent_layer");
+  check_defined(w_hh, "recurrent_layer");
+  if (x.dim() != 3 || w_hh.dim() != 2)
+    throw ShapeError("recurrent_layer: expected an input (B,T,C) and weight_hh (G*H,H), got " +
+                     shape_str(x.shape()) + " and " + shape_str(w_hh.shape()));
+  const int64_t B = x.size(0), T = x.size(1), H = w_hh.size(1);
+  const bool lstm = cell == RecurrentCell::lstm;
+  const Tensor proj = linear(x, w_ih, b_ih);  // (B,T,G*H): every step's input product at once
+  const Tensor h_start = h0.defined() ? h0 : zeros({B, H}, x.dtype());
+  const Tensor c_start = !lstm ? Tensor() : c0.defined() ? c0 : zeros({B, H}, x.dtype());
+  const Tensor states = recurrence(cell, proj, w_hh, b_hh, h_start, c_start, lengths, reverse);  // (B,T,S*H)
+  Tensor out = lstm ? slice(states, 2, 0, H) : states;
+  if (!lengths.empty()) out = mul(out, length_mask(lengths, B, T, x.dtype()));
+  // The export trace's view: one op from the layer's own inputs (the lengths
+  // as an int64 tensor beside them), the last states read off it.
+  RecurrentLayerResult r;
+  r.output = detail::traced(out, [&](TracedOp& t) {
+    std::vector<Tensor> lens;
+    if (!lengths.empty()) lens.push_back(traced_lengths.defined() ? traced_lengths : from_ints(lengths, {B}));
+    t = TracedOp{"recurrent_layer", t.scope, {x, w_ih, w_hh, b_ih, b_hh, h0, c0}, out,
+                 {static_cast<int64_t>(cell), reverse ? 1 : 0}, {}, lens};
+  });
+  const int64_t last = reverse ? 0 : T - 1;  // where the op leaves each row's last state
+  const Tensor final_states = reshape(slice(states, 1, last, last + 1), {B, states.size(2)});
+  auto state = [&](const Tensor& s, int64_t which) {
+    return detail::traced(s, [&](TracedOp& t) { t = TracedOp{"recurrent_state", t.scope, {r.output}, s, {which}, {}, {}}; });
+  };
+  r.h_n = state(lstm ? slice(final_states, 1, 0, H) : final_states, 0);
+  if (lstm) r.c_n = state(slice(final_states, 1, H, 2 * H), 1);
+  return r;
+}
+
 }  // namespace xg

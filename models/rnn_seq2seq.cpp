@@ -4,6 +4,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/require.h"
+#include "autograd/trace.h"
 
 namespace xg::models {
 
@@ -127,34 +128,60 @@ Tensor RNNSeq2Seq::forward(const Tensor&) {
   throw std::logic_error(describe() + ": forward(x) is not defined; use forward(src, tgt_in) or loss()");
 }
 
-Tensor RNNSeq2Seq::padding_mask(const Batch& src) const {
-  std::vector<double> m(src.ids.size());
-  for (size_t i = 0; i < m.size(); ++i) m[i] = src.ids[i] == cfg_.pad_id ? 1.0 : 0.0;
-  return from_vector(m, {src.rows, src.cols}, bridge_->weight().dtype());
-}
+Tensor RNNSeq2Seq::padding_mask(const Tensor& src) const { return id_mask(src, cfg_.pad_id, bridge_->weight().dtype()); }
 
-Tensor RNNSeq2Seq::encode(const Batch& src) {
-  const auto named = scope();
+namespace {
+// The batch's ids as a (B,S) int64 tensor, its sizes checked (`who` names the model).
+Tensor ids_of(const Batch& src, const std::string& who) {
   if (src.rows < 1 || src.cols < 1 || static_cast<int64_t>(src.ids.size()) != src.rows * src.cols)
-    throw ShapeError(describe() + ": a source batch of " + std::to_string(src.rows) + "x" + std::to_string(src.cols) +
+    throw ShapeError(who + ": a source batch of " + std::to_string(src.rows) + "x" + std::to_string(src.cols) +
                      " with " + std::to_string(src.ids.size()) + " ids");
-  std::vector<int64_t> lengths(static_cast<size_t>(src.rows));
-  for (int64_t b = 0; b < src.rows; ++b) {
-    int64_t n = src.cols;
-    while (n > 0 && src.at(b, n - 1) == cfg_.pad_id) --n;  // rows are padded at the end
+  return from_ints(src.ids, {src.rows, src.cols});
+}
+}  // namespace
+
+Tensor RNNSeq2Seq::encode(const Batch& src) { return encode(ids_of(src, describe())); }
+
+// Each row's length: its ids up to the padding at its end. Under an export
+// trace also as a tensor made by ops from the ids (the count of ids that
+// are not padding), which equals it when no padding sits inside a row.
+Tensor RNNSeq2Seq::encode(const Tensor& src) {
+  const auto named = scope();
+  if (!src.defined() || src.dtype() != Dtype::i64 || src.dim() != 2 || src.size(0) < 1 || src.size(1) < 1)
+    throw ShapeError(describe() + ": source ids " + (src.defined() ? shape_str(src.shape()) : "undefined") +
+                     ": expected (B,S) int64 with B, S >= 1");
+  const int64_t B = src.size(0), S = src.size(1);
+  const int64_t* ids = src.data<int64_t>();
+  std::vector<int64_t> lengths(static_cast<size_t>(B));
+  int64_t pads = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t n = S;
+    while (n > 0 && ids[b * S + n - 1] == cfg_.pad_id) --n;  // rows are padded at the end
     if (n == 0) throw std::invalid_argument(describe() + ": source row " + std::to_string(b) + " is all padding");
     lengths[static_cast<size_t>(b)] = n;
+    for (int64_t t = 0; t < S; ++t) pads += ids[b * S + t] == cfg_.pad_id;
   }
-  const Tensor x = dropout_->forward(src_embed_->forward(src.ids, {src.rows, src.cols}));  // (B,S,E)
-  encoder_states_ = encoder_->forward(x, Tensor(), lengths);
+  Tensor traced_lengths;
+  if (tracing()) {
+    int64_t total = 0;
+    for (int64_t n : lengths) total += n;
+    if (total + pads != B * S)
+      throw std::invalid_argument(describe() + ": a source row holds the padding id " + std::to_string(cfg_.pad_id) +
+                                  " before its end; an exported encoder counts a row's ids that are not padding");
+    traced_lengths = sum(padding_mask(src) * -1.0 + 1.0, {1});  // (B)
+  }
+  const Tensor x = dropout_->forward(src_embed_->forward(src));  // (B,S,E)
+  encoder_states_ = encoder_->forward(x, Tensor(), lengths, Tensor(), traced_lengths);
   return encoder_states_.output;
 }
 
-RNNSeq2Seq::State RNNSeq2Seq::start(const Batch& src) {
+RNNSeq2Seq::State RNNSeq2Seq::start(const Batch& src) { return start(ids_of(src, describe())); }
+
+RNNSeq2Seq::State RNNSeq2Seq::start(const Tensor& src) {
   State s;
   s.memory = encode(src);
   s.pad = padding_mask(src);
-  const int64_t L = cfg_.layers, B = src.rows, H = cfg_.hidden;
+  const int64_t L = cfg_.layers, B = src.size(0), H = cfg_.hidden;
   const Tensor& h_n = encoder_states_.h_n;  // (2L,B,H): the top layer's directions are 2L-2 and 2L-1
   const Tensor top = concat({reshape(slice(h_n, 0, 2 * L - 2, 2 * L - 1), {B, H}),
                              reshape(slice(h_n, 0, 2 * L - 1, 2 * L), {B, H})}, 1);  // (B,2H)
@@ -168,7 +195,15 @@ Tensor RNNSeq2Seq::step(State& s, const std::vector<int64_t>& tokens) {
   const int64_t B = s.h.size(0);
   if (static_cast<int64_t>(tokens.size()) != B)
     throw ShapeError(describe() + ": " + std::to_string(tokens.size()) + " tokens for a batch of " + std::to_string(B));
-  const Tensor e = dropout_->forward(tgt_embed_->forward(tokens, {B}));  // (B,E)
+  return step(s, from_ints(tokens, {B}));
+}
+
+Tensor RNNSeq2Seq::step(State& s, const Tensor& tokens) {
+  const int64_t B = s.h.size(0);
+  if (!tokens.defined() || tokens.dtype() != Dtype::i64 || tokens.shape() != Shape{B})
+    throw ShapeError(describe() + ": tokens " + (tokens.defined() ? shape_str(tokens.shape()) : "undefined") +
+                     ": expected (" + std::to_string(B) + ") int64, one per row");
+  const Tensor e = dropout_->forward(tgt_embed_->forward(tokens));  // (B,E)
   if (additive_) {
     const nn::AttentionOutput a = additive_->forward(unsqueeze(s.h, 1), s.memory, s.memory, s.pad);
     const Tensor ctx = reshape(a.context, {B, -1});

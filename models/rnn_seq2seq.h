@@ -58,6 +58,9 @@ class RNNSeq2Seq : public nn::Module {
   explicit RNNSeq2Seq(const RNNSeq2SeqConfig& cfg);  // validates cfg
   // src (B,S) -> the encoder states (B,S,2H); padded positions are zero.
   Tensor encode(const Batch& src);
+  // The same from src (B,S) int64 ids, each row padded at its end with
+  // pad_id; an export trace computes the rows' lengths from the ids by ops.
+  Tensor encode(const Tensor& src);
   // Teacher forcing: the logits (B,T,V) of tgt_in's next tokens.
   Tensor forward(const Batch& src, const Batch& tgt_in);
   // Mean cross-entropy of forward(src, tgt_in) against tgt_out, padding
@@ -79,11 +82,13 @@ class RNNSeq2Seq : public nn::Module {
     Tensor pad;     // the key padding mask (B,S): 1 on padded source positions
   };
   State start(const Batch& src);                                    // encodes and bridges
+  State start(const Tensor& src);                                   // the same from src (B,S) int64
   Tensor step(State& state, const std::vector<int64_t>& tokens);   // (B) previous tokens -> logits (B,V)
+  Tensor step(State& state, const Tensor& tokens);                 // the same from tokens (B) int64
   static void select_rows(State& state, const std::vector<int64_t>& rows);  // keeps rows `rows`, in order (beam search)
 
  private:
-  Tensor padding_mask(const Batch& src) const;  // (B,S): 1 where src is pad_id
+  Tensor padding_mask(const Tensor& src) const;  // (B,S): 1 where src (B,S) is pad_id
   RNNSeq2SeqConfig cfg_;
   std::shared_ptr<Generator> drop_gen_;
   std::shared_ptr<nn::Embedding> src_embed_, tgt_embed_;

@@ -127,23 +127,16 @@ void check_input(const RNNBase& m, const Tensor& x, const Tensor& h0, const std:
 
 }  // namespace
 
-RNNOutput RNNBase::forward(const Tensor& x, const Tensor& h0, const std::vector<int64_t>& lengths, const Tensor& c0) {
+RNNOutput RNNBase::forward(const Tensor& x, const Tensor& h0, const std::vector<int64_t>& lengths, const Tensor& c0,
+                           const Tensor& traced_lengths) {
   const auto named = scope();
   check_input(*this, x, h0, lengths, c0);
   const int64_t L = opts_.num_layers, D = opts_.bidirectional ? 2 : 1, H = opts_.hidden_size;
-  const int64_t B = x.size(0), T = x.size(1);
+  const int64_t B = x.size(0);
 
-  // mask (B,T,1): 1 where step t is inside the row (the op carries a row's
-  // state past its length; the output there is zero, as PyTorch's).
-  Tensor mask;
-  if (!lengths.empty()) {
-    std::vector<double> m(static_cast<size_t>(B * T));
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < lengths[static_cast<size_t>(b)]; ++t) m[static_cast<size_t>(b * T + t)] = 1.0;
-    mask = from_vector(m, {B, T, 1}, x.dtype());
-  }
+  // A direction's initial state, undefined (zeros) when none is given.
   auto initial = [&](const Tensor& s, int64_t i) {
-    return s.defined() ? reshape(slice(s, 0, i, i + 1), {B, H}) : zeros({B, H}, x.dtype());
+    return s.defined() ? reshape(slice(s, 0, i, i + 1), {B, H}) : Tensor();
   };
 
   Tensor input = x;
@@ -152,16 +145,14 @@ RNNOutput RNNBase::forward(const Tensor& x, const Tensor& h0, const std::vector<
     std::vector<Tensor> direction_outputs;
     for (int64_t d = 0; d < D; ++d) {
       const std::vector<Tensor>& w = weights_[static_cast<size_t>(k * D + d)];
-      const Tensor proj = linear(input, w[0], w[2]);  // (B,T,G*H): every step's input product at once
       const bool lstm = mode_ == RNNMode::lstm;
-      const Tensor states = recurrence(mode_, proj, w[1], w[3], initial(h0, k * D + d),
-                                       lstm ? initial(c0, k * D + d) : Tensor(), lengths, d == 1);  // (B,T,S*H)
-      const int64_t last = d == 0 ? T - 1 : 0;  // where the op leaves each row's last state
-      const Tensor final_states = reshape(slice(states, 1, last, last + 1), {B, states.size(2)});
-      h_last.push_back(lstm ? slice(final_states, 1, 0, H) : final_states);
-      if (lstm) c_last.push_back(slice(final_states, 1, H, 2 * H));
-      Tensor out = lstm ? slice(states, 2, 0, H) : states;  // (B,T,H)
-      direction_outputs.push_back(mask.defined() ? mul(out, mask) : out);
+      // (B,T,H): zero past a row's length (as PyTorch's); its last states at its own length.
+      const RecurrentLayerResult r = recurrent_layer(mode_, input, w[0], w[2], w[1], w[3], initial(h0, k * D + d),
+                                                     lstm ? initial(c0, k * D + d) : Tensor(), lengths, d == 1,
+                                                     traced_lengths);
+      h_last.push_back(r.h_n);
+      if (lstm) c_last.push_back(r.c_n);
+      direction_outputs.push_back(r.output);
     }
     input = D == 1 ? direction_outputs[0] : concat(direction_outputs, 2);  // (B,T,D*H)
     if (k + 1 < L && opts_.dropout > 0 && is_training()) input = dropout(input, opts_.dropout, true, *drop_gen_);
@@ -215,9 +206,11 @@ Tensor RNNCellBase::step(const Tensor& x, const Tensor& h, Tensor& c) {
   };
   check_state(h, "h");
   check_state(c, "c");
-  const Tensor h_in = h.defined() ? h : zeros(state, x.dtype());
-  if (mode_ == RNNMode::lstm && !c.defined()) c = zeros(state, x.dtype());
-  return rnn_step(mode_, linear(x, w_ih_, b_ih_), h_in, c, w_hh_, b_hh_);
+  // One step of the layer's op (exported as ONNX's own cell over one step).
+  const RecurrentLayerResult r = recurrent_layer(mode_, reshape(x, {x.size(0), 1, input_size_}), w_ih_, b_ih_, w_hh_,
+                                                 b_hh_, h, mode_ == RNNMode::lstm ? c : Tensor(), {}, false);
+  if (mode_ == RNNMode::lstm) c = r.c_n;
+  return r.h_n;
 }
 
 Tensor RNNCellBase::forward(const Tensor& x) {

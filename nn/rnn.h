@@ -57,8 +57,10 @@ class RNNBase : public Module {
   // stops at its own length: outputs past it are zero, and the reverse
   // direction starts at its last element. Throws ShapeError or
   // std::invalid_argument naming the argument and the accepted range.
+  // traced_lengths: the same lengths as a (B) tensor made by ops from a
+  // graph's inputs, for an export trace (xg::recurrent_layer); usually none.
   RNNOutput forward(const Tensor& x, const Tensor& h0, const std::vector<int64_t>& lengths = {},
-                    const Tensor& c0 = Tensor());
+                    const Tensor& c0 = Tensor(), const Tensor& traced_lengths = Tensor());
   Tensor forward(const Tensor& x) override { return forward(x, Tensor()).output; }  // the output alone
   std::string type_name() const override;  // "LSTM(input_size=32, hidden_size=64, num_layers=1)"
   const RNNOptions& options() const { return opts_; }  // as constructed

@@ -104,7 +104,8 @@ Value linear(const OpContext& c) {
 // change), trailing fixed axes, and in between the axes that change: fixed
 // sizes where no input axis there may change, else one axis left to the
 // runtime (-1). More than one output axis made from changing ones cannot be
-// written with Reshape alone, and is refused.
+// written with Reshape alone, and is refused; size-1 axes beside that one
+// (an unsqueeze next to a changing axis) are fixed, not made from them.
 Value reshape(const OpContext& c) {
   const Dims& x = c.in[0].dims;
   const Shape& s = c.op.output.shape();
@@ -118,6 +119,19 @@ Value reshape(const OpContext& c) {
   for (size_t i = 0; i < ro; ++i) out[i] = i < p ? x[i] : Dim{s[i], ""};
   for (size_t i = 0; i < p; ++i)
     if (!x[i].sym.empty()) target[i] = 0;
+  // Size-1 axes inserted beside the changing ones (unsqueeze) are fixed: a
+  // dynamic axis has an example size of at least 2.
+  size_t left = 0, others = 0;  // the last output axis there not of size 1, and how many there are
+  for (size_t i = p; i < ro - q; ++i)
+    if (s[i] != 1) left = i, ++others;
+  if (any_dynamic(mid) && ro - p - q > 1 && others == 1) {
+    Dims changing;
+    for (const Dim& d : mid)
+      if (d.size != 1 || !d.sym.empty()) changing.push_back(d);
+    target[left] = -1;
+    out[left] = {s[left], product_sym(changing)};
+    return Value{c.b.node("Reshape", {c.in[0].name, c.b.ints(target)}), out};
+  }
   if (any_dynamic(mid)) {
     if (ro - p - q != 1)
       throw ExportError("export_model: reshape " + dims_str(x) + " -> " + shape_str(s) + where_in(c.op) +
@@ -234,7 +248,8 @@ Value where(const OpContext& c) {
 }  // namespace
 
 const std::map<std::string, Emitter>& emitters() {
-  static const std::map<std::string, Emitter> table = {
+  static const std::map<std::string, Emitter> table = [] {
+    std::map<std::string, Emitter> t = {
       {"add", binary("Add")},           {"sub", binary("Sub")},
       {"mul", binary("Mul")},           {"div", binary("Div")},
       {"add_scalar", with_scalar("Add")}, {"mul_scalar", with_scalar("Mul")},
@@ -252,7 +267,11 @@ const std::map<std::string, Emitter>& emitters() {
       {"layer_norm", layer_norm},       {"add_layer_norm", layer_norm},
       {"gather_rows", gather_rows},     {"slice", slice},
       {"concat", concat},               {"where", where},
-  };
+    };
+    add_vision_emitters(t);
+    add_recurrent_emitters(t);
+    return t;
+  }();
   return table;
 }
 

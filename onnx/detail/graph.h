@@ -67,6 +67,10 @@ struct OpContext {
 // Emits the nodes of one op and returns its output (name and axes).
 using Emitter = std::function<Value(const OpContext&)>;
 const std::map<std::string, Emitter>& emitters();  // by record()'s op name
+// The emitters of images (onnx/ops_vision.cpp) and of recurrent layers
+// (onnx/ops_rnn.cpp), added to the table above.
+void add_vision_emitters(std::map<std::string, Emitter>& table);
+void add_recurrent_emitters(std::map<std::string, Emitter>& table);
 
 pb::TensorProto_DataType onnx_type(Dtype d);
 

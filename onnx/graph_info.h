@@ -1,0 +1,24 @@
+// What a manifest says of one exported graph: its file, and the name, dtype
+// and axes of each input and output, for a program that runs it (xg_export
+// writes these into manifest.json).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace xg::onnx {
+
+// One input or output of a graph. `axes` holds a name for an axis that may
+// change from run to run ("N", "S") and a number for a fixed one ("28").
+struct ValueSignature {
+  std::string name;
+  std::string dtype;  // "float32" or "int64"
+  std::vector<std::string> axes;
+};
+
+struct GraphSignature {
+  std::string file;  // the graph's file name inside the output folder
+  std::vector<ValueSignature> inputs, outputs;
+};
+
+}  // namespace xg::onnx

@@ -1,0 +1,176 @@
+// Images as ONNX (opset 17): convolutions, pooling and batch norm, each one
+// traced op (autograd/ops_conv.cpp, ops_pool.cpp, ops_norm.cpp give their
+// windows as `ints`) mapped to one ONNX operator. Group norm needs nothing
+// here: it is traced as reshape, layer_norm and a per-channel affine, which
+// export as they are (GroupNormalization itself is opset 18).
+#include <string>
+
+#include "autograd/ops.h"
+#include "onnx/detail/graph.h"
+#include "onnx/export.h"
+
+namespace xg::onnx::detail {
+
+namespace {
+
+// " (in Conv2d(...) 'conv1')", or "" when no module ran the op.
+std::string in_module(const TracedOp& op) { return op.scope.empty() ? "" : " (in " + op.scope + ")"; }
+
+// One spatial axis of a window's output: fixed when its input is; on an
+// axis that may change, the same name when the window keeps the size
+// (stride 1, padding = the dilated kernel's reach), else a name of its own.
+Dim window_axis(const Dim& in, int64_t out, int64_t stride, int64_t pads, int64_t reach, const std::string& op) {
+  if (in.sym.empty()) return {out, ""};
+  if (stride == 1 && pads == reach) return {out, in.sym};
+  return {out, op + "(" + in.sym + ")"};
+}
+
+// (N, C, spatial...) -> (N, O, spatial'...): the batch kept, the channels
+// fixed, each spatial axis by window_axis. k = per axis kernel, stride,
+// pads begin + end and dilation.
+Dims window_dims(const OpContext& c, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                 const std::vector<int64_t>& pads, const std::vector<int64_t>& dilation) {
+  const Dims& x = c.in[0].dims;
+  const Shape& y = c.op.output.shape();
+  Dims out{x[0], {y[1], ""}};
+  const size_t n = kernel.size();
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(window_axis(x[2 + i], y[2 + i], stride[i], pads[i] + pads[n + i], dilation[i] * (kernel[i] - 1),
+                              c.op.op));
+  return out;
+}
+
+// conv2d: ints = stride h, w; padding top, left, bottom, right; dilation h, w; groups.
+Value conv2d(const OpContext& c) {
+  const std::vector<int64_t>& a = c.op.ints;
+  const std::vector<int64_t> kernel{c.in[1].dims[2].size, c.in[1].dims[3].size}, stride{a[0], a[1]},
+      pads{a[2], a[3], a[4], a[5]}, dilation{a[6], a[7]};
+  std::vector<std::string> in{c.in[0].name, c.in[1].name};
+  if (!c.in[2].name.empty()) in.push_back(c.in[2].name);
+  const std::string y = c.b.node("Conv", in, [&](pb::NodeProto& n) {
+    set_ints(n, "kernel_shape", kernel);
+    set_ints(n, "strides", stride);
+    set_ints(n, "pads", pads);
+    set_ints(n, "dilations", dilation);
+    set_int(n, "group", a[8]);
+  });
+  return Value{y, window_dims(c, kernel, stride, pads, dilation)};
+}
+
+// conv1d on (N, C, L): ints = stride, padding at the start and end, dilation, groups.
+Value conv1d(const OpContext& c) {
+  const std::vector<int64_t>& a = c.op.ints;
+  const std::vector<int64_t> kernel{c.in[1].dims[2].size}, stride{a[0]}, pads{a[1], a[2]}, dilation{a[3]};
+  std::vector<std::string> in{c.in[0].name, c.in[1].name};
+  if (!c.in[2].name.empty()) in.push_back(c.in[2].name);
+  const std::string y = c.b.node("Conv", in, [&](pb::NodeProto& n) {
+    set_ints(n, "kernel_shape", kernel);
+    set_ints(n, "strides", stride);
+    set_ints(n, "pads", pads);
+    set_ints(n, "dilations", dilation);
+    set_int(n, "group", a[4]);
+  });
+  return Value{y, window_dims(c, kernel, stride, pads, dilation)};
+}
+
+// conv_transpose2d: ints = stride h, w; padding h, w; output_padding h, w;
+// dilation h, w; groups. The output's spatial axes are fixed: a transposed
+// window's size is no single axis of the input's.
+Value conv_transpose2d(const OpContext& c) {
+  const std::vector<int64_t>& a = c.op.ints;
+  for (size_t i = 2; i < 4; ++i)
+    if (!c.in[0].dims[i].sym.empty())
+      throw ExportError("export_model: conv_transpose2d" + in_module(c.op) + " on " + dims_str(c.in[0].dims) +
+                        ": the image's height and width must be fixed (only the batch may change)");
+  std::vector<std::string> in{c.in[0].name, c.in[1].name};
+  if (!c.in[2].name.empty()) in.push_back(c.in[2].name);
+  const std::string y = c.b.node("ConvTranspose", in, [&](pb::NodeProto& n) {
+    set_ints(n, "kernel_shape", {c.in[1].dims[2].size, c.in[1].dims[3].size});
+    set_ints(n, "strides", {a[0], a[1]});
+    set_ints(n, "pads", {a[2], a[3], a[2], a[3]});
+    set_ints(n, "output_padding", {a[4], a[5]});
+    set_ints(n, "dilations", {a[6], a[7]});
+    set_int(n, "group", a[8]);
+  });
+  const Shape& s = c.op.output.shape();
+  return Value{y, {c.in[0].dims[0], {s[1], ""}, {s[2], ""}, {s[3], ""}}};
+}
+
+// max_pool2d: ints = kernel h, w; stride h, w; padding h, w; dilation h, w; ceil_mode.
+Value max_pool2d(const OpContext& c) {
+  const std::vector<int64_t>& a = c.op.ints;
+  const std::vector<int64_t> kernel{a[0], a[1]}, stride{a[2], a[3]}, pads{a[4], a[5], a[4], a[5]}, dilation{a[6], a[7]};
+  const std::string y = c.b.node("MaxPool", {c.in[0].name}, [&](pb::NodeProto& n) {
+    set_ints(n, "kernel_shape", kernel);
+    set_ints(n, "strides", stride);
+    set_ints(n, "pads", pads);
+    set_ints(n, "dilations", dilation);
+    set_int(n, "ceil_mode", a[8]);
+  });
+  return Value{y, window_dims(c, kernel, stride, pads, dilation)};
+}
+
+// avg_pool2d: ints = kernel h, w; stride h, w; padding h, w; ceil_mode; count_include_pad.
+Value avg_pool2d(const OpContext& c) {
+  const std::vector<int64_t>& a = c.op.ints;
+  const std::vector<int64_t> kernel{a[0], a[1]}, stride{a[2], a[3]}, pads{a[4], a[5], a[4], a[5]};
+  const std::string y = c.b.node("AveragePool", {c.in[0].name}, [&](pb::NodeProto& n) {
+    set_ints(n, "kernel_shape", kernel);
+    set_ints(n, "strides", stride);
+    set_ints(n, "pads", pads);
+    set_int(n, "ceil_mode", a[6]);
+    set_int(n, "count_include_pad", a[7]);
+  });
+  return Value{y, window_dims(c, kernel, stride, pads, {1, 1})};
+}
+
+// adaptive_avg_pool2d (ints = the output's height and width): to 1x1 it is
+// GlobalAveragePool; to a size that divides the input's, AveragePool with
+// equal windows side by side. Other sizes average windows of unequal
+// sizes, which no ONNX pooling writes: refused.
+Value adaptive_avg_pool2d(const OpContext& c) {
+  const Dims& x = c.in[0].dims;
+  const int64_t oh = c.op.ints.at(0), ow = c.op.ints.at(1);
+  const Dims out{x[0], x[1], {oh, ""}, {ow, ""}};
+  if (oh == 1 && ow == 1) return Value{c.b.node("GlobalAveragePool", {c.in[0].name}), out};
+  const bool fixed = x[2].sym.empty() && x[3].sym.empty();
+  if (!fixed || x[2].size % oh != 0 || x[3].size % ow != 0)
+    throw ExportError("export_model: adaptive_avg_pool2d" + in_module(c.op) + " from " + dims_str(x) + " to " +
+                      std::to_string(oh) + "x" + std::to_string(ow) +
+                      ": ONNX pools equal windows only; the output size must be 1x1 or divide the input's "
+                      "fixed height and width");
+  const std::vector<int64_t> k{x[2].size / oh, x[3].size / ow};
+  const std::string y = c.b.node("AveragePool", {c.in[0].name}, [&](pb::NodeProto& n) {
+    set_ints(n, "kernel_shape", k);
+    set_ints(n, "strides", k);
+  });
+  return Value{y, out};
+}
+
+// batch_norm in evaluation (x, running_mean, running_var, weight, bias;
+// reals = eps): BatchNormalization on the running statistics. A layer
+// without a learned scale or shift gets ones or zeros (the operator needs both).
+Value batch_norm(const OpContext& c) {
+  const int64_t C = c.op.inputs[0].size(1);
+  const Dtype d = c.op.output.dtype();
+  const std::string scale = c.in[3].name.empty() ? c.b.constant(ones({C}, d)) : c.in[3].name;
+  const std::string shift = c.in[4].name.empty() ? c.b.constant(zeros({C}, d)) : c.in[4].name;
+  const double eps = c.op.reals.at(0);
+  const std::string y = c.b.node("BatchNormalization", {c.in[0].name, scale, shift, c.in[1].name, c.in[2].name},
+                                 [&](pb::NodeProto& n) { set_float(n, "epsilon", eps); });
+  return Value{y, c.in[0].dims};
+}
+
+}  // namespace
+
+void add_vision_emitters(std::map<std::string, Emitter>& table) {
+  table["conv2d"] = conv2d;
+  table["conv1d"] = conv1d;
+  table["conv_transpose2d"] = conv_transpose2d;
+  table["max_pool2d"] = max_pool2d;
+  table["avg_pool2d"] = avg_pool2d;
+  table["adaptive_avg_pool2d"] = adaptive_avg_pool2d;
+  table["batch_norm"] = batch_norm;
+}
+
+}  // namespace xg::onnx::detail

@@ -1,0 +1,62 @@
+// export_vision: an image classifier's forward as one graph, the batch dynamic.
+#include "onnx/vision.h"
+
+#include <memory>
+
+#include "autograd/ops.h"
+#include "models/cnn.h"
+#include "models/resnet.h"
+#include "models/vit.h"
+#include "nn/module.h"
+#include "onnx/export.h"
+
+namespace xg::onnx {
+
+GraphSignature export_vision(nn::Module& model, int64_t channels, int64_t height, int64_t width, const std::string& outdir) {
+  if (channels < 1 || height < 1 || width < 1)
+    throw std::invalid_argument("export_vision: images (N, " + std::to_string(channels) + ", " +
+                                std::to_string(height) + ", " + std::to_string(width) +
+                                "): expected channels, height and width each at least 1");
+  Generator gen(1);
+  // Two images: a dynamic axis needs an example size above 1.
+  const Tensor images = randn({2, channels, height, width}, gen);
+  GraphSignature info{"model.onnx", {}, {}};
+  ExportOptions options{{"logits"}, "image_classifier"};
+  export_model(model, {"images", images, {"N", "", "", ""}}, outdir + "/" + info.file, options);
+  Tensor logits;
+  {
+    nn::EvalGuard eval(model);
+    NoGradGuard no_grad;
+    logits = model.forward(images);
+  }
+  auto n = [](int64_t v) { return std::to_string(v); };
+  info.inputs.push_back({"images", "float32", {"N", n(channels), n(height), n(width)}});
+  info.outputs.push_back({"logits", "float32", {"N", n(logits.size(1))}});
+  return info;
+}
+
+GraphSignature export_vision_checkpoint(const Metadata& metadata, const std::map<std::string, Tensor>& weights,
+                                        const std::string& path, const std::string& outdir, int64_t side) {
+  const auto kind = metadata.find("model");
+  const std::string model = kind == metadata.end() ? "" : kind->second;
+  std::shared_ptr<nn::Module> m;
+  int64_t channels = 0, image = side;
+  if (model == "cnn") {
+    const auto c = models::CNNConfig::from_metadata(metadata, path);
+    m = std::make_shared<models::CNN>(c), channels = c.in_channels, image = c.image;
+  } else if (model == "resnet") {
+    const auto c = models::ResNetConfig::from_metadata(metadata, path);
+    m = std::make_shared<models::ResNet>(c), channels = c.in_channels;
+  } else if (model == "vit") {
+    const auto c = models::ViTConfig::from_metadata(metadata, path);
+    m = std::make_shared<models::ViT>(c), channels = c.in_channels, image = c.image;
+  } else {
+    throw FormatError("checkpoint " + path + ": metadata 'model' " +
+                      (kind == metadata.end() ? std::string("is missing") : "'" + model + "'") +
+                      ": expected resnet, vit or cnn");
+  }
+  m->load_state_dict(weights);
+  return export_vision(*m, channels, image, image, outdir);
+}
+
+}  // namespace xg::onnx
