@@ -195,6 +195,21 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t 
   return detail::traced(r, [=](TracedOp& t) { t.ints = {ax, start, end, step}; });
 }
 
+Tensor slice_like(const Tensor& a, int64_t axis, const Tensor& like, int64_t like_axis) {
+  const int64_t la = normalize_axis(like_axis, check_defined_any(like, "slice_like").dim(), "slice_like");
+  const int64_t ax = normalize_axis(axis, check_defined_any(a, "slice_like").dim(), "slice_like");
+  const int64_t n = like.shape()[la];
+  if (n > a.shape()[ax])
+    throw ShapeError("slice_like: " + shape_str(like.shape()) + " has " + std::to_string(n) + " on axis " +
+                     std::to_string(la) + ", more than the " + std::to_string(a.shape()[ax]) + " of " +
+                     shape_str(a.shape()) + " on axis " + std::to_string(ax));
+  // The length as read from `like` in a graph: its extra tensor and axis.
+  return detail::traced(slice(a, ax, 0, n), [&](TracedOp& t) {
+    t.ints.push_back(la);
+    t.extra = {like};
+  });
+}
+
 Tensor concat(const std::vector<Tensor>& ts, int64_t axis) {
   if (ts.empty()) throw ShapeError("concat: no tensors given");
   const Tensor& t0 = check_defined_any(ts[0], "concat");
