@@ -1,5 +1,6 @@
 #include "models/gpt.h"
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -138,11 +139,23 @@ Tensor GPT::prefill(Cache& cache, const Batch& prompt) {
   if (cache.pos != 0) throw std::invalid_argument("GPT::prefill: the cache already holds " + std::to_string(cache.pos) +
                                                   " positions (prefill starts a sequence)");
   if (prompt.cols < 1) throw std::invalid_argument("GPT::prefill: an empty prompt (at least one token a row)");
-  Tensor h = embed(prompt.ids, prompt.rows, prompt.cols, 0);
-  for (size_t i = 0; i < blocks->size(); ++i) h = blocks->at<GPTBlock>(i)->forward_step(h, cache.kv[i]);
+  check_positions(0, prompt.cols);
+  Tensor logits = prefill(cache, from_ints(prompt.ids, {prompt.rows, prompt.cols}));
   cache.pos = prompt.cols;
-  Tensor last = slice(h, 1, prompt.cols - 1, prompt.cols);  // (B,1,C)
-  return reshape(head(last), {prompt.rows, cfg_.vocab});
+  return logits;
+}
+
+Tensor GPT::prefill(Cache& cache, const Tensor& prompt) {
+  const auto named = scope();
+  if (!prompt.defined() || prompt.dim() != 2 || prompt.size(1) < 1)
+    throw ShapeError("GPT::prefill: prompt must be (B,T) with T >= 1, got " +
+                     (prompt.defined() ? shape_str(prompt.shape()) : std::string("undefined")));
+  Tensor x = tok_embed->forward(prompt);  // (B,T,C), positions 0..T-1
+  Tensor h = drop->forward(pos_learned ? pos_learned->forward(x) : pos_sin->forward(x));
+  for (size_t i = 0; i < blocks->size(); ++i) h = blocks->at<GPTBlock>(i)->forward_step(h, cache.kv[i]);
+  // The last position at any length (bounds from the end, which a graph keeps as such): (B,1,C)
+  Tensor last = slice(h, 1, -1, std::numeric_limits<int64_t>::max());
+  return reshape(head(last), {prompt.size(0), cfg_.vocab});
 }
 
 Tensor GPT::step(Cache& cache, const std::vector<int64_t>& tokens) {

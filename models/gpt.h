@@ -105,6 +105,10 @@ class GPT : public nn::Module {
   // advanced. step(cache, tokens) runs it, and the ONNX step graph is traced
   // from it (onnx/models.h): one code path.
   Tensor step(Cache& cache, const Tensor& tokens, const Tensor& position);
+  // prefill with the prompt (B,T) as an int64 tensor -> logits (B,V);
+  // cache.pos is not advanced. prefill(cache, prompt) runs it, and the ONNX
+  // prefill graph is traced from it.
+  Tensor prefill(Cache& cache, const Tensor& prompt);
   // Appends `new_tokens` sampled tokens to each prompt (equal lengths, at
   // least 1 token each), under NoGradGuard and eval(); returns the new tokens.
   std::vector<std::vector<int64_t>> generate(const std::vector<std::vector<int64_t>>& prompts, int64_t new_tokens,

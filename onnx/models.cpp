@@ -145,7 +145,18 @@ std::vector<GraphSignature> export_gpt(models::GPT& model, const std::string& di
     return out;
   };
   export_model(model, step, in, dir + "/step.onnx", {names, "gpt_step"});
-  return {read_signature(dir + "/step.onnx")};
+  names.erase(names.begin() + 1, names.end());  // logits, then the caches the prompt fills
+  for (size_t i = 0; i < layers; ++i) names.insert(names.end(), {indexed("present_k", i), indexed("present_v", i)});
+  const Forward prefill = [&model, layers](const std::vector<Tensor>& x) {
+    models::GPT::Cache cache;
+    cache.kv.resize(layers);
+    std::vector<Tensor> out{model.prefill(cache, x[0])};
+    append_caches(out, cache.kv);
+    return out;
+  };
+  export_model(model, prefill, {{"tokens", example_ids(kB, kS, cfg.vocab, g), {"B", "T"}}}, dir + "/prefill.onnx",
+               {names, "gpt_prefill"});
+  return {read_signature(dir + "/prefill.onnx"), read_signature(dir + "/step.onnx")};
 }
 
 }  // namespace xg::onnx

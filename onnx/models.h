@@ -46,10 +46,14 @@ GraphSignature read_signature(const std::string& path);
 // and Transformer::step, which decode_step runs). Returns their signatures.
 std::vector<GraphSignature> export_transformer(models::Transformer& model, const std::string& dir);
 
-// The GPT's step.onnx in `dir`: tokens (B,1) int64, position (1,) int64 and
-// per block i past_k_i, past_v_i (B,L,C) -> logits (B,V) and present_k_i,
-// present_v_i (B,L+1,C); traced from GPT::step. A prompt is fed one token a
-// step from an empty cache (L = 0). Returns its signature.
+// The GPT as two graphs in `dir`:
+//   prefill.onnx  a prompt: tokens (B,T) int64 -> logits (B,V) of the token
+//                 after it and per block i present_k_i, present_v_i (B,T,C);
+//                 traced from GPT::prefill;
+//   step.onnx     tokens (B,1) int64, position (1,) int64 and per block i
+//                 past_k_i, past_v_i (B,L,C) -> logits (B,V) and present_k_i,
+//                 present_v_i (B,L+1,C); traced from GPT::step.
+// Returns their signatures.
 std::vector<GraphSignature> export_gpt(models::GPT& model, const std::string& dir);
 
 }  // namespace xg::onnx

@@ -116,16 +116,23 @@ class Seq2SeqDecoder {
   }
 }
 
-// The GPT of the char_lm checkpoints: step.onnx once per token.
+// The GPT of the char_lm checkpoints: prefill.onnx once per prompt, then
+// step.onnx once per token.
 class GPTStepper {
   static async load(dir, {threads} = {}) {
     const g = new GPTStepper();
     g.manifest = readManifest(dir);
-    g.graph = g.manifest.graphs.find(x => x.file === 'step.onnx');
     g.session = await ort.InferenceSession.create(path.join(dir, 'step.onnx'), sessionOptions(threads));
+    g.prefillSession = await ort.InferenceSession.create(path.join(dir, 'prefill.onnx'), sessionOptions(threads));
     return g;
   }
-  start(B) { return {B, caches: emptyCaches(this.graph, B), position: 0}; }
+  // Prompts of equal length T (B*T ids, row after row) -> the state after
+  // them and the logits of the next token.
+  async prefill(ids, B) {
+    const T = ids.length / B;
+    const result = await timedRun(this.prefillSession, {tokens: int64(ids, [B, T])});
+    return {state: {B, caches: nextCaches(result), position: T}, logits: result.logits};
+  }
   async step(state, tokens) {
     const result = await timedRun(this.session,
         {tokens: int64(tokens, [state.B, 1]), position: int64([state.position], [1]), ...state.caches});

@@ -30,6 +30,7 @@ EXPECT.update({
     "encoder.onnx": {"Gather", "MatMul", "Softmax", "Where", "LayerNormalization", "Reshape", "Transpose"},
     "decoder_step.onnx": {"Gather", "MatMul", "Softmax", "Where", "Concat", "LayerNormalization"},
     "step.onnx": {"Gather", "MatMul", "Softmax", "Concat", "LayerNormalization", "Erf"},
+    "prefill.onnx": {"Gather", "MatMul", "Softmax", "Trilu", "Where", "Slice", "LayerNormalization", "Erf"},
 })
 
 

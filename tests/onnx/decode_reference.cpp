@@ -3,7 +3,7 @@
 // as xg_export does, and writes OUT.json with
 //   steps:  cases at several batch sizes and lengths, each the ids fed step
 //           by step and xgrad's logits at every step (decode_step for the
-//           Transformer, GPT::step for the GPT);
+//           Transformer; GPT::prefill of a prompt, then GPT::step);
 //   greedy: (Transformer) N random sources of lengths LO..HI and xgrad's
 //           greedy decodes of them (models::greedy_decode, BATCH rows at a
 //           time), with its time in seconds at THREADS threads.
@@ -99,19 +99,20 @@ json transformer_reference(models::Transformer& m, const Options& o, Generator& 
                       {"xgrad_seconds", seconds}, {"threads", o.threads}}}};
 }
 
-// GPT: each case feeds random tokens one a step from an empty cache.
+// GPT: each case prefills a random prompt (B,P), then feeds random tokens
+// one a step; the logits of the prefill first, then of each step.
 json gpt_reference(models::GPT& m, Generator& g) {
   json steps = json::array();
-  for (const auto& [rows, n_steps] : std::vector<std::array<int64_t, 2>>{{1, 7}, {3, 10}, {6, 4}}) {
+  for (const auto& [rows, p, n_steps] : std::vector<std::array<int64_t, 3>>{{1, 1, 6}, {3, 5, 8}, {6, 2, 4}, {2, 9, 3}}) {
     models::GPT::Cache cache = m.start_cache();
-    json fed = json::array(), logits = json::array();
+    const std::vector<int64_t> prompt = random_ids(rows * p, 0, m.config().vocab, g);
+    json fed = json::array(), logits = json::array({floats(m.prefill(cache, models::Batch{prompt, rows, p}))});
     for (int64_t t = 0; t < n_steps; ++t) {
       const std::vector<int64_t> tokens = random_ids(rows, 0, m.config().vocab, g);
-      Tensor l = t == 0 ? m.prefill(cache, models::Batch{tokens, rows, 1}) : m.step(cache, tokens);
       fed.push_back(tokens);
-      logits.push_back(floats(l));
+      logits.push_back(floats(m.step(cache, tokens)));
     }
-    steps.push_back({{"rows", rows}, {"tokens", fed}, {"logits", logits}, {"vocab", m.config().vocab}});
+    steps.push_back({{"rows", rows}, {"prompt", prompt}, {"prompt_length", p}, {"tokens", fed}, {"logits", logits}});
   }
   return {{"steps", steps}};
 }

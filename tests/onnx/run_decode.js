@@ -1,8 +1,8 @@
 // ONNX Runtime's side of the decoding checks of a model that xg_export
 // wrote (examples/onnx_decode/ort_decoder.js decodes), against xgrad's
 // side written by onnx_decode_reference:
-//   - every step's logits of each case (several batch sizes and lengths),
-//     the same ids fed: the largest difference relative to the step's
+//   - every step's logits of each case (several batch sizes and lengths;
+//     for the GPT a prompt's prefill first), the same ids fed: the largest difference relative to the step's
 //     largest logit must be <= 1e-5;
 //   - (Transformer) greedy decoding of every source, batched as xgrad
 //     batched them: every sequence must equal xgrad's.
@@ -35,14 +35,23 @@ function relDiff(got, want) {
   return diff / Math.max(scale, 1e-30);
 }
 
-// Feeds each case's ids step by step; returns [steps, worst relative difference].
+// Feeds each case's ids step by step; returns [steps, worst relative
+// difference]. `start` gives the state, and the logits before the first
+// step where the case has them (a GPT's prefill: its logits[0]).
 async function checkSteps(model, cases, start) {
   let steps = 0, worst = 0;
   for (const c of cases) {
-    const state = await start(c);
+    const {state, logits: first} = await start(c);
+    const offset = first ? 1 : 0;
+    if (first) {
+      const d = relDiff(first.data, c.logits[0]);
+      worst = Math.max(worst, d);
+      if (!(d <= TOLERANCE)) console.log(`run_decode: case of ${state.B} rows, prefill: relative difference ${d}  FAILED`);
+      ++steps;
+    }
     for (let t = 0; t < c.tokens.length; ++t) {
       const logits = await model.step(state, c.tokens[t]);
-      const d = relDiff(logits.data, c.logits[t]);
+      const d = relDiff(logits.data, c.logits[t + offset]);
       worst = Math.max(worst, d);
       if (!(d <= TOLERANCE)) console.log(`run_decode: case of ${state.B} rows, step ${t}: relative difference ${d}  FAILED`);
       ++steps;
@@ -84,11 +93,11 @@ async function main() {
   if (manifest.family === 'transformer') {
     const model = await decoders.Seq2SeqDecoder.load(dir, {threads});
     const rows = c => Array.from({length: c.shape[0]}, (_, r) => c.src.slice(r * c.shape[1], (r + 1) * c.shape[1]));
-    [steps, worst] = await checkSteps(model, ref.steps, c => model.encode(rows(c)));
+    [steps, worst] = await checkSteps(model, ref.steps, async c => ({state: await model.encode(rows(c))}));
     ok = await checkGreedy(model, ref.greedy) && ok;
   } else {
     const model = await decoders.GPTStepper.load(dir, {threads});
-    [steps, worst] = await checkSteps(model, ref.steps, c => model.start(c.rows));
+    [steps, worst] = await checkSteps(model, ref.steps, c => model.prefill(c.prompt, c.rows));
   }
   ok = ok && worst <= TOLERANCE && steps > 0;
   console.log(`run_decode: ${manifest.family} (${manifest.kind}): ${steps} steps of ${ref.steps.length} cases, ` +

@@ -68,17 +68,22 @@ TEST_CASE("export_transformer: an encoder and a decoder step with B, S and L lef
   CHECK(m.is_training());  // export_model gives the mode back
 }
 
-TEST_CASE("export_gpt: a step with its cache, L left to the runtime") {
+TEST_CASE("export_gpt: a prefill of a prompt and a step with its cache, T and L left to the runtime") {
   models::GPTConfig c;
   c.vocab = 20, c.layers = 2, c.d_model = 16, c.heads = 4, c.d_ff = 32, c.max_len = 30;
   models::GPT m(c);
   const auto graphs = xo::export_gpt(m, tmp_dir("onnx_gpt"));
-  REQUIRE(graphs.size() == 1);
-  CHECK(graphs[0].inputs.size() == 2 + 2 * 2);
-  CHECK(graphs[0].outputs.size() == 1 + 2 * 2);
-  CHECK(axes_of(graphs[0], "past_v_1") == std::vector<std::string>{"B", "L", "16"});
-  CHECK(axes_of(graphs[0], "present_k_0") == std::vector<std::string>{"B", "L+1", "16"});
+  REQUIRE(graphs.size() == 2);
+  CHECK(graphs[0].file == "prefill.onnx");
+  CHECK(axes_of(graphs[0], "tokens") == std::vector<std::string>{"B", "T"});
+  CHECK(axes_of(graphs[0], "present_v_1") == std::vector<std::string>{"B", "T", "16"});
   CHECK(axes_of(graphs[0], "logits") == std::vector<std::string>{"B", "20"});
+  CHECK(graphs[1].file == "step.onnx");
+  CHECK(graphs[1].inputs.size() == 2 + 2 * 2);
+  CHECK(graphs[1].outputs.size() == 1 + 2 * 2);
+  CHECK(axes_of(graphs[1], "past_v_1") == std::vector<std::string>{"B", "L", "16"});
+  CHECK(axes_of(graphs[1], "present_k_0") == std::vector<std::string>{"B", "L+1", "16"});
+  CHECK(axes_of(graphs[1], "logits") == std::vector<std::string>{"B", "20"});
 }
 
 // The exported step is traced with the concatenating cache; xgrad's own
