@@ -21,8 +21,8 @@ struct Exported {
 // Throws std::runtime_error for a folder that cannot be written (before
 // reading anything), the checkpoint's errors (FormatError: damaged, not a
 // checkpoint, missing keys), and std::invalid_argument naming an unknown
-// kind or a family not exported yet. The files appear together or not at
-// all: they are written into a temporary folder inside `outdir`, renamed
+// kind or a family not exported yet. No file appears in `outdir` before all
+// are written: they go into a temporary folder inside `outdir`, are renamed
 // into it at the end, and the temporary folder is removed on any error.
 Exported export_checkpoint(const std::string& checkpoint, const std::string& outdir);
 
