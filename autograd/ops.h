@@ -74,6 +74,11 @@ Tensor reshape(const Tensor& a, const Shape& shape);  // one dimension may be -1
 Tensor permute(const Tensor& a, const std::vector<int64_t>& perm);
 Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1);
 Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t step = 1);  // python-style bounds
+// slice(a, axis, 0, like.size(like_axis)): as many leading positions of `a`
+// as `like` has on like_axis (a positional table cut to a sequence's
+// length). An export trace records the length as read from `like`, so that
+// the graph follows it at run time where slice would hold a constant.
+Tensor slice_like(const Tensor& a, int64_t axis, const Tensor& like, int64_t like_axis);
 Tensor concat(const std::vector<Tensor>& ts, int64_t axis);
 Tensor stack(const std::vector<Tensor>& ts, int64_t axis);
 std::vector<Tensor> split(const Tensor& a, const std::vector<int64_t>& sizes, int64_t axis);
@@ -81,6 +86,11 @@ std::vector<Tensor> chunk(const Tensor& a, int64_t chunks, int64_t axis);  // eq
 Tensor unsqueeze(const Tensor& a, int64_t axis);
 Tensor squeeze(const Tensor& a, int64_t axis);  // the axis must have size 1
 Tensor broadcast_to(const Tensor& a, const Shape& shape);
+// a repeated along `axis` (where it has size 1) as many times as `like` has
+// on like_axis: a class token (1,1,C) for each image of a batch. An export
+// trace records that size as read from `like` (as slice_like), so that the
+// graph follows the batch at run time.
+Tensor broadcast_like(const Tensor& a, int64_t axis, const Tensor& like, int64_t like_axis);
 // Dimensions start_dim..end_dim (negative ones count from the end) merged
 // into one (torch.flatten; the default start_dim 1 keeps the batch, as
 // nn.Flatten); unflatten splits dimension `dim` into `sizes`

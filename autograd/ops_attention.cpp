@@ -367,20 +367,27 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     parallel_for(B * H, cost, [&](int64_t bh0, int64_t bh1) { forward_heads<T>(pl, pq, pk, pv, po, pw, ps, bh0, bh1); });
   });
   if (o.weights) *o.weights = w;
+  // For an export trace: heads, causal, kv_length; the scale as computed;
+  // the padding mask (if any) as the op's extra tensor.
+  const auto attributes = [&](TracedOp& t) {
+    t.ints = {H, o.causal ? 1 : 0, o.kv_length};
+    t.reals = {pl.scale};
+    if (o.key_padding_mask.defined()) t.extra = {o.key_padding_mask};
+  };
   if (autocast_bf16(q) && records({q, k, v})) {
     // Under Autocast(bf16) q, k and v are saved as bf16 copies (half the
     // bytes; k and v shared with any product that saved the same tensor) and
     // widened again for backward, which runs in float32 as forward did.
     auto q16 = saved_bf16(q), k16 = saved_bf16(k), v16 = saved_bf16(v);
-    return record("attention", out, {q, k, v},
+    return detail::traced(record("attention", out, {q, k, v},
                   [q16, k16, v16, qs = q.shape(), ks = k.shape(), w, stats, pl, cost](const Tensor& g) {
                     if (grad_enabled()) throw_bf16_second_order("attention");
                     return attention_backward(pl, cost, from_bf16(*q16, qs), from_bf16(*k16, ks),
                                               from_bf16(*v16, ks), w, stats, g);
                   },
-                  {w, stats});
+                  {w, stats}), attributes);
   }
-  return record("attention", out, {q, k, v},
+  return detail::traced(record("attention", out, {q, k, v},
                 [q, k, v, w, stats, pl, cost](const Tensor& g) {
                   if (grad_enabled())  // second order by recomputation from ops
                     return detail::vjp_by_recompute(
@@ -388,7 +395,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
                         g);
                   return attention_backward(pl, cost, q, k, v, w, stats, g);
                 },
-                {q, k, v, w, stats});
+                {q, k, v, w, stats}), attributes);
 }
 
 }  // namespace xg

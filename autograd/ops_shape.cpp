@@ -195,6 +195,21 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t 
   return detail::traced(r, [=](TracedOp& t) { t.ints = {ax, start, end, step}; });
 }
 
+Tensor slice_like(const Tensor& a, int64_t axis, const Tensor& like, int64_t like_axis) {
+  const int64_t la = normalize_axis(like_axis, check_defined_any(like, "slice_like").dim(), "slice_like");
+  const int64_t ax = normalize_axis(axis, check_defined_any(a, "slice_like").dim(), "slice_like");
+  const int64_t n = like.shape()[la];
+  if (n > a.shape()[ax])
+    throw ShapeError("slice_like: " + shape_str(like.shape()) + " has " + std::to_string(n) + " on axis " +
+                     std::to_string(la) + ", more than the " + std::to_string(a.shape()[ax]) + " of " +
+                     shape_str(a.shape()) + " on axis " + std::to_string(ax));
+  // The length as read from `like` in a graph: its extra tensor and axis.
+  return detail::traced(slice(a, ax, 0, n), [&](TracedOp& t) {
+    t.ints.push_back(la);
+    t.extra = {like};
+  });
+}
+
 Tensor concat(const std::vector<Tensor>& ts, int64_t axis) {
   if (ts.empty()) throw ShapeError("concat: no tensors given");
   const Tensor& t0 = check_defined_any(ts[0], "concat");
@@ -306,6 +321,21 @@ Tensor broadcast_to(const Tensor& a, const Shape& shape) {
   Tensor out = gather_strided(a, shape, 0, detail::broadcast_strides(a.shape(), shape));
   return record("broadcast_to", out, {a},
                 [in = a.shape()](const Tensor& g) { return std::vector<Tensor>{detail::unbroadcast(g, in)}; });
+}
+
+Tensor broadcast_like(const Tensor& a, int64_t axis, const Tensor& like, int64_t like_axis) {
+  const int64_t la = normalize_axis(like_axis, check_defined_any(like, "broadcast_like").dim(), "broadcast_like");
+  const int64_t ax = normalize_axis(axis, check_defined_any(a, "broadcast_like").dim(), "broadcast_like");
+  if (a.shape()[ax] != 1)
+    throw ShapeError("broadcast_like: axis " + std::to_string(axis) + " of " + shape_str(a.shape()) + " has size " +
+                     std::to_string(a.shape()[ax]) + ", expected 1");
+  Shape s = a.shape();
+  s[ax] = like.shape()[la];
+  // The size as read from `like` in a graph: the axes, and `like` as the extra tensor.
+  return detail::traced(broadcast_to(a, s), [&](TracedOp& t) {
+    t.ints = {ax, la};
+    t.extra = {like};
+  });
 }
 
 Tensor flatten(const Tensor& a, int64_t start_dim, int64_t end_dim) {

@@ -1,5 +1,6 @@
 #include "models/gpt.h"
 
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -69,10 +70,14 @@ GPT::GPT(const GPTConfig& cfg) try : cfg_(cfg) {
   out_of_memory("the GPT", cfg.parameter_count());
 }
 
-Tensor GPT::embed(const std::vector<int64_t>& ids, int64_t rows, int64_t cols, int64_t start) {
+void GPT::check_positions(int64_t start, int64_t cols) const {
   if (start + cols > cfg_.max_len)
     throw std::invalid_argument("GPT: positions " + std::to_string(start) + ".." + std::to_string(start + cols - 1) +
                                 " exceed max_len " + std::to_string(cfg_.max_len));
+}
+
+Tensor GPT::embed(const std::vector<int64_t>& ids, int64_t rows, int64_t cols, int64_t start) {
+  check_positions(start, cols);
   Tensor x = tok_embed->forward(ids, {rows, cols});  // (B,T,C)
   x = pos_learned ? pos_learned->forward(x, start) : pos_sin->forward(x, start);
   return drop->forward(x);
@@ -134,11 +139,23 @@ Tensor GPT::prefill(Cache& cache, const Batch& prompt) {
   if (cache.pos != 0) throw std::invalid_argument("GPT::prefill: the cache already holds " + std::to_string(cache.pos) +
                                                   " positions (prefill starts a sequence)");
   if (prompt.cols < 1) throw std::invalid_argument("GPT::prefill: an empty prompt (at least one token a row)");
-  Tensor h = embed(prompt.ids, prompt.rows, prompt.cols, 0);
-  for (size_t i = 0; i < blocks->size(); ++i) h = blocks->at<GPTBlock>(i)->forward_step(h, cache.kv[i]);
+  check_positions(0, prompt.cols);
+  Tensor logits = prefill(cache, from_ints(prompt.ids, {prompt.rows, prompt.cols}));
   cache.pos = prompt.cols;
-  Tensor last = slice(h, 1, prompt.cols - 1, prompt.cols);  // (B,1,C)
-  return reshape(head(last), {prompt.rows, cfg_.vocab});
+  return logits;
+}
+
+Tensor GPT::prefill(Cache& cache, const Tensor& prompt) {
+  const auto named = scope();
+  if (!prompt.defined() || prompt.dim() != 2 || prompt.size(1) < 1)
+    throw ShapeError("GPT::prefill: prompt must be (B,T) with T >= 1, got " +
+                     (prompt.defined() ? shape_str(prompt.shape()) : std::string("undefined")));
+  Tensor x = tok_embed->forward(prompt);  // (B,T,C), positions 0..T-1
+  Tensor h = drop->forward(pos_learned ? pos_learned->forward(x) : pos_sin->forward(x));
+  for (size_t i = 0; i < blocks->size(); ++i) h = blocks->at<GPTBlock>(i)->forward_step(h, cache.kv[i]);
+  // The last position at any length (bounds from the end, which a graph keeps as such): (B,1,C)
+  Tensor last = slice(h, 1, -1, std::numeric_limits<int64_t>::max());
+  return reshape(head(last), {prompt.size(0), cfg_.vocab});
 }
 
 Tensor GPT::step(Cache& cache, const std::vector<int64_t>& tokens) {
@@ -147,10 +164,22 @@ Tensor GPT::step(Cache& cache, const std::vector<int64_t>& tokens) {
   if (!cache.kv.empty() && cache.kv[0].k.defined() && cache.kv[0].k.size(0) != b)
     throw std::invalid_argument("GPT::step: " + std::to_string(b) + " tokens for a cache of " +
                                 std::to_string(cache.kv[0].k.size(0)) + " rows");
-  Tensor h = embed(tokens, b, 1, cache.pos);
-  for (size_t i = 0; i < blocks->size(); ++i) h = blocks->at<GPTBlock>(i)->forward_step(h, cache.kv[i]);
+  check_positions(cache.pos, 1);
+  Tensor logits = step(cache, from_ints(tokens, {b, 1}), from_ints({cache.pos}, {1}));
   ++cache.pos;
-  return reshape(head(h), {b, cfg_.vocab});
+  return logits;
+}
+
+Tensor GPT::step(Cache& cache, const Tensor& tokens, const Tensor& position) {
+  const auto named = scope();
+  if (!tokens.defined() || tokens.dim() != 2 || tokens.size(1) != 1)
+    throw ShapeError("GPT::step: tokens must be (B,1), got " +
+                     (tokens.defined() ? shape_str(tokens.shape()) : std::string("undefined")));
+  Tensor x = tok_embed->forward(tokens);  // (B,1,C)
+  x = pos_learned ? pos_learned->forward_at(x, position) : pos_sin->forward_at(x, position);
+  Tensor h = drop->forward(x);
+  for (size_t i = 0; i < blocks->size(); ++i) h = blocks->at<GPTBlock>(i)->forward_step(h, cache.kv[i]);
+  return reshape(head(h), {tokens.size(0), cfg_.vocab});
 }
 
 std::vector<std::vector<int64_t>> GPT::generate(const std::vector<std::vector<int64_t>>& prompts, int64_t new_tokens,

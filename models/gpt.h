@@ -100,6 +100,15 @@ class GPT : public nn::Module {
   Cache start_cache();                                             // empty, room for max_len positions
   Tensor prefill(Cache& cache, const Batch& prompt);               // prompt (B,T) -> logits (B,V)
   Tensor step(Cache& cache, const std::vector<int64_t>& tokens);  // B tokens -> logits (B,V)
+  // The step with tensors: tokens (B,1) int64 at position (1,) int64,
+  // appended to the cache -> logits (B,V); cache.pos is not read or
+  // advanced. step(cache, tokens) runs it, and the ONNX step graph is traced
+  // from it (onnx/models.h): one code path.
+  Tensor step(Cache& cache, const Tensor& tokens, const Tensor& position);
+  // prefill with the prompt (B,T) as an int64 tensor -> logits (B,V);
+  // cache.pos is not advanced. prefill(cache, prompt) runs it, and the ONNX
+  // prefill graph is traced from it.
+  Tensor prefill(Cache& cache, const Tensor& prompt);
   // Appends `new_tokens` sampled tokens to each prompt (equal lengths, at
   // least 1 token each), under NoGradGuard and eval(); returns the new tokens.
   std::vector<std::vector<int64_t>> generate(const std::vector<std::vector<int64_t>>& prompts, int64_t new_tokens,
@@ -113,6 +122,7 @@ class GPT : public nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_f;                          // before the output projection
 
  private:
+  void check_positions(int64_t start, int64_t cols) const;  // start..start+cols-1 below max_len, else invalid_argument
   Tensor embed(const std::vector<int64_t>& ids, int64_t rows, int64_t cols, int64_t start);
   Tensor head(const Tensor& h);  // (.., C) -> (.., V), tied to tok_embed
   Tensor blocks_of(const Batch& ids);  // ids (B,T) -> the last block's output (B,T,C)

@@ -142,18 +142,38 @@ Tensor Transformer::padding_mask(const Batch& b) const {
   return m;
 }
 
-Tensor Transformer::embed(nn::Embedding& e, const Batch& b) {
-  const auto named = scope();
-  if (b.cols > cfg_.max_len)
-    throw std::invalid_argument("Transformer: sequence length " + std::to_string(b.cols) + " exceeds max_len " +
-                                std::to_string(cfg_.max_len));
-  // (B,L,C): token embedding scaled by sqrt(C), plus the positional encoding (with dropout)
-  return pos->forward(e.forward(b.ids, {b.rows, b.cols}) * std::sqrt(static_cast<double>(cfg_.d_model)));
+Tensor Transformer::padding_mask(const Tensor& ids) const {
+  const int64_t v = std::max(cfg_.src_vocab, cfg_.tgt_vocab);
+  if (!ids.defined() || ids.dtype() != Dtype::i64 || ids.dim() != 2)
+    throw ShapeError("Transformer::padding_mask: ids must be int64 (B,S), got " +
+                     (ids.defined() ? std::string(dtype_name(ids.dtype())) + " " + shape_str(ids.shape())
+                                    : std::string("an undefined tensor")));
+  const int64_t* p = ids.data<int64_t>();
+  for (int64_t i = 0; i < ids.numel(); ++i)
+    if (p[i] < 0 || p[i] >= v)
+      throw ShapeError("Transformer::padding_mask: id " + std::to_string(p[i]) + " is outside 0.." +
+                       std::to_string(v - 1));
+  Tensor is_pad = zeros({v, 1}, src_embed->weight().dtype());  // (V,1): 1 at pad_id
+  is_pad.set({cfg_.pad_id, 0}, 1.0);
+  return reshape(gather_rows(is_pad, ids), ids.shape());  // (B,S,1) -> (B,S)
 }
 
-Tensor Transformer::encode(const Batch& src) { return encode(src, padding_mask(src)); }
+Tensor Transformer::embed(nn::Embedding& e, const Tensor& ids) {
+  const auto named = scope();
+  if (ids.size(1) > cfg_.max_len)
+    throw std::invalid_argument("Transformer: sequence length " + std::to_string(ids.size(1)) + " exceeds max_len " +
+                                std::to_string(cfg_.max_len));
+  // (B,L,C): token embedding scaled by sqrt(C), plus the positional encoding (with dropout)
+  return pos->forward(e.forward(ids) * std::sqrt(static_cast<double>(cfg_.d_model)));
+}
 
-Tensor Transformer::encode(const Batch& src, const Tensor& src_pad) {
+namespace {
+Tensor ids_of(const Batch& b) { return from_ints(b.ids, {b.rows, b.cols}); }  // (B,L) int64
+}  // namespace
+
+Tensor Transformer::encode(const Batch& src) { return encode(ids_of(src), padding_mask(src)); }
+
+Tensor Transformer::encode(const Tensor& src, const Tensor& src_pad) {
   const auto named = scope();
   Tensor x = embed(*src_embed, src);  // (B,S,C)
   for (size_t i = 0; i < encoder->size(); ++i) x = encoder->at<EncoderLayer>(i)->forward(x, src_pad);
@@ -162,7 +182,7 @@ Tensor Transformer::encode(const Batch& src, const Tensor& src_pad) {
 
 Tensor Transformer::decode_hidden(const Batch& tgt, const Tensor& memory, const Tensor& src_pad) {
   Tensor tgt_pad = padding_mask(tgt);
-  Tensor y = embed(*tgt_embed, tgt);  // (B,T,C)
+  Tensor y = embed(*tgt_embed, ids_of(tgt));  // (B,T,C)
   for (size_t i = 0; i < decoder->size(); ++i) y = decoder->at<DecoderLayer>(i)->forward(y, memory, tgt_pad, src_pad);
   if (cfg_.pre_norm) y = dec_norm->forward(y);
   return y;
@@ -180,13 +200,16 @@ Tensor Transformer::forward(const Batch& src, const Batch& tgt_in) {
     throw std::invalid_argument("Transformer::forward: source batch has " + std::to_string(src.rows) +
                                 " rows, target batch " + std::to_string(tgt_in.rows));
   Tensor src_pad = padding_mask(src);
-  return decode(tgt_in, encode(src, src_pad), src_pad);
+  return decode(tgt_in, encode(ids_of(src), src_pad), src_pad);
 }
 
-DecodeState Transformer::start_decode(const Batch& src) {
+DecodeState Transformer::start_decode(const Batch& src) { return start_decode(ids_of(src)); }
+
+DecodeState Transformer::start_decode(const Tensor& src, Tensor* memory_out) {
   DecodeState st;
   st.src_pad = padding_mask(src);
   Tensor memory = encode(src, st.src_pad);  // (B,S,C)
+  if (memory_out) *memory_out = memory;
   for (size_t i = 0; i < decoder->size(); ++i) {
     st.cross_kv.push_back(decoder->at<DecoderLayer>(i)->cross_attn->project_kv(memory, memory));
     st.self_kv.emplace_back();
@@ -203,12 +226,22 @@ Tensor Transformer::decode_step(DecodeState& st, const std::vector<int64_t>& tok
   if (st.pos >= cfg_.max_len)
     throw std::invalid_argument("Transformer::decode_step: position " + std::to_string(st.pos) +
                                 " exceeds max_len " + std::to_string(cfg_.max_len));
-  // (B,1,C) at position pos
-  Tensor y = pos->forward(tgt_embed->forward(tokens, {b, 1}) * std::sqrt(static_cast<double>(cfg_.d_model)), st.pos);
+  Tensor logits = step(st, from_ints(tokens, {b, 1}), from_ints({st.pos}, {1}));
+  ++st.pos;
+  return logits;
+}
+
+Tensor Transformer::step(DecodeState& st, const Tensor& tokens, const Tensor& position) {
+  const auto named = scope();
+  const int64_t b = st.src_pad.size(0);
+  if (!tokens.defined() || tokens.shape() != Shape{b, 1})
+    throw ShapeError("Transformer::step: tokens must be (B,1) = " + shape_str({b, 1}) + " for the state's batch, got " +
+                     (tokens.defined() ? shape_str(tokens.shape()) : std::string("undefined")));
+  // (B,1,C) at the position given
+  Tensor y = pos->forward_at(tgt_embed->forward(tokens) * std::sqrt(static_cast<double>(cfg_.d_model)), position);
   for (size_t i = 0; i < decoder->size(); ++i)
     y = decoder->at<DecoderLayer>(i)->forward_step(y, st.self_kv[i], st.cross_kv[i], st.src_pad);
   if (cfg_.pre_norm) y = dec_norm->forward(y);
-  ++st.pos;
   Tensor logits = cfg_.tie_weights ? linear(y, tgt_embed->weight()) : out_proj->forward(y);  // (B,1,V)
   return reshape(logits, {b, -1});
 }
@@ -241,7 +274,7 @@ Tensor Transformer::loss(const Batch& src, const Batch& tgt_in, const Batch& tgt
   // The projection and the loss in one op, chunk by chunk: the (B,T,V)
   // logits are never held whole (what large vocabularies need).
   Tensor src_pad = padding_mask(src);
-  Tensor y = decode_hidden(tgt_in, encode(src, src_pad), src_pad);
+  Tensor y = decode_hidden(tgt_in, encode(ids_of(src), src_pad), src_pad);
   if (cfg_.tie_weights) return linear_cross_entropy(y, tgt_embed->weight(), Tensor(), tgt_out.ids, cfg_.pad_id, label_smoothing);
   return linear_cross_entropy(y, out_proj->weight(), out_proj->bias(), tgt_out.ids, cfg_.pad_id, label_smoothing);
 }

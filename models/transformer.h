@@ -118,6 +118,10 @@ class Transformer : public nn::Module {
 
   // (B,S) float mask, 1 where the token is padding.
   Tensor padding_mask(const Batch& b) const;
+  // The same of ids (B,S) int64, computed by ops (a lookup in a (V,1) table
+  // of padding flags), so that an exported encoder computes it from its
+  // input. An id outside the vocabularies throws ShapeError naming it.
+  Tensor padding_mask(const Tensor& ids) const;
   // src (B,S) -> memory (B,S,C)
   Tensor encode(const Batch& src);
   // tgt (B,T), memory (B,S,C) -> logits (B,T,V)
@@ -126,8 +130,17 @@ class Transformer : public nn::Module {
   Tensor forward(const Batch& src, const Batch& tgt_in);
   // Runs the encoder and projects its output for every cross-attention.
   DecodeState start_decode(const Batch& src);
+  // The same of src ids (B,S) int64: what start_decode(Batch) runs, and
+  // what the ONNX encoder graph is traced from (onnx/models.h). `memory`,
+  // if given, receives the encoder's output (B,S,C).
+  DecodeState start_decode(const Tensor& src, Tensor* memory = nullptr);
   // Feeds one token per row at position state.pos -> logits (B,V) of the next token.
   Tensor decode_step(DecodeState& state, const std::vector<int64_t>& tokens);
+  // One decoding step with tensors: tokens (B,1) int64 at position (1,)
+  // int64, appended to state's self-attention caches -> logits (B,V);
+  // state.pos is not read or advanced. decode_step runs it, and the ONNX
+  // decoder-step graph is traced from it (onnx/models.h): one code path.
+  Tensor step(DecodeState& state, const Tensor& tokens, const Tensor& position);
   // Keeps rows `rows` of the state, in that order (beam search).
   static void select_rows(DecodeState& state, const std::vector<int64_t>& rows);
   // Label-smoothed cross-entropy of the logits against tgt_out, padding ignored.
@@ -143,8 +156,8 @@ class Transformer : public nn::Module {
   std::shared_ptr<nn::Linear> out_proj;                // untied only
 
  private:
-  Tensor embed(nn::Embedding& e, const Batch& b);
-  Tensor encode(const Batch& src, const Tensor& src_pad);  // the mask computed once by the caller
+  Tensor embed(nn::Embedding& e, const Tensor& ids);         // ids (B,L) int64 -> (B,L,C)
+  Tensor encode(const Tensor& src, const Tensor& src_pad);  // the mask computed once by the caller
   // The decoder's output before the projection: (B,T,C).
   Tensor decode_hidden(const Batch& tgt, const Tensor& memory, const Tensor& src_pad);
   TransformerConfig cfg_;

@@ -89,8 +89,7 @@ ViT::ViT(const ViTConfig& cfg) try : cfg_(cfg) {
 Tensor ViT::tokens(const Tensor& x) {
   require_input(x, {4}, cfg_.in_channels, "(N,C,H,W)", cfg_.image);
   Tensor patches = patch_embed->forward(x);  // (N, P, C)
-  const int64_t n = x.size(0);
-  Tensor cls = broadcast_to(cls_token_, {n, 1, cfg_.d_model});
+  Tensor cls = broadcast_like(cls_token_, 0, patches, 0);  // (N, 1, C)
   Tensor h = pos_drop->forward(concat({cls, patches}, 1) + pos_embed_);  // (N, P + 1, C)
   for (size_t i = 0; i < blocks->size(); ++i) h = blocks->at<GPTBlock>(i)->forward(h);
   return h;

@@ -6,6 +6,7 @@
 
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
+#include "autograd/trace.h"
 
 namespace xg::nn {
 
@@ -91,8 +92,10 @@ void MultiHeadAttention::extend_kv(KVCache& cache, const Tensor& key, const Tens
     throw ShapeError(describe() + ".extend_kv: cache holds " + std::to_string(cache.k.size(0)) +
                      " rows, new keys " + shape_str(key.shape()));
   const int64_t add = step.len;
-  if (grad_enabled() && (!step.k.is_leaf() || step.k.requires_grad())) {
-    // Differentiable: concatenate the positions in use (O(T^2 C) over a decode).
+  // Differentiable, and what an export trace records (autograd/trace.h: a
+  // write in place is no op of the graph): concatenate the positions in use
+  // (O(T^2 C) over a decode).
+  if (tracing() || (grad_enabled() && (!step.k.is_leaf() || step.k.requires_grad()))) {
     if (!cache.k.defined()) {
       cache.k = step.k, cache.v = step.v, cache.len = add;
       return;
@@ -136,7 +139,10 @@ Tensor MultiHeadAttention::attend(const Tensor& query, const KVCache& kv, const 
   // The fused core reads the heads in place from the (B,T,C) projections.
   AttentionOptions o;
   o.heads = heads_;
-  o.key_padding_mask = key_padding_mask.defined() ? key_padding_mask.detach() : Tensor();
+  // The mask itself, not a detached copy: no gradient flows through it
+  // (attention() reads it as flags), and an export trace must see the tensor
+  // the caller passed (a graph input, such as the source padding mask).
+  o.key_padding_mask = key_padding_mask;
   o.causal = causal;
   o.kv_length = kv.len < kv.k.size(1) ? kv.len : 0;
   o.dropout = is_training() ? dropout_ : 0.0;

@@ -31,6 +31,26 @@ int64_t checked_length(const Module& m, const Tensor& x, int64_t start, int64_t 
   return T;
 }
 
+// x (B,T,C) + table[positions] for positions (T,) int64 of the module `m`
+// (a table of max_len rows): the rows gathered by a tensor of positions, so
+// that an export trace sees where they come from (a step's position as a
+// graph input, not a constant).
+Tensor add_rows(const Module& m, const Tensor& x, const Tensor& positions, const Tensor& table) {
+  const int64_t max_len = table.size(0);
+  const int64_t T = checked_length(m, x, 0, table.size(1), max_len);
+  if (!positions.defined() || positions.dtype() != Dtype::i64 || positions.shape() != Shape{T})
+    throw ShapeError(m.describe() + ": positions must be int64 (T,) = " + shape_str({T}) + " for input " +
+                     shape_str(x.shape()) + ", got " +
+                     (positions.defined() ? std::string(dtype_name(positions.dtype())) + " " + shape_str(positions.shape())
+                                          : std::string("undefined")));
+  const int64_t* p = positions.data<int64_t>();
+  for (int64_t t = 0; t < T; ++t)
+    if (p[t] < 0 || p[t] >= max_len)
+      throw ShapeError(m.describe() + ": position " + std::to_string(p[t]) + " is outside 0.." +
+                       std::to_string(max_len - 1));
+  return x + gather_rows(table, positions);  // (T,C) broadcasts over B
+}
+
 }  // namespace
 
 PositionalEncoding::PositionalEncoding(int64_t d_model, int64_t max_len, double p,
@@ -64,8 +84,14 @@ Tensor PositionalEncoding::forward(const Tensor& x) { return forward(x, 0); }
 Tensor PositionalEncoding::forward(const Tensor& x, int64_t start) {
   const auto named = scope();
   const int64_t T = checked_length(*this, x, start, d_model_, max_len_);
-  Tensor pe = start == 0 && T == max_len_ ? pe_ : slice(pe_, 0, start, start + T);  // (T,C), broadcasts over B
+  // (T,C), broadcasts over B; from the start, cut to x's length as a graph would (slice_like)
+  Tensor pe = start == 0 ? (T == max_len_ ? pe_ : slice_like(pe_, 0, x, 1)) : slice(pe_, 0, start, start + T);
   return dropout->forward(x + pe);
+}
+
+Tensor PositionalEncoding::forward_at(const Tensor& x, const Tensor& positions) {
+  const auto named = scope();
+  return dropout->forward(add_rows(*this, x, positions, pe_));
 }
 
 LearnedPositionalEmbedding::LearnedPositionalEmbedding(int64_t max_len, int64_t d_model, Generator& gen,
@@ -89,7 +115,13 @@ Tensor LearnedPositionalEmbedding::forward(const Tensor& x) { return forward(x, 
 Tensor LearnedPositionalEmbedding::forward(const Tensor& x, int64_t start) {
   const auto named = scope();
   const int64_t T = checked_length(*this, x, start, d_model_, max_len_);
-  return x + slice(weight_, 0, start, start + T);  // (T,C) broadcasts over B
+  // (T,C) broadcasts over B; from the start, cut to x's length as a graph would (slice_like)
+  return x + (start == 0 ? slice_like(weight_, 0, x, 1) : slice(weight_, 0, start, start + T));
+}
+
+Tensor LearnedPositionalEmbedding::forward_at(const Tensor& x, const Tensor& positions) {
+  const auto named = scope();
+  return add_rows(*this, x, positions, weight_);
 }
 
 }  // namespace xg::nn

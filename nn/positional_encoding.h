@@ -18,6 +18,9 @@ class PositionalEncoding : public Module {
   Tensor forward(const Tensor& x) override;
   // x (B,T,C) holding positions start to start+T-1 (incremental decoding).
   Tensor forward(const Tensor& x, int64_t start);
+  // x (B,T,C) holding the positions `positions` (T,) int64, given as a
+  // tensor: what a decoding step exported to ONNX takes as an input.
+  Tensor forward_at(const Tensor& x, const Tensor& positions);
   std::string type_name() const override;  // "PositionalEncoding(d_model=.., max_len=..)"
   const Tensor& pe() const { return pe_; }  // the table (max_len, C)
   void on_dtype(Dtype d) override;  // recomputes pe in d: exact in float64, not float32 values widened
@@ -40,6 +43,8 @@ class LearnedPositionalEmbedding : public Module {
   Tensor forward(const Tensor& x) override;
   // x (B,T,C) holding positions start to start+T-1 (incremental decoding).
   Tensor forward(const Tensor& x, int64_t start);
+  // The same with the positions (T,) int64 as a tensor (PositionalEncoding::forward_at).
+  Tensor forward_at(const Tensor& x, const Tensor& positions);
   std::string type_name() const override;  // "LearnedPositionalEmbedding(max_len=.., d_model=..)"
   Tensor& weight() { return weight_; }  // (max_len, C)
 

@@ -12,8 +12,8 @@ namespace xg::onnx {
 // change from run to run ("N", "S") and a number for a fixed one ("28").
 struct ValueSignature {
   std::string name;
-  std::string dtype;  // "float32" or "int64"
-  std::vector<std::string> axes;
+  std::string dtype;              // "float32", "float64" or "int64"
+  std::vector<std::string> axes;  // per axis: its name if it may change ("B", "L+1"), else its size ("1", "64")
 };
 
 struct GraphSignature {

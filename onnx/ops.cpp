@@ -210,6 +210,16 @@ Value gather_rows(const OpContext& c) {
 // length is fixed by the bounds (a window from the start, or from the end).
 Value slice(const OpContext& c) {
   const int64_t ax = c.op.ints.at(0), start = c.op.ints.at(1), end = c.op.ints.at(2), step = c.op.ints.at(3);
+  if (c.in.size() > 1) {  // slice_like: the end is the length of the extra tensor's axis ints[4], read at run time
+    const int64_t la = c.op.ints.at(4);
+    const std::string n = c.b.node("Shape", {c.in[1].name}, [&](pb::NodeProto& p) {
+      set_int(p, "start", la);
+      set_int(p, "end", la + 1);
+    });
+    Dims out = c.in[0].dims;
+    out[ax] = c.in[1].dims[la];
+    return Value{c.b.node("Slice", {c.in[0].name, c.b.ints({0}), n, c.b.ints({ax}), c.b.ints({1})}), out};
+  }
   Dims out = c.in[0].dims;
   const Dim in = out[ax];
   out[ax] = {c.op.output.shape()[ax], ""};
@@ -219,6 +229,39 @@ Value slice(const OpContext& c) {
   const std::string y = c.b.node(
       "Slice", {c.in[0].name, c.b.ints({start}), c.b.ints({end}), c.b.ints({ax}), c.b.ints({step})});
   return Value{y, out};
+}
+
+// broadcast_like (its extra tensor `like`): Expand to a shape whose axis
+// ints[0] is read from like's axis ints[1] at run time, the others fixed.
+// A plain broadcast_to, whose sizes no input gave, expands to constants.
+Value broadcast_to(const OpContext& c) {
+  const Shape& s = c.op.output.shape();
+  if (c.in.size() == 1) {  // an axis the input already has at its size is left to it (1 in Expand's shape)
+    const Dims& x = c.in[0].dims;
+    const size_t off = s.size() - x.size();
+    std::vector<int64_t> target(s.begin(), s.end());
+    Dims out;
+    for (size_t i = 0; i < s.size(); ++i) {
+      const bool kept = i >= off && x[i - off].size == s[i];
+      if (kept) target[i] = 1;
+      out.push_back(kept ? x[i - off] : Dim{s[i], ""});
+    }
+    return Value{c.b.node("Expand", {c.in[0].name, c.b.ints(target)}), out};
+  }
+  const int64_t ax = c.op.ints.at(0), la = c.op.ints.at(1);
+  const std::string n = c.b.node("Shape", {c.in[1].name}, [&](pb::NodeProto& p) {
+    set_int(p, "start", la);
+    set_int(p, "end", la + 1);
+  });
+  const std::vector<int64_t> before(s.begin(), s.begin() + ax), after(s.begin() + ax + 1, s.end());
+  std::vector<std::string> parts;
+  if (!before.empty()) parts.push_back(c.b.ints(before));
+  parts.push_back(n);
+  if (!after.empty()) parts.push_back(c.b.ints(after));
+  const std::string shape = c.b.node("Concat", parts, [](pb::NodeProto& p) { set_int(p, "axis", 0); });
+  Dims out = c.in[0].dims;
+  out[static_cast<size_t>(ax)] = c.in[1].dims[static_cast<size_t>(la)];
+  return Value{c.b.node("Expand", {c.in[0].name, shape}), out};
 }
 
 Value concat(const OpContext& c) {
@@ -245,6 +288,49 @@ Value where(const OpContext& c) {
   return Value{c.b.node("Where", {cond, c.in[0].name, c.in[1].name}), out};
 }
 
+// attention (q (B,T,C), k and v (B,S,C); ints: heads, causal, kv_length;
+// reals: the scale; extra: the key padding mask (B,S)) as the core it
+// computes, head by head: softmax(scale q k^T, masked scores -1e9) v.
+// A preallocated cache (kv_length > 0) is written in place, which no graph
+// holds: the trace records the concatenating form (MultiHeadAttention::extend_kv).
+Value attention(const OpContext& c) {
+  const int64_t heads = c.op.ints.at(0), kv_length = c.op.ints.at(2);
+  if (kv_length > 0)
+    throw ExportError("export_model: attention" + where_in(c.op) + " reads " + std::to_string(kv_length) +
+                      " positions of a preallocated key/value buffer, which is written in place and has no ONNX "
+                      "form; export the concatenating cache (MultiHeadAttention::extend_kv does so under a trace)");
+  const Dtype d = c.op.output.dtype();
+  const int64_t width = c.op.output.shape().back(), head_dim = width / heads;
+  auto heads_of = [&](const std::string& x, std::vector<int64_t> perm) {  // (B,L,C) -> perm of (B,L,H,D)
+    const std::string r = c.b.node("Reshape", {x, c.b.ints({0, 0, heads, head_dim})});
+    return c.b.node("Transpose", {r}, [&](pb::NodeProto& n) { set_ints(n, "perm", perm); });
+  };
+  const std::string q = heads_of(c.in[0].name, {0, 2, 1, 3});  // (B,H,T,D)
+  const std::string k = heads_of(c.in[1].name, {0, 2, 3, 1});  // (B,H,D,S)
+  const std::string v = heads_of(c.in[2].name, {0, 2, 1, 3});  // (B,H,S,D)
+  std::string s = c.b.node("Mul", {c.b.node("MatMul", {q, k}), c.b.scalar(c.op.reals.at(0), d)});  // (B,H,T,S)
+  const std::string masked = c.b.scalar(-1e9, d);  // as attention() sets masked scores
+  if (c.in.size() > 3) {  // padding: (B,S) -> (B,1,1,S), true where masked
+    const std::string m = c.b.node("Unsqueeze", {c.in[3].name, c.b.ints({1, 2})});
+    const std::string flag =
+        c.b.node("Cast", {m}, [](pb::NodeProto& n) { set_int(n, "to", pb::TensorProto_DataType_BOOL); });
+    s = c.b.node("Where", {flag, masked, s});
+  }
+  if (c.op.ints.at(1) != 0) {  // causal: query i sees keys j <= i, the lower triangle of a (T,S) of ones
+    const std::string ts = c.b.node("Shape", {s}, [](pb::NodeProto& n) { set_int(n, "start", -2); });
+    const std::string ones = c.b.node("Add", {c.b.node("ConstantOfShape", {ts}), c.b.scalar(1.0, f32)});
+    const std::string keep = c.b.node("Cast", {c.b.node("Trilu", {ones}, [](pb::NodeProto& n) { set_int(n, "upper", 0); })},
+                                      [](pb::NodeProto& n) { set_int(n, "to", pb::TensorProto_DataType_BOOL); });
+    s = c.b.node("Where", {keep, s, masked});
+  }
+  const std::string p = c.b.node("Softmax", {s}, [](pb::NodeProto& n) { set_int(n, "axis", -1); });
+  const std::string o = c.b.node("Transpose", {c.b.node("MatMul", {p, v})},
+                                 [](pb::NodeProto& n) { set_ints(n, "perm", {0, 2, 1, 3}); });  // (B,T,H,D)
+  Dims out = c.in[0].dims;
+  out.back() = {width, ""};
+  return Value{c.b.node("Reshape", {o, c.b.ints({0, 0, width})}), out};
+}
+
 }  // namespace
 
 const std::map<std::string, Emitter>& emitters() {
@@ -267,6 +353,8 @@ const std::map<std::string, Emitter>& emitters() {
       {"layer_norm", layer_norm},       {"add_layer_norm", layer_norm},
       {"gather_rows", gather_rows},     {"slice", slice},
       {"concat", concat},               {"where", where},
+      // The shipped models' ops (the Transformer's and the GPT's decoding).
+      {"attention", attention},         {"broadcast_to", broadcast_to},
     };
     add_vision_emitters(t);
     add_recurrent_emitters(t);

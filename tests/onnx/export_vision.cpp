@@ -12,6 +12,7 @@
 
 #include "models/cnn.h"
 #include "models/resnet.h"
+#include "models/vit.h"
 #include "onnx/export.h"
 #include "onnx/vision.h"
 #include "tests/onnx/vision_models.h"
@@ -93,7 +94,12 @@ int main(int argc, char** argv) {
     models.push_back(shipped(resnet, dir, preact ? "resnet_preact" : "resnet", 3, 12,
                              {"Conv", "BatchNormalization", "Relu", "Add", "GlobalAveragePool", "Gemm"}, g));
   }
-  std::ofstream(dir + "/cases.json") << json{{"models", models}}.dump() << "\n";
+  models::ViTConfig vc;
+  vc.image = 12, vc.patch = 4, vc.in_channels = 2, vc.d_model = 16, vc.heads = 2, vc.d_ff = 32, vc.layers = 2;
+  models::ViT vit(vc);
+  onnx_test::randomise_vision(vit, 26);
+  models.push_back(shipped(vit, dir, "vit", 2, 12, {"Conv", "Expand", "Concat", "Softmax", "LayerNormalization", "Erf"}, g));
+    std::ofstream(dir + "/cases.json") << json{{"models", models}}.dump() << "\n";
   std::printf("onnx_export_vision: %zu models in %s\n", models.size(), dir.c_str());
   return 0;
 }

@@ -1,0 +1,27 @@
+// xg_export CHECKPOINT OUTDIR: a shipped model's checkpoint (seq2seq, g2p:
+// the Transformer; char_lm: the GPT) written as ONNX graphs into OUTDIR,
+// with a manifest.json naming the family, each graph's inputs and outputs
+// (names, dtypes, axes) and the vocabulary. docs/onnx.md says how to decode
+// with them in ONNX Runtime. Exit codes: 0 written, 1 an error (nothing
+// written), 2 a usage error.
+#include <cstdio>
+
+#include "apps/common/cli.h"
+#include "apps/xg_export/xg_export.h"
+
+int main(int argc, char** argv) {
+  std::string checkpoint, outdir;
+  auto setup = [&](CLI::App& app) {
+    app.description("Writes a checkpoint's model as ONNX graphs and a manifest.json into OUTDIR.");
+    app.add_option("CHECKPOINT", checkpoint, "a checkpoint written by seq2seq, g2p or char_lm train")->required();
+    app.add_option("OUTDIR", outdir, "an existing folder; its files of the same names are replaced")->required();
+  };
+  const xg::cli::Parsed parsed = xg::cli::parse_with("xg_export", argc, argv, setup, [] {});
+  return xg::cli::run_program("xg_export", argc, argv, parsed, 1, [&] {
+    const xg::xg_export::Exported e = xg::xg_export::export_checkpoint(checkpoint, outdir);
+    std::printf("xg_export: %s model from %s:", e.family.c_str(), checkpoint.c_str());
+    for (const std::string& f : e.files) std::printf(" %s", f.c_str());
+    std::printf(" written to %s\n", outdir.c_str());
+    return 0;
+  });
+}
