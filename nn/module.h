@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/profile.h"
 #include "autograd/tensor.h"
 #include "autograd/trace.h"
 
@@ -94,7 +95,9 @@ class Module {
   // Names the ops of this module's forward in anomaly mode and in export
   // traces (see NameScope): `auto s = scope();` first thing in forward. Free
   // outside them.
-  NameScope scope() const { return NameScope(anomaly_enabled() || tracing() ? describe() : std::string()); }
+  NameScope scope() const {
+    return NameScope(anomaly_enabled() || tracing() || profiling() ? describe() : std::string());
+  }
 
  private:
   struct Entry {
