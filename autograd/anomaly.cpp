@@ -15,7 +15,7 @@ DetectAnomalyGuard::DetectAnomalyGuard(bool on) : prev_(g_anomaly) { g_anomaly =
 DetectAnomalyGuard::~DetectAnomalyGuard() { g_anomaly = prev_; }
 
 NameScope::NameScope(std::string name) {
-  if (!(g_anomaly || g_trace) || name.empty()) return;  // an export trace names modules too
+  if (!(g_anomaly || g_trace || g_profile) || name.empty()) return;  // export traces and profiles name modules too
   active_ = true;
   prev_ = std::move(g_scope);
   g_scope = std::move(name);

@@ -197,24 +197,27 @@ struct DirectConv {
       engine::conv_forward(p, x + n0 * g.c * g.h * g.w, w, b, y + n0 * g.o * g.ho * g.wo);
     });
   }
-  void backward_data(const In* dy, const In* w, float* dx) const {
-    over_chunks([&](int64_t, const engine::ConvGeometry& p, int64_t n0) {
-      engine::conv_backward_data(p, dy + n0 * g.o * g.ho * g.wo, w, dx + n0 * g.c * g.h * g.w);
-    });
-  }
-  void backward_weights(const In* x, const In* dy, float* dw, float* db) const;
+  void backward(const In* x, const In* w, const In* dy, float* dx, float* dw, float* db) const;
 };
 
+// The gradients asked for (dx, and dw with db, each null when not):
+// engine::conv_backward when both are, which reorders dy once for the two.
 // Chunk 0 writes dw and db; the others write partial sums, added after.
 template <class In>
-void DirectConv<In>::backward_weights(const In* x, const In* dy, float* dw, float* db) const {
+void DirectConv<In>::backward(const In* x, const In* w, const In* dy, float* dx, float* dw, float* db) const {
+  if (!dx && !dw) return;
   const int64_t k = chunks(), nw = g.o * (g.c / g.groups) * g.kh * g.kw, stride = nw + g.o;
-  std::vector<float> partial(static_cast<size_t>(std::max<int64_t>(k - 1, 0) * stride));
+  std::vector<float> partial(static_cast<size_t>(dw ? std::max<int64_t>(k - 1, 0) * stride : 0));
   over_chunks([&](int64_t i, const engine::ConvGeometry& p, int64_t n0) {
+    const In *xi = x + n0 * g.c * g.h * g.w, *dyi = dy + n0 * g.o * g.ho * g.wo;
+    float* dxi = dx ? dx + n0 * g.c * g.h * g.w : nullptr;
+    if (!dw) return engine::conv_backward_data(p, dyi, w, dxi);
     float* pw = i == 0 ? dw : partial.data() + (i - 1) * stride;
     float* pb = !db ? nullptr : i == 0 ? db : partial.data() + (i - 1) * stride + nw;
-    engine::conv_backward_weights(p, x + n0 * g.c * g.h * g.w, dy + n0 * g.o * g.ho * g.wo, pw, pb);
+    if (dxi) return engine::conv_backward(p, xi, w, dyi, dxi, pw, pb);
+    engine::conv_backward_weights(p, xi, dyi, pw, pb);
   });
+  if (!dw) return;
   for (int64_t i = 1; i < k; ++i) {
     const float* part = partial.data() + (i - 1) * stride;
     for (int64_t j = 0; j < nw; ++j) dw[j] += part[j];
@@ -231,12 +234,10 @@ std::vector<Tensor> direct_backward(const DirectConv<In>& dc, const In* x, const
   Tensor gx = needs_input_grad(0) ? make_tensor(xs, f32) : Tensor();
   Tensor gw = needs_input_grad(1) ? make_tensor(ws, f32) : Tensor();
   Tensor gb = has_b && needs_input_grad(2) ? make_tensor({dc.g.o}, f32) : Tensor();
-  if (gx.defined()) dc.backward_data(dy, w, gx.data<float>());
-  if (gw.defined() || gb.defined()) {
-    // The primitive computes both; a bias gradient alone still needs a weight buffer.
-    Tensor w_out = gw.defined() ? gw : make_tensor(ws, f32);
-    dc.backward_weights(x, dy, w_out.data<float>(), gb.defined() ? gb.data<float>() : nullptr);
-  }
+  // The primitive computes both; a bias gradient alone still needs a weight buffer.
+  Tensor w_out = gw.defined() ? gw : gb.defined() ? make_tensor(ws, f32) : Tensor();
+  dc.backward(x, w, dy, gx.defined() ? gx.data<float>() : nullptr, w_out.defined() ? w_out.data<float>() : nullptr,
+              gb.defined() ? gb.data<float>() : nullptr);
   return {gx, gw, gb};
 }
 

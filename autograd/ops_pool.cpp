@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "autograd/detail/impl.h"
 #include "autograd/ops.h"
@@ -77,11 +78,9 @@ std::array<PoolAxis, 2> pool_axes(const char* op, const Shape& x, const PoolSpec
 
 // ---- max_pool2d
 
-// Each window's maximum, its first arg-max in its plane (indices), and the
-// same as a flat index into the whole input (for put_add).
+// Each window's maximum and its first arg-max in its plane (indices).
 struct MaxPooled {
   Tensor values, indices;
-  detail::Index flat;
 };
 
 // Dilation can leave a window with no tap inside the input: refused by
@@ -100,40 +99,163 @@ void check_taps(const PoolAxis& a, const char* axis) {
   }
 }
 
+// The taps of one axis clipped to the input: output o reads kernel
+// positions [first[o], last[o]) (computed once, not per window).
+struct Taps {
+  std::vector<int64_t> first, last;
+};
+Taps taps_of(const PoolAxis& a) {
+  Taps t;
+  for (int64_t o = 0; o < a.out; ++o) {
+    int64_t k0 = 0, k1 = a.kernel;
+    while (k0 < k1 && a.start(o) + k0 * a.dilation < 0) ++k0;
+    while (k1 > k0 && a.start(o) + (k1 - 1) * a.dilation >= a.in) --k1;
+    t.first.push_back(k0);
+    t.last.push_back(k1);
+  }
+  return t;
+}
+
+// Whether every window lies whole inside the input (no padding reached).
+bool whole_windows(const PoolAxis& a, const Taps& t) {
+  for (int64_t o = 0; o < a.out; ++o)
+    if (t.first[o] != 0 || t.last[o] != a.kernel) return false;
+  return true;
+}
+
+// Whether tap value v replaces the window's best so far: the first maximum
+// wins, and a NaN wins over numbers, as in PyTorch. Non-short-circuit
+// operators, so that the compiler selects rather than branches (which tap
+// wins depends on the data: branches would mispredict).
+template <class T>
+inline bool takes(T v, T best) {
+  return (v > best) | ((v != v) & (best == best));
+}
+
+// One plane's maxima and arg-maxes, its windows whole inside it (no edge
+// checks): tap by tap over a row of outputs, so that the innermost loop runs
+// across outputs and the compiler vectorises it (restrict: the rows written
+// do not overlap the plane read).
+template <class T>
+void max_pool_plane_whole(const T* __restrict src, T* __restrict best, int64_t* __restrict arg,
+                          const std::array<PoolAxis, 2>& a) {
+  const int64_t W = a[1].in, Wo = a[1].out, sw = a[1].stride;
+  for (int64_t oh = 0; oh < a[0].out; ++oh, best += Wo, arg += Wo) {
+    const int64_t r0 = a[0].start(oh) * W;
+    for (int64_t ow = 0; ow < Wo; ++ow) arg[ow] = r0 + ow * sw, best[ow] = src[r0 + ow * sw];
+    for (int64_t ki = 0; ki < a[0].kernel; ++ki)
+      for (int64_t kj = ki == 0 ? 1 : 0; kj < a[1].kernel; ++kj) {
+        const int64_t off = r0 + ki * a[0].dilation * W + kj * a[1].dilation;
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const int64_t i = off + ow * sw;
+          const T v = src[i], b = best[ow];
+          const bool t = takes(v, b);
+          arg[ow] = t ? i : arg[ow];
+          best[ow] = t ? v : b;
+        }
+      }
+  }
+}
+
+// The common 2x2 window of stride 2, whole inside the plane: the maximum by
+// max operations, its first position by 0/1 arithmetic (no branches to
+// mispredict); a window holding a NaN (rare) goes the general way.
+template <class T>
+void max_pool_plane_2x2(const T* src, T* po, int64_t* ind, const std::array<PoolAxis, 2>& a) {
+  const int64_t W = a[1].in, Wo = a[1].out;
+  for (int64_t oh = 0; oh < a[0].out; ++oh)
+    for (int64_t ow = 0; ow < Wo; ++ow) {
+      const int64_t i0 = 2 * oh * W + 2 * ow;
+      const T x0 = src[i0], x1 = src[i0 + 1], x2 = src[i0 + W], x3 = src[i0 + W + 1];
+      const T m01 = x1 > x0 ? x1 : x0, m23 = x3 > x2 ? x3 : x2, m = m23 > m01 ? m23 : m01;
+      int64_t arg;
+      if ((x0 != x0) | (x1 != x1) | (x2 != x2) | (x3 != x3)) {
+        arg = x0 != x0 ? i0 : x1 != x1 ? i0 + 1 : x2 != x2 ? i0 + W : i0 + W + 1;
+      } else {
+        const int64_t e0 = x0 == m, e1 = x1 == m, e2 = x2 == m;
+        arg = i0 + (1 - e0) * (e1 + (1 - e1) * (W + 1 - e2));
+      }
+      po[oh * Wo + ow] = src[arg];
+      ind[oh * Wo + ow] = arg;
+    }
+}
+
+// The same for any windows: each tap checked against the input's edges.
+template <class T>
+void max_pool_plane(const T* src, T* po, int64_t* ind, const std::array<PoolAxis, 2>& a, const Taps& th,
+                    const Taps& tw) {
+  for (int64_t oh = 0; oh < a[0].out; ++oh)
+    for (int64_t ow = 0; ow < a[1].out; ++ow) {
+      // From the window's first tap (check_taps: every window has one).
+      int64_t arg = (a[0].start(oh) + th.first[oh] * a[0].dilation) * a[1].in + a[1].start(ow) +
+                    tw.first[ow] * a[1].dilation;
+      T best = src[arg];
+      for (int64_t ki = th.first[oh]; ki < th.last[oh]; ++ki) {
+        const int64_t row = (a[0].start(oh) + ki * a[0].dilation) * a[1].in + a[1].start(ow);
+        for (int64_t kj = tw.first[ow]; kj < tw.last[ow]; ++kj) {
+          const int64_t i = row + kj * a[1].dilation;
+          const T v = src[i];
+          const bool t = takes(v, best);
+          arg = t ? i : arg;
+          best = t ? v : best;
+        }
+      }
+      po[oh * a[1].out + ow] = best;
+      ind[oh * a[1].out + ow] = arg;
+    }
+}
+
 MaxPooled max_pool_forward(const Tensor& x, const std::array<PoolAxis, 2>& a) {
   const int64_t N = x.size(0), C = x.size(1), plane = a[0].in * a[1].in, outs = a[0].out * a[1].out;
-  MaxPooled r{make_tensor({N, C, a[0].out, a[1].out}, x.dtype()), make_tensor({N, C, a[0].out, a[1].out}, i64), {}};
-  auto flat = std::make_shared<std::vector<int64_t>>(N * C * outs);
+  MaxPooled r{make_tensor({N, C, a[0].out, a[1].out}, x.dtype()), make_tensor({N, C, a[0].out, a[1].out}, i64)};
   int64_t* ind = r.indices.data<int64_t>();
+  const Taps th = taps_of(a[0]), tw = taps_of(a[1]);
+  const bool whole = whole_windows(a[0], th) && whole_windows(a[1], tw);
+  const bool two_by_two = whole && a[0].kernel == 2 && a[1].kernel == 2 && a[0].stride == 2 && a[1].stride == 2 &&
+                          a[0].dilation == 1 && a[1].dilation == 1;
   dispatch(x.dtype(), [&](auto z) {
     using T = decltype(z);
     const T* px = x.data<T>();
     T* po = r.values.data<T>();
     parallel_for(N * C, a[0].kernel * a[1].kernel * outs, [&](int64_t b, int64_t e) {
-      for (int64_t nc = b; nc < e; ++nc)
-        for (int64_t oh = 0; oh < a[0].out; ++oh)
-          for (int64_t ow = 0; ow < a[1].out; ++ow) {
-            T best = -std::numeric_limits<T>::infinity();
-            int64_t arg = -1;
-            for (int64_t ki = 0; ki < a[0].kernel; ++ki) {
-              const int64_t h = a[0].start(oh) + ki * a[0].dilation;
-              if (h < 0 || h >= a[0].in) continue;
-              for (int64_t kj = 0; kj < a[1].kernel; ++kj) {
-                const int64_t w = a[1].start(ow) + kj * a[1].dilation;
-                if (w < 0 || w >= a[1].in) continue;
-                const T v = px[nc * plane + h * a[1].in + w];
-                if (arg < 0 || v > best || (std::isnan(v) && !std::isnan(best))) best = v, arg = h * a[1].in + w;
-              }
-            }
-            const int64_t j = nc * outs + oh * a[1].out + ow;
-            po[j] = best;
-            ind[j] = arg;
-            (*flat)[j] = nc * plane + arg;
-          }
+      for (int64_t nc = b; nc < e; ++nc) {
+        if (two_by_two)
+          max_pool_plane_2x2(px + nc * plane, po + nc * outs, ind + nc * outs, a);
+        else if (whole)
+          max_pool_plane_whole(px + nc * plane, po + nc * outs, ind + nc * outs, a);
+        else
+          max_pool_plane(px + nc * plane, po + nc * outs, ind + nc * outs, a, th, tw);
+      }
     });
   });
-  r.flat = flat;
   return r;
+}
+
+// The first-order backward: each output's gradient added at its arg-max,
+// plane by plane in parallel (windows of one plane may share an arg-max).
+Tensor max_pool_scatter(const Tensor& g, const Tensor& indices, const Shape& in) {
+  Tensor out = zeros(in, g.dtype());
+  const int64_t planes = in[0] * in[1], plane = in[2] * in[3], outs = g.numel() / std::max<int64_t>(planes, 1);
+  const int64_t* ind = indices.data<int64_t>();
+  dispatch(g.dtype(), [&](auto z) {
+    using T = decltype(z);
+    const T* pg = g.data<T>();
+    T* po = out.data<T>();
+    parallel_for(planes, 2 * outs, [&](int64_t b, int64_t e) {
+      for (int64_t nc = b; nc < e; ++nc)
+        for (int64_t j = nc * outs; j < (nc + 1) * outs; ++j) po[nc * plane + ind[j]] += pg[j];
+    });
+  });
+  return out;
+}
+
+// The arg-maxes as flat indices into the whole input, for put_add.
+detail::Index flat_indices(const Tensor& indices, const Shape& in) {
+  const int64_t plane = in[2] * in[3], n = indices.numel(), outs = n / std::max<int64_t>(in[0] * in[1], 1);
+  auto flat = std::make_shared<std::vector<int64_t>>(n);
+  const int64_t* ind = indices.data<int64_t>();
+  for (int64_t j = 0; j < n; ++j) (*flat)[j] = j / outs * plane + ind[j];
+  return flat;
 }
 
 MaxPool2dResult max_pool(const Tensor& x, const Pool2dOptions& o) {
@@ -142,11 +264,15 @@ MaxPool2dResult max_pool(const Tensor& x, const Pool2dOptions& o) {
   check_taps(a[0], "row");
   check_taps(a[1], "column");
   MaxPooled m = max_pool_forward(x, a);
-  // Backward scatters g to each arg-max: put_add, whose own backward (the
-  // gather, take) serves the second order.
-  Tensor y = record("max_pool2d", m.values, {x}, [flat = m.flat, in = x.shape()](const Tensor& g) {
-    return std::vector<Tensor>{detail::put_add(g, flat, in)};
-  });
+  // Backward scatters g to each arg-max; with a graph to record, through
+  // put_add, whose own backward (the gather, take) serves the second order.
+  Tensor y = record(
+      "max_pool2d", m.values, {x},
+      [indices = m.indices, in = x.shape()](const Tensor& g) {
+        if (grad_enabled()) return std::vector<Tensor>{detail::put_add(g, flat_indices(indices, in), in)};
+        return std::vector<Tensor>{max_pool_scatter(g, indices, in)};
+      },
+      {m.indices});
   // Exported as ONNX MaxPool: ints = kernel, stride (resolved), padding, dilation (each h, w), ceil_mode.
   y = detail::traced(y, [&](TracedOp& t) {
     t.ints = {a[0].kernel, a[1].kernel, a[0].stride, a[1].stride, a[0].pad, a[1].pad,

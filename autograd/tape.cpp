@@ -182,7 +182,7 @@ Tensor record_on_tape(const char* op, Tensor output, const std::vector<Tensor>& 
     const Node* in = node->next.back().get();
     if (in && !in->leaf) node->writes = std::min(node->writes, in->writes);
   }
-  if (g_anomaly) node->scope = g_scope;
+  if (g_anomaly || g_profile) node->scope = g_scope;
   node->saved.reserve(saved.size());
   for (size_t k = 0; k < saved.size(); ++k) {
     const Tensor& t = saved[k];
@@ -209,6 +209,8 @@ Tensor record_on_tape(const char* op, Tensor output, const std::vector<Tensor>& 
 
 Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, BackwardFn backward,
               const std::vector<Tensor>& saved) {
+  // The op's kernels ran before this call: its forward time ends here.
+  if (g_profile && !g_backward_edges) g_profile->charge("forward", g_scope, op);
   Tensor out = record_on_tape(op, std::move(output), inputs, std::move(backward), saved);
   // The trace lists the tensor returned (a recorded output gets its own impl).
   if (g_trace) g_trace->push_back(TracedOp{op, g_scope, inputs, out, {}, {}, {}});

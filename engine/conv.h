@@ -57,6 +57,10 @@ void conv_backward_data(const ConvGeometry& g, const float* dy, const float* w, 
 // dw (O,C/groups,kh,kw) from x and dy, and db (O) the sums of dy over N, Ho,
 // Wo when db is not null (both overwritten).
 void conv_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db);
+// Both: conv_backward_data then conv_backward_weights, with dy reordered into
+// the blocked layout once for the two.
+void conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy, float* dx, float* dw,
+                   float* db);
 
 // The same with bf16 inputs, accumulating and writing float32. Throw
 // std::runtime_error with bf16_refusal() when that is not empty; emulated
@@ -65,5 +69,7 @@ void conv_backward_weights(const ConvGeometry& g, const float* x, const float* d
 void conv_forward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const float* bias, float* y);
 void conv_backward_data(const ConvGeometry& g, const bf16_t* dy, const bf16_t* w, float* dx);
 void conv_backward_weights(const ConvGeometry& g, const bf16_t* x, const bf16_t* dy, float* dw, float* db);
+void conv_backward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const bf16_t* dy, float* dx, float* dw,
+                   float* db);
 
 }  // namespace xg::engine

@@ -194,11 +194,7 @@ Entry& entry(const Key& k) {
   }
 }
 
-// Runs the primitive of (kind, in, g) on the caller's pointers, given in its
-// slots' order; a null pointer (no bias) drops the bias from the key.
-void run(Kind kind, dt in, const ConvGeometry& g, std::vector<void*> ptrs) {
-  const bool bias = ptrs.size() == 4 && ptrs[3] != nullptr;
-  if (!bias && ptrs.size() == 4) ptrs.pop_back();
+Key key_of(Kind kind, dt in, const ConvGeometry& g, bool bias) {
   Key key;
   std::memset(static_cast<void*>(&key), 0, sizeof key);  // padding included: the key is compared bytewise
   key.kind = kind;
@@ -207,22 +203,67 @@ void run(Kind kind, dt in, const ConvGeometry& g, std::vector<void*> ptrs) {
   const ConvLayout chosen = g_layout.load();
   key.layout = chosen != ConvLayout::automatic ? chosen : g.kh * g.kw == 1 ? ConvLayout::plain : ConvLayout::blocked;
   key.g = g;
-  onednn::OneOmpThread one;
-  Entry& e = entry(key);
-  char* base = onednn::thread_scratchpad(e.total);
+  return key;
+}
+
+// Runs entry e on the caller's pointers (in its slots' order), its
+// reordered buffers in the scratchpad at `base`. Slot `ready`, if any, is an
+// input already reordered into `ready_inner`.
+void execute(Entry& e, char* base, const std::vector<void*>& ptrs, int ready = -1, void* ready_inner = nullptr) {
   e.scratch.set_data_handle(base);
   dnnl::stream& st = onednn::thread_stream();
   std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SCRATCHPAD, e.scratch}};
   for (size_t i = 0; i < e.slots.size(); ++i) {
     Slot& s = e.slots[i];
     s.user.set_data_handle(ptrs[i]);
-    if (s.reordered) s.inner.set_data_handle(base + s.offset);
-    if (s.reordered && !s.output) s.reorder.execute(st, s.user, s.inner);
+    if (static_cast<int>(i) == ready) {
+      s.inner.set_data_handle(ready_inner);
+    } else {
+      if (s.reordered) s.inner.set_data_handle(base + s.offset);
+      if (s.reordered && !s.output) s.reorder.execute(st, s.user, s.inner);
+    }
     args[s.arg] = s.inner;
   }
   e.prim.execute(st, args);
   for (Slot& s : e.slots)
     if (s.reordered && s.output) s.reorder.execute(st, s.inner, s.user);
+}
+
+// Runs the primitive of (kind, in, g) on the caller's pointers, given in its
+// slots' order; a null pointer (no bias) drops the bias from the key.
+void run(Kind kind, dt in, const ConvGeometry& g, std::vector<void*> ptrs) {
+  const bool bias = ptrs.size() == 4 && ptrs[3] != nullptr;
+  if (!bias && ptrs.size() == 4) ptrs.pop_back();
+  onednn::OneOmpThread one;
+  Entry& e = entry(key_of(kind, in, g, bias));
+  execute(e, onednn::thread_scratchpad(e.total), ptrs);
+}
+
+// Both backward primitives on one dy: when both read it in the same inner
+// format, it is reordered once into a buffer past both primitives' own
+// scratch space, and each runs on that copy.
+void run_backward(dt in, const ConvGeometry& g, void* x, void* w, void* dy, float* dx, float* dw, float* db) {
+  std::vector<void*> wptrs{x, dy, dw};
+  if (db) wptrs.push_back(db);
+  onednn::OneOmpThread one;
+  const Key kw = key_of(Kind::backward_weights, in, g, db != nullptr), kd = key_of(Kind::backward_data, in, g, false);
+  // Fetched again after the second: a full cache empties itself on an insertion.
+  entry(kw);
+  Entry& ed = entry(kd);
+  Entry& ew = entry(kw);
+  Slot &sd = ed.slots[0], &sw = ew.slots[1];  // their DIFF_DST slots
+  if (!sd.reordered || !sw.reordered || sd.inner.get_desc() != sw.inner.get_desc()) {
+    execute(ed, onednn::thread_scratchpad(ed.total), {dy, w, dx});
+    execute(ew, onednn::thread_scratchpad(ew.total), wptrs);
+    return;
+  }
+  const size_t own = std::max(ed.total, ew.total);
+  char* base = onednn::thread_scratchpad(own + sd.inner.get_desc().get_size());
+  sd.user.set_data_handle(dy);
+  sd.inner.set_data_handle(base + own);
+  sd.reorder.execute(onednn::thread_stream(), sd.user, sd.inner);
+  execute(ed, base, {dy, w, dx}, 0, base + own);
+  execute(ew, base, wptrs, 1, base + own);
 }
 
 int64_t weight_numel(const ConvGeometry& g) { return g.o * (g.c / g.groups) * g.kh * g.kw; }
@@ -268,6 +309,12 @@ void conv_backward_weights(const ConvGeometry& g, const float* x, const float* d
   run(Kind::backward_weights, dt::f32, g, {const_cast<float*>(x), const_cast<float*>(dy), dw, db});
 }
 
+void conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy, float* dx, float* dw,
+                   float* db) {
+  if (g.n == 0) return zero_weight_grads(g, dw, db);
+  run_backward(dt::f32, g, const_cast<float*>(x), const_cast<float*>(w), const_cast<float*>(dy), dx, dw, db);
+}
+
 void conv_forward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const float* bias, float* y) {
   check_bf16();
   if (g.n == 0) return;
@@ -291,6 +338,17 @@ void conv_backward_weights(const ConvGeometry& g, const bf16_t* x, const bf16_t*
     return conv_backward_weights(g, widened(x, g.n * g.c * g.h * g.w).data(),
                                  widened(dy, g.n * g.o * g.ho * g.wo).data(), dw, db);
   run(Kind::backward_weights, dt::bf16, g, {const_cast<bf16_t*>(x), const_cast<bf16_t*>(dy), dw, db});
+}
+
+void conv_backward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const bf16_t* dy, float* dx, float* dw,
+                   float* db) {
+  check_bf16();
+  if (g.n == 0) return zero_weight_grads(g, dw, db);
+  if (bf16_emulated()) {
+    conv_backward_data(g, dy, w, dx);
+    return conv_backward_weights(g, x, dy, dw, db);
+  }
+  run_backward(dt::bf16, g, const_cast<bf16_t*>(x), const_cast<bf16_t*>(w), const_cast<bf16_t*>(dy), dx, dw, db);
 }
 
 }  // namespace xg::engine

@@ -58,5 +58,11 @@ void conv_backward_data(const ConvGeometry&, const bf16_t*, const bf16_t*, float
 void conv_backward_weights(const ConvGeometry&, const bf16_t*, const bf16_t*, float*, float*) {
   no_conv("conv_backward_weights");
 }
+void conv_backward(const ConvGeometry&, const float*, const float*, const float*, float*, float*, float*) {
+  no_conv("conv_backward");
+}
+void conv_backward(const ConvGeometry&, const bf16_t*, const bf16_t*, const bf16_t*, float*, float*, float*) {
+  no_conv("conv_backward");
+}
 
 }  // namespace xg::engine

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "autograd/autograd.h"
+#include "autograd/profile.h"
 #include "autograd/tensor.h"
 #include "autograd/trace.h"
 
@@ -95,7 +96,9 @@ class Module {
   // Names the ops of this module's forward in anomaly mode and in export
   // traces (see NameScope): `auto s = scope();` first thing in forward. Free
   // outside them.
-  NameScope scope() const { return NameScope(anomaly_enabled() || tracing() ? describe() : std::string()); }
+  NameScope scope() const {
+    return NameScope(anomaly_enabled() || tracing() || profiling() ? describe() : std::string());
+  }
   // The layers' one input check, so that each words a wrong input alike:
   // throws ShapeError "DESCRIBE: expected an input LAYOUT with C=channels
   // [and H=W=side], got SHAPE" unless x is defined, has one of `ranks` axes

@@ -5,6 +5,7 @@
 // tests/torch/pool_norm_parity compares them with PyTorch.
 #include <cmath>
 
+#include "autograd/profile.h"
 #include "autograd/xg.h"
 #include "tests/helpers.h"
 
@@ -175,4 +176,89 @@ TEST_CASE("batch_norm across processes: two processes' halves train as one proce
   for (const auto& r : {gradcheck(f, {leaf({3, 2, 2}, 35), leaf({2}, 36), leaf({2}, 37)}),
                         gradgradcheck(f, {leaf({3, 2, 2}, 35), leaf({2}, 36), leaf({2}, 37)})})
     CHECK_MESSAGE(r.ok, r.message);
+}
+
+namespace {
+
+// One batch_norm case for the fused float32 path against the float64 one.
+struct BnCase {
+  Shape shape;
+  bool training, affine;
+  double offset;  // added to x: a mean large against the deviation
+};
+
+// batch_norm's output, the gradients of sum(y * wy) with respect to x,
+// weight and bias, the running statistics after the call, and the second
+// order: the gradient with respect to x of sum(dx * v), dx taken with
+// create_graph. In x's dtype.
+struct BnResult {
+  std::vector<Tensor> values;
+  bool fused;  // whether the op recorded itself as one fused batch_norm
+};
+
+BnResult run_batch_norm(const BnCase& k, Dtype dt, uint64_t seed) {
+  const int64_t c = k.shape[1];
+  Tensor x = (leaf(k.shape, seed) + k.offset).detach().to(dt).requires_grad_();
+  Tensor w = k.affine ? leaf({c}, seed + 1).detach().to(dt).requires_grad_() : Tensor();
+  Tensor b = k.affine ? leaf({c}, seed + 2).detach().to(dt).requires_grad_() : Tensor();
+  Tensor rm = leaf({c}, seed + 3).detach().to(dt), rv = (leaf({c}, seed + 4, 0.5, 2.0)).detach().to(dt);
+  const Tensor wy = leaf(k.shape, seed + 5).detach().to(dt), v = leaf(k.shape, seed + 6).detach().to(dt);
+  Tensor y;
+  bool fused = false;
+  {
+    OpProfile prof;
+    y = batch_norm(x, rm, rv, w, b, k.training, 0.3);
+    for (const auto& [key, cost] : prof.costs()) fused = fused || std::get<2>(key) == "batch_norm";
+  }
+  std::vector<Tensor> inputs{x};
+  if (k.affine) inputs.push_back(w), inputs.push_back(b);
+  GradOptions keep;
+  keep.create_graph = true;
+  const std::vector<Tensor> g = grad({sum(y * wy)}, inputs, {}, keep);
+  // In evaluation dx = weight invstd g does not depend on x (nor on
+  // anything without a weight): no second order in x.
+  GradOptions unused;
+  unused.allow_unused = true;
+  Tensor gxx = !g[0].is_leaf() ? grad({sum(g[0] * v)}, {x}, {}, unused)[0] : Tensor();
+  if (!gxx.defined()) gxx = zeros(k.shape, dt);
+  // Training: dx depends on x through the batch's statistics.
+  if (k.training) CHECK(max(abs(gxx)).item() > 1e-3);
+  std::vector<Tensor> out{y.detach(), rm, rv, g[0].detach(), gxx};
+  if (k.affine) out.push_back(g[1].detach()), out.push_back(g[2].detach());
+  return {out, fused};
+}
+
+}  // namespace
+
+TEST_CASE("batch_norm: the fused float32 path agrees with float64 to every order, at 1 and 2 threads alike") {
+  const int before = num_threads();
+  const std::vector<BnCase> cases{
+      {{1, 3, 5, 5}, true, true, 0},     {{5, 3}, true, true, 0},       {{3, 17, 4}, true, false, 0},
+      {{4, 19, 3, 5}, true, true, 0},    {{2, 33, 7, 7}, true, true, 0}, {{6, 16, 9, 9}, false, true, 0},
+      {{3, 5, 2, 3}, false, false, 0},   {{7, 4, 6, 6}, true, true, 1e3}, {{1, 2, 1, 2}, true, true, 0}};
+  uint64_t seed = 40;
+  for (const BnCase& k : cases) {
+    const std::string shape = shape_str(k.shape);
+    CAPTURE(shape);
+    CAPTURE(k.training);
+    CAPTURE(k.offset);
+    seed += 10;
+    const BnResult ref = run_batch_norm(k, f64, seed);
+    CHECK_FALSE(ref.fused);
+    std::vector<std::vector<double>> at_one;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      const BnResult r = run_batch_norm(k, f32, seed);
+      CHECK(r.fused);
+      REQUIRE(r.values.size() == ref.values.size());
+      for (size_t i = 0; i < r.values.size(); ++i) {
+        CAPTURE(i);
+        // The offset's rounding in float32 (1e3 + x) is the input's own error.
+        close(r.values[i].to(f64), ref.values[i], k.offset > 0 ? 2e-3 : 1e-4);
+        if (threads == 1) at_one.push_back(r.values[i].to_vector());
+        else CHECK(r.values[i].to_vector() == at_one[i]);  // each channel summed on one thread
+      }
+    }
+  }
+  set_num_threads(before);
 }

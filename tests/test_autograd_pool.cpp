@@ -161,3 +161,77 @@ TEST_CASE("pooling: bad inputs and windows are refused by name, with the accepte
   CHECK(max_pool2d(leaf({1, 1, 2, 2}, 13), max_window({3, 3}, {0, 0}, {0, 0}, {1, 1}, true)).shape() ==
         Shape{1, 1, 1, 1});
 }
+
+namespace {
+
+// max_pool2d by its definition, one window at a time: each window's first
+// maximum in row-major order (a NaN beating every number), as a plane index.
+void naive_max_pool(const std::vector<double>& x, const Shape& s, const Pool2dOptions& o, const Shape& out,
+                    std::vector<double>& values, std::vector<int64_t>& indices) {
+  const int64_t H = s[2], W = s[3], Ho = out[2], Wo = out[3];
+  for (int64_t p = 0; p < s[0] * s[1]; ++p)
+    for (int64_t oh = 0; oh < Ho; ++oh)
+      for (int64_t ow = 0; ow < Wo; ++ow) {
+        int64_t arg = -1;
+        for (int64_t ki = 0; ki < o.kernel[0]; ++ki)
+          for (int64_t kj = 0; kj < o.kernel[1]; ++kj) {
+            const int64_t h = oh * o.stride[0] - o.padding[0] + ki * o.dilation[0];
+            const int64_t w = ow * o.stride[1] - o.padding[1] + kj * o.dilation[1];
+            if (h < 0 || h >= H || w < 0 || w >= W) continue;
+            const double v = x[p * H * W + h * W + w];
+            const double b = arg < 0 ? 0 : x[p * H * W + arg];
+            if (arg < 0 || (std::isnan(v) && !std::isnan(b)) || (!std::isnan(b) && v > b)) arg = h * W + w;
+          }
+        values.push_back(x[p * H * W + arg]);
+        indices.push_back(arg);
+      }
+}
+
+}  // namespace
+
+TEST_CASE("max_pool2d: the float32 kernels (2x2, whole windows, windows at the edges) against the definition") {
+  const int before = num_threads();
+  struct Case {
+    Shape shape;
+    std::array<int64_t, 2> kernel, stride, padding, dilation;
+  };
+  const std::vector<Case> cases{{{2, 3, 8, 6}, {2, 2}, {2, 2}, {0, 0}, {1, 1}},    // the 2x2 kernel
+                                {{1, 17, 7, 9}, {2, 2}, {2, 2}, {0, 0}, {1, 1}},   // odd sides: the last row and column dropped
+                                {{3, 2, 9, 7}, {3, 2}, {2, 1}, {0, 0}, {1, 1}},    // whole windows of other sizes
+                                {{2, 2, 9, 9}, {2, 3}, {1, 2}, {0, 0}, {2, 1}},    // dilated
+                                {{2, 5, 7, 6}, {3, 3}, {2, 2}, {1, 1}, {1, 1}}};   // padding: windows at the edges
+  uint64_t seed = 60;
+  for (const Case& k : cases) {
+    const std::string shape = shape_str(k.shape);
+    CAPTURE(shape);
+    // Small integers: many ties (the first maximum must win), and some NaNs.
+    std::vector<double> xs = (leaf(k.shape, ++seed, 0, 4)).to_vector();
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = i % 37 == 5 ? std::nan("") : std::floor(xs[i]);
+    const Tensor x = from_vector(xs, k.shape, f32);
+    Pool2dOptions o;
+    o.kernel = k.kernel, o.stride = k.stride, o.padding = k.padding, o.dilation = k.dilation;
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      const MaxPool2dResult r = max_pool2d_with_indices(x, o);
+      std::vector<double> values;
+      std::vector<int64_t> indices;
+      naive_max_pool(xs, k.shape, o, r.values.shape(), values, indices);
+      const std::vector<double> got = r.values.to_vector(), got_i = r.indices.to_vector();
+      REQUIRE(got.size() == values.size());
+      for (size_t j = 0; j < got.size(); ++j) {
+        CHECK(static_cast<int64_t>(got_i[j]) == indices[j]);
+        CHECK((std::isnan(values[j]) ? std::isnan(got[j]) : got[j] == values[j]));
+      }
+      // Backward: each output's gradient added at its window's arg-max.
+      Tensor xr = x.clone().requires_grad_();
+      const Tensor wy = leaf(r.values.shape(), seed + 100).detach().to(f32);
+      sum(max_pool2d(xr, o) * wy).backward();
+      const std::vector<double> w = wy.to_vector(), dx = xr.grad().to_vector();
+      std::vector<double> expect(xs.size(), 0.0);
+      const int64_t plane = k.shape[2] * k.shape[3], outs = r.values.size(2) * r.values.size(3);
+      for (size_t j = 0; j < w.size(); ++j) expect[j / outs * plane + indices[j]] += w[j];
+      for (size_t i = 0; i < dx.size(); ++i) CHECK(dx[i] == doctest::Approx(expect[i]).epsilon(1e-6));
+    }
+  }
+  set_num_threads(before);
+}

@@ -47,7 +47,10 @@ std::vector<Case> cases() {
           {{2, 4, 7, 6}, {8, 1, 3, 3}, window({2, 2}, {1, 1}, {1, 1}, 4), true},
           {{2, 3, 7, 9}, {4, 3, 3, 2}, window({2, 1}, {0, 1}, {1, 1}), true},
           // Where oneDNN runs Winograd (3x3 stride 1, 16 channels or more, batch 16).
-          {{16, 16, 28, 28}, {32, 16, 3, 3}, window({1, 1}, {1, 1}, {1, 1}), true, 1e-3}};
+          {{16, 16, 28, 28}, {32, 16, 3, 3}, window({1, 1}, {1, 1}, {1, 1}), true, 1e-3},
+          // Where Winograd may run (3x3 stride 1, 16 channels), on one small odd image: oneDNN 2.6.3's
+          // Winograd weight-gradient kernel, when asked for by name, crashed on it.
+          {{1, 16, 5, 7}, {17, 16, 3, 3}, window({1, 1}, {1, 1}, {1, 1}), false, 1e-3}};
 }
 
 // conv2d's output and its inputs' gradients under a fixed projection, in

@@ -17,6 +17,7 @@
 
 #include "autograd/detail/impl.h"
 #include "autograd/ops.h"
+#include "autograd/profile.h"
 
 namespace xg::detail {
 
@@ -27,6 +28,8 @@ extern thread_local bool g_anomaly;
 extern thread_local std::string g_scope;
 extern thread_local const std::vector<std::shared_ptr<Node>>* g_backward_edges;
 extern thread_local Node* g_current_node;
+// The op profile of this thread (autograd/profile.h), null when none is alive.
+extern thread_local OpProfile* g_profile;
 // xg::grad: the nodes through which a gradient reaches an input asked for
 // (null in backward(), where every node runs).
 extern thread_local const std::unordered_set<const Node*>* g_needed;
