@@ -106,6 +106,9 @@ class Job {
   virtual Evaluation evaluate(EvalStage stage, int64_t step) = 0;
   // Shown after the loss on the progress line ("(2.345 bpc)"), or "".
   virtual std::string loss_note(double /*loss*/) const { return ""; }
+  // What the progress line counts per second (global_count's items): "tok"
+  // for sequences, "img" for images.
+  virtual std::string item_unit() const { return "tok"; }
   // The last line of the run, after "final " (scripts read it); called on
   // rank 0 only, like evaluate().
   virtual std::string final_line(const RunSummary& run) const = 0;

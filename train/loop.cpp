@@ -169,9 +169,9 @@ class Progress {
                                                             static_cast<double>(o.steps))
             : "";
     const std::string note = trainer_.job().loss_note(loss);
-    const std::string line = fmt::format("step {}/{}{} loss {:.4f}{}{} lr {:.2e} {:.0f} tok/s elapsed {} ETA {}", step,
+    const std::string line = fmt::format("step {}/{}{} loss {:.4f}{}{} lr {:.2e} {:.0f} {}/s elapsed {} ETA {}", step,
                                          o.steps, where, loss, note.empty() ? "" : " ", note, trainer_.current_lr(),
-                                         tokens_per_s(), duration(elapsed), duration(eta));
+                                         tokens_per_s(), trainer_.job().item_unit(), duration(elapsed), duration(eta));
     if (console_.tty()) fmt::print(console_.out(), "\r{}\x1b[K", line);
     else if (step % loop_.log_every == 0) fmt::print(console_.out(), "{}\n", line);
     std::fflush(console_.out());

@@ -78,6 +78,7 @@ class VisionJob : public train::Job {
   train::Evaluation evaluate(train::EvalStage stage, int64_t step) override;
   std::string final_line(const train::RunSummary& run) const override;
   std::string kind() const override { return "vision"; }
+  std::string item_unit() const override { return "img"; }
   Metadata identity() const override;
   const Classifier& classifier() const { return classifier_; }
   const ImageSet& test_set() const { return test_; }
