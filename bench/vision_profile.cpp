@@ -91,11 +91,9 @@ int run(const Args& a) {
   o.model = a.model;
   o.batch_size = a.batch;
   const vision::Classifier c = vision::build_classifier(o);
-  const vision::ImageSet train = vision::load_fashion_mnist(o.data, true);
   data::LoaderOptions lo;
   lo.batch_size = a.batch, lo.seed = 1, lo.drop_last = true;
-  data::DataLoader loader(std::make_shared<data::TensorDataset>(train.images, train.labels), lo,
-                          vision::train_transform(true));
+  data::DataLoader loader(vision::load_fashion_mnist(o.data, true), lo, vision::train_transform(true));
   const train::TrainOptions recipe = vision::default_recipe(a.model);
   optim::AdamOptions ao;
   ao.lr = recipe.lr, ao.weight_decay = recipe.weight_decay;

@@ -15,6 +15,11 @@ const char* bytes_of(const Tensor& t) {
   return t.dtype() == f32 ? reinterpret_cast<const char*>(t.data<float>()) : reinterpret_cast<const char*>(t.data<double>());
 }
 
+// Bytes 0..255 as floats 0..1.
+void to_unit(const uint8_t* in, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]) / 255.0f;
+}
+
 }  // namespace
 
 TensorDataset::TensorDataset(Tensor inputs, std::vector<int64_t> targets)
@@ -34,6 +39,37 @@ Example TensorDataset::get(int64_t index) const {
   const int64_t bytes = row.numel() * dtype_size(row.dtype());
   std::memcpy(const_cast<char*>(bytes_of(row)), bytes_of(inputs_) + index * bytes, static_cast<size_t>(bytes));
   return {row, targets_[static_cast<size_t>(index)]};
+}
+
+ByteImageDataset::ByteImageDataset(std::vector<uint8_t> pixels, Shape image_shape, std::vector<int64_t> targets)
+    : pixels_(std::move(pixels)), image_shape_(std::move(image_shape)), targets_(std::move(targets)) {
+  const bool chw = image_shape_.size() == 3 &&
+                   std::all_of(image_shape_.begin(), image_shape_.end(), [](int64_t d) { return d > 0; });
+  if (!chw)
+    throw std::invalid_argument("ByteImageDataset: expected an image shape (C,H,W) of positive sizes, got " +
+                                shape_str(image_shape_));
+  image_size_ = image_shape_[0] * image_shape_[1] * image_shape_[2];
+  if (pixels_.size() != targets_.size() * static_cast<size_t>(image_size_))
+    throw std::invalid_argument("ByteImageDataset: " + std::to_string(pixels_.size()) + " bytes are not " +
+                                std::to_string(targets_.size()) + " images (one per target) of " +
+                                shape_str(image_shape_));
+}
+
+Tensor ByteImageDataset::images(int64_t begin, int64_t end) const {
+  if (begin < 0 || begin >= end || end > size())
+    throw std::invalid_argument("ByteImageDataset::images: [" + std::to_string(begin) + ", " + std::to_string(end) +
+                                ") is not a range of images within [0, " + std::to_string(size()) + ")");
+  Shape shape{end - begin};
+  shape.insert(shape.end(), image_shape_.begin(), image_shape_.end());
+  Tensor out = empty(shape, f32);
+  to_unit(pixels_.data() + begin * image_size_, (end - begin) * image_size_, out.data<float>());
+  return out;
+}
+
+Example ByteImageDataset::get(int64_t index) const {
+  Tensor image = empty(image_shape_, f32);
+  to_unit(pixels_.data() + index * image_size_, image_size_, image.data<float>());
+  return {image, targets_[static_cast<size_t>(index)]};
 }
 
 Subset::Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices)

@@ -47,6 +47,31 @@ class TensorDataset : public Dataset {
   std::vector<int64_t> targets_;
 };
 
+// Images kept as bytes, as torchvision's datasets keep them: get(i) gives
+// image i as float32 in [0, 1] (byte / 255, torchvision's ToTensor), so a set
+// takes a quarter of the memory of the same images in a float32
+// TensorDataset (Fashion-MNIST's training set: 47 MB instead of 188 MB).
+class ByteImageDataset : public Dataset {
+ public:
+  // `pixels` holds N images of `image_shape` (C,H,W) in a row; throws
+  // std::invalid_argument unless image_shape has 3 positive sizes and
+  // pixels.size() is N times their product, N = the number of targets.
+  ByteImageDataset(std::vector<uint8_t> pixels, Shape image_shape, std::vector<int64_t> targets);
+  int64_t size() const override { return static_cast<int64_t>(targets_.size()); }
+  Example get(int64_t index) const override;
+  Shape input_shape() const override { return image_shape_; }
+  // Images begin..end-1 as one float32 (end - begin, C, H, W) tensor in [0, 1];
+  // throws std::invalid_argument unless 0 <= begin < end <= size().
+  Tensor images(int64_t begin, int64_t end) const;
+  const std::vector<int64_t>& targets() const { return targets_; }
+
+ private:
+  std::vector<uint8_t> pixels_;
+  Shape image_shape_;
+  int64_t image_size_ = 0;  // bytes of one image
+  std::vector<int64_t> targets_;
+};
+
 // Some examples of another dataset, in the order given, as
 // torch.utils.data.Subset: no example is copied until get() asks for it.
 class Subset : public Dataset {

@@ -68,9 +68,17 @@ CNN::CNN(const CNNConfig& cfg) try : cfg_(cfg) {
 Tensor CNN::forward(const Tensor& x) {
   const auto named = scope();
   require_input(x, {4}, cfg_.in_channels, "(N,C,H,W)", cfg_.image);
-  Tensor h = pool->forward(relu(bn1->forward(conv1->forward(x))));  // (N, c1, image/2, image/2)
-  h = pool->forward(relu(bn2->forward(conv2->forward(h))));          // (N, c2, pooled, pooled)
-  h = drop->forward(relu(fc1->forward(flatten(h))));                  // (N, hidden)
+  // One op per statement, so that each intermediate is freed once the next
+  // exists (a temporary lives to the end of its full expression).
+  Tensor h = conv1->forward(x);  // (N, c1, image, image)
+  h = bn1->forward(h);
+  h = relu(h);
+  h = pool->forward(h);  // (N, c1, image/2, image/2)
+  h = conv2->forward(h);
+  h = bn2->forward(h);
+  h = relu(h);
+  h = pool->forward(h);  // (N, c2, pooled, pooled)
+  h = drop->forward(relu(fc1->forward(flatten(h))));  // (N, hidden)
   return fc2->forward(h);
 }
 

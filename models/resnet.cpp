@@ -85,13 +85,28 @@ BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride, bool preact, Gen
 
 Tensor BasicBlock::forward(const Tensor& x) {
   const auto named = scope();
+  // One op per statement: a temporary lives to the end of its full
+  // expression, so nesting the calls would keep every intermediate of the
+  // block alive at once (without the tape, as in evaluation, nothing else
+  // holds them).
   if (preact_) {
-    Tensor a = relu(bn1->forward(x));
-    Tensor shortcut = downsample ? downsample->forward(a) : x;
-    return conv2->forward(relu(bn2->forward(conv1->forward(a)))) + shortcut;
+    Tensor a = bn1->forward(x);
+    a = relu(a);
+    const Tensor shortcut = downsample ? downsample->forward(a) : x;
+    Tensor h = conv1->forward(a);
+    a = Tensor();
+    h = bn2->forward(h);
+    h = relu(h);
+    h = conv2->forward(h);
+    return h + shortcut;
   }
-  Tensor h = bn2->forward(conv2->forward(relu(bn1->forward(conv1->forward(x)))));
-  return relu(h + (downsample ? downsample->forward(x) : x));
+  Tensor h = conv1->forward(x);
+  h = bn1->forward(h);
+  h = relu(h);
+  h = conv2->forward(h);
+  h = bn2->forward(h);
+  h = h + (downsample ? downsample->forward(x) : x);
+  return relu(h);
 }
 
 std::string BasicBlock::type_name() const {
@@ -137,7 +152,9 @@ Tensor ResNet::forward(const Tensor& x) {
   require_input(x, {4}, cfg_.in_channels, "(N,C,H,W)");
   Tensor h = conv1->forward(x);  // (N, w, H, W)
   if (bn1) h = relu(bn1->forward(h));
-  h = layer3->forward(layer2->forward(layer1->forward(h)));  // (N, 4w, H/4, W/4)
+  h = layer1->forward(h);
+  h = layer2->forward(h);
+  h = layer3->forward(h);  // (N, 4w, H/4, W/4)
   if (final_bn) h = relu(final_bn->forward(h));
   return fc->forward(flatten(avgpool->forward(h)));  // (N, 4w) -> (N, classes)
 }

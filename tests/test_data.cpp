@@ -1,4 +1,4 @@
-// data/: TensorDataset, DataLoader (order, determinism by step, prefetch,
+// data/: TensorDataset, ByteImageDataset, DataLoader (order, determinism by step, prefetch,
 // shards, errors), the image transforms and the IDX reader.
 #include <zlib.h>
 
@@ -161,6 +161,34 @@ TEST_CASE("Subset: some examples of a dataset, in the order given, checked again
   CHECK(XG_THROW_MESSAGE(data::Subset::range(d, 10, 12), std::invalid_argument) ==
         "Subset::range: [10, 10) holds no example of a dataset of 10");
   CHECK(XG_THROW_MESSAGE(data::Subset(nullptr, {}), std::invalid_argument) == "Subset: the dataset is null");
+}
+
+TEST_CASE("ByteImageDataset: images kept as bytes read as float32 byte / 255, checked by name") {
+  std::vector<uint8_t> px(3 * 2 * 2 * 2);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 10);
+  const data::ByteImageDataset d(px, {2, 2, 2}, {4, 5, 6});
+  CHECK(d.size() == 3);
+  CHECK(d.input_shape() == Shape{2, 2, 2});
+  const data::Example e = d.get(1);
+  CHECK(e.target == 5);
+  CHECK(e.input.dtype() == f32);
+  CHECK(e.input.shape() == Shape{2, 2, 2});
+  CHECK(e.input.at({0, 0, 0}) == doctest::Approx(80.0 / 255).epsilon(1e-7));
+  CHECK(e.input.at({1, 1, 1}) == doctest::Approx(150.0 / 255).epsilon(1e-7));
+  const Tensor two = d.images(1, 3);
+  CHECK(two.shape() == Shape{2, 2, 2, 2});
+  CHECK(two.at({1, 1, 1, 1}) == doctest::Approx(230.0 / 255).epsilon(1e-7));
+  // The loader batches it like any dataset.
+  data::LoaderOptions o;
+  o.batch_size = 3, o.shuffle = false;
+  const data::Batch b = data::DataLoader(std::make_shared<data::ByteImageDataset>(d), o).batch(1);
+  CHECK(b.input.at({2, 0, 0, 1}) == doctest::Approx(170.0 / 255).epsilon(1e-7));
+  CHECK(XG_THROW_MESSAGE(data::ByteImageDataset(px, {2, 2, 2}, {1, 2}), std::invalid_argument) ==
+        "ByteImageDataset: 24 bytes are not 2 images (one per target) of (2,2,2)");
+  CHECK(XG_THROW_MESSAGE(data::ByteImageDataset(px, {24}, {1}), std::invalid_argument) ==
+        "ByteImageDataset: expected an image shape (C,H,W) of positive sizes, got (24,)");
+  CHECK(XG_THROW_MESSAGE(d.images(2, 4), std::invalid_argument) ==
+        "ByteImageDataset::images: [2, 4) is not a range of images within [0, 3)");
 }
 
 TEST_CASE("image transforms: crop, flip, normalise and erase as torchvision's, refusing bad arguments") {

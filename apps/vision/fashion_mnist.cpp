@@ -23,27 +23,27 @@ std::string find_file(const std::string& dir, const std::string& name) {
 
 }  // namespace
 
-ImageSet load_fashion_mnist(const std::string& dir, bool train, int64_t limit) {
+std::shared_ptr<const data::ByteImageDataset> load_fashion_mnist(const std::string& dir, bool train, int64_t limit) {
   const std::string prefix = train ? "train" : "t10k";
   const std::string image_path = find_file(dir, prefix + "-images-idx3-ubyte");
   const std::string label_path = find_file(dir, prefix + "-labels-idx1-ubyte");
-  const data::IdxArray images = data::read_idx(image_path), labels = data::read_idx(label_path);
+  data::IdxArray images = data::read_idx(image_path);
+  const data::IdxArray labels = data::read_idx(label_path);
   if (images.shape.size() != 3 || images.shape[1] != 28 || images.shape[2] != 28)
     throw FormatError(fmt::format("{}: expected (N,28,28) images, got {} dimensions", image_path, images.shape.size()));
   if (labels.shape.size() != 1 || labels.shape[0] != images.shape[0])
     throw FormatError(fmt::format("{}: expected one label for each of the {} images of {}", label_path,
                                   images.shape[0], image_path));
   const int64_t n = limit > 0 ? std::min(limit, images.shape[0]) : images.shape[0];
-  ImageSet set;
-  set.images = empty({n, 1, 28, 28}, f32);
-  float* px = set.images.data<float>();
-  for (int64_t i = 0; i < n * 28 * 28; ++i) px[i] = static_cast<float>(images.values[static_cast<size_t>(i)]) / 255.0f;
+  std::vector<int64_t> targets;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t label = labels.values[static_cast<size_t>(i)];
     if (label > 9) throw FormatError(fmt::format("{}: label {} of image {} is not a class 0..9", label_path, label, i));
-    set.labels.push_back(label);
+    targets.push_back(label);
   }
-  return set;
+  images.values.resize(static_cast<size_t>(n * 28 * 28));
+  images.values.shrink_to_fit();
+  return std::make_shared<data::ByteImageDataset>(std::move(images.values), Shape{1, 28, 28}, std::move(targets));
 }
 
 }  // namespace xg::vision

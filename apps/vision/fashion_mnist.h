@@ -4,10 +4,11 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "autograd/tensor.h"
+#include "data/dataset.h"
 
 namespace xg::vision {
 
@@ -18,19 +19,14 @@ inline const std::array<const char*, 10> kClassNames = {"T-shirt/top", "Trouser"
 // The training set's mean and standard deviation of a pixel in [0, 1].
 inline constexpr double kPixelMean = 0.2860, kPixelStd = 0.3530;
 
-// Images (N,1,28,28) float32 in [0, 1] and their labels (0..9).
-struct ImageSet {
-  Tensor images;
-  std::vector<int64_t> labels;
-  int64_t size() const { return static_cast<int64_t>(labels.size()); }
-};
-
-// The training (60,000 images) or test (10,000) split of `dir`, which
-// holds train-images-idx3-ubyte.gz and the others (or the same without
-// .gz); `limit` > 0 keeps the first `limit` images. Throws
+// The training (60,000 images) or test (10,000) split of `dir`: images
+// (1,28,28) kept as bytes and read as float32 in [0, 1], their labels (0..9)
+// as targets. `dir` holds train-images-idx3-ubyte.gz and the others (or the
+// same without .gz); `limit` > 0 keeps the first `limit` images. Throws
 // std::runtime_error naming the missing file and the package, and
 // FormatError for a file that is not the data (IDX errors, counts that
 // disagree, labels above 9, images not 28x28).
-ImageSet load_fashion_mnist(const std::string& dir, bool train, int64_t limit = 0);
+std::shared_ptr<const data::ByteImageDataset> load_fashion_mnist(const std::string& dir, bool train,
+                                                                 int64_t limit = 0);
 
 }  // namespace xg::vision

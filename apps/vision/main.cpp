@@ -23,23 +23,22 @@ int run_checkpoint_command(const xg::vision::VisionCommand& cmd) {
   using namespace xg::vision;
   if (cmd.mode == "picture") xg::train::check_outputs({{"--out", cmd.out_dir, true}});
   const Classifier c = load_classifier(cmd.checkpoint);
-  const ImageSet test = load_fashion_mnist(cmd.job.data, false);
-  auto all = std::make_shared<xg::data::TensorDataset>(test.images, test.labels);
+  const auto test = load_fashion_mnist(cmd.job.data, false);
   const bool predict = cmd.mode == "predict";
-  const TestResult r = test_classifier(*c.module, predict ? xg::data::Subset::range(all, cmd.first, cmd.first + cmd.count)
-                                                          : std::shared_ptr<const xg::data::Dataset>(all));
+  const TestResult r = test_classifier(*c.module, predict ? xg::data::Subset::range(test, cmd.first, cmd.first + cmd.count)
+                                                          : std::shared_ptr<const xg::data::Dataset>(test));
   if (cmd.mode == "evaluate") {
     fmt::print("{} | test_accuracy={:.4f} ({} test images)\n", c.module->type_name(), r.accuracy(), r.images);
     for (const std::string& line : r.confusion_lines()) fmt::print("{}\n", line);
   } else if (predict) {
     for (int64_t k = 0; k < r.images; ++k) {
       const int64_t i = cmd.first + k;
-      const int64_t p = r.predicted[static_cast<size_t>(k)], t = test.labels[static_cast<size_t>(i)];
+      const int64_t p = r.predicted[static_cast<size_t>(k)], t = test->targets()[static_cast<size_t>(i)];
       fmt::print("image {}: predicted {}, true {}{}\n", i, kClassNames[static_cast<size_t>(p)],
                  kClassNames[static_cast<size_t>(t)], p == t ? "" : " (wrong)");
     }
   } else {
-    write_pictures(c, test, r, cmd.out_dir);
+    write_pictures(c, *test, r, cmd.out_dir);
     fmt::print("wrote {}/confusion.txt, grid.txt, grid_labels.txt{}\n", cmd.out_dir, c.vit ? ", attention.txt" : "");
   }
   return 0;

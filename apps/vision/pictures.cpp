@@ -78,23 +78,24 @@ std::vector<std::vector<double>> class_attention(models::ViT& vit, const Tensor&
 
 }  // namespace
 
-void write_pictures(const Classifier& classifier, const ImageSet& test, const TestResult& result,
+void write_pictures(const Classifier& classifier, const data::ByteImageDataset& test, const TestResult& result,
                     const std::string& dir) {
   const int64_t n = kGridRows * kGridCols;
   if (test.size() < n || static_cast<int64_t>(result.predicted.size()) < n)
     throw std::invalid_argument(fmt::format("vision picture: needs at least {} test images", n));
   write_file(dir + "/confusion.txt", confusion_text(result));
-  const float* px = test.images.data<float>();
+  const Tensor shown = test.images(0, n);  // (n,1,28,28) in [0, 1]
+  const float* px = shown.data<float>();
   write_file(dir + "/grid.txt", grid_text([&](int64_t i, int64_t r, int64_t c) {
                return 1.0 - px[(i * kSide + r) * kSide + c];  // dark clothes on white
              }));
   std::string labels;
   for (int64_t i = 0; i < n; ++i)
     labels += fmt::format("{} {} {} {}\n", i / kGridCols, i % kGridCols, label_of(result.predicted[static_cast<size_t>(i)]),
-                          label_of(test.labels[static_cast<size_t>(i)]));
+                          label_of(test.targets()[static_cast<size_t>(i)]));
   write_file(dir + "/grid_labels.txt", labels);
   if (!classifier.vit) return;
-  const Tensor images = (slice(test.images, 0, 0, n) - kPixelMean) / kPixelStd;
+  const Tensor images = (shown - kPixelMean) / kPixelStd;
   const auto att = class_attention(*classifier.vit, images);
   const int64_t patch = classifier.vit->config().patch, side = kSide / patch;
   write_file(dir + "/attention.txt", grid_text([&](int64_t i, int64_t r, int64_t c) {

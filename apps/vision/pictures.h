@@ -22,7 +22,7 @@ inline constexpr int64_t kGridRows = 4, kGridCols = 8;
 //                   by the last block's attention from the class token to
 //                   their patch, averaged over heads and scaled to [0, 1]
 // Throws std::runtime_error naming a file it cannot write.
-void write_pictures(const Classifier& classifier, const ImageSet& test, const TestResult& result,
+void write_pictures(const Classifier& classifier, const data::ByteImageDataset& test, const TestResult& result,
                     const std::string& dir);
 
 }  // namespace xg::vision

@@ -32,10 +32,10 @@ TEST_CASE("vision: Fashion-MNIST files are found, read and refused by name") {
         dir + "/none: no t10k-images-idx3-ubyte.gz (install Debian's Fashion-MNIST: apt-get install dataset-fashion-mnist)");
   write(dir + "/t10k-images-idx3-ubyte", idx_header({2, 28, 28}) + std::string(2 * 784, '\xff'));
   write(dir + "/t10k-labels-idx1-ubyte", idx_header({2}) + std::string("\x03\x09", 2));
-  const ImageSet s = load_fashion_mnist(dir, false);
-  CHECK(s.images.shape() == Shape{2, 1, 28, 28});
-  CHECK(s.images.at({1, 0, 27, 27}) == 1.0);
-  CHECK(s.labels == std::vector<int64_t>{3, 9});
+  const auto s = load_fashion_mnist(dir, false);
+  CHECK(s->images(0, 2).shape() == Shape{2, 1, 28, 28});
+  CHECK(s->get(1).input.at({0, 27, 27}) == 1.0);
+  CHECK(s->targets() == std::vector<int64_t>{3, 9});
   write(dir + "/t10k-labels-idx1-ubyte", idx_header({2}) + std::string("\x03\x0a", 2));
   CHECK(XG_THROW_MESSAGE(load_fashion_mnist(dir, false), FormatError) ==
         dir + "/t10k-labels-idx1-ubyte: label 10 of image 1 is not a class 0..9");
@@ -54,11 +54,10 @@ TEST_CASE("vision: options are checked by name, and accuracy agrees with the con
   o.cnn.hidden = 8;
   const Classifier c = build_classifier(o);
   CHECK(c.config.at("model") == "cnn");
-  ImageSet set;
   Generator g(1);
-  set.images = rand({40, 1, 28, 28}, g, f32);
-  for (int64_t i = 0; i < 40; ++i) set.labels.push_back(i % 10);
-  auto all = std::make_shared<data::TensorDataset>(set.images, set.labels);
+  std::vector<int64_t> labels;
+  for (int64_t i = 0; i < 40; ++i) labels.push_back(i % 10);
+  auto all = std::make_shared<data::TensorDataset>(rand({40, 1, 28, 28}, g, f32), labels);
   const TestResult r = test_classifier(*c.module, data::Subset::range(all, 0, 30), 7);
   CHECK(r.images == 30);
   // A page further on scores those images as the whole set does.

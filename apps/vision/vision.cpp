@@ -129,21 +129,19 @@ TestResult test_classifier(nn::Module& model, std::shared_ptr<const data::Datase
 
 VisionJob::VisionJob(const VisionOptions& o)
     : opts_((o.validate(), o)),
-      train_(load_fashion_mnist(o.data, true, o.train_images)),
-      test_(load_fashion_mnist(o.data, false)),
-      train_data_(std::make_shared<data::TensorDataset>(train_.images, train_.labels)),
-      test_data_(std::make_shared<data::TensorDataset>(test_.images, test_.labels)),
+      train_data_(load_fashion_mnist(o.data, true, o.train_images)),
+      test_data_(load_fashion_mnist(o.data, false)),
       classifier_(build_classifier(o)) {
   if (opts_.sync_bn) dist::sync_batch_norm(*classifier_.module);
-  if (opts_.batch_size > train_.size())
+  if (opts_.batch_size > train_data_->size())
     throw std::invalid_argument(fmt::format("VisionJob: batch_size {} is above the {} training images",
-                                            opts_.batch_size, train_.size()));
+                                            opts_.batch_size, train_data_->size()));
 }
 
 std::string VisionJob::describe() {
   std::string model = classifier_.module->type_name();
-  return fmt::format("data={} ({} train / {} test images{}) | {} | batch {}", opts_.data, train_.size(),
-                     test_.size(), opts_.augment ? ", crop and flip" : "", model, opts_.batch_size);
+  return fmt::format("data={} ({} train / {} test images{}) | {} | batch {}", opts_.data, train_data_->size(),
+                     test_data_->size(), opts_.augment ? ", crop and flip" : "", model, opts_.batch_size);
 }
 
 train::StepLoss VisionJob::loss(const train::Shard& shard) {

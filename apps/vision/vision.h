@@ -81,12 +81,10 @@ class VisionJob : public train::Job {
   std::string item_unit() const override { return "img"; }
   Metadata identity() const override;
   const Classifier& classifier() const { return classifier_; }
-  const ImageSet& test_set() const { return test_; }
 
  private:
   VisionOptions opts_;
-  ImageSet train_, test_;
-  std::shared_ptr<data::TensorDataset> train_data_, test_data_;  // the sets' images as datasets, made once
+  std::shared_ptr<const data::ByteImageDataset> train_data_, test_data_;
   Classifier classifier_;
   std::unique_ptr<data::DataLoader> loader_;  // made at the first step, for that step's shard
 };
