@@ -6,7 +6,7 @@
 # ends first, the steps or the time limit, clipping at 1) and the same time
 # budget, counting training time only. Prints the run's header, progress and
 # "final steps=N test_accuracy=A train_seconds=S" like the C++ program.
-#   /usr/bin/python3 bench/vision.py --model cnn --time-limit 600 [--threads 2] [--bf16]
+#   /usr/bin/python3 bench/vision.py --model cnn|resnet|vit --time-limit 600 [--threads 2] [--bf16]
 import argparse
 import gzip
 import math
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "torch"))
-from vision_models_parity import CNN, ResNet  # noqa: E402
+from vision_models_parity import CNN, ResNet, ViT  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = 0.2860, 0.3530  # apps/vision/fashion_mnist.h
@@ -53,6 +53,35 @@ class DropoutCNN(CNN):
         return self.fc2(self.drop(F.relu(self.fc1(torch.flatten(h, 1)))))
 
 
+class DropoutViT(ViT):
+    """The ViT twin with models::ViT's dropout, p at each place it has one:
+    after the positions are added, on the attention weights, after the
+    feed-forward's GELU, and on each block's two residual branches."""
+
+    def __init__(self, p=0.1, **kw):
+        super().__init__(**kw)
+        self.p = p
+
+    def drop(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def attend(self, a, x):
+        b, t, c = x.shape
+        split = lambda z: z.view(b, t, a.heads, c // a.heads).transpose(1, 2)  # (B,H,T,D)
+        q, k, v = split(a.w_q(x)), split(a.w_k(x)), split(a.w_v(x))
+        w = self.drop(torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(c // a.heads), dim=-1))
+        return a.w_o((w @ v).transpose(1, 2).reshape(b, t, c))
+
+    def forward(self, x):
+        p = self.patch_embed(x)
+        h = self.drop(torch.cat([self.cls_token.expand(x.shape[0], -1, -1), p], 1) + self.pos_embed)
+        for b in self.blocks:
+            h = h + self.drop(self.attend(b.attn, b.ln1(h)))
+            f = b.ff
+            h = h + self.drop(f.linear2(self.drop(F.gelu(f.linear1(b.ln2(h))))))
+        return self.head(self.norm(h)[:, 0])
+
+
 def augment(x, gen):
     """Random crop (padding 2) and horizontal flip of each image, then normalisation."""
     n = x.shape[0]
@@ -82,26 +111,49 @@ def evaluate(model, x, y):
     return correct / len(x)
 
 
+def build(name, lr):
+    """The model `vision train --model NAME` trains (with its defaults) and its AdamW."""
+    torch.manual_seed(1)
+    if name == "cnn":
+        model = DropoutCNN(image=28, in_channels=1, classes=10, channels1=32, channels2=64, hidden=128)
+    elif name == "resnet":
+        model = ResNet(20, 16, 1, 10, False)
+    else:  # models::ViTConfig's defaults
+        model = DropoutViT(image=28, patch=4, in_channels=1, classes=10, d_model=128, heads=4, layers=6, d_ff=256)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    other = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": other, "weight_decay": 0.0}], lr=lr)
+    return model, opt
+
+
+def train_step(model, opt, x, y, gen, bf16):
+    """One step of the recipe on images x (N,1,28,28) in [0, 1]: augment, forward, backward, clip at 1, AdamW."""
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = F.cross_entropy(model(augment(x, gen)), y)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss
+
+
 def main():
     a = argparse.ArgumentParser()
-    a.add_argument("--model", default="cnn", choices=["cnn", "resnet"])
+    a.add_argument("--model", default="cnn", choices=["cnn", "resnet", "vit"])
     a.add_argument("--time-limit", type=float, default=600)
     a.add_argument("--steps", type=int, default=100000)
     a.add_argument("--threads", type=int, default=2)
     a.add_argument("--batch", type=int, default=128)
-    a.add_argument("--lr", type=float, default=2e-3)
+    a.add_argument("--lr", type=float, default=None, help="default: 1e-3 for the ViT, 2e-3 otherwise (vision's recipe)")
     a.add_argument("--bf16", action="store_true")
     o = a.parse_args()
     torch.set_num_threads(o.threads)
-    torch.manual_seed(1)
     gen = torch.Generator().manual_seed(1)
     xtr, ytr = load(True)
     xte, yte = load(False)
-    model = (DropoutCNN(image=28, in_channels=1, classes=10, channels1=32, channels2=64, hidden=128)
-             if o.model == "cnn" else ResNet(20, 16, 1, 10, False))
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    other = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": other, "weight_decay": 0.0}], lr=o.lr)
+    if o.lr is None:
+        o.lr = 1e-3 if o.model == "vit" else 2e-3
+    model, opt = build(o.model, o.lr)
     print(f"torch {torch.__version__} | {o.model} | {sum(p.numel() for p in model.parameters())} parameters | "
           f"batch {o.batch} | {o.threads} threads | {'bf16 autocast' if o.bf16 else 'f32'} | "
           f"BLAS core {os.environ.get('OPENBLAS_CORETYPE', 'unset')}", flush=True)
@@ -115,12 +167,7 @@ def main():
         position = max(step, o.steps * trained / o.time_limit)
         for g in opt.param_groups:
             g["lr"] = lr_at(position, o.steps, 200, o.lr)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=o.bf16):
-            loss = F.cross_entropy(model(augment(xtr[ids], gen)), ytr[ids])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        loss = train_step(model, opt, xtr[ids], ytr[ids], gen, o.bf16)
         step += 1
         trained += time.perf_counter() - start
         if step % 200 == 0:

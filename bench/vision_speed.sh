@@ -10,7 +10,7 @@
 set -u
 secs=${1:-40}
 shift || true
-models=${*:-cnn resnet}
+models=${*:-cnn resnet vit}
 run() {  # label, command...: prints "label img/s rss_MB"
   local label=$1
   shift

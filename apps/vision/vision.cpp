@@ -160,7 +160,10 @@ train::Evaluation VisionJob::evaluate(train::EvalStage stage, int64_t /*step*/) 
   const int64_t limit = stage == train::EvalStage::periodic ? opts_.eval_images : 0;
   std::shared_ptr<const data::Dataset> images = test_data_;
   if (limit > 0) images = data::Subset::range(test_data_, 0, limit);
-  const TestResult r = test_classifier(*classifier_.module, images);
+  // In batches of the training batch: their activations fit in the blocks the
+  // training step freed, so an evaluation does not raise the run's peak
+  // memory (larger batches need blocks of their own beside those).
+  const TestResult r = test_classifier(*classifier_.module, images, opts_.batch_size);
   train::Evaluation e;
   e.metrics = {{"test_accuracy", r.accuracy()}};
   e.about = fmt::format("({} test images)", r.images);

@@ -64,8 +64,8 @@ struct TestResult {
   // The matrix as lines: a header of predicted classes, then one row per true class.
   std::vector<std::string> confusion_lines() const;
 };
-// Scores every image of `images` (a set's TensorDataset, or a Subset of
-// it), in order, in batches of `batch`.
+// Scores every image of `images` (a set, or a Subset of it), in order, in
+// batches of `batch`.
 TestResult test_classifier(nn::Module& model, std::shared_ptr<const data::Dataset> images, int64_t batch = 500);
 
 class VisionJob : public train::Job {
