@@ -4,14 +4,22 @@
 // timed per path: im2col (unfold2d and a product, the float64 path, run in
 // float32), the oneDNN primitives in the default (automatic), the blocked
 // and the plain layout, and the same in bf16 (Autocast) where the CPU has
-// AVX512_BF16. One JSON object per line.
+// AVX512_BF16. Then the batch norms and max poolings of the same models,
+// forward + backward, on xgrad's own loops (the ops the models call) beside
+// oneDNN's batch-normalization and pooling primitives, on NCHW and on its
+// blocked nChw16c (as if the activations stayed blocked between layers: no
+// reorders timed), oneDNN on T OpenMP threads. One JSON object per line.
 //
 //   conv_bench [--threads T] [--batch N] [--reps R] [--warmup W]
 #include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -92,6 +100,20 @@ Tensor im2col_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv
   return b.defined() ? y + reshape(b, {1, O, 1, 1}) : y;
 }
 
+// The median ms of `step` over a.reps runs after a.warmup.
+template <class F>
+double median_ms(const Args& a, F&& step) {
+  std::vector<double> ms;
+  for (long r = 0; r < a.warmup + a.reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (r >= a.warmup) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
 // The median ms of one forward + backward of layer l on path p.
 double time_step(const Layer& l, Path p, const Args& a) {
   Generator gen(1);
@@ -103,11 +125,9 @@ double time_step(const Layer& l, Path p, const Args& a) {
   engine::set_conv_layout(layout_of(p));
   const int64_t Ho = (l.H + 2 * l.pad - l.k) / l.stride + 1;
   const Tensor g = rand({a.batch, l.O, Ho, Ho}, gen, f32, -1, 1);
-  std::vector<double> ms;
-  for (long r = 0; r < a.warmup + a.reps; ++r) {
+  return median_ms(a, [&] {
     x.zero_grad(), w.zero_grad();
     if (b.defined()) b.zero_grad();
-    const auto t0 = std::chrono::steady_clock::now();
     Tensor y;
     if (p == Path::bf16 || p == Path::bf16_blocked || p == Path::bf16_plain) {
       Autocast scope(xg::bf16);
@@ -116,11 +136,88 @@ double time_step(const Layer& l, Path p, const Args& a) {
       y = p == Path::im2col ? im2col_conv(x, w, b, o) : conv2d(x, w, b, o);
     }
     y.backward(g);
-    const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (r >= a.warmup) ms.push_back(t);
+  });
+}
+
+// A batch norm or a 2x2 max pooling over C channels of H x H images.
+struct Plane {
+  const char* name;
+  int64_t C, H;
+};
+const std::vector<Plane> kNorms{{"resnet bn 16 @28", 16, 28}, {"resnet bn 32 @14", 32, 14},
+                                {"resnet bn 64 @7", 64, 7},   {"cnn bn 32 @28", 32, 28},
+                                {"cnn bn 64 @14", 64, 14}};
+const std::vector<Plane> kPools{{"cnn maxpool 2x2 32 @28", 32, 28}, {"cnn maxpool 2x2 64 @14", 64, 14}};
+
+// xgrad's batch norm (training, running statistics updated) or max pooling,
+// forward + backward, the zero-grads untimed as above.
+double xgrad_plane(const Plane& l, bool norm, const Args& a) {
+  Generator gen(1);
+  Tensor x = rand({a.batch, l.C, l.H, l.H}, gen, f32, -1, 1).requires_grad_();
+  Tensor w = rand({l.C}, gen, f32, 0.5, 1.5).requires_grad_(), b = rand({l.C}, gen, f32, -0.5, 0.5).requires_grad_();
+  Tensor mean = zeros({l.C}), var = ones({l.C});
+  Pool2dOptions o;
+  o.kernel = {2, 2};
+  const int64_t Ho = norm ? l.H : l.H / 2;
+  const Tensor g = rand({a.batch, l.C, Ho, Ho}, gen, f32, -1, 1);
+  return median_ms(a, [&] {
+    x.zero_grad(), w.zero_grad(), b.zero_grad();
+    Tensor y = norm ? batch_norm(x, mean, var, w, b, /*training=*/true) : max_pool2d(x, o);
+    y.backward(g);
+  });
+}
+
+// The same on oneDNN's primitive, every tensor in format f, on a.threads
+// OpenMP threads.
+double onednn_plane(const Plane& l, bool norm, const Args& a, dnnl::memory::format_tag f) {
+  using namespace dnnl;
+  const dnnl::engine cpu(dnnl::engine::kind::cpu, 0);
+  stream st(cpu);
+  omp_set_num_threads(static_cast<int>(a.threads));
+  const memory::dim N = a.batch, C = l.C, H = l.H, Ho = norm ? l.H : l.H / 2;
+  const memory::desc xd({N, C, H, H}, memory::data_type::f32, f), yd({N, C, Ho, Ho}, memory::data_type::f32, f),
+      cd({C}, memory::data_type::f32, memory::format_tag::x);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const auto filled = [&](const memory::desc& d) {
+    memory m(d, cpu);
+    float* p = static_cast<float*>(m.get_data_handle());
+    for (size_t i = 0; i < d.get_size() / sizeof(float); ++i) p[i] = u(rng);
+    return m;
+  };
+  memory x = filled(xd), y = filled(yd), dy = filled(yd), dx = filled(xd);
+  if (norm) {
+    const auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
+    const batch_normalization_forward::primitive_desc fpd(
+        batch_normalization_forward::desc(prop_kind::forward_training, xd, 1e-5f, flags), cpu);
+    const batch_normalization_backward::primitive_desc bpd(
+        batch_normalization_backward::desc(prop_kind::backward, xd, xd, 1e-5f, flags), cpu, fpd);
+    const batch_normalization_forward fwd(fpd);
+    const batch_normalization_backward bwd(bpd);
+    memory mean = filled(cd), var = filled(cd), scale = filled(cd), shift = filled(cd), dscale = filled(cd),
+           dshift = filled(cd);
+    return median_ms(a, [&] {
+      fwd.execute(st, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var},
+                       {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}});
+      bwd.execute(st, {{DNNL_ARG_SRC, x}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}, {DNNL_ARG_DIFF_DST, dy},
+                       {DNNL_ARG_SCALE, scale}, {DNNL_ARG_DIFF_SRC, dx}, {DNNL_ARG_DIFF_SCALE, dscale},
+                       {DNNL_ARG_DIFF_SHIFT, dshift}});
+      st.wait();
+    });
   }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
+  const memory::dims two{2, 2}, none{0, 0};
+  const pooling_forward::primitive_desc fpd(
+      pooling_forward::desc(prop_kind::forward_training, algorithm::pooling_max, xd, yd, two, two, none, none), cpu);
+  const pooling_backward::primitive_desc bpd(
+      pooling_backward::desc(algorithm::pooling_max, xd, yd, two, two, none, none), cpu, fpd);
+  const pooling_forward fwd(fpd);
+  const pooling_backward bwd(bpd);
+  memory ws(fpd.workspace_desc(), cpu);
+  return median_ms(a, [&] {
+    fwd.execute(st, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}, {DNNL_ARG_WORKSPACE, ws}});
+    bwd.execute(st, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, dx}, {DNNL_ARG_WORKSPACE, ws}});
+    st.wait();
+  });
 }
 
 // Multiply-adds x 2 of a step: forward, weight gradient, input gradient if asked.
@@ -153,6 +250,18 @@ int main(int argc, char** argv) {
         std::fflush(stdout);
       }
     engine::set_conv_layout(engine::ConvLayout::automatic);
+    for (const bool norm : {true, false})
+      for (const Plane& l : norm ? kNorms : kPools) {
+        const std::pair<const char*, double> rows[] = {
+            {"xgrad", xgrad_plane(l, norm, a)},
+            {"onednn_nchw", onednn_plane(l, norm, a, dnnl::memory::format_tag::nchw)},
+            {"onednn_blocked", onednn_plane(l, norm, a, dnnl::memory::format_tag::nChw16c)}};
+        for (const auto& [path, ms] : rows)
+          std::printf("%s\n", fmt::format("{{\"op\": \"{}\", \"path\": \"{}\", \"threads\": {}, \"ms\": {:.3f}}}",
+                                          l.name, path, a.threads, ms)
+                                  .c_str());
+        std::fflush(stdout);
+      }
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "conv_bench: %s\n", e.what());
     return 2;

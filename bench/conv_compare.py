@@ -2,7 +2,8 @@
 step and GFLOP/s of every path, and xgrad's ratio to PyTorch (xgrad ms /
 PyTorch ms: below 1 is faster), float32 (the oneDNN path in its default
 layout against torch f32) and bf16 (against torch bf16 autocast). PyTorch's figure is its
-fastest run at that thread count."""
+fastest run at that thread count. Then batch norm and max pooling: xgrad's
+own loops against oneDNN's primitives on NCHW and on nChw16c."""
 import json
 import sys
 
@@ -34,6 +35,23 @@ def main(path):
         f32 = tot["onednn"] / tot["torch_f32"] if tot["torch_f32"] else float("nan")
         b16 = tot["onednn_bf16"] / tot["torch_bf16"] if tot["torch_bf16"] and tot["onednn_bf16"] else float("nan")
         print(f"{'all layers':26}{cells}{f32:>11.2f}{b16:>11.2f}")
+    planes([json.loads(line) for line in open(path) if line.startswith("{") and '"op"' in line])
+
+
+def planes(rows):
+    best = {}
+    for r in rows:
+        key = (r["op"], r["threads"], r["path"])
+        if key not in best or r["ms"] < best[key]["ms"]:
+            best[key] = r
+    ops = list(dict.fromkeys(r["op"] for r in rows))
+    paths = ["xgrad", "onednn_nchw", "onednn_blocked"]
+    for t in (1, 2):
+        print(f"\nthreads {t}: ms per forward + backward; xgrad / oneDNN")
+        print(f"{'op':26}" + "".join(f"{p:>16}" for p in paths) + f"{'/ nchw':>9}{'/ blocked':>11}")
+        for op in ops:
+            ms = [best[(op, t, p)]["ms"] if (op, t, p) in best else float("nan") for p in paths]
+            print(f"{op:26}" + "".join(f"{m:>16.2f}" for m in ms) + f"{ms[0] / ms[1]:>9.2f}{ms[0] / ms[2]:>11.2f}")
 
 
 def ratio(best, layer, t, mine, theirs):

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "engine/gemm.h"
 
@@ -49,6 +50,20 @@ bool conv_available();
 enum class ConvLayout { automatic, blocked, plain };
 void set_conv_layout(ConvLayout layout);
 ConvLayout conv_layout();
+
+// The oneDNN kernels of one convolution, as oneDNN names them
+// ("jit_wino_4x3:avx512_core" for Winograd, "jit:avx512_core" for the direct
+// kernels, "gemm:jit", ...).
+struct ConvKernels {
+  std::string forward;           // y from x and w
+  std::string backward_data;     // dx from dy and w
+  std::string backward_weights;  // dw and db from x and dy
+};
+// The kernels that run a float32 convolution of g with a bias in the current
+// conv_layout(): the primitives the calls below run (created and cached here
+// if they were not). The OpenBLAS build throws std::logic_error, as for every
+// call below.
+ConvKernels conv_kernels(const ConvGeometry& g);
 
 // y (N,O,Ho,Wo) = x (N,C,H,W) * w, plus bias (O) on every position when not null.
 void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y);

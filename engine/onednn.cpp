@@ -11,9 +11,11 @@
 #include <oneapi/dnnl/dnnl_version.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <memory>
+#include <new>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -217,19 +219,35 @@ dnnl::stream& thread_stream() {
 }
 
 namespace {
-std::vector<char>& scratchpad() {
-  thread_local std::vector<char> s;
+// On 64-byte boundaries, as oneDNN allocates its own memory: some kernels
+// store into the buffers placed here with instructions that fault on anything
+// less (oneDNN 2.6's Winograd weight gradient writes its result with
+// non-temporal 64-byte stores).
+struct Scratchpad {
+  std::unique_ptr<char, decltype(&std::free)> data{nullptr, &std::free};
+  size_t size = 0;
+};
+Scratchpad& scratchpad() {
+  thread_local Scratchpad s;
   return s;
 }
 }  // namespace
 
 char* thread_scratchpad(size_t bytes) {
-  std::vector<char>& s = scratchpad();
-  if (s.size() < bytes + 1) s.resize(bytes + 1);  // + 1: a valid pointer for an empty scratchpad too
-  return s.data();
+  Scratchpad& s = scratchpad();
+  if (s.size < bytes + 1) {  // + 1: a valid pointer for an empty scratchpad too
+    const size_t size = (bytes + 1 + 63) / 64 * 64;
+    s.data.reset();
+    s.size = 0;
+    char* p = static_cast<char*>(std::aligned_alloc(64, size));
+    if (p == nullptr) throw std::bad_alloc();
+    s.data.reset(p);
+    s.size = size;
+  }
+  return s.data.get();
 }
 
-size_t thread_scratchpad_size() { return scratchpad().size(); }
+size_t thread_scratchpad_size() { return scratchpad().size; }
 
 std::atomic<int64_t>& created() {
   static std::atomic<int64_t> n{0};

@@ -3,8 +3,10 @@
 // the oracle the gradchecks and PyTorch parity tests hold: outputs, every
 // first-order gradient, second order through create_graph, in both layouts
 // and with the batch split across one and two threads; bf16 against float64
-// on operands rounded to bf16.
+// on operands rounded to bf16; which of oneDNN's kernels run them.
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "autograd/xg.h"
 #include "engine/conv.h"
@@ -48,8 +50,8 @@ std::vector<Case> cases() {
           {{2, 3, 7, 9}, {4, 3, 3, 2}, window({2, 1}, {0, 1}, {1, 1}), true},
           // Where oneDNN runs Winograd (3x3 stride 1, 16 channels or more, batch 16).
           {{16, 16, 28, 28}, {32, 16, 3, 3}, window({1, 1}, {1, 1}, {1, 1}), true, 1e-3},
-          // Where Winograd may run (3x3 stride 1, 16 channels), on one small odd image: oneDNN 2.6.3's
-          // Winograd weight-gradient kernel, when asked for by name, crashed on it.
+          // 3x3 stride 1, 16 channels, on one small odd image and 17 outputs (padded to 32 inside):
+          // oneDNN keeps the direct kernels here, so the weight gradient must not ask for Winograd.
           {{1, 16, 5, 7}, {17, 16, 3, 3}, window({1, 1}, {1, 1}, {1, 1}), false, 1e-3}};
 }
 
@@ -207,3 +209,32 @@ TEST_CASE("conv2d's direct path refuses mixed dtypes by name") {
         "conv2d: dtype mismatch, float32 (1,2,6,6) vs float64 (4,) (convert one with .to())");
 }
 
+
+TEST_CASE("the weight gradient runs oneDNN's Winograd kernel wherever the forward does, and only there") {
+  if (!engine::conv_available()) return;
+  // A 3x3 stride-1 padded layer of n images of c channels at h x w.
+  const auto layer = [](int64_t n, int64_t c, int64_t o, int64_t h, int64_t w) {
+    engine::ConvGeometry g;
+    g.n = n, g.c = c, g.h = h, g.w = w, g.o = o, g.kh = g.kw = 3;
+    g.pt = g.pl = g.pb = g.pr = 1;
+    g.ho = h, g.wo = w;
+    return g;
+  };
+  const auto wino = [](const std::string& kernel) { return kernel.find("wino") != std::string::npos; };
+  // ResNet-20's stages at the per-thread half of batch 128, then shapes where
+  // oneDNN keeps the direct kernels (one small odd image, 17 outputs).
+  const std::vector<engine::ConvGeometry> layers{layer(64, 16, 16, 28, 28), layer(64, 32, 32, 14, 14),
+                                                 layer(64, 64, 64, 7, 7), layer(1, 16, 17, 5, 7),
+                                                 layer(2, 16, 16, 3, 3)};
+  __builtin_cpu_init();
+  const bool avx512_core = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const engine::ConvKernels k = engine::conv_kernels(layers[i]);
+    CAPTURE(i);
+    CAPTURE(k.forward);
+    CAPTURE(k.backward_weights);
+    CHECK(wino(k.backward_weights) == wino(k.forward));
+    // oneDNN 2.6 has Winograd kernels for AVX-512 only; there the first stage gets them.
+    if (i == 0) CHECK(wino(k.forward) == avx512_core);
+  }
+}
