@@ -200,7 +200,7 @@ double onednn_plane(const Plane& l, bool norm, const Args& a, dnnl::memory::form
       fwd.execute(st, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var},
                        {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}});
       bwd.execute(st, {{DNNL_ARG_SRC, x}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}, {DNNL_ARG_DIFF_DST, dy},
-                       {DNNL_ARG_SCALE, scale}, {DNNL_ARG_DIFF_SRC, dx}, {DNNL_ARG_DIFF_SCALE, dscale},
+                       {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}, {DNNL_ARG_DIFF_SRC, dx}, {DNNL_ARG_DIFF_SCALE, dscale},
                        {DNNL_ARG_DIFF_SHIFT, dshift}});
       st.wait();
     });
@@ -265,6 +265,9 @@ int main(int argc, char** argv) {
   } catch (const std::invalid_argument& e) {
     std::fprintf(stderr, "conv_bench: %s\n", e.what());
     return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "conv_bench: %s\n", e.what());
+    return 1;
   }
   return 0;
 }
