@@ -8,13 +8,20 @@ import json
 import sys
 
 
-def main(path):
-    rows = [json.loads(line) for line in open(path) if line.startswith("{") and '"layer"' in line]
+def fastest(path, name):
+    """The rows of `path` that carry `name` ("layer" or "op"), and the fastest
+    of each (name, threads, path)."""
+    rows = [json.loads(line) for line in open(path) if line.startswith("{") and f'"{name}"' in line]
     best = {}
     for r in rows:
-        key = (r["layer"], r["threads"], r["path"])
+        key = (r[name], r["threads"], r["path"])
         if key not in best or r["ms"] < best[key]["ms"]:
             best[key] = r
+    return rows, best
+
+
+def main(path):
+    rows, best = fastest(path, "layer")
     layers = list(dict.fromkeys(r["layer"] for r in rows))
     paths = ["im2col", "onednn", "onednn_blocked", "onednn_plain", "torch_f32", "onednn_bf16", "onednn_bf16_blocked",
              "onednn_bf16_plain", "torch_bf16"]
@@ -35,15 +42,10 @@ def main(path):
         f32 = tot["onednn"] / tot["torch_f32"] if tot["torch_f32"] else float("nan")
         b16 = tot["onednn_bf16"] / tot["torch_bf16"] if tot["torch_bf16"] and tot["onednn_bf16"] else float("nan")
         print(f"{'all layers':26}{cells}{f32:>11.2f}{b16:>11.2f}")
-    planes([json.loads(line) for line in open(path) if line.startswith("{") and '"op"' in line])
+    planes(*fastest(path, "op"))
 
 
-def planes(rows):
-    best = {}
-    for r in rows:
-        key = (r["op"], r["threads"], r["path"])
-        if key not in best or r["ms"] < best[key]["ms"]:
-            best[key] = r
+def planes(rows, best):
     ops = list(dict.fromkeys(r["op"] for r in rows))
     paths = ["xgrad", "onednn_nchw", "onednn_blocked"]
     for t in (1, 2):
