@@ -100,11 +100,13 @@ Tensor im2col_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv
   return b.defined() ? y + reshape(b, {1, O, 1, 1}) : y;
 }
 
-// The median ms of `step` over a.reps runs after a.warmup.
-template <class F>
-double median_ms(const Args& a, F&& step) {
+// The median ms of `step` over a.reps runs after a.warmup, each run after an
+// untimed `setup`.
+template <class Setup, class Step>
+double median_ms(const Args& a, Setup&& setup, Step&& step) {
   std::vector<double> ms;
   for (long r = 0; r < a.warmup + a.reps; ++r) {
+    setup();
     const auto t0 = std::chrono::steady_clock::now();
     step();
     const double t = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -125,9 +127,11 @@ double time_step(const Layer& l, Path p, const Args& a) {
   engine::set_conv_layout(layout_of(p));
   const int64_t Ho = (l.H + 2 * l.pad - l.k) / l.stride + 1;
   const Tensor g = rand({a.batch, l.O, Ho, Ho}, gen, f32, -1, 1);
-  return median_ms(a, [&] {
+  const auto zero_grads = [&] {
     x.zero_grad(), w.zero_grad();
     if (b.defined()) b.zero_grad();
+  };
+  return median_ms(a, zero_grads, [&] {
     Tensor y;
     if (p == Path::bf16 || p == Path::bf16_blocked || p == Path::bf16_plain) {
       Autocast scope(xg::bf16);
@@ -160,8 +164,7 @@ double xgrad_plane(const Plane& l, bool norm, const Args& a) {
   o.kernel = {2, 2};
   const int64_t Ho = norm ? l.H : l.H / 2;
   const Tensor g = rand({a.batch, l.C, Ho, Ho}, gen, f32, -1, 1);
-  return median_ms(a, [&] {
-    x.zero_grad(), w.zero_grad(), b.zero_grad();
+  return median_ms(a, [&] { x.zero_grad(), w.zero_grad(), b.zero_grad(); }, [&] {
     Tensor y = norm ? batch_norm(x, mean, var, w, b, /*training=*/true) : max_pool2d(x, o);
     y.backward(g);
   });
@@ -196,7 +199,7 @@ double onednn_plane(const Plane& l, bool norm, const Args& a, dnnl::memory::form
     const batch_normalization_backward bwd(bpd);
     memory mean = filled(cd), var = filled(cd), scale = filled(cd), shift = filled(cd), dscale = filled(cd),
            dshift = filled(cd);
-    return median_ms(a, [&] {
+    return median_ms(a, [] {}, [&] {
       fwd.execute(st, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var},
                        {DNNL_ARG_SCALE, scale}, {DNNL_ARG_SHIFT, shift}});
       bwd.execute(st, {{DNNL_ARG_SRC, x}, {DNNL_ARG_MEAN, mean}, {DNNL_ARG_VARIANCE, var}, {DNNL_ARG_DIFF_DST, dy},
@@ -213,7 +216,7 @@ double onednn_plane(const Plane& l, bool norm, const Args& a, dnnl::memory::form
   const pooling_forward fwd(fpd);
   const pooling_backward bwd(bpd);
   memory ws(fpd.workspace_desc(), cpu);
-  return median_ms(a, [&] {
+  return median_ms(a, [] {}, [&] {
     fwd.execute(st, {{DNNL_ARG_SRC, x}, {DNNL_ARG_DST, y}, {DNNL_ARG_WORKSPACE, ws}});
     bwd.execute(st, {{DNNL_ARG_DIFF_DST, dy}, {DNNL_ARG_DIFF_SRC, dx}, {DNNL_ARG_WORKSPACE, ws}});
     st.wait();
