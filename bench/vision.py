@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "torch
 from vision_models_parity import CNN, ResNet, ViT  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
+MODELS = ("cnn", "resnet", "vit")  # as `vision train --model`
 MEAN, STD = 0.2860, 0.3530  # apps/vision/fashion_mnist.h
 
 
@@ -111,8 +112,11 @@ def evaluate(model, x, y):
     return correct / len(x)
 
 
-def build(name, lr):
-    """The model `vision train --model NAME` trains (with its defaults) and its AdamW."""
+def build(name, lr=None):
+    """The model `vision train --model NAME` trains (with its defaults) and its
+    AdamW, at lr or the recipe's: 1e-3 for the ViT, 2e-3 otherwise."""
+    if lr is None:
+        lr = 1e-3 if name == "vit" else 2e-3
     torch.manual_seed(1)
     if name == "cnn":
         model = DropoutCNN(image=28, in_channels=1, classes=10, channels1=32, channels2=64, hidden=128)
@@ -139,7 +143,7 @@ def train_step(model, opt, x, y, gen, bf16):
 
 def main():
     a = argparse.ArgumentParser()
-    a.add_argument("--model", default="cnn", choices=["cnn", "resnet", "vit"])
+    a.add_argument("--model", default="cnn", choices=MODELS)
     a.add_argument("--time-limit", type=float, default=600)
     a.add_argument("--steps", type=int, default=100000)
     a.add_argument("--threads", type=int, default=2)
@@ -151,9 +155,8 @@ def main():
     gen = torch.Generator().manual_seed(1)
     xtr, ytr = load(True)
     xte, yte = load(False)
-    if o.lr is None:
-        o.lr = 1e-3 if o.model == "vit" else 2e-3
     model, opt = build(o.model, o.lr)
+    lr = opt.defaults["lr"]  # o.lr, or the recipe's for this model
     print(f"torch {torch.__version__} | {o.model} | {sum(p.numel() for p in model.parameters())} parameters | "
           f"batch {o.batch} | {o.threads} threads | {'bf16 autocast' if o.bf16 else 'f32'} | "
           f"BLAS core {os.environ.get('OPENBLAS_CORETYPE', 'unset')}", flush=True)
@@ -166,7 +169,7 @@ def main():
         at += o.batch
         position = max(step, o.steps * trained / o.time_limit)
         for g in opt.param_groups:
-            g["lr"] = lr_at(position, o.steps, 200, o.lr)
+            g["lr"] = lr_at(position, o.steps, 200, lr)
         loss = train_step(model, opt, xtr[ids], ytr[ids], gen, o.bf16)
         step += 1
         trained += time.perf_counter() - start

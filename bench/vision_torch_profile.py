@@ -14,14 +14,14 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from vision import build, load, train_step  # noqa: E402
+from vision import MODELS, build, load, train_step  # noqa: E402
 
 CONV = ("conv", "mkldnn_convolution")  # aten ops whose name holds these are convolution work
 
 
 def main():
     a = argparse.ArgumentParser()
-    a.add_argument("--model", default="resnet", choices=["cnn", "resnet", "vit"])
+    a.add_argument("--model", default="resnet", choices=MODELS)
     a.add_argument("--threads", type=int, default=1)
     a.add_argument("--steps", type=int, default=10)
     a.add_argument("--warmup", type=int, default=3)
@@ -31,7 +31,7 @@ def main():
     torch.set_num_threads(o.threads)
     gen = torch.Generator().manual_seed(1)
     x, y = load(True)
-    model, opt = build(o.model, 1e-3)
+    model, opt = build(o.model)
     batches = [torch.randperm(len(x), generator=gen)[:o.batch] for _ in range(o.warmup + o.steps)]
     for ids in batches[:o.warmup]:
         train_step(model, opt, x[ids], y[ids], gen, o.bf16)
