@@ -8,6 +8,7 @@
 // every order follow.
 #include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "autograd/autocast.h"
@@ -178,6 +179,12 @@ template <class In>
 struct DirectConv {
   engine::ConvGeometry g;  // the whole batch
   int64_t chunks() const { return std::max<int64_t>(1, std::min<int64_t>(num_threads(), g.n)); }
+  // The first chunk's geometry: whose primitives choose the layouts.
+  engine::ConvGeometry chunk0() const {
+    engine::ConvGeometry p = g;
+    p.n = g.n / chunks();
+    return p;
+  }
   int64_t flops_per_image() const { return 2 * g.o * (g.c / g.groups) * g.kh * g.kw * g.ho * g.wo; }
   // Calls f(chunk index, its geometry, its first image) for each chunk, in parallel.
   template <class F>
@@ -192,30 +199,42 @@ struct DirectConv {
       }
     });
   }
-  void forward(const In* x, const In* w, const float* b, float* y) const {
+  // Layouts (engine::ConvBlocks) are float32's only: bf16 runs on NCHW.
+  void forward(const In* x, const In* w, const float* b, float* y, engine::ConvBlocks blocks = {}) const {
     over_chunks([&](int64_t, const engine::ConvGeometry& p, int64_t n0) {
-      engine::conv_forward(p, x + n0 * g.c * g.h * g.w, w, b, y + n0 * g.o * g.ho * g.wo);
+      if constexpr (std::is_same_v<In, float>)
+        engine::conv_forward(p, x + n0 * g.c * g.h * g.w, w, b, y + n0 * g.o * g.ho * g.wo, blocks);
+      else
+        engine::conv_forward(p, x + n0 * g.c * g.h * g.w, w, b, y + n0 * g.o * g.ho * g.wo);
     });
   }
-  void backward(const In* x, const In* w, const In* dy, float* dx, float* dw, float* db) const;
+  void backward(const In* x, const In* w, const In* dy, float* dx, float* dw, float* db,
+                engine::ConvBlocks blocks = {}) const;
 };
 
 // The gradients asked for (dx, and dw with db, each null when not):
 // engine::conv_backward when both are, which reorders dy once for the two.
 // Chunk 0 writes dw and db; the others write partial sums, added after.
 template <class In>
-void DirectConv<In>::backward(const In* x, const In* w, const In* dy, float* dx, float* dw, float* db) const {
+void DirectConv<In>::backward(const In* x, const In* w, const In* dy, float* dx, float* dw, float* db,
+                              engine::ConvBlocks blocks) const {
   if (!dx && !dw) return;
   const int64_t k = chunks(), nw = g.o * (g.c / g.groups) * g.kh * g.kw, stride = nw + g.o;
   std::vector<float> partial(static_cast<size_t>(dw ? std::max<int64_t>(k - 1, 0) * stride : 0));
   over_chunks([&](int64_t i, const engine::ConvGeometry& p, int64_t n0) {
     const In *xi = x + n0 * g.c * g.h * g.w, *dyi = dy + n0 * g.o * g.ho * g.wo;
     float* dxi = dx ? dx + n0 * g.c * g.h * g.w : nullptr;
-    if (!dw) return engine::conv_backward_data(p, dyi, w, dxi);
     float* pw = i == 0 ? dw : partial.data() + (i - 1) * stride;
     float* pb = !db ? nullptr : i == 0 ? db : partial.data() + (i - 1) * stride + nw;
-    if (dxi) return engine::conv_backward(p, xi, w, dyi, dxi, pw, pb);
-    engine::conv_backward_weights(p, xi, dyi, pw, pb);
+    if constexpr (std::is_same_v<In, float>) {
+      if (!dw) return engine::conv_backward_data(p, dyi, w, dxi, blocks);
+      if (dxi) return engine::conv_backward(p, xi, w, dyi, dxi, pw, pb, blocks);
+      engine::conv_backward_weights(p, xi, dyi, pw, pb, blocks);
+    } else {
+      if (!dw) return engine::conv_backward_data(p, dyi, w, dxi);
+      if (dxi) return engine::conv_backward(p, xi, w, dyi, dxi, pw, pb);
+      engine::conv_backward_weights(p, xi, dyi, pw, pb);
+    }
   });
   if (!dw) return;
   for (int64_t i = 1; i < k; ++i) {
@@ -227,17 +246,17 @@ void DirectConv<In>::backward(const In* x, const In* w, const In* dy, float* dx,
 }
 
 // The float32 gradients of a direct convolution (those asked for), from
-// In-typed operands: {dx, dw, db}.
+// In-typed operands: {dx, dw, db}; dx in block dx_block (0: NCHW).
 template <class In>
 std::vector<Tensor> direct_backward(const DirectConv<In>& dc, const In* x, const In* w, const In* dy,
-                                    const Shape& xs, const Shape& ws, bool has_b) {
-  Tensor gx = needs_input_grad(0) ? make_tensor(xs, f32) : Tensor();
+                                    const Shape& xs, const Shape& ws, bool has_b, engine::ConvBlocks blocks = {}) {
+  Tensor gx = !needs_input_grad(0) ? Tensor() : blocks.dx ? detail::make_blocked(xs, blocks.dx) : make_tensor(xs, f32);
   Tensor gw = needs_input_grad(1) ? make_tensor(ws, f32) : Tensor();
   Tensor gb = has_b && needs_input_grad(2) ? make_tensor({dc.g.o}, f32) : Tensor();
   // The primitive computes both; a bias gradient alone still needs a weight buffer.
   Tensor w_out = gw.defined() ? gw : gb.defined() ? make_tensor(ws, f32) : Tensor();
-  dc.backward(x, w, dy, gx.defined() ? gx.data<float>() : nullptr, w_out.defined() ? w_out.data<float>() : nullptr,
-              gb.defined() ? gb.data<float>() : nullptr);
+  dc.backward(x, w, dy, gx.defined() ? detail::stored(gx) : nullptr, w_out.defined() ? w_out.data<float>() : nullptr,
+              gb.defined() ? gb.data<float>() : nullptr, blocks);
   return {gx, gw, gb};
 }
 
@@ -267,8 +286,14 @@ Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   const engine::ConvGeometry geo = geometry_of(win, weight.size(0), G);
   if (autocast_bf16(x)) return conv2d_direct_bf16(x, weight, bias, DirectConv<engine::bf16_t>{geo});
   const DirectConv<float> dc{geo};
-  Tensor y = make_tensor({geo.n, geo.o, geo.ho, geo.wo}, f32);
-  dc.forward(x.data<float>(), weight.data<float>(), bias.defined() ? bias.data<float>() : nullptr, y.data<float>());
+  // The result stays in the layout the primitive writes, when that is
+  // blocked: the next op reads it as it is or converts it (detail::stored).
+  const int xb = detail::channel_block(x);
+  const int yb = engine::blocked_activations() ? engine::conv_blocks(dc.chunk0(), xb).y : 0;
+  const Shape ys{geo.n, geo.o, geo.ho, geo.wo};
+  Tensor y = yb ? detail::make_blocked(ys, yb) : make_tensor(ys, f32);
+  dc.forward(detail::stored(x), weight.data<float>(), bias.defined() ? bias.data<float>() : nullptr,
+             detail::stored(y), {xb, yb, 0});
   return record(
       "conv2d", y, {x, weight, bias},
       [x, weight, bias, dc, win, G](const Tensor& g) {
@@ -276,8 +301,11 @@ Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, 
           return detail::vjp_by_recompute(
               [win, G](const std::vector<Tensor>& in) { return conv2d_im2col(in[0], in[1], in[2], win, G); },
               {x, weight, bias}, g);
-        return direct_backward<float>(dc, x.data<float>(), weight.data<float>(), g.data<float>(), x.shape(),
-                                      weight.shape(), bias.defined());
+        // x and g as they are stored now (another op may have converted x since).
+        const int xb = detail::channel_block(x);
+        const int dxb = engine::blocked_activations() ? engine::conv_blocks(dc.chunk0(), xb).dx : 0;
+        return direct_backward<float>(dc, detail::stored(x), weight.data<float>(), detail::stored(g), x.shape(),
+                                      weight.shape(), bias.defined(), {xb, detail::channel_block(g), dxb});
       },
       {x, weight});
 }

@@ -22,6 +22,26 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
 
 namespace {
 
+// The channel block of binary_kernel's result: that of a blocked operand
+// when the other has its shape or is a scalar, else 0 (a blocked operand is
+// then read as row-major).
+int common_block(const Tensor& a, const Tensor& b) {
+  const int ba = detail::channel_block(a), bb = detail::channel_block(b);
+  if (a.shape() == b.shape()) return ba != 0 ? ba : bb;
+  if (b.numel() == 1) return ba;
+  if (a.numel() == 1) return bb;
+  return 0;
+}
+
+// t in `block` when it has the result's shape and is stored otherwise: a
+// blocked copy, which keeps the rest of the chain (a residual's gradient
+// beside a convolution's) blocked, where converting the other operand would
+// leave it row-major.
+Tensor in_block(const Tensor& t, const Shape& shape, int block) {
+  if (block == 0 || t.shape() != shape || detail::channel_block(t) == block) return t;
+  return detail::blocked_copy(t, block);
+}
+
 // out = f(a, b) with NumPy broadcasting; no tape.
 template <class F>
 Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
@@ -29,12 +49,18 @@ Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
   check_defined(b, op);
   detail::check_same_dtype(a, b, op);
   Shape out_shape = a.shape() == b.shape() ? a.shape() : detail::broadcast_shapes(a.shape(), b.shape(), op);
-  Tensor out = make_tensor(out_shape, a.dtype());
+  const int block = common_block(a, b);
+  Tensor out = block ? detail::make_blocked(out_shape, block) : make_tensor(out_shape, a.dtype());
+  const Tensor a_in = in_block(a, out_shape, block), b_in = in_block(b, out_shape, block);
   dispatch(a.dtype(), [&](auto z) {
     using T = decltype(z);
-    const T* pa = a.data<T>();
-    const T* pb = b.data<T>();
-    T* po = out.data<T>();
+    // Blocked: the same layout on every side, so elementwise reads need no conversion.
+    auto values = [&](const Tensor& t) -> const T* {
+      return block ? reinterpret_cast<const T*>(detail::stored(t)) : t.data<T>();
+    };
+    const T* pa = values(a_in);
+    const T* pb = values(b_in);
+    T* po = block ? reinterpret_cast<T*>(detail::stored(out)) : out.data<T>();
     const int64_t n = out.numel();
     if (a.shape() == b.shape()) {
       parallel_for(n, 2, [=](int64_t i0, int64_t i1) {

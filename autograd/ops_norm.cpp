@@ -114,21 +114,44 @@ Normalised batch_norm_composed(const Tensor& x, const Tensor& running_mean, cons
   return {d * pow(v + eps, -0.5), mu, v, n};
 }
 
-// ---- the fused float32 path: two passes over x forward, two backward,
-// in parallel over channels (each channel's sums run on one thread, so the
-// results do not depend on the thread count).
+// ---- the fused float32 path: two passes over x forward, two backward.
+// Each plane's (one image's channel's) sums run on one thread and combine
+// across images in a fixed order, so the results do not depend on the
+// thread count. x is row-major, or blocked as a convolution left it
+// (detail::channel_block): both layouts have their own loops over the
+// planes, and share the rest.
 
-// x (N,C,S...) as N images of C planes of S values each.
+// x (N,C,S...) as N images of C planes of S values each; in blocks of b
+// channels (b > 0), tile (n, k) holds channels k b .. k b + b - 1, each of
+// its S positions' b channels adjacent.
 struct Planes {
   int64_t N, C, S;
+  int64_t b = 0;
   const float* plane(const float* p, int64_t n, int64_t c) const { return p + (n * C + c) * S; }
   float* plane(float* p, int64_t n, int64_t c) const { return p + (n * C + c) * S; }
   double count() const { return static_cast<double>(N * S); }
+  int64_t tiles() const { return N * (C / b); }
+  int64_t tile_image(int64_t i) const { return i / (C / b); }
+  int64_t tile_channel(int64_t i) const { return i % (C / b) * b; }  // its first channel
+  int64_t tile_offset(int64_t i) const { return i * S * b; }
 };
 
 Planes planes_of(const Tensor& x) {
   const int64_t N = x.size(0), C = x.size(1);
-  return {N, C, x.numel() / (N * C)};
+  return {N, C, x.numel() / (N * C), detail::channel_block(x)};
+}
+
+constexpr int64_t kMaxBlock = 16;
+
+// Per tile of blocked values, per lane l (channel c0 + l): f(l, value at
+// position j) for every j, lanes innermost.
+template <class F>
+void over_lanes(const float* t, const Planes& p, F&& f) {
+  for (int64_t j = 0; j < p.S; ++j) {
+    const float* r = t + j * p.b;
+#pragma omp simd
+    for (int64_t l = 0; l < p.b; ++l) f(l, r[l]);
+  }
 }
 
 // Per channel: the statistics that normalise it, y = x * scale + shift.
@@ -143,28 +166,47 @@ struct ChannelStats {
 // exact when the mean is large against the deviation (sums of squares
 // would cancel).
 ChannelStats batch_stats(const float* x, const Planes& p, double eps) {
-  ChannelStats s{std::vector<float>(p.C), std::vector<float>(p.C), std::vector<double>(p.C)};
-  parallel_for(p.C, 3 * p.N * p.S, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      double mean = 0, m2 = 0, seen = 0;
-      for (int64_t n = 0; n < p.N; ++n) {
-        const float* r = p.plane(x, n, c);
+  // Each plane's mean and squared deviation from it, (n, c) at n C + c.
+  std::vector<float> pm(static_cast<size_t>(p.N * p.C)), pq(pm.size());
+  if (p.b == 0) {
+    parallel_for(p.N * p.C, 3 * p.S, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* r = x + i * p.S;
         float sum = 0, sq = 0;
 #pragma omp simd reduction(+ : sum)
         for (int64_t j = 0; j < p.S; ++j) sum += r[j];
         const float rm = sum / static_cast<float>(p.S);
 #pragma omp simd reduction(+ : sq)
         for (int64_t j = 0; j < p.S; ++j) sq += (r[j] - rm) * (r[j] - rm);
-        const double k = static_cast<double>(p.S), delta = rm - mean, total = seen + k;
-        mean += delta * k / total;
-        m2 += sq + delta * delta * seen * k / total;
-        seen = total;
+        pm[i] = rm, pq[i] = sq;
       }
-      s.mean[c] = static_cast<float>(mean);
-      s.var[c] = m2 / seen;
-      s.invstd[c] = static_cast<float>(1 / std::sqrt(s.var[c] + eps));
+    });
+  } else {
+    parallel_for(p.tiles(), 3 * p.S * p.b, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* t = x + p.tile_offset(i);
+        float sum[kMaxBlock] = {}, sq[kMaxBlock] = {}, rm[kMaxBlock];
+        over_lanes(t, p, [&](int64_t l, float v) { sum[l] += v; });
+        for (int64_t l = 0; l < p.b; ++l) rm[l] = sum[l] / static_cast<float>(p.S);
+        over_lanes(t, p, [&](int64_t l, float v) { sq[l] += (v - rm[l]) * (v - rm[l]); });
+        const int64_t at = p.tile_image(i) * p.C + p.tile_channel(i);
+        for (int64_t l = 0; l < p.b; ++l) pm[at + l] = rm[l], pq[at + l] = sq[l];
+      }
+    });
+  }
+  ChannelStats s{std::vector<float>(p.C), std::vector<float>(p.C), std::vector<double>(p.C)};
+  for (int64_t c = 0; c < p.C; ++c) {
+    double mean = 0, m2 = 0, seen = 0;
+    for (int64_t n = 0; n < p.N; ++n) {
+      const double k = static_cast<double>(p.S), delta = pm[n * p.C + c] - mean, total = seen + k;
+      mean += delta * k / total;
+      m2 += pq[n * p.C + c] + delta * delta * seen * k / total;
+      seen = total;
     }
-  });
+    s.mean[c] = static_cast<float>(mean);
+    s.var[c] = m2 / seen;
+    s.invstd[c] = static_cast<float>(1 / std::sqrt(s.var[c] + eps));
+  }
   return s;
 }
 
@@ -180,21 +222,58 @@ ChannelStats running_stats(const Tensor& running_mean, const Tensor& running_var
   return s;
 }
 
-// y = (x - mean) * invstd * weight + bias, one fused multiply-add a value.
-void normalise_planes(const float* x, const Planes& p, const ChannelStats& s, const float* w, const float* b,
-                      float* y) {
-  parallel_for(p.C, 2 * p.N * p.S, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const float scale = s.invstd[c] * (w ? w[c] : 1.0f);
-      const float shift = (b ? b[c] : 0.0f) - s.mean[c] * scale;
-      for (int64_t n = 0; n < p.N; ++n) {
-        const float* r = p.plane(x, n, c);
-        float* o = p.plane(y, n, c);
+// y = x * k1 + k2 per channel (one fused multiply-add a value), or, with d,
+// y = d * k1 + x * k2 + k3: the normalisation and the gradient's last pass.
+void channel_lines(const float* d, const float* x, const Planes& p, const std::vector<float>& k1,
+                   const std::vector<float>& k2, const std::vector<float>& k3, float* y) {
+  if (p.b == 0) {
+    parallel_for(p.N * p.C, 2 * p.S, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t c = i % p.C, at = i * p.S;
+        const float f1 = k1[c], f2 = k2[c], f3 = d ? k3[c] : 0.0f;
+        const float* r = x + at;
+        float* o = y + at;
+        if (d) {
+          const float* g = d + at;
 #pragma omp simd
-        for (int64_t j = 0; j < p.S; ++j) o[j] = r[j] * scale + shift;
+          for (int64_t j = 0; j < p.S; ++j) o[j] = f1 * g[j] + f2 * r[j] + f3;
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < p.S; ++j) o[j] = r[j] * f1 + f2;
+        }
+      }
+    });
+    return;
+  }
+  parallel_for(p.tiles(), 2 * p.S * p.b, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t c0 = p.tile_channel(i), at = p.tile_offset(i);
+      const float *f1 = k1.data() + c0, *f2 = k2.data() + c0, *f3 = d ? k3.data() + c0 : nullptr;
+      for (int64_t j = 0; j < p.S; ++j) {
+        const float* r = x + at + j * p.b;
+        float* o = y + at + j * p.b;
+        if (d) {
+          const float* g = d + at + j * p.b;
+#pragma omp simd
+          for (int64_t l = 0; l < p.b; ++l) o[l] = f1[l] * g[l] + f2[l] * r[l] + f3[l];
+        } else {
+#pragma omp simd
+          for (int64_t l = 0; l < p.b; ++l) o[l] = r[l] * f1[l] + f2[l];
+        }
       }
     }
   });
+}
+
+// y = (x - mean) * invstd * weight + bias.
+void normalise_planes(const float* x, const Planes& p, const ChannelStats& s, const float* w, const float* b,
+                      float* y) {
+  std::vector<float> scale(p.C), shift(p.C);
+  for (int64_t c = 0; c < p.C; ++c) {
+    scale[c] = s.invstd[c] * (w ? w[c] : 1.0f);
+    shift[c] = (b ? b[c] : 0.0f) - s.mean[c] * scale[c];
+  }
+  channel_lines(nullptr, x, p, scale, shift, {}, y);
 }
 
 // The first-order gradients {dx, dweight, dbias} of the fused batch norm.
@@ -204,42 +283,60 @@ void normalise_planes(const float* x, const Planes& p, const ChannelStats& s, co
 //               (the mean and variance depend on x: the last two terms),
 //   evaluation: dx = weight invstd g.
 // As dx = k1 g + k2 x + k3 per channel, the second pass is one line.
+// g is read in x's layout (a copy when it comes in the other); dx is in it.
 std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const Tensor& weight, bool has_bias,
-                                   bool training, const Tensor& g) {
+                                   bool training, Tensor g) {
   const Planes p = planes_of(x);
-  Tensor gx = needs_input_grad(0) ? make_tensor(x.shape(), f32) : Tensor();
+  if (p.b != 0 && detail::channel_block(g) != p.b) g = detail::blocked_copy(g, static_cast<int>(p.b));
+  Tensor gx = !needs_input_grad(0) ? Tensor()
+              : p.b != 0           ? detail::make_blocked(x.shape(), static_cast<int>(p.b))
+                                   : make_tensor(x.shape(), f32);
   Tensor gw = weight.defined() && needs_input_grad(1) ? make_tensor({p.C}, f32) : Tensor();
   Tensor gb = has_bias && needs_input_grad(2) ? make_tensor({p.C}, f32) : Tensor();
-  const float *px = x.data<float>(), *pg = g.data<float>(), *w = weight.defined() ? weight.data<float>() : nullptr;
-  float* dx = gx.defined() ? gx.data<float>() : nullptr;
-  float* dw = gw.defined() ? gw.data<float>() : nullptr;
-  float* db = gb.defined() ? gb.data<float>() : nullptr;
-  parallel_for(p.C, 5 * p.N * p.S, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      const float mu = s.mean[c], is = s.invstd[c];
-      double sg = 0, sgd = 0;  // sum g, sum g (x - mean)
-      for (int64_t n = 0; n < p.N; ++n) {
-        const float *r = p.plane(px, n, c), *d = p.plane(pg, n, c);
+  const float *px = detail::stored(x), *pg = p.b != 0 ? detail::stored(g) : g.data<float>();
+  const float* w = weight.defined() ? weight.data<float>() : nullptr;
+  // Each plane's sum g and sum g (x - mean), (n, c) at n C + c.
+  std::vector<float> pa(static_cast<size_t>(p.N * p.C)), pb(pa.size());
+  if (p.b == 0) {
+    parallel_for(p.N * p.C, 3 * p.S, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float mu = s.mean[i % p.C], *r = px + i * p.S, *d = pg + i * p.S;
         float a = 0, b = 0;
 #pragma omp simd reduction(+ : a, b)
         for (int64_t j = 0; j < p.S; ++j) a += d[j], b += d[j] * (r[j] - mu);
-        sg += a, sgd += b;
+        pa[i] = a, pb[i] = b;
       }
-      if (db) db[c] = static_cast<float>(sg);
-      if (dw) dw[c] = static_cast<float>(sgd * is);
-      if (!dx) continue;
-      const double M = p.count(), k1 = is * (w ? w[c] : 1.0f);
-      const double k2 = training ? -k1 * is * is * sgd / M : 0.0;
-      const double k3 = training ? -k1 * sg / M - k2 * mu : 0.0;
-      const float f1 = static_cast<float>(k1), f2 = static_cast<float>(k2), f3 = static_cast<float>(k3);
-      for (int64_t n = 0; n < p.N; ++n) {
-        const float *r = p.plane(px, n, c), *d = p.plane(pg, n, c);
-        float* o = p.plane(dx, n, c);
+    });
+  } else {
+    parallel_for(p.tiles(), 3 * p.S * p.b, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t c0 = p.tile_channel(i), at = p.tile_offset(i);
+        const float* mu = s.mean.data() + c0;
+        float a[kMaxBlock] = {}, b[kMaxBlock] = {};
+        for (int64_t j = 0; j < p.S; ++j) {
+          const float *r = px + at + j * p.b, *d = pg + at + j * p.b;
 #pragma omp simd
-        for (int64_t j = 0; j < p.S; ++j) o[j] = f1 * d[j] + f2 * r[j] + f3;
+          for (int64_t l = 0; l < p.b; ++l) a[l] += d[l], b[l] += d[l] * (r[l] - mu[l]);
+        }
+        const int64_t to = p.tile_image(i) * p.C + c0;
+        for (int64_t l = 0; l < p.b; ++l) pa[to + l] = a[l], pb[to + l] = b[l];
       }
-    }
-  });
+    });
+  }
+  std::vector<float> k1(p.C), k2(p.C), k3(p.C);
+  for (int64_t c = 0; c < p.C; ++c) {
+    double sg = 0, sgd = 0;  // sum g, sum g (x - mean)
+    for (int64_t n = 0; n < p.N; ++n) sg += pa[n * p.C + c], sgd += pb[n * p.C + c];
+    if (gb.defined()) gb.data<float>()[c] = static_cast<float>(sg);
+    if (gw.defined()) gw.data<float>()[c] = static_cast<float>(sgd * s.invstd[c]);
+    const float is = s.invstd[c];
+    const double M = p.count(), f1 = is * (w ? w[c] : 1.0f);
+    const double f2 = training ? -f1 * is * is * sgd / M : 0.0;
+    k1[c] = static_cast<float>(f1);
+    k2[c] = static_cast<float>(f2);
+    k3[c] = static_cast<float>(training ? -f1 * sg / M - f2 * s.mean[c] : 0.0);
+  }
+  if (gx.defined()) channel_lines(pg, px, p, k1, k2, k3, detail::stored(gx));
   return {gx, gw, gb};
 }
 
@@ -248,12 +345,12 @@ std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const
 // batch_norm_composed (as the direct convolution does through im2col).
 Tensor batch_norm_fused(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight,
                         const Tensor& bias, bool training, double momentum, double eps) {
-  const Planes p = planes_of(x);
-  auto stats = std::make_shared<ChannelStats>(training ? batch_stats(x.data<float>(), p, eps)
+  const Planes p = planes_of(x);  // x as it is stored, blocked or row-major; y alike
+  auto stats = std::make_shared<ChannelStats>(training ? batch_stats(detail::stored(x), p, eps)
                                                        : running_stats(running_mean, running_var, eps));
-  Tensor y = make_tensor(x.shape(), f32);
-  normalise_planes(x.data<float>(), p, *stats, weight.defined() ? weight.data<float>() : nullptr,
-                   bias.defined() ? bias.data<float>() : nullptr, y.data<float>());
+  Tensor y = p.b != 0 ? detail::make_blocked(x.shape(), static_cast<int>(p.b)) : make_tensor(x.shape(), f32);
+  normalise_planes(detail::stored(x), p, *stats, weight.defined() ? weight.data<float>() : nullptr,
+                   bias.defined() ? bias.data<float>() : nullptr, detail::stored(y));
   // Evaluation reads the running statistics as they are now: copied into stats.
   Tensor rm = training ? Tensor() : running_mean.detach().clone(), rv = training ? Tensor() : running_var.detach().clone();
   y = record(

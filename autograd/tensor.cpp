@@ -187,17 +187,17 @@ Dtype Tensor::dtype() const { return impl_of(impl_).dtype; }
 template <>
 float* Tensor::data<float>() {
   if (dtype() != Dtype::f32) throw ShapeError(std::string("data<float>: tensor is ") + dtype_name(dtype()));
-  return static_cast<float*>(impl_->buf->ptr);
+  return static_cast<float*>(impl_->buf->raw());
 }
 template <>
 double* Tensor::data<double>() {
   if (dtype() != Dtype::f64) throw ShapeError(std::string("data<double>: tensor is ") + dtype_name(dtype()));
-  return static_cast<double*>(impl_->buf->ptr);
+  return static_cast<double*>(impl_->buf->raw());
 }
 template <>
 int64_t* Tensor::data<int64_t>() {
   if (dtype() != Dtype::i64) throw ShapeError(std::string("data<int64_t>: tensor is ") + dtype_name(dtype()));
-  return static_cast<int64_t*>(impl_->buf->ptr);
+  return static_cast<int64_t*>(impl_->buf->raw());
 }
 template <>
 const int64_t* Tensor::data<int64_t>() const {

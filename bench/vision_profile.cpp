@@ -6,7 +6,7 @@
 // and the step's images per second.
 //
 //   vision_profile [--model resnet|cnn|vit] [--threads T] [--steps S] [--warmup W] [--batch N] [--precision f32|bf16]
-//                  [--conv-layout automatic|plain|blocked]
+//                  [--conv-layout automatic|plain|blocked] [--blocked-activations on|off]
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
@@ -29,7 +29,7 @@ using namespace xg;
 namespace {
 
 struct Args {
-  std::string model = "resnet", precision = "f32", layout = "automatic";
+  std::string model = "resnet", precision = "f32", layout = "automatic", keep = "on";
   long threads = 1, steps = 10, warmup = 3, batch = 128;
 };
 
@@ -42,6 +42,7 @@ Args parse(int argc, char** argv) {
     if (k == "--model") a.model = v;
     else if (k == "--precision") a.precision = v;
     else if (k == "--conv-layout") a.layout = v;
+    else if (k == "--blocked-activations") a.keep = v;
     else if (k == "--threads") a.threads = std::stol(v);
     else if (k == "--steps") a.steps = std::stol(v);
     else if (k == "--warmup") a.warmup = std::stol(v);
@@ -84,6 +85,9 @@ int run(const Args& a) {
   set_num_threads(static_cast<int>(a.threads));
   if (a.layout != "automatic" && a.layout != "plain" && a.layout != "blocked")
     throw std::invalid_argument("--conv-layout " + a.layout + ": expected automatic, plain or blocked");
+  if (a.keep != "on" && a.keep != "off")
+    throw std::invalid_argument("--blocked-activations " + a.keep + ": expected on or off");
+  engine::set_blocked_activations(a.keep == "on");
   engine::set_conv_layout(a.layout == "plain"     ? engine::ConvLayout::plain
                           : a.layout == "blocked" ? engine::ConvLayout::blocked
                                                   : engine::ConvLayout::automatic);
@@ -106,9 +110,9 @@ int run(const Args& a) {
   const auto t0 = std::chrono::steady_clock::now();
   for (long s = 1; s <= a.steps; ++s) step.run(a.warmup + s, &prof);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  fmt::print("# vision_profile --model {} --threads {} --batch {} --precision {} --conv-layout {}: {} steps after {} warm-up, "
+  fmt::print("# vision_profile --model {} --threads {} --batch {} --precision {} --conv-layout {} --blocked-activations {}: {} steps after {} warm-up, "
              "{:.1f} ms/step, {:.1f} img/s\n",
-             a.model, a.threads, a.batch, a.precision, a.layout, a.steps, a.warmup, 1e3 * secs / a.steps,
+             a.model, a.threads, a.batch, a.precision, a.layout, a.keep, a.steps, a.warmup, 1e3 * secs / a.steps,
              a.batch * a.steps / secs);
   fmt::print("{}", prof.table(a.steps));
   return 0;

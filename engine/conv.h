@@ -51,6 +51,32 @@ enum class ConvLayout { automatic, blocked, plain };
 void set_conv_layout(ConvLayout layout);
 ConvLayout conv_layout();
 
+// Activations in oneDNN's blocked layout nChw{b}c: a float32 (N,C,H,W) tensor
+// whose C is a multiple of b (8 or 16) stored image by image, in blocks of b
+// channels, each position's b channels adjacent. What the blocked primitives
+// read and write inside; a caller that keeps a layer's result in it spares
+// the reorders out of it and into the next layer. Each field is the block of
+// one argument, 0 for NCHW: x the input, y the output (and dy, its
+// gradient), dx the input's gradient.
+struct ConvBlocks {
+  int x = 0;   // x, read by the forward and the weight gradient
+  int y = 0;   // y written by the forward; dy read by both gradients
+  int dx = 0;  // dx written by the data gradient
+};
+// The layouts the float32 primitives of g use inside for each argument, given
+// that x arrives in block x_block (0: NCHW): each field the block b where that
+// is nChw{b}c, 0 where it is anything else. All 0 under ConvLayout::plain.
+ConvBlocks conv_blocks(const ConvGeometry& g, int x_block);
+// Whether convolutions keep their float32 results in the primitives' blocked
+// layout for the next op (autograd's conv2d: on by default): ops that know
+// the layout (elementwise ones, batch norm, the next convolution) read it as
+// it is, and any other op's read converts it to NCHW first. Process-wide.
+void set_blocked_activations(bool on);
+bool blocked_activations();
+// n images of c channels of h x w values from nChw{block}c to NCHW, and back.
+void unblock_activations(int block, int64_t n, int64_t c, int64_t h, int64_t w, const float* src, float* dst);
+void block_activations(int block, int64_t n, int64_t c, int64_t h, int64_t w, const float* src, float* dst);
+
 // The oneDNN kernels of one convolution, as oneDNN names them
 // ("jit_wino_4x3:avx512_core" for Winograd, "jit:avx512_core" for the direct
 // kernels, "gemm:jit", ...).
@@ -65,17 +91,22 @@ struct ConvKernels {
 // call below.
 ConvKernels conv_kernels(const ConvGeometry& g);
 
+// The float32 calls take the layouts of their activations in `b` (all NCHW
+// by default); an argument in another layout than the primitive's is
+// reordered.
 // y (N,O,Ho,Wo) = x (N,C,H,W) * w, plus bias (O) on every position when not null.
-void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y);
+void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y,
+                  ConvBlocks b = {});
 // dx (N,C,H,W) from dy (N,O,Ho,Wo) and w: the gradient of the input (overwritten).
-void conv_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx);
+void conv_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx, ConvBlocks b = {});
 // dw (O,C/groups,kh,kw) from x and dy, and db (O) the sums of dy over N, Ho,
 // Wo when db is not null (both overwritten).
-void conv_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db);
+void conv_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db,
+                           ConvBlocks b = {});
 // Both: conv_backward_data then conv_backward_weights, with dy reordered into
 // the blocked layout once for the two.
 void conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy, float* dx, float* dw,
-                   float* db);
+                   float* db, ConvBlocks b = {});
 
 // The same with bf16 inputs, accumulating and writing float32. Throw
 // std::runtime_error with bf16_refusal() when that is not empty; emulated

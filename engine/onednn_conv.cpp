@@ -34,6 +34,7 @@ struct Key {
   bool bias;
   ConvLayout layout;
   ConvGeometry g;
+  ConvBlocks user;  // the caller's layouts of the arguments this kind reads and writes (others 0)
 };
 
 // One argument of a primitive: `user` over the caller's NCHW pointer,
@@ -56,6 +57,22 @@ struct Entry {
 };
 
 std::atomic<ConvLayout> g_layout{ConvLayout::automatic};
+std::atomic<bool> g_blocked_activations{true};
+
+// NCHW, or nChw{b}c for a block b.
+tag activation_tag(int block) {
+  if (block == 0) return tag::nchw;
+  if (block == 8) return tag::nChw8c;
+  if (block == 16) return tag::nChw16c;
+  throw std::invalid_argument(fmt::format("convolution: activation block {}: expected 0 (NCHW), 8 or 16", block));
+}
+
+// The block b where desc is nChw{b}c of dims, else 0.
+int block_of(const dnnl::memory::desc& desc, const dims& d) {
+  for (int b : {8, 16})
+    if (d[1] % b == 0 && desc == dnnl::memory::desc(d, dt::f32, activation_tag(b))) return b;
+  return 0;
+}
 
 // The memory descriptors as the caller stores them (NCHW, (O,C/G,kh,kw)),
 // or format "any" for the primitive to choose.
@@ -63,13 +80,14 @@ struct Descs {
   dnnl::memory::desc x, w, b, y;
 };
 
-Descs user_descs(const ConvGeometry& g, dt tx, dt tw, dt ty, bool any) {
+// x and y in blocks xb and yb (0: NCHW) unless any.
+Descs user_descs(const ConvGeometry& g, dt tx, dt tw, dt ty, bool any, int xb = 0, int yb = 0) {
   const dims xd{g.n, g.c, g.h, g.w}, yd{g.n, g.o, g.ho, g.wo};
   const dims wd = g.groups == 1 ? dims{g.o, g.c, g.kh, g.kw} : dims{g.groups, g.o / g.groups, g.c / g.groups, g.kh, g.kw};
   const tag wt = any ? tag::any : (g.groups == 1 ? tag::oihw : tag::goihw);
-  const tag it = any ? tag::any : tag::nchw;
-  return {dnnl::memory::desc(xd, tx, it), dnnl::memory::desc(wd, tw, wt), dnnl::memory::desc(dims{g.o}, dt::f32, tag::x),
-          dnnl::memory::desc(yd, ty, it)};
+  const tag xt = any ? tag::any : activation_tag(xb), yt = any ? tag::any : activation_tag(yb);
+  return {dnnl::memory::desc(xd, tx, xt), dnnl::memory::desc(wd, tw, wt), dnnl::memory::desc(dims{g.o}, dt::f32, tag::x),
+          dnnl::memory::desc(yd, ty, yt)};
 }
 
 // Winograd (oneDNN's F(4x4, 3x3), "auto" lets oneDNN decide) for float32
@@ -144,7 +162,7 @@ Entry make_entry(const Key& k) {
   const dims s{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pl{g.pt, g.pl}, pr{g.pb, g.pr};
   const auto fwd = forward_pd(k, attr);
   if (k.kind == Kind::forward) {
-    const Descs u = user_descs(g, k.in, k.in, dt::f32, false);
+    const Descs u = user_descs(g, k.in, k.in, dt::f32, false, k.user.x, k.user.y);
     std::vector<std::pair<int, dnnl::memory::desc>> args{
         {DNNL_ARG_SRC, fwd.src_desc()}, {DNNL_ARG_WEIGHTS, fwd.weights_desc()}, {DNNL_ARG_DST, fwd.dst_desc()}};
     std::vector<dnnl::memory::desc> user{u.x, u.w, u.y};
@@ -153,7 +171,8 @@ Entry make_entry(const Key& k) {
   }
   const bool any = k.layout == ConvLayout::blocked;
   if (k.kind == Kind::backward_data) {
-    const Descs d = user_descs(g, dt::f32, k.in, k.in, any), u = user_descs(g, dt::f32, k.in, k.in, false);
+    const Descs d = user_descs(g, dt::f32, k.in, k.in, any),
+                u = user_descs(g, dt::f32, k.in, k.in, false, k.user.dx, k.user.y);
     using cb = dnnl::convolution_backward_data;
     const cb::primitive_desc pd(cb::desc(algorithm_for(k), d.x, d.w, d.y, s, dil, pl, pr), attr,
                                 cpu(), fwd);
@@ -162,7 +181,8 @@ Entry make_entry(const Key& k) {
                    {DNNL_ARG_DIFF_SRC, pd.diff_src_desc()}},
                   {u.y, u.w, u.x});
   }
-  const Descs d = user_descs(g, k.in, dt::f32, k.in, any), u = user_descs(g, k.in, dt::f32, k.in, false);
+  const Descs d = user_descs(g, k.in, dt::f32, k.in, any),
+              u = user_descs(g, k.in, dt::f32, k.in, false, k.user.x, k.user.y);
   using cw = dnnl::convolution_backward_weights;
   const auto make_pd = [&](dnnl::algorithm alg) {
     const auto desc = k.bias ? cw::desc(alg, d.x, d.w, d.b, d.y, s, dil, pl, pr)
@@ -213,14 +233,25 @@ Entry& entry(const Key& k) {
   }
 }
 
-Key key_of(Kind kind, dt in, const ConvGeometry& g, bool bias) {
+// The key of a call whose arguments come in the caller's layouts `user`
+// (the fields that `kind` does not use are dropped). A 1x1 kernel runs on
+// NCHW in the automatic layout unless an argument arrives blocked: then the
+// blocked primitive reads it as it is.
+Key key_of(Kind kind, dt in, const ConvGeometry& g, bool bias, ConvBlocks user = {}) {
   Key key;
   std::memset(static_cast<void*>(&key), 0, sizeof key);  // padding included: the key is compared bytewise
   key.kind = kind;
   key.in = in;
   key.bias = bias;
+  if (kind == Kind::forward) user.dx = 0;
+  if (kind == Kind::backward_data) user.x = 0;
+  if (kind == Kind::backward_weights) user.dx = 0;
+  key.user = user;
+  const bool arrives_blocked = user.x != 0 || user.y != 0 || user.dx != 0;
   const ConvLayout chosen = g_layout.load();
-  key.layout = chosen != ConvLayout::automatic ? chosen : g.kh * g.kw == 1 ? ConvLayout::plain : ConvLayout::blocked;
+  key.layout = chosen != ConvLayout::automatic                  ? chosen
+               : g.kh * g.kw == 1 && !arrives_blocked ? ConvLayout::plain
+                                                        : ConvLayout::blocked;
   key.g = g;
   return key;
 }
@@ -250,22 +281,24 @@ void execute(Entry& e, char* base, const std::vector<void*>& ptrs, int ready = -
 
 // Runs the primitive of (kind, in, g) on the caller's pointers, given in its
 // slots' order; a null pointer (no bias) drops the bias from the key.
-void run(Kind kind, dt in, const ConvGeometry& g, std::vector<void*> ptrs) {
+void run(Kind kind, dt in, const ConvGeometry& g, std::vector<void*> ptrs, ConvBlocks user = {}) {
   const bool bias = ptrs.size() == 4 && ptrs[3] != nullptr;
   if (!bias && ptrs.size() == 4) ptrs.pop_back();
   onednn::OneOmpThread one;
-  Entry& e = entry(key_of(kind, in, g, bias));
+  Entry& e = entry(key_of(kind, in, g, bias, user));
   execute(e, onednn::thread_scratchpad(e.total), ptrs);
 }
 
 // Both backward primitives on one dy: when both read it in the same inner
 // format, it is reordered once into a buffer past both primitives' own
 // scratch space, and each runs on that copy.
-void run_backward(dt in, const ConvGeometry& g, void* x, void* w, void* dy, float* dx, float* dw, float* db) {
+void run_backward(dt in, const ConvGeometry& g, void* x, void* w, void* dy, float* dx, float* dw, float* db,
+                  ConvBlocks user = {}) {
   std::vector<void*> wptrs{x, dy, dw};
   if (db) wptrs.push_back(db);
   onednn::OneOmpThread one;
-  const Key kw = key_of(Kind::backward_weights, in, g, db != nullptr), kd = key_of(Kind::backward_data, in, g, false);
+  const Key kw = key_of(Kind::backward_weights, in, g, db != nullptr, user),
+            kd = key_of(Kind::backward_data, in, g, false, user);
   // Fetched again after the second: a full cache empties itself on an insertion.
   entry(kw);
   Entry& ed = entry(kd);
@@ -323,25 +356,65 @@ ConvKernels conv_kernels(const ConvGeometry& g) {
 void set_conv_layout(ConvLayout layout) { g_layout.store(layout); }
 ConvLayout conv_layout() { return g_layout.load(); }
 
-void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y) {
-  if (g.n == 0) return;
-  run(Kind::forward, dt::f32, g, {const_cast<float*>(x), const_cast<float*>(w), y, const_cast<float*>(bias)});
+void set_blocked_activations(bool on) { g_blocked_activations.store(on); }
+bool blocked_activations() { return g_blocked_activations.load(); }
+
+ConvBlocks conv_blocks(const ConvGeometry& g, int x_block) {
+  activation_tag(x_block);  // checks it
+  onednn::OneOmpThread one;
+  const dims xd{g.n, g.c, g.h, g.w}, yd{g.n, g.o, g.ho, g.wo};
+  // Slot 0 of the forward is its source, slot 2 its destination; slot 2 of
+  // the data gradient is dx.
+  const Entry& f = entry(key_of(Kind::forward, dt::f32, g, false, {x_block, 0, 0}));
+  const Entry& d = entry(key_of(Kind::backward_data, dt::f32, g, false, {0, 0, 0}));
+  return {block_of(f.slots[0].inner.get_desc(), xd), block_of(f.slots[2].inner.get_desc(), yd),
+          block_of(d.slots[2].inner.get_desc(), xd)};
 }
 
-void conv_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx) {
-  if (g.n == 0) return;
-  run(Kind::backward_data, dt::f32, g, {const_cast<float*>(dy), const_cast<float*>(w), dx});
+namespace {
+// A reorder of n images between NCHW and nChw{block}c, on the calling thread.
+void reorder_activations(bool to_plain, int block, int64_t n, int64_t c, int64_t h, int64_t w, const float* src,
+                         float* dst) {
+  if (n == 0) return;
+  if (block == 0 || c % block != 0)
+    throw std::invalid_argument(fmt::format("convolution: {} channels cannot be in blocks of {}", c, block));
+  onednn::OneOmpThread one;
+  const dims d{n, c, h, w};
+  const dnnl::memory::desc plain(d, dt::f32, tag::nchw), blocked(d, dt::f32, activation_tag(block));
+  dnnl::memory from(to_plain ? blocked : plain, cpu(), const_cast<float*>(src));
+  dnnl::memory to(to_plain ? plain : blocked, cpu(), dst);
+  dnnl::reorder(from, to).execute(onednn::thread_stream(), from, to);
+  onednn::thread_stream().wait();
+}
+}  // namespace
+
+void unblock_activations(int block, int64_t n, int64_t c, int64_t h, int64_t w, const float* src, float* dst) {
+  reorder_activations(true, block, n, c, h, w, src, dst);
+}
+void block_activations(int block, int64_t n, int64_t c, int64_t h, int64_t w, const float* src, float* dst) {
+  reorder_activations(false, block, n, c, h, w, src, dst);
 }
 
-void conv_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db) {
+void conv_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias, float* y, ConvBlocks b) {
+  if (g.n == 0) return;
+  run(Kind::forward, dt::f32, g, {const_cast<float*>(x), const_cast<float*>(w), y, const_cast<float*>(bias)}, b);
+}
+
+void conv_backward_data(const ConvGeometry& g, const float* dy, const float* w, float* dx, ConvBlocks b) {
+  if (g.n == 0) return;
+  run(Kind::backward_data, dt::f32, g, {const_cast<float*>(dy), const_cast<float*>(w), dx}, b);
+}
+
+void conv_backward_weights(const ConvGeometry& g, const float* x, const float* dy, float* dw, float* db,
+                           ConvBlocks b) {
   if (g.n == 0) return zero_weight_grads(g, dw, db);
-  run(Kind::backward_weights, dt::f32, g, {const_cast<float*>(x), const_cast<float*>(dy), dw, db});
+  run(Kind::backward_weights, dt::f32, g, {const_cast<float*>(x), const_cast<float*>(dy), dw, db}, b);
 }
 
 void conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy, float* dx, float* dw,
-                   float* db) {
+                   float* db, ConvBlocks b) {
   if (g.n == 0) return zero_weight_grads(g, dw, db);
-  run_backward(dt::f32, g, const_cast<float*>(x), const_cast<float*>(w), const_cast<float*>(dy), dx, dw, db);
+  run_backward(dt::f32, g, const_cast<float*>(x), const_cast<float*>(w), const_cast<float*>(dy), dx, dw, db, b);
 }
 
 void conv_forward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const float* bias, float* y) {

@@ -63,7 +63,19 @@ struct Buffer {
   }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  void* raw() { return ptr; }
+  // Float32 activations that a convolution left in oneDNN's blocked layout
+  // nChw{channel_block}c (engine/conv.h) over the (N,C,H,W) blocked_shape; 0
+  // when the values are plain row-major. raw(), and so data<T>(), converts
+  // them to row-major in place first (once: a buffer never goes back to
+  // blocked, so a pointer from data<T>() stays valid); ops that know the
+  // layout read them as they are (detail::stored).
+  std::atomic<int> channel_block{0};
+  Shape blocked_shape;
+  void* raw() {
+    if (channel_block.load(std::memory_order_acquire) != 0) unblock();
+    return ptr;
+  }
+  void unblock();
 };
 
 // Uninitialised memory for a kernel's scratch or a value saved beside the
@@ -249,6 +261,19 @@ decltype(auto) dispatch_any(Dtype d, F&& f) {
 }
 
 Tensor make_tensor(const Shape& s, Dtype d);  // uninitialised, no history
+
+namespace detail {
+// The block b when t's values are in nChw{b}c (Buffer::channel_block) and t
+// has the shape they were stored as (not a reshaped view); else 0.
+int channel_block(const Tensor& t);
+// An uninitialised float32 (N,C,H,W) tensor stored in nChw{block}c.
+Tensor make_blocked(const Shape& s, int block);
+// t's values as they are stored, blocked (channel_block(t) != 0) or plain,
+// without converting them: for kernels that treat both layouts alike.
+float* stored(const Tensor& t);
+// A copy of a plain float32 (N,C,H,W) t stored in nChw{block}c.
+Tensor blocked_copy(const Tensor& t, int block);
+}  // namespace detail
 int64_t normalize_axis(int64_t axis, int64_t ndim, const char* op);
 std::vector<int64_t> contiguous_strides(const Shape& s);
 
@@ -257,13 +282,15 @@ std::vector<int64_t> contiguous_strides(const Shape& s);
 namespace xg::detail {
 
 // out[i] = f(a[i]) with no tape: for backward formulas and masks.
+// A blocked float32 a (channel_block) gives a blocked result.
 template <class F>
 Tensor map(const Tensor& a, F f) {
-  Tensor out = make_tensor(a.shape(), a.dtype());
+  const int block = channel_block(a);
+  Tensor out = block ? make_blocked(a.shape(), block) : make_tensor(a.shape(), a.dtype());
   dispatch(a.dtype(), [&](auto z) {
     using T = decltype(z);
-    const T* p = a.data<T>();
-    T* q = out.data<T>();
+    const T* p = block ? reinterpret_cast<const T*>(stored(a)) : a.data<T>();
+    T* q = block ? reinterpret_cast<T*>(stored(out)) : out.data<T>();
     parallel_for(a.numel(), 4, [=](int64_t i0, int64_t i1) {
       const auto fl = f;  // a local copy: f's captured scalars could alias q[i]
       for (int64_t i = i0; i < i1; ++i) q[i] = fl(p[i]);

@@ -1,0 +1,72 @@
+// Float32 activations stored in oneDNN's blocked layout (Buffer::channel_block):
+// the conversion back to row-major that every plain read goes through, and
+// the helpers of the kernels that read the blocked layout as it is.
+#include <mutex>
+#include <string>
+
+#include "autograd/detail/impl.h"
+#include "autograd/parallel.h"
+#include "engine/conv.h"
+
+namespace xg {
+
+namespace {
+std::mutex g_unblocking;  // one conversion at a time; the loser finds it done
+}  // namespace
+
+void Buffer::unblock() {
+  std::lock_guard<std::mutex> lock(g_unblocking);
+  const int b = channel_block.load(std::memory_order_acquire);
+  if (b == 0) return;
+  const int64_t N = blocked_shape[0], C = blocked_shape[1], H = blocked_shape[2], W = blocked_shape[3];
+  const int64_t image = C * H * W;
+  Block fresh = storage_alloc(static_cast<size_t>(bytes));
+  const float* src = static_cast<const float*>(ptr);
+  float* dst = static_cast<float*>(fresh.ptr);
+  parallel_for(N, 2 * image, [&](int64_t n0, int64_t n1) {
+    engine::unblock_activations(b, n1 - n0, C, H, W, src + n0 * image, dst + n0 * image);
+  });
+  storage_free(block);
+  block = fresh;
+  ptr = fresh.ptr;
+  channel_block.store(0, std::memory_order_release);
+}
+
+namespace detail {
+
+int channel_block(const Tensor& t) {
+  if (!t.defined()) return 0;
+  const Buffer& buf = *t.impl()->buf;
+  const int b = buf.channel_block.load(std::memory_order_acquire);
+  return b != 0 && t.shape() == buf.blocked_shape ? b : 0;
+}
+
+Tensor make_blocked(const Shape& s, int block) {
+  if (s.size() != 4 || (block != 8 && block != 16) || s[1] % block != 0)
+    throw std::logic_error("make_blocked: shape " + shape_str(s) + " cannot be stored in channel blocks of " +
+                           std::to_string(block));
+  Tensor t = make_tensor(s, f32);
+  Buffer& buf = *t.impl()->buf;
+  buf.blocked_shape = s;
+  buf.channel_block.store(block, std::memory_order_release);
+  return t;
+}
+
+float* stored(const Tensor& t) {
+  if (channel_block(t) == 0) return const_cast<Tensor&>(t).data<float>();
+  return static_cast<float*>(t.impl()->buf->ptr);
+}
+
+Tensor blocked_copy(const Tensor& t, int block) {
+  Tensor out = make_blocked(t.shape(), block);
+  const int64_t C = t.size(1), H = t.size(2), W = t.size(3), image = C * H * W;
+  const float* src = t.data<float>();
+  float* dst = stored(out);
+  parallel_for(t.size(0), 2 * image, [&](int64_t n0, int64_t n1) {
+    engine::block_activations(block, n1 - n0, C, H, W, src + n0 * image, dst + n0 * image);
+  });
+  return out;
+}
+
+}  // namespace detail
+}  // namespace xg
