@@ -211,7 +211,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
 // (dist::all_sum): the batch is then the union of the processes' batches
 // (PyTorch's SyncBatchNorm), its sums and count taken through `across`.
 // float32 without `across` runs one fused op (two passes forward, two
-// backward, in parallel over channels); the rest is composed from ops.
+// backward, in parallel over images and channels, on NCHW or on a convolution's
+// blocked result as it is); the rest is composed from ops.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
                   const std::function<Tensor(const Tensor&)>& across = {});

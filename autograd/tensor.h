@@ -68,6 +68,9 @@ class Tensor {
   // Raw contiguous data. T must match dtype() (checked, throws ShapeError).
   // Writing through this pointer bypasses the version counter: call
   // bump_version() after such a write if an op may have saved this tensor.
+  // A convolution's float32 result that xgrad keeps in oneDNN's blocked
+  // layout (engine::set_blocked_activations) is converted to row-major, in
+  // place and once, by the first call.
   template <class T> T* data();
   template <class T> const T* data() const;
   double item() const;                                  // single-element tensors

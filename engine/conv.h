@@ -2,9 +2,9 @@
 // convolution primitives (forward, backward-data, backward-weights), float32,
 // or bf16 inputs accumulating into float32. As with products, one call runs
 // on the calling thread (xgrad's pool splits the batch) and its primitive is
-// kept in the thread's cache. Tensors are NCHW, weights (O, C/groups, kh, kw),
-// contiguous, as PyTorch stores them; what layout runs inside is
-// conv_layout(). The OpenBLAS build has none of it (conv_available() is
+// kept in the thread's cache. Tensors are NCHW unless a call says they are
+// blocked (ConvBlocks), weights (O, C/groups, kh, kw), contiguous, as
+// PyTorch stores them; what layout runs inside is conv_layout(). The OpenBLAS build has none of it (conv_available() is
 // false; autograd then runs im2col). Light header: no oneDNN types here.
 #pragma once
 
@@ -42,10 +42,12 @@ struct ConvGeometry {
 bool conv_available();
 
 // How tensors are laid out inside the primitives. blocked: oneDNN chooses
-// (format "any": channels in blocks of 16, nChw16c), and the NCHW tensors are
-// reordered into and out of it on every call; plain: the primitives read and
-// write NCHW directly; automatic (the default): plain for 1x1 kernels, where
-// the reorders cost more than the blocked kernels save, blocked otherwise.
+// (format "any": nChw16c on AVX-512, nChw8c on AVX2), and an argument that
+// comes in another layout (NCHW) is reordered into it, a result out of it
+// (none of that for results kept blocked, set_blocked_activations below);
+// plain: the primitives read and write NCHW directly; automatic (the
+// default): plain for 1x1 kernels whose arguments come in NCHW, where the
+// reorders cost more than the blocked kernels save, blocked otherwise.
 // docs/performance.md, section Convolutions, has the measurements. Process-wide.
 enum class ConvLayout { automatic, blocked, plain };
 void set_conv_layout(ConvLayout layout);

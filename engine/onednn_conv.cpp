@@ -364,11 +364,16 @@ ConvBlocks conv_blocks(const ConvGeometry& g, int x_block) {
   onednn::OneOmpThread one;
   const dims xd{g.n, g.c, g.h, g.w}, yd{g.n, g.o, g.ho, g.wo};
   // Slot 0 of the forward is its source, slot 2 its destination; slot 2 of
-  // the data gradient is dx.
+  // the data gradient is dx (asked for in x's layout, which makes a 1x1
+  // kernel blocked too when x is).
+  // (One entry at a time: a full cache empties itself on an insertion.)
+  ConvBlocks b;
   const Entry& f = entry(key_of(Kind::forward, dt::f32, g, false, {x_block, 0, 0}));
-  const Entry& d = entry(key_of(Kind::backward_data, dt::f32, g, false, {0, 0, 0}));
-  return {block_of(f.slots[0].inner.get_desc(), xd), block_of(f.slots[2].inner.get_desc(), yd),
-          block_of(d.slots[2].inner.get_desc(), xd)};
+  b.x = block_of(f.slots[0].inner.get_desc(), xd);
+  b.y = block_of(f.slots[2].inner.get_desc(), yd);
+  const Entry& d = entry(key_of(Kind::backward_data, dt::f32, g, false, {0, 0, x_block}));
+  b.dx = block_of(d.slots[2].inner.get_desc(), xd);
+  return b;
 }
 
 namespace {
