@@ -289,7 +289,7 @@ Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   // The result stays in the layout the primitive writes, when that is
   // blocked: the next op reads it as it is or converts it (detail::stored).
   const int xb = detail::channel_block(x);
-  const int yb = engine::blocked_activations() ? engine::conv_blocks(dc.chunk0(), xb).y : 0;
+  const int yb = engine::blocked_activations() && geo.n > 0 ? engine::conv_blocks(dc.chunk0(), xb).y : 0;
   const Shape ys{geo.n, geo.o, geo.ho, geo.wo};
   Tensor y = yb ? detail::make_blocked(ys, yb) : make_tensor(ys, f32);
   dc.forward(detail::stored(x), weight.data<float>(), bias.defined() ? bias.data<float>() : nullptr,
@@ -303,7 +303,7 @@ Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, 
               {x, weight, bias}, g);
         // x and g as they are stored now (another op may have converted x since).
         const int xb = detail::channel_block(x);
-        const int dxb = engine::blocked_activations() ? engine::conv_blocks(dc.chunk0(), xb).dx : 0;
+        const int dxb = engine::blocked_activations() && dc.g.n > 0 ? engine::conv_blocks(dc.chunk0(), xb).dx : 0;
         return direct_backward<float>(dc, detail::stored(x), weight.data<float>(), detail::stored(g), x.shape(),
                                       weight.shape(), bias.defined(), {xb, detail::channel_block(g), dxb});
       },

@@ -22,14 +22,14 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
 
 namespace {
 
-// The channel block of binary_kernel's result: that of a blocked operand
-// when the other has its shape or is a scalar, else 0 (a blocked operand is
-// then read as row-major).
-int common_block(const Tensor& a, const Tensor& b) {
+// The channel block of binary_kernel's result (of shape `out`): that of a
+// blocked operand when the other has its shape or is a scalar that leaves
+// it unchanged, else 0 (a blocked operand is then read as row-major).
+int common_block(const Tensor& a, const Tensor& b, const Shape& out) {
   const int ba = detail::channel_block(a), bb = detail::channel_block(b);
   if (a.shape() == b.shape()) return ba != 0 ? ba : bb;
-  if (b.numel() == 1) return ba;
-  if (a.numel() == 1) return bb;
+  if (b.numel() == 1 && a.shape() == out) return ba;
+  if (a.numel() == 1 && b.shape() == out) return bb;
   return 0;
 }
 
@@ -49,7 +49,7 @@ Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
   check_defined(b, op);
   detail::check_same_dtype(a, b, op);
   Shape out_shape = a.shape() == b.shape() ? a.shape() : detail::broadcast_shapes(a.shape(), b.shape(), op);
-  const int block = common_block(a, b);
+  const int block = common_block(a, b, out_shape);
   Tensor out = block ? detail::make_blocked(out_shape, block) : make_tensor(out_shape, a.dtype());
   const Tensor a_in = in_block(a, out_shape, block), b_in = in_block(b, out_shape, block);
   dispatch(a.dtype(), [&](auto z) {

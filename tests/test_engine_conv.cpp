@@ -302,4 +302,18 @@ TEST_CASE("results kept blocked between layers: a residual chain in float32 equa
       }
     }
   engine::set_blocked_activations(true);
+  // A blocked result times a scalar of more dimensions broadcasts to 5-D:
+  // that result is row-major, with the blocked values read as NCHW.
+  const Tensor y = conv2d(leaf({2, 3, 5, 5}, 7).detach().to(f32), leaf({16, 3, 3, 3}, 8).detach().to(f32));
+  const Tensor y5 = mul(y, full({1, 1, 1, 1, 1}, 2.0));
+  CHECK(y5.shape() == Shape{1, 2, 16, 3, 3});
+  const auto a = y.to_vector(), b = y5.to_vector();
+  for (size_t i = 0; i < a.size(); ++i) CHECK(b[i] == 2 * a[i]);
+  // An empty batch asks no layout of the primitives.
+  Tensor e = zeros({0, 16, 5, 5}).requires_grad_(), w = leaf({16, 16, 3, 3}, 9).detach().to(f32).requires_grad_();
+  Tensor ye = conv2d(e, w, Tensor(), window({1, 1}, {1, 1}, {1, 1}));
+  CHECK(ye.shape() == Shape{0, 16, 5, 5});
+  sum(ye).backward();
+  CHECK(e.grad().shape() == Shape{0, 16, 5, 5});
+  CHECK(w.grad().to_vector() == std::vector<double>(16 * 16 * 9, 0.0));
 }
