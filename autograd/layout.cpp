@@ -12,20 +12,24 @@ namespace xg {
 
 namespace {
 std::mutex g_unblocking;  // one conversion at a time; the loser finds it done
+
+// The (N,C,H,W) float32 values at src into dst, from nChw{block}c to NCHW
+// (to_plain) or back, across the pool: one engine reorder per range of images.
+void reorder_images(bool to_plain, int block, const Shape& s, const float* src, float* dst) {
+  const int64_t C = s[1], H = s[2], W = s[3], image = C * H * W;
+  parallel_for(s[0], 2 * image, [&](int64_t n0, int64_t n1) {
+    const auto reorder = to_plain ? engine::unblock_activations : engine::block_activations;
+    reorder(block, n1 - n0, C, H, W, src + n0 * image, dst + n0 * image);
+  });
+}
 }  // namespace
 
 void Buffer::unblock() {
   std::lock_guard<std::mutex> lock(g_unblocking);
   const int b = channel_block.load(std::memory_order_acquire);
   if (b == 0) return;
-  const int64_t N = blocked_shape[0], C = blocked_shape[1], H = blocked_shape[2], W = blocked_shape[3];
-  const int64_t image = C * H * W;
   Block fresh = storage_alloc(static_cast<size_t>(bytes));
-  const float* src = static_cast<const float*>(ptr);
-  float* dst = static_cast<float*>(fresh.ptr);
-  parallel_for(N, 2 * image, [&](int64_t n0, int64_t n1) {
-    engine::unblock_activations(b, n1 - n0, C, H, W, src + n0 * image, dst + n0 * image);
-  });
+  reorder_images(true, b, blocked_shape, static_cast<const float*>(ptr), static_cast<float*>(fresh.ptr));
   storage_free(block);
   block = fresh;
   ptr = fresh.ptr;
@@ -59,12 +63,7 @@ float* stored(const Tensor& t) {
 
 Tensor blocked_copy(const Tensor& t, int block) {
   Tensor out = make_blocked(t.shape(), block);
-  const int64_t C = t.size(1), H = t.size(2), W = t.size(3), image = C * H * W;
-  const float* src = t.data<float>();
-  float* dst = stored(out);
-  parallel_for(t.size(0), 2 * image, [&](int64_t n0, int64_t n1) {
-    engine::block_activations(block, n1 - n0, C, H, W, src + n0 * image, dst + n0 * image);
-  });
+  reorder_images(false, block, t.shape(), t.data<float>(), stored(out));
   return out;
 }
 

@@ -127,8 +127,6 @@ Normalised batch_norm_composed(const Tensor& x, const Tensor& running_mean, cons
 struct Planes {
   int64_t N, C, S;
   int64_t b = 0;
-  const float* plane(const float* p, int64_t n, int64_t c) const { return p + (n * C + c) * S; }
-  float* plane(float* p, int64_t n, int64_t c) const { return p + (n * C + c) * S; }
   double count() const { return static_cast<double>(N * S); }
   int64_t tiles() const { return N * (C / b); }
   int64_t tile_image(int64_t i) const { return i / (C / b); }
