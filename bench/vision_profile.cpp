@@ -8,6 +8,7 @@
 //   vision_profile [--model resnet|cnn|vit] [--threads T] [--steps S] [--warmup W] [--batch N] [--precision f32|bf16]
 //                  [--conv-layout automatic|plain|blocked] [--blocked-activations on|off]
 #include <chrono>
+#include <optional>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -18,6 +19,7 @@
 #include "apps/vision/vision.h"
 #include "autograd/autocast.h"
 #include "autograd/profile.h"
+#include "autograd/serialize.h"
 #include "autograd/xg.h"
 #include "data/loader.h"
 #include "engine/conv.h"
@@ -33,6 +35,14 @@ struct Args {
   long threads = 1, steps = 10, warmup = 3, batch = 128;
 };
 
+// Option k's value v, a whole number within [lo, hi] ("1.5", "1e3", "nan" are refused).
+long whole(const std::string& k, const std::string& v, long lo, long hi) {
+  const std::optional<int64_t> x = parse_whole_number(v);
+  if (!x || *x < lo || *x > hi)
+    throw std::invalid_argument(fmt::format("{} {}: expected a whole number from {} to {}", k, v, lo, hi));
+  return static_cast<long>(*x);
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -43,14 +53,12 @@ Args parse(int argc, char** argv) {
     else if (k == "--precision") a.precision = v;
     else if (k == "--conv-layout") a.layout = v;
     else if (k == "--blocked-activations") a.keep = v;
-    else if (k == "--threads") a.threads = std::stol(v);
-    else if (k == "--steps") a.steps = std::stol(v);
-    else if (k == "--warmup") a.warmup = std::stol(v);
-    else if (k == "--batch") a.batch = std::stol(v);
+    else if (k == "--threads") a.threads = whole(k, v, 1, 1024);
+    else if (k == "--steps") a.steps = whole(k, v, 1, 1'000'000);
+    else if (k == "--warmup") a.warmup = whole(k, v, 0, 1'000'000);
+    else if (k == "--batch") a.batch = whole(k, v, 1, 1 << 16);
     else throw std::invalid_argument("unknown option " + k);
   }
-  if (a.threads < 1 || a.steps < 1 || a.warmup < 0 || a.batch < 1)
-    throw std::invalid_argument("--threads, --steps and --batch must be at least 1, --warmup at least 0");
   return a;
 }
 
