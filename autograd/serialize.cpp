@@ -546,6 +546,14 @@ std::optional<int64_t> parse_whole_number(const std::string& s) {
   return std::stoll(s);
 }
 
+int64_t parse_whole_number(const std::string& name, const std::string& s, int64_t lo, int64_t hi) {
+  const std::optional<int64_t> x = parse_whole_number(s);
+  if (!x || *x < lo || *x > hi)
+    throw std::invalid_argument(name + " " + s + ": expected a whole number from " + std::to_string(lo) + " to " +
+                                std::to_string(hi));
+  return *x;
+}
+
 int64_t metadata_int(const Metadata& m, const std::string& key, const std::string& path, int64_t lo, int64_t hi) {
   auto it = m.find(key);
   if (it == m.end()) throw FormatError("checkpoint " + path + ": metadata has no '" + key + "'");

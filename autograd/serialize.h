@@ -85,6 +85,9 @@ std::string quote_text(std::string_view s, size_t max_bytes = 40);
 // "0x10", "+1", " 1", "nan" and "" give nullopt: nothing is truncated or
 // reinterpreted.
 std::optional<int64_t> parse_whole_number(const std::string& s);
+// The same within [lo, hi], for option `name`: else std::invalid_argument
+// "NAME S: expected a whole number from LO to HI".
+int64_t parse_whole_number(const std::string& name, const std::string& s, int64_t lo, int64_t hi);
 
 // metadata[key] as a whole number within [lo, hi]; throws FormatError
 // "checkpoint PATH: metadata 'KEY' is 'V', expected a whole number from LO to

@@ -46,19 +46,8 @@ Args parse(int argc, char** argv) {
               : k == "--warmup" ? &a.warmup : nullptr;
     if (!dst) throw std::invalid_argument("unknown option " + k);
     if (i + 1 >= argc) throw std::invalid_argument(k + ": a value is missing");
-    const std::string v = argv[i + 1];
-    size_t used = 0;
-    long n = 0;
-    try {
-      n = std::stol(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
     // A whole number, all of the text: "1.5", "nan" and "" are refused.
-    if (used == 0 || used != v.size() || n < (dst == &a.warmup ? 0 : 1) || n > 4096)
-      throw std::invalid_argument(k + " " + v + ": expected a whole number from " + (dst == &a.warmup ? "0" : "1") +
-                                  " to 4096");
-    *dst = n;
+    *dst = static_cast<long>(parse_whole_number(k, argv[i + 1], dst == &a.warmup ? 0 : 1, 4096));
   }
   return a;
 }

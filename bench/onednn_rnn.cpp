@@ -25,6 +25,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "autograd/serialize.h"  // parse_whole_number
+
 namespace {
 
 using tag = dnnl::memory::format_tag;
@@ -51,16 +53,7 @@ Args parse(int argc, char** argv) {
               : k == "--threads" ? &a.threads : k == "--reps" ? &a.reps : nullptr;
     if (!dst) throw std::invalid_argument("unknown option " + k);
     // A whole number, all of the text: "1.5", "nan", "1e30" and "" are refused.
-    size_t used = 0;
-    long n = 0;
-    try {
-      n = std::stol(v, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != v.size() || n < 1 || n > 65536)
-      throw std::invalid_argument(k + " " + v + ": expected a whole number from 1 to 65536");
-    *dst = n;
+    *dst = static_cast<long>(xg::parse_whole_number(k, v, 1, 65536));
   }
   return a;
 }

@@ -1,12 +1,14 @@
 # The PyTorch twin of `vision train` (apps/vision): the same model (the
 # twins of tests/torch/vision_models_parity.py, with the same dropout), the
 # same data and augmentation (Debian's Fashion-MNIST, random crop with
-# padding 2, horizontal flip, normalisation), the same recipe (AdamW,
-# weight decay on matrices only, warm-up then a cosine to lr/10 over whichever
-# ends first, the steps or the time limit, clipping at 1) and the same time
+# padding 2, horizontal flip, normalisation, --erase: random erasing), the
+# same recipe (AdamW, weight decay on matrices only, warm-up then a cosine to
+# lr x --min-lr-ratio over whichever ends first, the steps or the time limit,
+# clipping at 1) and the same time
 # budget, counting training time only. Prints the run's header, progress and
 # "final steps=N test_accuracy=A train_seconds=S" like the C++ program.
 #   /usr/bin/python3 bench/vision.py --model cnn|resnet|vit --time-limit 600 [--threads 2] [--bf16]
+#       [--erase P] [--min-lr-ratio F]
 import argparse
 import gzip
 import math
@@ -23,6 +25,10 @@ from vision_models_parity import CNN, ResNet, ViT  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MODELS = ("cnn", "resnet", "vit")  # as `vision train --model`
+# Each model's random erasing and cosine end, as apps/vision's default_erase
+# and default_recipe: the ResNet erases with probability 0.5 and ends at 0.
+ERASE = {"cnn": 0.0, "resnet": 0.5, "vit": 0.0}
+MIN_LR_RATIO = {"cnn": 0.1, "resnet": 0.0, "vit": 0.1}
 MEAN, STD = 0.2860, 0.3530  # apps/vision/fashion_mnist.h
 
 
@@ -83,8 +89,33 @@ class DropoutViT(ViT):
         return self.head(self.norm(h)[:, 0])
 
 
-def augment(x, gen):
-    """Random crop (padding 2) and horizontal flip of each image, then normalisation."""
+def erase(out, p, gen):
+    """data::random_erasing's (and torchvision's RandomErasing's) draws, per
+    image: with probability p, up to 10 tries at a box of 2-33% of the area and
+    aspect ratio 0.3-3.3 that fits, filled with 0. The uniform draws come in
+    one call per batch (41 an image), so the loop below is plain Python."""
+    n, _, h_img, w_img = out.shape
+    draws = torch.rand(n, 41, generator=gen, dtype=torch.float64).tolist()
+    lo, hi = math.log(0.3), math.log(3.3)
+    for i, u in enumerate(draws):
+        if u[0] >= p:
+            continue
+        for t in range(10):
+            scale, ratio, u_top, u_left = u[1 + 4 * t:5 + 4 * t]
+            area = h_img * w_img * (0.02 + (0.33 - 0.02) * scale)
+            aspect = math.exp(lo + (hi - lo) * ratio)
+            # std::lround's halves, away from 0 (Python's round takes them to even)
+            h, w = math.floor(math.sqrt(area * aspect) + 0.5), math.floor(math.sqrt(area / aspect) + 0.5)
+            if h < 1 or w < 1 or h >= h_img or w >= w_img:
+                continue
+            top, left = int(u_top * (h_img - h + 1)), int(u_left * (w_img - w + 1))
+            out[i, :, top:top + h, left:left + w] = 0
+            break
+    return out
+
+
+def augment(x, gen, p_erase=0.0):
+    """Random crop (padding 2) and horizontal flip of each image, then normalisation, then erasing."""
     n = x.shape[0]
     padded = F.pad(x, (2, 2, 2, 2))
     tops = torch.randint(0, 5, (n,), generator=gen)
@@ -92,14 +123,16 @@ def augment(x, gen):
     out = torch.stack([padded[i, :, t:t + 28, l:l + 28] for i, (t, l) in enumerate(zip(tops.tolist(), lefts.tolist()))])
     flip = torch.rand(n, generator=gen) < 0.5
     out[flip] = out[flip].flip(-1)
-    return (out - MEAN) / STD
+    out = (out - MEAN) / STD
+    return erase(out, p_erase, gen) if p_erase > 0 else out
 
 
-def lr_at(position, steps, warmup, lr):
+def lr_at(position, steps, warmup, lr, min_ratio=0.1):
     if position < warmup:
         return lr * (position + 1) / warmup
     t = min(1.0, (position - warmup) / max(1, steps - warmup))
-    return lr / 10 + (lr - lr / 10) * 0.5 * (1 + math.cos(math.pi * t))
+    low = lr * min_ratio
+    return low + (lr - low) * 0.5 * (1 + math.cos(math.pi * t))
 
 
 def evaluate(model, x, y):
@@ -130,10 +163,10 @@ def build(name, lr=None):
     return model, opt
 
 
-def train_step(model, opt, x, y, gen, bf16):
+def train_step(model, opt, x, y, gen, bf16, p_erase=0.0):
     """One step of the recipe on images x (N,1,28,28) in [0, 1]: augment, forward, backward, clip at 1, AdamW."""
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        loss = F.cross_entropy(model(augment(x, gen)), y)
+        loss = F.cross_entropy(model(augment(x, gen, p_erase)), y)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -150,7 +183,17 @@ def main():
     a.add_argument("--batch", type=int, default=128)
     a.add_argument("--lr", type=float, default=None, help="default: 1e-3 for the ViT, 2e-3 otherwise (vision's recipe)")
     a.add_argument("--bf16", action="store_true")
+    a.add_argument("--erase", type=float, default=None, help="probability of random erasing (default: the model's, ERASE)")
+    a.add_argument("--min-lr-ratio", type=float, default=None,
+                   help="the cosine's end as a fraction of the peak (default: the model's, MIN_LR_RATIO)")
     o = a.parse_args()
+    if o.erase is None:
+        o.erase = ERASE[o.model]
+    if o.min_lr_ratio is None:
+        o.min_lr_ratio = MIN_LR_RATIO[o.model]
+    for name, v in (("--erase", o.erase), ("--min-lr-ratio", o.min_lr_ratio)):
+        if not 0 <= v <= 1:
+            a.error(f"{name} {v}: expected a number from 0 to 1")
     torch.set_num_threads(o.threads)
     gen = torch.Generator().manual_seed(1)
     xtr, ytr = load(True)
@@ -159,6 +202,7 @@ def main():
     lr = opt.defaults["lr"]  # o.lr, or the recipe's for this model
     print(f"torch {torch.__version__} | {o.model} | {sum(p.numel() for p in model.parameters())} parameters | "
           f"batch {o.batch} | {o.threads} threads | {'bf16 autocast' if o.bf16 else 'f32'} | "
+          f"erase {o.erase:g} | lr {lr:g} to {lr * o.min_lr_ratio:g} | "
           f"BLAS core {os.environ.get('OPENBLAS_CORETYPE', 'unset')}", flush=True)
     trained, step, order, at = 0.0, 0, torch.randperm(len(xtr), generator=gen), 0
     while step < o.steps and trained < o.time_limit:
@@ -169,8 +213,8 @@ def main():
         at += o.batch
         position = max(step, o.steps * trained / o.time_limit)
         for g in opt.param_groups:
-            g["lr"] = lr_at(position, o.steps, 200, lr)
-        loss = train_step(model, opt, xtr[ids], ytr[ids], gen, o.bf16)
+            g["lr"] = lr_at(position, o.steps, 200, lr, o.min_lr_ratio)
+        loss = train_step(model, opt, xtr[ids], ytr[ids], gen, o.bf16, o.erase)
         step += 1
         trained += time.perf_counter() - start
         if step % 200 == 0:

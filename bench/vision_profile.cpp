@@ -37,10 +37,7 @@ struct Args {
 
 // Option k's value v, a whole number within [lo, hi] ("1.5", "1e3", "nan" are refused).
 long whole(const std::string& k, const std::string& v, long lo, long hi) {
-  const std::optional<int64_t> x = parse_whole_number(v);
-  if (!x || *x < lo || *x > hi)
-    throw std::invalid_argument(fmt::format("{} {}: expected a whole number from {} to {}", k, v, lo, hi));
-  return static_cast<long>(*x);
+  return static_cast<long>(parse_whole_number(k, v, lo, hi));
 }
 
 Args parse(int argc, char** argv) {

@@ -4,7 +4,8 @@
 set -euo pipefail
 # clang-14 + libfuzzer-14-dev build the fuzzers (scripts/fuzz.sh); OpenMPI builds
 # xg::dist (data-parallel training) and runs its tests. fortunes and festlex-cmu
-# are the real corpora (char_lm, g2p); gnuplot-nox draws scripts/pictures.sh;
+# are the real corpora (char_lm, g2p), dataset-fashion-mnist the images of
+# apps/vision (IDX files under /usr/share/datasets/fashion-mnist); gnuplot-nox draws scripts/pictures.sh;
 # doxygen builds the API reference (cmake --build build --target docs);
 # zlib1g-dev gives the checksums of checkpoint files;
 # python3-torch runs the float64 parity tests against PyTorch (tests/torch/).
@@ -12,7 +13,7 @@ set -euo pipefail
 # (onnx/); python3-onnx is ONNX's own checker in its tests, and npm brings
 # ONNX Runtime for node (onnxruntime-node, below) that runs the exported models.
 PACKAGES=(g++ cmake make pkg-config xtensor-dev libopenblas-dev libdnnl-dev libfmt-dev doctest-dev nlohmann-json3-dev zlib1g-dev
-          libcli11-dev clang-14 libfuzzer-14-dev libopenmpi-dev openmpi-bin fortunes festlex-cmu gnuplot-nox doxygen
+          libcli11-dev clang-14 libfuzzer-14-dev libopenmpi-dev openmpi-bin fortunes festlex-cmu dataset-fashion-mnist gnuplot-nox doxygen
           python3-torch libonnx-dev python3-onnx libprotobuf-dev protobuf-compiler)
 missing=()
 for p in "${PACKAGES[@]}"; do

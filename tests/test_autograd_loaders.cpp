@@ -342,3 +342,14 @@ TEST_CASE("loaders: save_tensors never replaces a directory or a device, and quo
   CHECK(quote_text(std::string(100, 'x')) == "'" + std::string(40, 'x') + "...'");
   CHECK(quote_text("abcdef", 3) == "'abc...'");
 }
+
+TEST_CASE("loaders: parse_whole_number reads decimal digits only, and its range form names the option and the range") {
+  CHECK(parse_whole_number("-12") == int64_t{-12});
+  for (const char* bad : {"1.5", "1e3", "0x10", "+1", " 1", "nan", "", "-", "1234567890123456789"})
+    CHECK_MESSAGE(!parse_whole_number(bad).has_value(), bad);
+  CHECK(parse_whole_number("--batch", "64", 1, 64) == 64);
+  CHECK(XG_THROW_MESSAGE(parse_whole_number("--batch", "65", 1, 64), std::invalid_argument) ==
+        "--batch 65: expected a whole number from 1 to 64");
+  CHECK(XG_THROW_MESSAGE(parse_whole_number("--batch", "1e30", 1, 64), std::invalid_argument) ==
+        "--batch 1e30: expected a whole number from 1 to 64");
+}

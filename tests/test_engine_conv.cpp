@@ -246,36 +246,91 @@ namespace {
 // A residual network's layers in dtype d: a first convolution to 16
 // channels, a basic block (conv, batch norm, relu, conv, batch norm, plus the
 // block's input, relu), a 1x1 stride-2 downsample to 32 channels with batch
-// norm and relu. Returns the three blocks' results, the loss's gradients of
-// the input and of every weight, and the running statistics after the step,
-// all as float64; `blocked` gets, per block result, its channel block.
-std::vector<Tensor> residual_chain(Dtype d, std::vector<int>* blocked = nullptr) {
+// norm and relu, and a loss that reads the last result through a projection
+// and the block's through a mean over its positions (a plain op, which
+// converts it).
+struct Chain {
+  std::vector<Tensor> leaves;   // x, w1, w2, w3, then each batch norm's gamma and beta
+  std::vector<Tensor> running;  // each batch norm's running mean and variance
+  Tensor h1, h2, h3, loss;
+  std::vector<int> blocks;  // per block result, its channel block before the loss read it
+};
+
+Chain residual_chain_of(Dtype d) {
   const auto param = [&](const Shape& s, uint64_t seed) {
     return leaf(s, seed, -0.5, 0.5).detach().to(d).requires_grad_();
   };
-  Tensor x = param({4, 3, 9, 9}, 1), w1 = param({16, 3, 3, 3}, 2), w2 = param({16, 16, 3, 3}, 3),
-         w3 = param({32, 16, 1, 1}, 4);
-  std::vector<Tensor> gamma, beta, rmean, rvar;
-  for (int64_t c : {16, 16, 32}) {
-    gamma.push_back(param({c}, 10 + gamma.size()));
-    beta.push_back(param({c}, 20 + beta.size()));
-    rmean.push_back(zeros({c}, d));
-    rvar.push_back(ones({c}, d));
+  Chain c;
+  c.leaves = {param({4, 3, 9, 9}, 1), param({16, 3, 3, 3}, 2), param({16, 16, 3, 3}, 3), param({32, 16, 1, 1}, 4)};
+  const std::vector<int64_t> channels{16, 16, 32};
+  for (size_t i = 0; i < 3; ++i) {
+    c.leaves.push_back(param({channels[i]}, 10 + i));
+    c.leaves.push_back(param({channels[i]}, 20 + i));
+    c.running.push_back(zeros({channels[i]}, d));
+    c.running.push_back(ones({channels[i]}, d));
   }
-  const auto bn = [&](const Tensor& t, size_t i) { return batch_norm(t, rmean[i], rvar[i], gamma[i], beta[i], true); };
-  const Tensor h1 = relu(bn(conv2d(x, w1, Tensor(), window({1, 1}, {1, 1}, {1, 1})), 0));
-  const Tensor h2 = relu(add(bn(conv2d(h1, w2, Tensor(), window({1, 1}, {1, 1}, {1, 1})), 1), h1));
-  const Tensor h3 = relu(bn(conv2d(h2, w3, Tensor(), window({2, 2}, {0, 0}, {1, 1})), 2));
-  if (blocked) *blocked = {detail::channel_block(h1), detail::channel_block(h2), detail::channel_block(h3)};
-  // The loss reads h3 through a projection and h2 through a mean over its
-  // positions: a plain op, which converts it.
-  Tensor loss = add(sum(mul(h3, leaf(h3.shape(), 5).detach().to(d))),
-                    sum(mul(mean(h2, {2, 3}), leaf({4, 16}, 6).detach().to(d))));
-  loss.backward();
-  std::vector<Tensor> out{h1.detach(), h2.detach(), h3.detach(), x.grad(), w1.grad(), w2.grad(), w3.grad()};
-  for (size_t i = 0; i < 3; ++i)
-    out.insert(out.end(), {gamma[i].grad(), beta[i].grad(), rmean[i].clone(), rvar[i].clone()});
+  const auto bn = [&](const Tensor& t, size_t i) {
+    return batch_norm(t, c.running[2 * i], c.running[2 * i + 1], c.leaves[4 + 2 * i], c.leaves[5 + 2 * i], true);
+  };
+  const Tensor &x = c.leaves[0], &w1 = c.leaves[1], &w2 = c.leaves[2], &w3 = c.leaves[3];
+  c.h1 = relu(bn(conv2d(x, w1, Tensor(), window({1, 1}, {1, 1}, {1, 1})), 0));
+  c.h2 = relu(add(bn(conv2d(c.h1, w2, Tensor(), window({1, 1}, {1, 1}, {1, 1})), 1), c.h1));
+  c.h3 = relu(bn(conv2d(c.h2, w3, Tensor(), window({2, 2}, {0, 0}, {1, 1})), 2));
+  c.blocks = {detail::channel_block(c.h1), detail::channel_block(c.h2), detail::channel_block(c.h3)};
+  c.loss = add(sum(mul(c.h3, leaf(c.h3.shape(), 5).detach().to(d))),
+               sum(mul(mean(c.h2, {2, 3}), leaf({4, 16}, 6).detach().to(d))));
+  return c;
+}
+
+// The chain's three results, the loss's gradients of every leaf, and the
+// running statistics after the step, all as float64; `blocked` gets, per
+// block result, its channel block.
+std::vector<Tensor> residual_chain(Dtype d, std::vector<int>* blocked = nullptr) {
+  Chain c = residual_chain_of(d);
+  if (blocked) *blocked = c.blocks;
+  c.loss.backward();
+  std::vector<Tensor> out{c.h1.detach(), c.h2.detach(), c.h3.detach()};
+  for (const Tensor& t : c.leaves) out.push_back(t.grad());
+  for (const Tensor& t : c.running) out.push_back(t.clone());
   for (Tensor& t : out) t = t.to(f64);
+  return out;
+}
+
+// Every element of each a[i] within rel x the largest magnitude of b[i]:
+// second-order sums cancel terms far larger than some of their results (an
+// entry that is 0 in float64 is a rounding of those terms in float32), so
+// the error is relative to the tensor's scale, not to each element.
+void check_close_to_scale(const std::vector<Tensor>& a, const std::vector<Tensor>& b, double rel) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(a[i].shape() == b[i].shape());
+    const std::vector<double> va = a[i].to_vector(), vb = b[i].to_vector();
+    double scale = 0;
+    for (double v : vb) scale = std::max(scale, std::abs(v));
+    double worst = 0;
+    for (size_t j = 0; j < va.size(); ++j) worst = std::max(worst, std::abs(va[j] - vb[j]));
+    CAPTURE(scale);
+    CHECK(worst <= rel * scale);
+  }
+}
+
+// Second order through the chain: the loss's gradients of the leaves
+// `first` (with their graph), then the gradients of every leaf of the sum of
+// their squares; both as float64.
+std::vector<Tensor> residual_chain_second(Dtype d, const std::vector<size_t>& first) {
+  Chain c = residual_chain_of(d);
+  std::vector<Tensor> wrt;
+  for (size_t i : first) wrt.push_back(c.leaves[i]);
+  GradOptions go;
+  go.create_graph = true;
+  const std::vector<Tensor> g1 = grad({c.loss}, wrt, {}, go);
+  Tensor z = sum(mul(g1[0], g1[0]));
+  for (size_t i = 1; i < g1.size(); ++i) z = add(z, sum(mul(g1[i], g1[i])));
+  z.backward();
+  std::vector<Tensor> out;
+  for (const Tensor& g : g1) out.push_back(g.detach().to(f64));
+  for (const Tensor& t : c.leaves) out.push_back(t.grad().defined() ? t.grad().to(f64) : zeros(t.shape(), f64));
   return out;
 }
 
@@ -302,6 +357,20 @@ TEST_CASE("results kept blocked between layers: a residual chain in float32 equa
       }
     }
   engine::set_blocked_activations(true);
+  // Second order through blocked results and the float32 batch norm, with
+  // the first gradients of the input, of a kernel and a batch norm's scale,
+  // or of every leaf.
+  for (const int t : {1, 2}) for (const bool keep : {true, false}) {
+    engine::set_blocked_activations(keep);
+    CAPTURE(keep);
+    set_num_threads(t);
+    for (const std::vector<size_t>& first : {std::vector<size_t>{0}, std::vector<size_t>{2, 6},
+                                             std::vector<size_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
+      CAPTURE(t);
+      CAPTURE(first.size());
+      check_close_to_scale(residual_chain_second(f32, first), residual_chain_second(f64, first), 1e-5);
+    }
+  }
   // A blocked result times a scalar of more dimensions broadcasts to 5-D:
   // that result is row-major, with the blocked values read as NCHW.
   const Tensor y = conv2d(leaf({2, 3, 5, 5}, 7).detach().to(f32), leaf({16, 3, 3, 3}, 8).detach().to(f32));

@@ -187,6 +187,68 @@ TEST_CASE("train: resuming a checkpoint of another run lists the keys that diffe
   CHECK(u.steps_done() == 0);
 }
 
+TEST_CASE("train: warmup_cosine ends at lr x min_lr_ratio, which a resumed run must share (files without it meant a tenth)") {
+  auto cosine = [](double ratio) {
+    TrainOptions o = line_recipe(4);
+    o.schedule = "warmup_cosine";
+    o.lr = 0.1;
+    o.min_lr_ratio = ratio;
+    return o;
+  };
+  auto resume_error = [](Trainer& t, const std::string& ck) {
+    LoopOptions l;
+    l.checkpoint = ck;
+    l.resume = true;
+    std::FILE* out = std::tmpfile();
+    l.out = out;
+    std::string msg;
+    try {
+      fit(t, l);
+    } catch (const std::exception& e) {
+      msg = e.what();
+    }
+    std::fclose(out);
+    return msg;
+  };
+  LineJob a;
+  Trainer to_zero(a, cosine(0));
+  for (int i = 0; i < 4; ++i) to_zero.step();
+  CHECK(to_zero.current_lr() == doctest::Approx(0.0));
+  LineJob b;
+  Trainer to_tenth(b, cosine(0.1));
+  for (int i = 0; i < 4; ++i) to_tenth.step();
+  CHECK(to_tenth.current_lr() == doctest::Approx(0.01));
+  CHECK(a.weights() != b.weights());
+
+  const std::string ck = tmp("line_min_lr.safetensors");
+  LineJob c;
+  Trainer zero_run(c, cosine(0));
+  zero_run.step();
+  zero_run.save(ck);
+  LineJob d;
+  Trainer tenth_run(d, cosine(0.1));
+  CHECK(resume_error(tenth_run, ck).find("min_lr_ratio 0 in the file, 0.1 here") != std::string::npos);
+  CHECK(tenth_run.steps_done() == 0);
+
+  // A file written before the option existed: no key, and its cosine ended
+  // at a tenth. A default run resumes it; a run to 0 is another run.
+  LineJob e;
+  Trainer old(e, cosine(0.1));
+  old.step();
+  old.save(ck);
+  Metadata meta;
+  const auto tensors = load_tensors(ck, &meta);
+  REQUIRE(meta.erase("min_lr_ratio") == 1);
+  save_tensors(ck, tensors, meta);
+  LineJob f;
+  Trainer to_zero_again(f, cosine(0));
+  CHECK(resume_error(to_zero_again, ck).find("min_lr_ratio 0.1 in the file, 0 here") != std::string::npos);
+  LineJob g;
+  Trainer same(g, cosine(0.1));
+  CHECK(resume_error(same, ck).empty());
+  CHECK(same.steps_done() == 4);
+}
+
 TEST_CASE("train: fit stops at the first evaluation reaching the target") {
   LineJob job;
   Trainer trainer(job, line_recipe(1000));

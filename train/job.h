@@ -121,6 +121,10 @@ class Job {
   // Keys of identity() too long to print when they differ, each with what
   // to say instead ("vocab" -> "vocab differs").
   virtual Metadata summarised() const { return {}; }
+  // Keys identity() gained after checkpoints were first written, each with
+  // the value a file without it stands for ("erase" -> "0"), so that older
+  // runs still resume and a run that differs in it still does not.
+  virtual Metadata identity_defaults() const { return {}; }
   // The job's own state (a data generator), restored by set_state, which
   // throws FormatError naming `path` before changing anything.
   virtual Metadata state() const { return {}; }

@@ -126,11 +126,12 @@ void prepare(Trainer& trainer, const LoopOptions& loop, const Console& console) 
   }
 }
 
-// "copy task ... | 1234 parameters | warmup_cosine lr 0.001, 2 threads, f32"
+// "copy task ... | 1234 parameters | warmup_cosine lr 0.001 to 0.0001, 2 threads, f32"
 void print_header(Trainer& trainer, const Console& console) {
   const TrainOptions& o = trainer.options();
   const int threads = num_threads();
   std::string schedule = fmt::format("{} lr {:g}", o.schedule, o.lr);
+  if (o.schedule == "warmup_cosine") schedule += fmt::format(" to {:g}", o.lr * o.min_lr_ratio);
   if (o.time_limit > 0)
     schedule += o.clock_schedule ? fmt::format(" over {} steps or {:g} s of training", o.steps, o.time_limit)
                                  : fmt::format(", {} steps or {:g} s of training", o.steps, o.time_limit);

@@ -56,6 +56,10 @@ void TrainOptions::validate(bool option_names) const {
   finite("weight_decay", weight_decay, 0, 10);
   require(std::isfinite(clip_norm), fmt::format("{} {}: expected a finite number (<= 0: off)", n("clip_norm"), clip_norm));
   finite("average", average, 0, 0.99);
+  finite("min_lr_ratio", min_lr_ratio, 0, 1);
+  require(schedule == "warmup_cosine" || min_lr_ratio == 0.1,
+          fmt::format("{} {:g} applies to the warmup_cosine schedule only, and {} is {}", n("min_lr_ratio"),
+                      min_lr_ratio, n("schedule"), schedule));
   require(schedule == "noam" || schedule == "constant" || schedule == "warmup_linear" || schedule == "warmup_cosine",
         n("schedule") + " '" + schedule + "' is not one of noam, constant, warmup_linear, warmup_cosine");
   require(precision != Precision::bf16 || engine::bf16_refusal().empty(), n("precision") + " bf16: " + engine::bf16_refusal());
@@ -82,8 +86,8 @@ Trainer::Trainer(Job& job, const TrainOptions& o) : job_(job), opts_(o) {
     schedule_ = std::make_unique<optim::Constant>(lr);
   } else if (opts_.schedule == "warmup_linear") {
     schedule_ = std::make_unique<optim::WarmupLinearDecay>(lr, opts_.warmup, opts_.steps);
-  } else {  // nanoGPT's recipe: down to a tenth of the peak at the last step
-    schedule_ = std::make_unique<optim::WarmupCosine>(lr, opts_.warmup, opts_.steps, lr / 10);
+  } else {  // nanoGPT's recipe: down to a tenth of the peak at the last step, unless min_lr_ratio says otherwise
+    schedule_ = std::make_unique<optim::WarmupCosine>(lr, opts_.warmup, opts_.steps, lr * opts_.min_lr_ratio);
   }
   if (dist::world_size() > 1) {
     ddp_ = std::make_unique<dist::DataParallel>(job_.model());
@@ -190,6 +194,7 @@ Metadata Trainer::identity() const {
   m["warmup"] = std::to_string(opts_.warmup);
   m["weight_decay"] = fmt::format("{}", opts_.weight_decay);
   m["average"] = fmt::format("{}", opts_.average);
+  if (opts_.schedule == "warmup_cosine") m["min_lr_ratio"] = fmt::format("{}", opts_.min_lr_ratio);
   if (schedule_uses_steps(opts_.schedule) || opts_.average > 0) m["steps"] = std::to_string(opts_.steps);
   if (opts_.time_limit > 0 && opts_.clock_schedule) m["time_limit"] = fmt::format("{}", opts_.time_limit);
   return m;
@@ -281,7 +286,11 @@ void Trainer::load(const std::string& path, bool allow_non_finite) {
   // Read and check everything first: the file, the run's identity, the loop's state.
   Metadata meta;
   auto all = load_checkpoint(path, meta, allow_non_finite);
-  check_same_run(identity(), meta, path, job_.summarised());
+  // A key the file lacks was added since it was written: the value it meant.
+  Metadata theirs = meta;
+  for (const auto& [key, value] : job_.identity_defaults()) theirs.emplace(key, value);
+  if (opts_.schedule == "warmup_cosine") theirs.emplace("min_lr_ratio", "0.1");  // every cosine ended at lr / 10
+  check_same_run(identity(), theirs, path, job_.summarised());
   const int64_t step = metadata_int(meta, "step", path, 0, int64_t{1} << 40);
   const double seconds = read_seconds(meta, path);
   const int64_t averaged = metadata_int(meta, "averaged", path, 0, TrainOptions::kAverageSnapshots);

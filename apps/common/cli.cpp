@@ -18,8 +18,9 @@ void add_train_options(CLI::App& app, train::TrainOptions& o, TrainWords& words,
   add_int(app, "--steps", o.steps, 1, L::steps, "steps of the schedule, and the most steps run");
   add_real(app, "--time-limit", o.time_limit, 0, 1e9, time_limit_help);
   add_word(app, "--schedule", words.schedule, {"noam", "constant", "warmup_linear", "warmup_cosine"},
-           "learning-rate schedule (warmup_cosine: linear warm-up, then a cosine down to --lr / 10 at the end)");
+           "learning-rate schedule (warmup_cosine: linear warm-up, then a cosine down to --lr x --min-lr-ratio at the end)");
   add_real(app, "--lr", o.lr, 0, 1e30, "noam: the factor; otherwise the peak learning rate", true);
+  add_real(app, "--min-lr-ratio", o.min_lr_ratio, 0, 1, "warmup_cosine: the learning rate at its end as a fraction of --lr");
   add_int(app, "--warmup", o.warmup, 0, L::steps, "warm-up steps (noam: at least 1; below --steps for a schedule that ends)");
   add_real(app, "--beta1", o.beta1, 0, 0.999999, "Adam's first-moment decay");
   add_real(app, "--beta2", o.beta2, 0, 0.999999, "Adam's second-moment decay");

@@ -55,10 +55,11 @@ struct OptionLimits {
 
 // A whole number (parse_whole_number) within [lo, hi].
 inline int64_t parse_int(const std::string& name, const std::string& v, int64_t lo, int64_t hi) {
-  const std::optional<int64_t> x = xg::parse_whole_number(v);
-  if (!x || *x < lo || *x > hi)
-    throw CLI::ValidationError(fmt::format("{} {}: expected a whole number from {} to {}", name, v, lo, hi));
-  return *x;
+  try {
+    return xg::parse_whole_number(name, v, lo, hi);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError(e.what());
+  }
 }
 
 // A finite decimal number within [lo, hi], or (lo, hi] when `above_lo`

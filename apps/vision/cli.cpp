@@ -51,11 +51,18 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
     add_int(t, "--eval-images", o.eval_images, 0, 10000, "test images per evaluation (0: all; the final one reads all)");
     add_int(t, "--train-images", o.train_images, 0, 60000, "train on the first N images only (0: all)");
     add_flag(t, "--no-augment", no_augment, "no random crop and flip of training images");
+    add_real(t, "--erase", o.erase, 0, 1,
+             "probability of random erasing of a training image after crop, flip and normalisation: a box of 2-33% of "
+             "it set to 0, the data's mean (torchvision's RandomErasing; 0: off)")
+        ->default_str(fmt::format("{:g} (resnet), {:g} (vit, cnn)", default_erase("resnet"), default_erase("vit")));
     add_flag(t, "--sync-bn", o.sync_bn,
              "under mpirun: batch norm over every process's images, so that N processes train as one");
     add_train_options(t, cmd.train, words,
                       "seconds of training: the schedule runs over whichever ends first, --steps or this, so a run "
                       "the clock ends still ends its cosine; 0: --steps only");
+    t.get_option("--min-lr-ratio")
+        ->default_str(fmt::format("{:g} (resnet), {:g} (vit, cnn)", default_recipe("resnet").min_lr_ratio,
+                                  default_recipe("vit").min_lr_ratio));
     add_threads(t, cmd.threads);
     add_loop_options(t, cmd.loop, "continue from --checkpoint when that file exists (same options, else an error)");
     for (const char* name : {"evaluate", "predict", "picture"}) {
@@ -84,8 +91,13 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
       return;
     }
     if (train->count("--lr") == 0) cmd.train.lr = default_recipe(o.model).lr;
+    if (train->count("--min-lr-ratio") == 0 && words.schedule == "warmup_cosine")
+      cmd.train.min_lr_ratio = default_recipe(o.model).min_lr_ratio;
+    if (train->count("--erase") == 0 && !no_augment) o.erase = default_erase(o.model);
     if (train->count("--dropout") > 0) o.cnn.dropout = o.vit.dropout;  // --dropout serves both models
     o.augment = !no_augment;
+    if (no_augment && o.erase > 0)
+      throw std::invalid_argument(fmt::format("--erase {:g} is an augmentation, and --no-augment turns them off", o.erase));
     o.seed = cmd.train.seed;
     check_loop_options(cmd.loop);
     if (o.model == "vit") check_heads(o.vit);

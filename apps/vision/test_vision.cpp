@@ -2,6 +2,7 @@
 // the test-set scoring (accuracy and confusion matrix agree).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -51,6 +52,15 @@ TEST_CASE("vision: options are checked by name, and accuracy agrees with the con
   CHECK(XG_THROW_MESSAGE(o.validate(), std::invalid_argument) ==
         "VisionOptions: model 'mlp': expected resnet, vit or cnn");
   o.model = "cnn";
+  o.erase = 1.5;
+  CHECK(XG_THROW_MESSAGE(o.validate(), std::invalid_argument) ==
+        "VisionOptions: erase 1.5: expected a probability from 0 to 1");
+  o.erase = 0.5;
+  o.augment = false;
+  CHECK(XG_THROW_MESSAGE(o.validate(), std::invalid_argument) ==
+        "VisionOptions: erase 0.5: random erasing is an augmentation, and augment is off");
+  o.augment = true;
+  o.erase = 0;
   o.cnn.hidden = 8;
   const Classifier c = build_classifier(o);
   CHECK(c.config.at("model") == "cnn");
@@ -72,4 +82,35 @@ TEST_CASE("vision: options are checked by name, and accuracy agrees with the con
   CHECK(diagonal == r.correct);
   CHECK(r.predicted.size() == 30);
   CHECK(r.confusion_lines().size() == 11);
+}
+
+TEST_CASE("vision: random erasing sets one box of the normalised image to 0, the data's mean, and only with erase > 0") {
+  Generator g(3);
+  const Tensor image = rand({1, 28, 28}, g, f32);  // no pixel normalises to exactly 0
+  auto erased_images = [&](double erase) {
+    const data::Transform t = train_transform(true, erase);
+    Generator draws(5);
+    int erased = 0;
+    for (int i = 0; i < 20; ++i) {
+      const std::vector<double> v = t(image, draws).to_vector();
+      int64_t top = 28, bottom = -1, left = 28, right = -1, zeros = 0;
+      for (int64_t p = 0; p < 784; ++p) {
+        if (v[static_cast<size_t>(p)] != 0.0) continue;
+        ++zeros;
+        top = std::min(top, p / 28), bottom = std::max(bottom, p / 28);
+        left = std::min(left, p % 28), right = std::max(right, p % 28);
+      }
+      if (zeros == 0) continue;
+      ++erased;
+      const int64_t h = bottom - top + 1, w = right - left + 1;
+      CHECK(zeros == h * w);  // one box, all of it 0
+      CHECK(h < 28);
+      CHECK(w < 28);
+      CHECK(zeros >= 14);   // 2% of 784 pixels, its sides rounded (2 x 7 at aspect 3.3)
+      CHECK(zeros <= 300);  // 33%, its sides rounded
+    }
+    return erased;
+  };
+  CHECK(erased_images(0) == 0);
+  CHECK(erased_images(1) >= 15);  // an image stays whole only when no drawn box fits in 10 tries
 }

@@ -22,6 +22,8 @@ void VisionOptions::validate() const {
   train::check_batch_per_process(batch_size, "image");
   need(eval_images >= 0, fmt::format("eval_images {}: expected 0 (all) or more", eval_images));
   need(train_images >= 0, fmt::format("train_images {}: expected 0 (all) or more", train_images));
+  need(erase >= 0 && erase <= 1, fmt::format("erase {}: expected a probability from 0 to 1", erase));
+  need(erase == 0 || augment, fmt::format("erase {}: random erasing is an augmentation, and augment is off", erase));
   if (model == "resnet") resnet.validate();
   if (model == "vit") vit.validate();
   if (model == "cnn") cnn.validate();
@@ -36,14 +38,21 @@ train::TrainOptions default_recipe(const std::string& model) {
   o.weight_decay = 0.05;
   o.clip_norm = 1.0;
   o.clock_schedule = true;  // a --time-limit run still ends its cosine
+  if (model == "resnet") o.min_lr_ratio = 0;
   return o;
 }
 
+double default_erase(const std::string& model) { return model == "resnet" ? 0.5 : 0.0; }
+
 data::Transform eval_transform() { return data::normalize({kPixelMean}, {kPixelStd}); }
 
-data::Transform train_transform(bool augment) {
+data::Transform train_transform(bool augment, double erase) {
   if (!augment) return eval_transform();
-  return data::compose({data::random_crop({28, 28}, 2), data::random_horizontal_flip(0.5), eval_transform()});
+  std::vector<data::Transform> steps{data::random_crop({28, 28}, 2), data::random_horizontal_flip(0.5), eval_transform()};
+  // After normalisation, as torchvision's recipes place it: the erased
+  // pixels take the value 0, the data's mean.
+  if (erase > 0) steps.push_back(data::random_erasing(erase));
+  return data::compose(std::move(steps));
 }
 
 namespace {
@@ -141,7 +150,9 @@ VisionJob::VisionJob(const VisionOptions& o)
 std::string VisionJob::describe() {
   std::string model = classifier_.module->type_name();
   return fmt::format("data={} ({} train / {} test images{}) | {} | batch {}", opts_.data, train_data_->size(),
-                     test_data_->size(), opts_.augment ? ", crop and flip" : "", model, opts_.batch_size);
+                     test_data_->size(),
+                     !opts_.augment ? "" : opts_.erase > 0 ? fmt::format(", crop, flip and erasing p={:g}", opts_.erase) : ", crop and flip",
+                     model, opts_.batch_size);
 }
 
 train::StepLoss VisionJob::loss(const train::Shard& shard) {
@@ -149,7 +160,7 @@ train::StepLoss VisionJob::loss(const train::Shard& shard) {
     data::LoaderOptions lo;
     lo.batch_size = opts_.batch_size, lo.seed = opts_.seed, lo.drop_last = true;
     lo.rank = shard.rank, lo.world = shard.world;
-    loader_ = std::make_unique<data::DataLoader>(train_data_, lo, train_transform(opts_.augment));
+    loader_ = std::make_unique<data::DataLoader>(train_data_, lo, train_transform(opts_.augment, opts_.erase));
   }
   const data::Batch b = loader_->batch(shard.step);
   const Tensor logits = classifier_.module->forward(b.input);
@@ -185,6 +196,7 @@ Metadata VisionJob::identity() const {
   m["batch"] = std::to_string(opts_.batch_size);
   m["train_images"] = std::to_string(opts_.train_images);
   m["augment"] = opts_.augment ? "1" : "0";
+  m["erase"] = fmt::format("{}", opts_.erase);
   m["sync_bn"] = opts_.sync_bn ? "1" : "0";
   return m;
 }

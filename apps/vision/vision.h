@@ -35,13 +35,18 @@ struct VisionOptions {
   int64_t eval_images = 2000; // test images per periodic evaluation (0: all; the final one reads all)
   int64_t train_images = 0;   // > 0: the first N training images only (smoke runs)
   bool augment = true;        // random crop (padding 2) and horizontal flip of training images
+  double erase = 0;           // with augment: the probability of random erasing (data::random_erasing) after normalisation
   bool sync_bn = false;       // under mpirun: batch norm over every process's images (dist::sync_batch_norm)
   uint64_t seed = 1;          // initialisation, dropout, data order and augmentation
   void validate() const;      // throws std::invalid_argument naming the first bad field
 };
 
 // AdamW with a warm-up and a cosine: the recipe of `model` ("resnet", ...).
+// The ResNet's cosine ends at 0, the others' at lr / 10.
 train::TrainOptions default_recipe(const std::string& model);
+// The random-erasing probability of `model`'s recipe (VisionOptions::erase):
+// 0.5 for the ResNet, 0 for the others.
+double default_erase(const std::string& model);
 
 // A classifier of one of kModels, with what identifies it in a checkpoint.
 struct Classifier {
@@ -78,6 +83,7 @@ class VisionJob : public train::Job {
   train::Evaluation evaluate(train::EvalStage stage, int64_t step) override;
   std::string final_line(const train::RunSummary& run) const override;
   std::string kind() const override { return "vision"; }
+  Metadata identity_defaults() const override { return {{"erase", "0"}}; }  // runs saved before --erase
   std::string item_unit() const override { return "img"; }
   Metadata identity() const override;
   const Classifier& classifier() const { return classifier_; }
@@ -89,8 +95,9 @@ class VisionJob : public train::Job {
   std::unique_ptr<data::DataLoader> loader_;  // made at the first step, for that step's shard
 };
 
-// The normalisation every image gets, and the training augmentation.
+// The normalisation every image gets, and the training augmentation: crop
+// and flip, then with erase > 0 random erasing of that probability.
 data::Transform eval_transform();
-data::Transform train_transform(bool augment);
+data::Transform train_transform(bool augment, double erase = 0);
 
 }  // namespace xg::vision
