@@ -371,6 +371,7 @@ TEST_CASE("results kept blocked between layers: a residual chain in float32 equa
       check_close_to_scale(residual_chain_second(f32, first), residual_chain_second(f64, first), 1e-5);
     }
   }
+  engine::set_blocked_activations(true);
   // A blocked result times a scalar of more dimensions broadcasts to 5-D:
   // that result is row-major, with the blocked values read as NCHW.
   const Tensor y = conv2d(leaf({2, 3, 5, 5}, 7).detach().to(f32), leaf({16, 3, 3, 3}, 8).detach().to(f32));
