@@ -2,7 +2,10 @@
 // graphs tests/onnx/export_seq2seq.cpp wrote: per batch of sources the
 // encoder once, then the decoder step in a loop (BOS first, each step's
 // argmax fed back, a finished row fed EOS), stopping at EOS or max_len as
-// models::greedy_decode does. Every sequence must equal xgrad's. Fails,
+// models::greedy_decode does. Every sequence must equal xgrad's, except
+// where the two part at a step whose top two logits xgrad found within TIE
+// of each other (relative to the row's largest logit): there the argmax is
+// decided by float32 rounding, which two runtimes need not share. Fails,
 // never skips, when the runtime is missing.
 // Usage: node decode_ort.js DIR (NODE_PATH naming onnxruntime-node's node_modules)
 'use strict';
@@ -17,6 +20,10 @@ try {
               e.message.split('\n')[0]);
   process.exit(1);
 }
+
+// Ten times run_ort.js's tolerance on one step's outputs: the state that
+// feeds a later step has been rounded differently at every step before.
+const TIE = 1e-4;
 
 function argmaxRows(logits) {
   const [rows, v] = logits.dims;
@@ -58,7 +65,7 @@ async function decodeBatch(encoder, step, m, src, cfg) {
 async function main() {
   const dir = process.argv[2];
   const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'decode.json')));
-  let equal = 0, total = 0;
+  let equal = 0, total = 0, ties = 0, bad = 0;
   for (const m of cfg.models) {
     const encoder = await ort.InferenceSession.create(path.join(dir, m.encoder));
     const step = await ort.InferenceSession.create(path.join(dir, m.step));
@@ -66,16 +73,30 @@ async function main() {
     for (const batch of m.batches) {
       const got = await decodeBatch(encoder, step, m, batch.src, cfg);
       for (let i = 0; i < got.length; ++i, ++n) {
-        if (JSON.stringify(got[i]) === JSON.stringify(batch.expected[i])) ++same;
-        else if (n - same <= 3) console.log(`decode_ort: ${m.step} source ${n}: ONNX Runtime [${got[i]}], xgrad [${batch.expected[i]}]`);
+        const want = batch.expected[i];
+        if (JSON.stringify(got[i]) === JSON.stringify(want)) {
+          ++same;
+          continue;
+        }
+        // The first step where the two decodes part (a prefix ends on EOS).
+        let t = 0;
+        while (t < got[i].length && t < want.length && got[i][t] === want[t]) ++t;
+        const margin = batch.margins[i][t];
+        const tie = margin <= TIE;
+        if (tie) ++ties;
+        else ++bad;
+        if (tie || bad <= 3) console.log(`decode_ort: ${m.step} source ${n}: ONNX Runtime [${got[i]}], xgrad [${want}]; ` +
+                    `they part at step ${t}, where xgrad's top two logits are ${margin.toExponential(2)} apart ` +
+                    `(relative)${tie ? ', a tie' : ''}`);
       }
     }
     console.log(`decode_ort: ${m.encoder} + ${m.step}: ${same} of ${n} greedy decodes equal xgrad's`);
     equal += same;
     total += n;
   }
-  console.log(`decode_ort: ${equal} of ${total} equal, ${total - equal} differ`);
-  process.exit(equal === total && total > 0 ? 0 : 1);
+  console.log(`decode_ort: ${equal} of ${total} equal, ${ties} part at a tie (top two logits within ${TIE}), ` +
+              `${bad} differ`);
+  process.exit(bad === 0 && equal + ties === total && total > 0 ? 0 : 1);
 }
 
 main().catch(e => {

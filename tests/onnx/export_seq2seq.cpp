@@ -7,6 +7,7 @@
 // run_ort.js) and OUTDIR/decode.json (1,000 sources with xgrad's greedy
 // decodes, for decode_ort.js to decode again through ONNX Runtime alone).
 //   onnx_export_seq2seq OUTDIR
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -75,7 +76,44 @@ void add_cases(models::RNNSeq2Seq& m, const models::Batch& src, json& encoder, j
   }
 }
 
-// 1,000 sources in batches of 50, with xgrad's greedy decodes.
+// How clear each of xgrad's greedy choices was: per source, per step of its
+// decode (the emitted ids, then the EOS if it stopped on one), the gap
+// between the largest logit and the next, relative to the row's largest
+// magnitude. The logits come from the model fed its own decode (teacher
+// forcing through the same step), so they are the logits greedy decoding saw
+// up to rounding. Where two logits are this close, the argmax is decided by
+// rounding, and another runtime's float32 may pick the other id.
+json margins(models::RNNSeq2Seq& m, const models::Batch& src, const std::vector<std::vector<int64_t>>& out) {
+  NoGradGuard no_grad;
+  nn::EvalGuard eval(m);
+  int64_t cols = 1;
+  for (const auto& o : out) cols = std::max(cols, static_cast<int64_t>(o.size()) + 1);
+  models::Batch tgt_in{{}, src.rows, cols};
+  for (const auto& o : out)
+    for (int64_t t = 0; t < cols; ++t) tgt_in.ids.push_back(t == 0 ? kBos : t <= static_cast<int64_t>(o.size()) ? o[t - 1] : kPad);
+  const Tensor logits = m.forward(src, tgt_in);  // (B,T,V) float32, a fresh stack
+  const float* l = logits.data<float>();
+  json all = json::array();
+  for (size_t b = 0; b < out.size(); ++b) {
+    const int64_t steps = std::min<int64_t>(static_cast<int64_t>(out[b].size()) + 1, kMaxLen);
+    std::vector<double> row;
+    for (int64_t t = 0; t < steps; ++t) {
+      const float* v = l + (static_cast<int64_t>(b) * cols + t) * kVocab;
+      double first = -INFINITY, second = -INFINITY, scale = 0;
+      for (int64_t j = 0; j < kVocab; ++j) {
+        scale = std::max(scale, std::abs(static_cast<double>(v[j])));
+        if (v[j] > first) second = first, first = v[j];
+        else if (v[j] > second) second = v[j];
+      }
+      row.push_back((first - second) / std::max(scale, 1e-30));
+    }
+    all.push_back(row);
+  }
+  return all;
+}
+
+// 1,000 sources in batches of 50, with xgrad's greedy decodes and how clear
+// each choice was.
 json decodes(models::RNNSeq2Seq& m, Generator& g, size_t& distinct) {
   json batches = json::array();
   std::set<std::vector<int64_t>> seen;
@@ -83,7 +121,9 @@ json decodes(models::RNNSeq2Seq& m, Generator& g, size_t& distinct) {
     const models::Batch src = sources(50, 9, g);
     const auto out = models::greedy_decode(m, src, kBos, kEos, kMaxLen);
     for (const auto& o : out) seen.insert(o);
-    batches.push_back(json{{"src", tensor_json(from_ints(src.ids, {src.rows, src.cols}))}, {"expected", out}});
+    batches.push_back(json{{"src", tensor_json(from_ints(src.ids, {src.rows, src.cols}))},
+                           {"expected", out},
+                           {"margins", margins(m, src, out)}});
   }
   distinct = seen.size();
   return batches;
