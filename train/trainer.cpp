@@ -57,7 +57,7 @@ void TrainOptions::validate(bool option_names) const {
   require(std::isfinite(clip_norm), fmt::format("{} {}: expected a finite number (<= 0: off)", n("clip_norm"), clip_norm));
   finite("average", average, 0, 0.99);
   finite("min_lr_ratio", min_lr_ratio, 0, 1);
-  require(schedule == "warmup_cosine" || min_lr_ratio == 0.1,
+  require(schedule == "warmup_cosine" || min_lr_ratio == kMinLrRatio,
           fmt::format("{} {:g} applies to the warmup_cosine schedule only, and {} is {}", n("min_lr_ratio"),
                       min_lr_ratio, n("schedule"), schedule));
   require(schedule == "noam" || schedule == "constant" || schedule == "warmup_linear" || schedule == "warmup_cosine",
@@ -289,7 +289,8 @@ void Trainer::load(const std::string& path, bool allow_non_finite) {
   // A key the file lacks was added since it was written: the value it meant.
   Metadata theirs = meta;
   for (const auto& [key, value] : job_.identity_defaults()) theirs.emplace(key, value);
-  if (opts_.schedule == "warmup_cosine") theirs.emplace("min_lr_ratio", "0.1");  // every cosine ended at lr / 10
+  // A cosine whose file lacks min_lr_ratio ended at the default.
+  if (opts_.schedule == "warmup_cosine") theirs.emplace("min_lr_ratio", fmt::format("{}", TrainOptions::kMinLrRatio));
   check_same_run(identity(), theirs, path, job_.summarised());
   const int64_t step = metadata_int(meta, "step", path, 0, int64_t{1} << 40);
   const double seconds = read_seconds(meta, path);

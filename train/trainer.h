@@ -38,7 +38,8 @@ struct TrainOptions {
   bool clock_schedule = false;  // true: the schedule spans `steps` or time_limit, whichever ends first
   std::string schedule = "warmup_cosine";  // noam | constant | warmup_linear | warmup_cosine
   double lr = 1e-3;                        // noam: the factor; otherwise the peak (cosine: down to lr x min_lr_ratio)
-  double min_lr_ratio = 0.1;               // warmup_cosine: the rate at its end as a fraction of lr (nanoGPT's tenth)
+  static constexpr double kMinLrRatio = 0.1;  // nanoGPT's tenth; also what a checkpoint without the key ran
+  double min_lr_ratio = kMinLrRatio;          // warmup_cosine: the rate at its end as a fraction of lr
   int64_t warmup = 100;                    // positions of the linear rise from 0 to lr (noam: where it peaks; constant: unused)
   // Adam (weight_decay 0) or AdamW with decay on matrices only
   // (optim::weight_decay_groups).

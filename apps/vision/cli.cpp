@@ -96,13 +96,11 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
     if (train->count("--erase") == 0 && !no_augment) o.erase = default_erase(o.model);
     if (train->count("--dropout") > 0) o.cnn.dropout = o.vit.dropout;  // --dropout serves both models
     o.augment = !no_augment;
-    if (no_augment && o.erase > 0)
-      throw std::invalid_argument(fmt::format("--erase {:g} is an augmentation, and --no-augment turns them off", o.erase));
     o.seed = cmd.train.seed;
     check_loop_options(cmd.loop);
     if (o.model == "vit") check_heads(o.vit);
     check_train_options(cmd.train, words);
-    o.validate();
+    o.validate(true);
   };
   return parse_with("vision", argc, argv, setup, check);
 }

@@ -14,8 +14,10 @@
 
 namespace xg::vision {
 
-void VisionOptions::validate() const {
-  auto need = [](bool ok, const std::string& what) { require(ok, what, "VisionOptions: "); };
+void VisionOptions::validate(bool option_names) const {
+  auto need = [option_names](bool ok, const std::string& what) {
+    require(ok, what, option_names ? "" : "VisionOptions: ");
+  };
   need(std::find(kModels.begin(), kModels.end(), model) != kModels.end(),
        "model '" + model + "': expected resnet, vit or cnn");
   need(batch_size >= 1, fmt::format("batch_size {}: expected at least 1", batch_size));
@@ -23,7 +25,9 @@ void VisionOptions::validate() const {
   need(eval_images >= 0, fmt::format("eval_images {}: expected 0 (all) or more", eval_images));
   need(train_images >= 0, fmt::format("train_images {}: expected 0 (all) or more", train_images));
   need(erase >= 0 && erase <= 1, fmt::format("erase {}: expected a probability from 0 to 1", erase));
-  need(erase == 0 || augment, fmt::format("erase {}: random erasing is an augmentation, and augment is off", erase));
+  need(erase == 0 || augment,
+       option_names ? fmt::format("--erase {:g} is an augmentation, and --no-augment turns them off", erase)
+                    : fmt::format("erase {}: random erasing is an augmentation, and augment is off", erase));
   if (model == "resnet") resnet.validate();
   if (model == "vit") vit.validate();
   if (model == "cnn") cnn.validate();

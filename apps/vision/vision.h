@@ -38,7 +38,9 @@ struct VisionOptions {
   double erase = 0;           // with augment: the probability of random erasing (data::random_erasing) after normalisation
   bool sync_bn = false;       // under mpirun: batch norm over every process's images (dist::sync_batch_norm)
   uint64_t seed = 1;          // initialisation, dropout, data order and augmentation
-  void validate() const;      // throws std::invalid_argument naming the first bad field
+  // Throws std::invalid_argument naming the first bad field; with
+  // `option_names`, as the vision program's options name them (--erase).
+  void validate(bool option_names = false) const;
 };
 
 // AdamW with a warm-up and a cosine: the recipe of `model` ("resnet", ...).
