@@ -2,13 +2,14 @@
 # twins of tests/torch/vision_models_parity.py, with the same dropout), the
 # same data and augmentation (Debian's Fashion-MNIST, random crop with
 # padding 2, horizontal flip, normalisation, --erase: random erasing), the
-# same recipe (AdamW, weight decay on matrices only, warm-up then a cosine to
+# same recipe (--smoothing: label smoothing of the loss, 0 by default as in
+# vision; AdamW, weight decay on matrices only, warm-up then a cosine to
 # lr x --min-lr-ratio over whichever ends first, the steps or the time limit,
 # clipping at 1) and the same time
 # budget, counting training time only. Prints the run's header, progress and
 # "final steps=N test_accuracy=A train_seconds=S" like the C++ program.
 #   /usr/bin/python3 bench/vision.py --model cnn|resnet|vit --time-limit 600 [--threads 2] [--bf16]
-#       [--erase P] [--min-lr-ratio F]
+#       [--erase P] [--min-lr-ratio F] [--smoothing E]
 import argparse
 import gzip
 import math
@@ -163,10 +164,10 @@ def build(name, lr=None):
     return model, opt
 
 
-def train_step(model, opt, x, y, gen, bf16, p_erase=0.0):
+def train_step(model, opt, x, y, gen, bf16, p_erase=0.0, smoothing=0.0):
     """One step of the recipe on images x (N,1,28,28) in [0, 1]: augment, forward, backward, clip at 1, AdamW."""
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-        loss = F.cross_entropy(model(augment(x, gen, p_erase)), y)
+        loss = F.cross_entropy(model(augment(x, gen, p_erase)), y, label_smoothing=smoothing)
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -186,14 +187,15 @@ def main():
     a.add_argument("--erase", type=float, default=None, help="probability of random erasing (default: the model's, ERASE)")
     a.add_argument("--min-lr-ratio", type=float, default=None,
                    help="the cosine's end as a fraction of the peak (default: the model's, MIN_LR_RATIO)")
+    a.add_argument("--smoothing", type=float, default=0.0, help="label smoothing (vision train --smoothing)")
     o = a.parse_args()
     if o.erase is None:
         o.erase = ERASE[o.model]
     if o.min_lr_ratio is None:
         o.min_lr_ratio = MIN_LR_RATIO[o.model]
-    for name, v in (("--erase", o.erase), ("--min-lr-ratio", o.min_lr_ratio)):
-        if not 0 <= v <= 1:
-            a.error(f"{name} {v}: expected a number from 0 to 1")
+    for name, v, top in (("--erase", o.erase, 1), ("--min-lr-ratio", o.min_lr_ratio, 1), ("--smoothing", o.smoothing, 0.999)):
+        if not 0 <= v <= top:
+            a.error(f"{name} {v}: expected a number from 0 to {top:g}")
     torch.set_num_threads(o.threads)
     gen = torch.Generator().manual_seed(1)
     xtr, ytr = load(True)
@@ -202,7 +204,7 @@ def main():
     lr = opt.defaults["lr"]  # o.lr, or the recipe's for this model
     print(f"torch {torch.__version__} | {o.model} | {sum(p.numel() for p in model.parameters())} parameters | "
           f"batch {o.batch} | {o.threads} threads | {'bf16 autocast' if o.bf16 else 'f32'} | "
-          f"erase {o.erase:g} | lr {lr:g} to {lr * o.min_lr_ratio:g} | "
+          f"erase {o.erase:g} | smoothing {o.smoothing:g} | lr {lr:g} to {lr * o.min_lr_ratio:g} | "
           f"BLAS core {os.environ.get('OPENBLAS_CORETYPE', 'unset')}", flush=True)
     trained, step, order, at = 0.0, 0, torch.randperm(len(xtr), generator=gen), 0
     while step < o.steps and trained < o.time_limit:
@@ -214,7 +216,7 @@ def main():
         position = max(step, o.steps * trained / o.time_limit)
         for g in opt.param_groups:
             g["lr"] = lr_at(position, o.steps, 200, lr, o.min_lr_ratio)
-        loss = train_step(model, opt, xtr[ids], ytr[ids], gen, o.bf16, o.erase)
+        loss = train_step(model, opt, xtr[ids], ytr[ids], gen, o.bf16, o.erase, o.smoothing)
         step += 1
         trained += time.perf_counter() - start
         if step % 200 == 0:

@@ -114,3 +114,48 @@ TEST_CASE("vision: random erasing sets one box of the normalised image to 0, the
   CHECK(erased_images(0) == 0);
   CHECK(erased_images(1) >= 15);  // an image stays whole only when no drawn box fits in 10 tries
 }
+
+TEST_CASE("vision: the step's loss is the label-smoothed cross-entropy of its batch when label_smoothing > 0") {
+  const std::string dir = std::string(XG_TEST_TMPDIR) + "/fmnist_smoothing";
+  std::filesystem::create_directories(dir);
+  Generator bytes(3);
+  auto images = [&](uint32_t n) {
+    std::string s = idx_header({n, 28, 28});
+    for (uint32_t i = 0; i < n * 784; ++i) s += static_cast<char>(bytes.engine()() & 0xff);
+    return s;
+  };
+  auto labels = [](uint32_t n) {
+    std::string s = idx_header({n});
+    for (uint32_t i = 0; i < n; ++i) s += static_cast<char>(i % 10);
+    return s;
+  };
+  write(dir + "/train-images-idx3-ubyte", images(16));
+  write(dir + "/train-labels-idx1-ubyte", labels(16));
+  write(dir + "/t10k-images-idx3-ubyte", images(4));
+  write(dir + "/t10k-labels-idx1-ubyte", labels(4));
+  VisionOptions o;
+  o.data = dir;
+  o.model = "cnn";
+  o.cnn.hidden = 8;
+  o.cnn.dropout = 0;
+  o.augment = false;
+  o.batch_size = 8;
+  o.label_smoothing = 0.3;
+  VisionJob job(o);
+  train::Shard shard;
+  shard.step = 2;
+  const double loss = job.loss(shard).loss.item();
+  // The same batch from a loader of the job's settings, through the same model.
+  data::LoaderOptions lo;
+  lo.batch_size = 8, lo.seed = o.seed, lo.drop_last = true;
+  data::DataLoader loader(load_fashion_mnist(dir, true), lo, eval_transform());
+  const data::Batch b = loader.batch(2);
+  const Tensor logits = job.model().forward(b.input);
+  const double smoothed = cross_entropy(logits, b.target, -100, 0.3).item();
+  const double plain = cross_entropy(logits, b.target).item();
+  CHECK(loss == doctest::Approx(smoothed).epsilon(1e-6));
+  CHECK(std::abs(smoothed - plain) > 1e-3);
+  o.label_smoothing = 1;
+  CHECK(XG_THROW_MESSAGE(o.validate(), std::invalid_argument) ==
+        "VisionOptions: label_smoothing 1: expected a number from 0 to 0.999");
+}

@@ -28,6 +28,8 @@ void VisionOptions::validate(bool option_names) const {
   need(erase == 0 || augment,
        option_names ? fmt::format("--erase {:g} is an augmentation, and --no-augment turns them off", erase)
                     : fmt::format("erase {}: random erasing is an augmentation, and augment is off", erase));
+  need(std::isfinite(label_smoothing) && label_smoothing >= 0 && label_smoothing <= 0.999,
+       fmt::format("label_smoothing {}: expected a number from 0 to 0.999", label_smoothing));
   if (model == "resnet") resnet.validate();
   if (model == "vit") vit.validate();
   if (model == "cnn") cnn.validate();
@@ -156,7 +158,8 @@ std::string VisionJob::describe() {
   return fmt::format("data={} ({} train / {} test images{}) | {} | batch {}", opts_.data, train_data_->size(),
                      test_data_->size(),
                      !opts_.augment ? "" : opts_.erase > 0 ? fmt::format(", crop, flip and erasing p={:g}", opts_.erase) : ", crop and flip",
-                     model, opts_.batch_size);
+                     model, opts_.batch_size) +
+         (opts_.label_smoothing > 0 ? fmt::format(" | label smoothing {:g}", opts_.label_smoothing) : "");
 }
 
 train::StepLoss VisionJob::loss(const train::Shard& shard) {
@@ -168,7 +171,7 @@ train::StepLoss VisionJob::loss(const train::Shard& shard) {
   }
   const data::Batch b = loader_->batch(shard.step);
   const Tensor logits = classifier_.module->forward(b.input);
-  return {cross_entropy(logits, b.target), b.input.size(0), b.global_size};
+  return {cross_entropy(logits, b.target, -100, opts_.label_smoothing), b.input.size(0), b.global_size};
 }
 
 train::Evaluation VisionJob::evaluate(train::EvalStage stage, int64_t /*step*/) {
@@ -201,6 +204,7 @@ Metadata VisionJob::identity() const {
   m["train_images"] = std::to_string(opts_.train_images);
   m["augment"] = opts_.augment ? "1" : "0";
   m["erase"] = fmt::format("{}", opts_.erase);
+  m["smoothing"] = fmt::format("{}", opts_.label_smoothing);
   m["sync_bn"] = opts_.sync_bn ? "1" : "0";
   return m;
 }

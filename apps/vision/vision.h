@@ -36,6 +36,7 @@ struct VisionOptions {
   int64_t train_images = 0;   // > 0: the first N training images only (smoke runs)
   bool augment = true;        // random crop (padding 2) and horizontal flip of training images
   double erase = 0;           // with augment: the probability of random erasing (data::random_erasing) after normalisation
+  double label_smoothing = 0; // the loss's targets: this much spread evenly over the 10 classes (cross_entropy's)
   bool sync_bn = false;       // under mpirun: batch norm over every process's images (dist::sync_batch_norm)
   uint64_t seed = 1;          // initialisation, dropout, data order and augmentation
   // Throws std::invalid_argument naming the first bad field; with
@@ -85,7 +86,8 @@ class VisionJob : public train::Job {
   train::Evaluation evaluate(train::EvalStage stage, int64_t step) override;
   std::string final_line(const train::RunSummary& run) const override;
   std::string kind() const override { return "vision"; }
-  Metadata identity_defaults() const override { return {{"erase", "0"}}; }  // runs saved before --erase
+  // Runs saved before --erase and --smoothing existed had neither.
+  Metadata identity_defaults() const override { return {{"erase", "0"}, {"smoothing", "0"}}; }
   std::string item_unit() const override { return "img"; }
   Metadata identity() const override;
   const Classifier& classifier() const { return classifier_; }
