@@ -16,6 +16,13 @@
 
 namespace xg {
 
+namespace detail {
+void check_label_smoothing(double label_smoothing, const char* op) {
+  if (!(label_smoothing >= 0 && label_smoothing <= 1))
+    throw ShapeError(std::string(op) + ": label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
+}
+}  // namespace detail
+
 namespace {
 
 template <class T>
@@ -154,8 +161,7 @@ LossPlan plan_loss(const Tensor& x, const Tensor& weight, const Tensor& bias, co
   if (static_cast<int64_t>(targets.size()) != rows)
     throw ShapeError(std::string(op) + ": x " + shape_str(x.shape()) + " has " + std::to_string(rows) +
                      " rows but " + std::to_string(targets.size()) + " targets were given");
-  if (label_smoothing < 0 || label_smoothing > 1)
-    throw ShapeError(std::string(op) + ": label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
+  detail::check_label_smoothing(label_smoothing, op);
   LossPlan pl{rows, c, v, 1, targets, ignore_index, 0, label_smoothing};
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = targets[static_cast<size_t>(r)];

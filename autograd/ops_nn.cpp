@@ -314,8 +314,7 @@ CountedRows counted_rows(const Tensor& logits, const std::vector<int64_t>& targe
   if (static_cast<int64_t>(targets.size()) != rows)
     throw ShapeError("cross_entropy: logits " + shape_str(logits.shape()) + " have " + std::to_string(rows) +
                      " rows but " + std::to_string(targets.size()) + " targets were given");
-  if (label_smoothing < 0 || label_smoothing > 1)
-    throw ShapeError("cross_entropy: label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
+  detail::check_label_smoothing(label_smoothing, "cross_entropy");
   int64_t count = 0;
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t t = targets[r];

@@ -103,6 +103,10 @@ TEST_CASE("linear_cross_entropy: bad shapes, targets and options are named") {
                       "target 5 at row 2 is out of range for 5 classes"));
   CHECK(xgt::contains(XG_THROW_MESSAGE(linear_cross_entropy(x, w, Tensor(), t, -100, 1.5), ShapeError),
                       "label_smoothing must be in [0, 1], got 1.5"));
+  CHECK(xgt::contains(XG_THROW_MESSAGE(linear_cross_entropy(x, w, Tensor(), t, -100, std::nan("")), ShapeError),
+                      "linear_cross_entropy: label_smoothing must be in [0, 1], got nan"));
+  CHECK(xgt::contains(XG_THROW_MESSAGE(cross_entropy(leaf({4, 5}, 14), t, -100, std::nan("")), ShapeError),
+                      "cross_entropy: label_smoothing must be in [0, 1], got nan"));
   // Every row ignored: a zero loss and zero gradients, as cross_entropy.
   Tensor l = linear_cross_entropy(x, w, Tensor(), {-100, -100, -100, -100});
   l.backward();

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "apps/common/smoothing.h"
 #include "autograd/autocast.h"
 #include "autograd/serialize.h"
 #include "models/seq2seq_model.h"
@@ -100,6 +101,13 @@ inline CLI::Option* add_real(CLI::App& app, const std::string& name, double& tar
           fmt::format("{} {}{:g}..{:g}]", help, above_lo ? "(" : "[", lo, hi))
       ->type_name("REAL")
       ->default_str(fmt::format("{:g}", target));
+}
+
+// --smoothing: label smoothing of the loss, from 0 to apps::kMaxLabelSmoothing.
+inline CLI::Option* add_smoothing(CLI::App& app, double& target) {
+  return add_real(app, "--smoothing", target, 0, apps::kMaxLabelSmoothing,
+                  "label smoothing: the loss's target gives this much, spread evenly, to every class and the rest to "
+                  "the true one (PyTorch's label_smoothing; 0: off)");
 }
 
 // A path (a file or a folder, as `type_name` says): "" is refused, since it

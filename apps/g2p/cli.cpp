@@ -45,7 +45,7 @@ Parsed parse_g2p_command(int argc, const char* const* argv, G2PCommand& cmd) {
                       "seconds of training: the schedule runs over whichever ends first, --steps or this (a step's "
                       "place in it is the larger of its number and steps x seconds / limit), so a run the clock ends "
                       "still ends its cosine; 0: --steps only. The default keeps a whole run under an hour");
-    add_real(t, "--smoothing", o.label_smoothing, 0, 0.999, "label smoothing");
+    add_smoothing(t, o.label_smoothing);
     add_int(t, "--eval-words", o.eval_words, 0, 1 << 20, "held-out words per evaluation (0: all)");
     add_int(t, "--beam", o.beam, 1, L::beam, "beam of the final evaluation, over every held-out word");
     add_int(t, "--max-words", o.max_words, 0, 1 << 20, "train on the first N training words only (0: all)");

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "apps/common/smoothing.h"
 #include "autograd/autograd.h"
 #include "autograd/require.h"
 #include "distributed/dist.h"
@@ -56,8 +57,7 @@ void G2POptions::validate() const {
   auto need = [](bool ok, const std::string& what) { require(ok, what, "G2POptions: "); };
   need(batch_size >= 1, fmt::format("batch_size {}: expected at least 1", batch_size));
   train::check_batch_per_process(batch_size, "pair");
-  need(std::isfinite(label_smoothing) && label_smoothing >= 0 && label_smoothing <= 0.999,
-       fmt::format("label_smoothing {}: expected a number from 0 to 0.999", label_smoothing));
+  apps::check_label_smoothing(label_smoothing, "G2POptions: ");
   need(eval_words >= 0, fmt::format("eval_words {}: expected 0 (all) or more", eval_words));
   need(beam >= 1, fmt::format("beam {}: expected at least 1", beam));
   need(max_words >= 0, fmt::format("max_words {}: expected 0 (all) or more", max_words));

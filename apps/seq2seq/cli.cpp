@@ -41,7 +41,7 @@ Parsed parse_train_command(int argc, const char* const* argv, TrainCommand& cmd)
     add_seq2seq_model_options(app, o.model_kind, o.model, o.rnn);
     add_flag(app, "--pre-norm", o.model.pre_norm, "pre-norm layers (default: the paper's post-norm)");
     add_int(app, "--batch", o.batch_size, 1, L::batch, "sequences per step (B), split over processes under mpirun");
-    add_real(app, "--smoothing", o.label_smoothing, 0, 0.999, "label smoothing");
+    add_smoothing(app, o.label_smoothing);
     add_int(app, "--eval-size", o.eval_size, 1, L::eval_size, "held-out sequences");
     add_real(app, "--target", cmd.loop.target, 0, 1, "stop at this held-out exact match (0: run all steps)");
     add_train_options(app, cmd.train, words, "stop once training has taken this many seconds (0: no limit)");

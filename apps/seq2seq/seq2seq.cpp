@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "apps/common/smoothing.h"
 #include "autograd/autograd.h"
 #include "autograd/require.h"
 #include "distributed/dist.h"
@@ -56,8 +57,7 @@ void Seq2SeqOptions::validate() const {
   check(batch_size >= 1 && batch_size <= (1 << 20), fmt::format("batch_size {}: expected 1..{}", batch_size, 1 << 20));
   train::check_batch_per_process(batch_size, "example");
   check(eval_size >= 1 && eval_size <= (1 << 24), fmt::format("eval_size {}: expected 1..{}", eval_size, 1 << 24));
-  check(std::isfinite(label_smoothing) && label_smoothing >= 0 && label_smoothing <= 0.999,
-        fmt::format("label_smoothing {}: expected a finite number from 0 to 0.999", label_smoothing));
+  apps::check_label_smoothing(label_smoothing);
   check(samples >= 0, fmt::format("samples {}: expected 0 or more", samples));
   const models::Seq2SeqConfig full = model_config(*this);
   full.validate();

@@ -55,9 +55,7 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
              "probability of random erasing of a training image after crop, flip and normalisation: a box of 2-33% of "
              "it set to 0, the data's mean (torchvision's RandomErasing; 0: off)")
         ->default_str(fmt::format("{:g} (resnet), {:g} (vit, cnn)", default_erase("resnet"), default_erase("vit")));
-    add_real(t, "--smoothing", o.label_smoothing, 0, 0.999,
-             "label smoothing: the loss's target gives this much, spread evenly, to the 10 classes and the rest to the "
-             "true one (PyTorch's label_smoothing; 0: off)");
+    add_smoothing(t, o.label_smoothing);
     add_flag(t, "--sync-bn", o.sync_bn,
              "under mpirun: batch norm over every process's images, so that N processes train as one");
     add_train_options(t, cmd.train, words,

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "apps/common/smoothing.h"
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
 #include "autograd/require.h"
@@ -28,8 +29,7 @@ void VisionOptions::validate(bool option_names) const {
   need(erase == 0 || augment,
        option_names ? fmt::format("--erase {:g} is an augmentation, and --no-augment turns them off", erase)
                     : fmt::format("erase {}: random erasing is an augmentation, and augment is off", erase));
-  need(std::isfinite(label_smoothing) && label_smoothing >= 0 && label_smoothing <= 0.999,
-       fmt::format("label_smoothing {}: expected a number from 0 to 0.999", label_smoothing));
+  apps::check_label_smoothing(label_smoothing, option_names ? "" : "VisionOptions: ");
   if (model == "resnet") resnet.validate();
   if (model == "vit") vit.validate();
   if (model == "cnn") cnn.validate();

@@ -305,4 +305,9 @@ Tensor unbroadcast(const Tensor& g, const Shape& shape);
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 
+// The cross-entropy losses' label_smoothing: a number in [0, 1] (NaN is
+// refused too, since it would turn every loss into NaN), else a ShapeError
+// naming `op`.
+void check_label_smoothing(double label_smoothing, const char* op);
+
 }  // namespace xg::detail
