@@ -30,6 +30,7 @@ MODELS = ("cnn", "resnet", "vit")  # as `vision train --model`
 # and default_recipe: the ResNet erases with probability 0.5 and ends at 0.
 ERASE = {"cnn": 0.0, "resnet": 0.5, "vit": 0.0}
 MIN_LR_RATIO = {"cnn": 0.1, "resnet": 0.0, "vit": 0.1}
+DROPOUT = {"cnn": 0.25, "resnet": 0.0, "vit": 0.0}  # models::CNNConfig's and ViTConfig's
 MEAN, STD = 0.2860, 0.3530  # apps/vision/fashion_mnist.h
 
 
@@ -66,7 +67,7 @@ class DropoutViT(ViT):
     after the positions are added, on the attention weights, after the
     feed-forward's GELU, and on each block's two residual branches."""
 
-    def __init__(self, p=0.1, **kw):
+    def __init__(self, p=0.0, **kw):
         super().__init__(**kw)
         self.p = p
 
@@ -146,18 +147,20 @@ def evaluate(model, x, y):
     return correct / len(x)
 
 
-def build(name, lr=None):
-    """The model `vision train --model NAME` trains (with its defaults) and its
-    AdamW, at lr or the recipe's: 1e-3 for the ViT, 2e-3 otherwise."""
+def build(name, lr=None, dropout=None):
+    """The model `vision train --model NAME` trains (with its defaults, or
+    `dropout`) and its AdamW, at lr or the recipe's: 1e-3 for the ViT, 2e-3
+    otherwise."""
+    p = DROPOUT[name] if dropout is None else dropout
     if lr is None:
         lr = 1e-3 if name == "vit" else 2e-3
     torch.manual_seed(1)
     if name == "cnn":
-        model = DropoutCNN(image=28, in_channels=1, classes=10, channels1=32, channels2=64, hidden=128)
+        model = DropoutCNN(p, image=28, in_channels=1, classes=10, channels1=32, channels2=64, hidden=128)
     elif name == "resnet":
         model = ResNet(20, 16, 1, 10, False)
     else:  # models::ViTConfig's defaults
-        model = DropoutViT(image=28, patch=4, in_channels=1, classes=10, d_model=128, heads=4, layers=6, d_ff=256)
+        model = DropoutViT(p, image=28, patch=4, in_channels=1, classes=10, d_model=128, heads=4, layers=6, d_ff=256)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     other = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": other, "weight_decay": 0.0}], lr=lr)
@@ -188,23 +191,27 @@ def main():
     a.add_argument("--min-lr-ratio", type=float, default=None,
                    help="the cosine's end as a fraction of the peak (default: the model's, MIN_LR_RATIO)")
     a.add_argument("--smoothing", type=float, default=0.0, help="label smoothing (vision train --smoothing)")
+    a.add_argument("--dropout", type=float, default=None, help="dropout of the CNN and the ViT (default: the model's, DROPOUT)")
     o = a.parse_args()
     if o.erase is None:
         o.erase = ERASE[o.model]
     if o.min_lr_ratio is None:
         o.min_lr_ratio = MIN_LR_RATIO[o.model]
-    for name, v, top in (("--erase", o.erase, 1), ("--min-lr-ratio", o.min_lr_ratio, 1), ("--smoothing", o.smoothing, 0.999)):
+    if o.dropout is None:
+        o.dropout = DROPOUT[o.model]
+    for name, v, top in (("--erase", o.erase, 1), ("--min-lr-ratio", o.min_lr_ratio, 1), ("--smoothing", o.smoothing, 0.999),
+                         ("--dropout", o.dropout, 0.99)):
         if not 0 <= v <= top:
             a.error(f"{name} {v}: expected a number from 0 to {top:g}")
     torch.set_num_threads(o.threads)
     gen = torch.Generator().manual_seed(1)
     xtr, ytr = load(True)
     xte, yte = load(False)
-    model, opt = build(o.model, o.lr)
+    model, opt = build(o.model, o.lr, o.dropout)
     lr = opt.defaults["lr"]  # o.lr, or the recipe's for this model
     print(f"torch {torch.__version__} | {o.model} | {sum(p.numel() for p in model.parameters())} parameters | "
           f"batch {o.batch} | {o.threads} threads | {'bf16 autocast' if o.bf16 else 'f32'} | "
-          f"erase {o.erase:g} | smoothing {o.smoothing:g} | lr {lr:g} to {lr * o.min_lr_ratio:g} | "
+          f"dropout {o.dropout:g} | erase {o.erase:g} | smoothing {o.smoothing:g} | lr {lr:g} to {lr * o.min_lr_ratio:g} | "
           f"BLAS core {os.environ.get('OPENBLAS_CORETYPE', 'unset')}", flush=True)
     trained, step, order, at = 0.0, 0, torch.randperm(len(xtr), generator=gen), 0
     while step < o.steps and trained < o.time_limit:

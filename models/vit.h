@@ -30,7 +30,7 @@ struct ViTConfig {
   int64_t heads = 4;        // H
   int64_t layers = 6;       // encoder blocks
   int64_t d_ff = 256;       // width of each block's feed-forward
-  double dropout = 0.1;     // p of every dropout layer, in [0, 1)
+  double dropout = 0;       // p of every dropout layer, in [0, 1); none by default, as timm's and torchvision's ViTs
   uint64_t seed = 0;        // initialisation and dropout
   void validate() const;    // throws std::invalid_argument naming the bad field and its range
   int64_t patches() const { return (image / patch) * (image / patch); }  // P

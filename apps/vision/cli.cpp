@@ -24,6 +24,7 @@ void add_vision_model_options(CLI::App& t, VisionOptions& o) {
   add_flag(t, "--preact", o.resnet.preact, "--model resnet: the pre-activation variant");
   add_int(t, "--patch", o.vit.patch, 1, 28, "--model vit: patch side, dividing 28 (4, 7, 14)");
   add_model_options(t, o.vit, "--model vit: encoder blocks (--dropout: also --model cnn's)");
+  t.get_option("--dropout")->default_str(fmt::format("{:g} (vit), {:g} (cnn)", o.vit.dropout, o.cnn.dropout));
   add_int(t, "--hidden", o.cnn.hidden, 1, L::d_model, "--model cnn: width of the first fully connected layer");
 }
 
