@@ -52,7 +52,7 @@ def load(train):
 class DropoutCNN(CNN):
     """The CNN twin with models::CNN's dropout after the first dense layer."""
 
-    def __init__(self, p=0.25, **kw):
+    def __init__(self, p, **kw):
         super().__init__(**kw)
         self.drop = torch.nn.Dropout(p)
 
@@ -67,7 +67,7 @@ class DropoutViT(ViT):
     after the positions are added, on the attention weights, after the
     feed-forward's GELU, and on each block's two residual branches."""
 
-    def __init__(self, p=0.0, **kw):
+    def __init__(self, p, **kw):
         super().__init__(**kw)
         self.p = p
 
