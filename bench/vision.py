@@ -29,7 +29,7 @@ MODELS = ("cnn", "resnet", "vit")  # as `vision train --model`
 # Each model's random erasing and cosine end, as apps/vision's default_erase
 # and default_recipe: the ResNet erases with probability 0.5 and ends at 0.
 ERASE = {"cnn": 0.0, "resnet": 0.5, "vit": 0.0}
-MIN_LR_RATIO = {"cnn": 0.1, "resnet": 0.0, "vit": 0.1}
+MIN_LR_RATIO = {"cnn": 0.1, "resnet": 0.0, "vit": 0.0}
 DROPOUT = {"cnn": 0.25, "resnet": 0.0, "vit": 0.0}  # models::CNNConfig's and ViTConfig's
 MEAN, STD = 0.2860, 0.3530  # apps/vision/fashion_mnist.h
 

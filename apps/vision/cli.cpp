@@ -63,8 +63,8 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
                       "seconds of training: the schedule runs over whichever ends first, --steps or this, so a run "
                       "the clock ends still ends its cosine; 0: --steps only");
     t.get_option("--min-lr-ratio")
-        ->default_str(fmt::format("{:g} (resnet), {:g} (vit, cnn)", default_recipe("resnet").min_lr_ratio,
-                                  default_recipe("vit").min_lr_ratio));
+        ->default_str(fmt::format("{:g} (resnet, vit), {:g} (cnn)", default_recipe("resnet").min_lr_ratio,
+                                  default_recipe("cnn").min_lr_ratio));
     add_threads(t, cmd.threads);
     add_loop_options(t, cmd.loop, "continue from --checkpoint when that file exists (same options, else an error)");
     for (const char* name : {"evaluate", "predict", "picture"}) {

@@ -44,7 +44,7 @@ train::TrainOptions default_recipe(const std::string& model) {
   o.weight_decay = 0.05;
   o.clip_norm = 1.0;
   o.clock_schedule = true;  // a --time-limit run still ends its cosine
-  if (model == "resnet") o.min_lr_ratio = 0;
+  if (model != "cnn") o.min_lr_ratio = 0;
   return o;
 }
 

@@ -45,7 +45,7 @@ struct VisionOptions {
 };
 
 // AdamW with a warm-up and a cosine: the recipe of `model` ("resnet", ...).
-// The ResNet's cosine ends at 0, the others' at lr / 10.
+// The ResNet's and the ViT's cosine end at 0, the CNN's at lr / 10.
 train::TrainOptions default_recipe(const std::string& model);
 // The random-erasing probability of `model`'s recipe (VisionOptions::erase):
 // 0.5 for the ResNet, 0 for the others.
