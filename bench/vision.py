@@ -193,6 +193,8 @@ def main():
                    help="the cosine's end as a fraction of the peak (default: the model's, MIN_LR_RATIO)")
     a.add_argument("--smoothing", type=float, default=0.0, help="label smoothing (vision train --smoothing)")
     a.add_argument("--dropout", type=float, default=None, help="dropout of the CNN and the ViT (default: the model's, DROPOUT)")
+    a.add_argument("--dry-run", action="store_true",
+                   help="print the header and stop (apps/vision/twin_recipe.py compares it with vision train's)")
     o = a.parse_args()
     if o.erase is None:
         o.erase = ERASE[o.model]
@@ -206,14 +208,16 @@ def main():
             a.error(f"{name} {v}: expected a number from 0 to {top:g}")
     torch.set_num_threads(o.threads)
     gen = torch.Generator().manual_seed(1)
-    xtr, ytr = load(True)
-    xte, yte = load(False)
     model, opt = build(o.model, o.lr, o.dropout)
     lr = opt.defaults["lr"]  # o.lr, or the recipe's for this model
     print(f"torch {torch.__version__} | {o.model} | {sum(p.numel() for p in model.parameters())} parameters | "
           f"batch {o.batch} | {o.threads} threads | {'bf16 autocast' if o.bf16 else 'f32'} | "
           f"dropout {o.dropout:g} | erase {o.erase:g} | smoothing {o.smoothing:g} | lr {lr:g} to {lr * o.min_lr_ratio:g} | "
           f"BLAS core {os.environ.get('OPENBLAS_CORETYPE', 'unset')}", flush=True)
+    if o.dry_run:
+        return
+    xtr, ytr = load(True)
+    xte, yte = load(False)
     trained, step, order, at = 0.0, 0, torch.randperm(len(xtr), generator=gen), 0
     while step < o.steps and trained < o.time_limit:
         start = time.perf_counter()

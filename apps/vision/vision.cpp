@@ -155,10 +155,12 @@ VisionJob::VisionJob(const VisionOptions& o)
 
 std::string VisionJob::describe() {
   std::string model = classifier_.module->type_name();
+  const double dropout = opts_.model == "vit" ? opts_.vit.dropout : opts_.model == "cnn" ? opts_.cnn.dropout : 0.0;
   return fmt::format("data={} ({} train / {} test images{}) | {} | batch {}", opts_.data, train_data_->size(),
                      test_data_->size(),
                      !opts_.augment ? "" : opts_.erase > 0 ? fmt::format(", crop, flip and erasing p={:g}", opts_.erase) : ", crop and flip",
                      model, opts_.batch_size) +
+         (dropout > 0 ? fmt::format(" | dropout {:g}", dropout) : "") +
          (opts_.label_smoothing > 0 ? fmt::format(" | label smoothing {:g}", opts_.label_smoothing) : "");
 }
 
