@@ -41,15 +41,20 @@ def fields(header, twin):
     }
 
 
+def for_model(model, options):
+    """The options without --dropout for the ResNet: both programs give
+    dropout to the ViT and the CNN only."""
+    if model == "resnet" and "--dropout" in options:
+        i = options.index("--dropout")
+        return options[:i] + options[i + 2:]
+    return options
+
+
 def vision_header(binary, model, options):
     # The tiny data and step count only keep the run short; it is stopped as
     # soon as the header (the line naming the parameters) is out.
     command = [binary, "train", "--model", model, "--steps", "2", "--warmup", "1", "--train-images", "256",
                "--eval-images", "10", "--threads", "1"] + options
-    # --dropout applies to the ViT and the CNN only (as in the twin).
-    if model == "resnet" and "--dropout" in options:
-        i = command.index("--dropout")
-        del command[i:i + 2]
     p = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines = []
     for line in p.stdout:
@@ -63,9 +68,6 @@ def vision_header(binary, model, options):
 
 
 def twin_header(script, model, options):
-    if model == "resnet" and "--dropout" in options:
-        i = options.index("--dropout")
-        options = options[:i] + options[i + 2:]
     command = [sys.executable, script, "--model", model, "--threads", "1", "--dry-run"] + options
     out = subprocess.run(command, capture_output=True, text=True)
     if out.returncode != 0:
@@ -78,8 +80,9 @@ def main():
         sys.exit("usage: twin_recipe.py VISION_BINARY BENCH_VISION_PY")
     binary, script = sys.argv[1:]
     bad = 0
-    for options in CASES:
+    for case in CASES:
         for model in MODELS:
+            options = for_model(model, case)
             ours = fields(vision_header(binary, model, options), twin=False)
             theirs = fields(twin_header(script, model, options), twin=True)
             differ = {k: (ours[k], theirs[k]) for k in ours if ours[k] != theirs[k]}
