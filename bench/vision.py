@@ -148,14 +148,14 @@ def evaluate(model, x, y):
     return correct / len(x)
 
 
-def build(name, lr=None, dropout=None):
+def build(name, lr=None, dropout=None, seed=1):
     """The model `vision train --model NAME` trains (with its defaults, or
     `dropout`) and its AdamW, at lr or the recipe's: 1e-3 for the ViT, 2e-3
-    otherwise."""
+    otherwise; its initialisation drawn from `seed`."""
     p = DROPOUT[name] if dropout is None else dropout
     if lr is None:
         lr = 1e-3 if name == "vit" else 2e-3
-    torch.manual_seed(1)
+    torch.manual_seed(seed)
     if name == "cnn":
         model = DropoutCNN(p, image=28, in_channels=1, classes=10, channels1=32, channels2=64, hidden=128)
     elif name == "resnet":
@@ -188,6 +188,7 @@ def main():
     a.add_argument("--batch", type=int, default=128)
     a.add_argument("--lr", type=float, default=None, help="default: 1e-3 for the ViT, 2e-3 otherwise (vision's recipe)")
     a.add_argument("--bf16", action="store_true")
+    a.add_argument("--seed", type=int, default=1, help="the initialisation's and the data's (vision train --seed)")
     a.add_argument("--erase", type=float, default=None, help="probability of random erasing (default: the model's, ERASE)")
     a.add_argument("--min-lr-ratio", type=float, default=None,
                    help="the cosine's end as a fraction of the peak (default: the model's, MIN_LR_RATIO)")
@@ -207,12 +208,12 @@ def main():
         if not 0 <= v <= top:
             a.error(f"{name} {v}: expected a number from 0 to {top:g}")
     torch.set_num_threads(o.threads)
-    gen = torch.Generator().manual_seed(1)
-    model, opt = build(o.model, o.lr, o.dropout)
+    gen = torch.Generator().manual_seed(o.seed)
+    model, opt = build(o.model, o.lr, o.dropout, o.seed)
     lr = opt.defaults["lr"]  # o.lr, or the recipe's for this model
     print(f"torch {torch.__version__} | {o.model} | {sum(p.numel() for p in model.parameters())} parameters | "
           f"batch {o.batch} | {o.threads} threads | {'bf16 autocast' if o.bf16 else 'f32'} | "
-          f"dropout {o.dropout:g} | erase {o.erase:g} | smoothing {o.smoothing:g} | lr {lr:g} to {lr * o.min_lr_ratio:g} | "
+          f"seed {o.seed} | dropout {o.dropout:g} | erase {o.erase:g} | smoothing {o.smoothing:g} | lr {lr:g} to {lr * o.min_lr_ratio:g} | "
           f"BLAS core {os.environ.get('OPENBLAS_CORETYPE', 'unset')}", flush=True)
     if o.dry_run:
         return
