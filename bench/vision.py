@@ -9,7 +9,7 @@
 # budget, counting training time only. Prints the run's header, progress and
 # "final steps=N test_accuracy=A train_seconds=S" like the C++ program.
 #   /usr/bin/python3 bench/vision.py --model cnn|resnet|vit --time-limit 600 [--threads 2] [--bf16]
-#       [--erase P] [--min-lr-ratio F] [--smoothing E]
+#       [--erase P] [--min-lr-ratio F] [--smoothing E] [--seed N]
 import argparse
 import gzip
 import math
