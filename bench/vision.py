@@ -207,6 +207,8 @@ def main():
                          ("--dropout", o.dropout, 0.99)):
         if not 0 <= v <= top:
             a.error(f"{name} {v}: expected a number from 0 to {top:g}")
+    if not 0 <= o.seed < 2**62:  # vision train --seed's range
+        a.error(f"--seed {o.seed}: expected a whole number from 0 to {2**62 - 1}")
     torch.set_num_threads(o.threads)
     gen = torch.Generator().manual_seed(o.seed)
     model, opt = build(o.model, o.lr, o.dropout, o.seed)
