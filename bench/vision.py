@@ -162,8 +162,14 @@ def build(name, lr=None, dropout=None, seed=1):
         model = ResNet(20, 16, 1, 10, False)
     else:  # models::ViTConfig's defaults
         model = DropoutViT(p, image=28, patch=4, in_channels=1, classes=10, d_model=128, heads=4, layers=6, d_ff=256)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    other = [p for p in model.parameters() if p.dim() < 2]
+    # vision train's groups (optim::weight_decay_groups): decay on tensors of
+    # 2+ dimensions whose names hold neither "embed" nor "pos", so the ViT's
+    # patch kernel and positions are not decayed and its class token is.
+    def decayed(name, p):
+        return p.dim() >= 2 and "embed" not in name and "pos" not in name
+
+    decay = [p for n, p in model.named_parameters() if decayed(n, p)]
+    other = [p for n, p in model.named_parameters() if not decayed(n, p)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": other, "weight_decay": 0.0}], lr=lr)
     return model, opt
 
@@ -213,9 +219,11 @@ def main():
     gen = torch.Generator().manual_seed(o.seed)
     model, opt = build(o.model, o.lr, o.dropout, o.seed)
     lr = opt.defaults["lr"]  # o.lr, or the recipe's for this model
+    decay = opt.param_groups[0]  # build()'s decayed group
     print(f"torch {torch.__version__} | {o.model} | {sum(p.numel() for p in model.parameters())} parameters | "
           f"batch {o.batch} | {o.threads} threads | {'bf16 autocast' if o.bf16 else 'f32'} | "
           f"seed {o.seed} | dropout {o.dropout:g} | erase {o.erase:g} | smoothing {o.smoothing:g} | lr {lr:g} to {lr * o.min_lr_ratio:g} | "
+          f"weight decay {decay['weight_decay']:g} on {sum(p.numel() for p in decay['params'])} parameters | "
           f"BLAS core {os.environ.get('OPENBLAS_CORETYPE', 'unset')}", flush=True)
     if o.dry_run:
         return

@@ -126,7 +126,8 @@ void prepare(Trainer& trainer, const LoopOptions& loop, const Console& console) 
   }
 }
 
-// "copy task ... | 1234 parameters | warmup_cosine lr 0.001 to 0.0001, 2 threads, f32"
+// "copy task ... | 1234 parameters | warmup_cosine lr 0.001 to 0.0001, weight decay 0.01 on 1200 parameters,
+// 2 threads, f32"
 void print_header(Trainer& trainer, const Console& console) {
   const TrainOptions& o = trainer.options();
   const int threads = num_threads();
@@ -136,6 +137,16 @@ void print_header(Trainer& trainer, const Console& console) {
     schedule += o.clock_schedule ? fmt::format(" over {} steps or {:g} s of training", o.steps, o.time_limit)
                                  : fmt::format(", {} steps or {:g} s of training", o.steps, o.time_limit);
   if (o.average > 0) schedule += fmt::format(", averaging the last {:g}%", 100 * o.average);
+  if (o.weight_decay > 0) {
+    // Which parameters the decay reaches is part of the recipe
+    // (optim::weight_decay_groups leaves out embeddings): a twin in another
+    // framework must decay the same ones, and this count shows whether it does.
+    int64_t decayed = 0;
+    for (const optim::ParamGroup& g : trainer.optimizer().groups())
+      if (g.weight_decay.value_or(o.weight_decay) > 0)
+        for (const Tensor& p : g.params) decayed += p.numel();
+    schedule += fmt::format(", weight decay {:g} on {} parameters", o.weight_decay, decayed);
+  }
   const int world = dist::world_size();
   fmt::print(console.out(), "{} | {} parameters | {}, {} thread{}{}, {}\n", trainer.job().describe(),
              trainer.job().model().num_parameters(), schedule, threads, threads == 1 ? "" : "s",

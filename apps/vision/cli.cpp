@@ -42,7 +42,7 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
         "Image classification on Fashion-MNIST (apt-get install dataset-fashion-mnist): `train` learns a ResNet, a "
         "Vision Transformer or a small CNN and reports test accuracy; `evaluate` prints a checkpoint's accuracy and "
         "confusion matrix; `predict` labels test images; `picture` writes the data of the pictures "
-        "(scripts/pictures.sh draws them).");
+        "(scripts/plot_vision.sh draws them).");
     app.require_subcommand(1);
     train = app.add_subcommand("train", "train a model; the last line is: final steps=N test_accuracy=... train_seconds=...");
     CLI::App& t = *train;
@@ -61,7 +61,8 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
              "under mpirun: batch norm over every process's images, so that N processes train as one");
     add_train_options(t, cmd.train, words,
                       "seconds of training: the schedule runs over whichever ends first, --steps or this, so a run "
-                      "the clock ends still ends its cosine; 0: --steps only");
+                      "the clock ends still ends its cosine; its warm-up counts places of --steps too, so give "
+                      "--steps near the steps this time allows; 0: --steps only");
     t.get_option("--min-lr-ratio")
         ->default_str(fmt::format("{:g} (resnet, vit), {:g} (cnn)", default_recipe("resnet").min_lr_ratio,
                                   default_recipe("cnn").min_lr_ratio));

@@ -3,7 +3,8 @@
 # from drifting. For each model it reads the header of `vision train` (stopped
 # once printed) and of the twin's --dry-run, with the same options, and
 # compares what both print: parameters, batch, dropout, random erasing, label
-# smoothing and the learning rate's start and end.
+# smoothing, the weight decay and how many parameters it reaches, and the
+# learning rate's start and end.
 #   /usr/bin/python3 apps/vision/twin_recipe.py VISION_BINARY bench/vision.py
 import re
 import subprocess
@@ -24,8 +25,8 @@ def number(pattern, text, absent=None):
 
 
 def fields(header, twin):
-    """The compared fields of a header line (vision's omits dropout, erasing
-    and smoothing when they are 0; the twin's always prints them)."""
+    """The compared fields of a header line (vision's omits dropout, erasing,
+    smoothing and weight decay when they are 0; the twin's always prints them)."""
     lr = re.search(r"\blr ([^ |,]+) to ([^ |,]+)", header)
     if not lr:
         sys.exit(f"twin_recipe: no 'lr X to Y' in:\n{header}")
@@ -36,6 +37,8 @@ def fields(header, twin):
         "erase": number(r"\| erase ([^ |]+)" if twin else r"erasing p=([^ |)]+)", header, None if twin else 0.0),
         "smoothing": number(r"\| smoothing ([^ |]+)" if twin else r"label smoothing ([^ |]+)", header,
                             None if twin else 0.0),
+        "weight_decay": number(r"weight decay ([^ ]+) on", header, None if twin else 0.0),
+        "decayed": number(r"weight decay [^ ]+ on (\d+) parameters", header, None if twin else 0.0),
         "lr": float(lr.group(1)),
         "min_lr": float(lr.group(2)),
     }
