@@ -6,8 +6,10 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
+#include "autograd/losses.h"  // the losses, cross_entropy among them
 #include "autograd/tensor.h"
 
 namespace xg {
@@ -54,6 +56,72 @@ Tensor tanh(const Tensor& a);
 Tensor sigmoid(const Tensor& a);
 Tensor clamp(const Tensor& a, double lo, double hi);  // gradient passes where lo <= a <= hi
 
+// ---- activations (torch.nn.functional's names, arguments and defaults) ----
+//
+// Each is differentiable to any order. At a kink the gradient is PyTorch's
+// choice, named on each line ("slope 0 at 0": the one-sided value used there).
+
+Tensor leaky_relu(const Tensor& a, double negative_slope = 0.01);  // a > 0 ? a : slope a; slope at 0
+Tensor hardtanh(const Tensor& a, double min_val = -1.0, double max_val = 1.0);  // clamp; slope 0 at both ends
+Tensor relu6(const Tensor& a);  // hardtanh(a, 0, 6); slope 0 at 0 and 6
+// a > 0 ? a : alpha (e^a - 1); slope alpha at 0.
+Tensor elu(const Tensor& a, double alpha = 1.0);
+// scale elu(a, alpha) with PyTorch's constants (scale 1.0507..., alpha 1.6732...).
+Tensor selu(const Tensor& a);
+// max(0, a) + min(0, alpha (e^(a/alpha) - 1)); alpha != 0; slope 1 at 0.
+Tensor celu(const Tensor& a, double alpha = 1.0);
+Tensor silu(const Tensor& a);   // a sigmoid(a) (swish)
+Tensor mish(const Tensor& a);   // a tanh(ln(1 + e^a))
+Tensor hardswish(const Tensor& a);    // a relu6(a + 3) / 6; slopes -1/2 at -3 and 3/2 at 3
+Tensor hardsigmoid(const Tensor& a);  // relu6(a + 3) / 6; slope 0 at -3 and 3
+// approximate "none": the exact (erf) form, as gelu(a); "tanh":
+// a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))) / 2. Anything else throws.
+Tensor gelu(const Tensor& a, const std::string& approximate);
+// ln(1 + e^(beta a)) / beta, and a itself where beta a > threshold; beta != 0.
+Tensor softplus(const Tensor& a, double beta = 1.0, double threshold = 20.0);
+Tensor softsign(const Tensor& a);    // a / (1 + |a|)
+Tensor tanhshrink(const Tensor& a);  // a - tanh(a)
+Tensor logsigmoid(const Tensor& a);  // ln sigmoid(a), stable for large |a|
+// a - lambd above lambd, a + lambd below -lambd, else 0; lambd >= 0; slope 0 at +-lambd.
+Tensor softshrink(const Tensor& a, double lambd = 0.5);
+// a outside [-lambd, lambd], else 0; lambd >= 0; slope 0 at +-lambd.
+Tensor hardshrink(const Tensor& a, double lambd = 0.5);
+// a > threshold ? a : value; slope 0 at the threshold (torch.nn.functional.threshold).
+Tensor threshold(const Tensor& a, double threshold, double value);
+Tensor log1p(const Tensor& a);  // ln(1 + a), accurate for small a
+Tensor expm1(const Tensor& a);  // e^a - 1, accurate for small a
+// softmax(-a, dim): torch.nn.functional.softmin.
+Tensor softmin(const Tensor& a, int64_t dim);
+// The first half of `dim` times the sigmoid of the second (dim's size must be even).
+Tensor glu(const Tensor& a, int64_t dim = -1);
+// a > 0 ? a : w a, with w (1) for every channel or (C) one per channel,
+// channels at dimension 1 (a of rank 0 or 1 takes a single w).
+Tensor prelu(const Tensor& a, const Tensor& weight);
+// Randomised leaky ReLU: in training each negative element gets its own
+// slope drawn from U[lower, upper) with `gen` (required then); otherwise the
+// slope (lower + upper) / 2. lower <= upper.
+Tensor rrelu(const Tensor& a, double lower = 1.0 / 8, double upper = 1.0 / 3, bool training = false,
+             Generator* gen = nullptr);
+
+// ---- comparisons: masks (not differentiable) ------------------------------
+//
+// 1 where the relation holds, else 0, in a's dtype, broadcasting like add()
+// (xgrad has no bool dtype: a mask is a tensor of zeros and ones, which
+// where() and masked_fill() take). Any dtype, int64 included; a and b must
+// share it. With a double the other side is that scalar.
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, double b);
+Tensor ge(const Tensor& a, double b);
+Tensor lt(const Tensor& a, double b);
+Tensor le(const Tensor& a, double b);
+Tensor eq(const Tensor& a, double b);
+Tensor ne(const Tensor& a, double b);
+
 // ---- reductions (axes may be negative; empty axes = all) ------------------
 
 // Sum, mean, maximum and variance (divided by n, or n - 1 if unbiased) over
@@ -63,6 +131,10 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims
 Tensor mean(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false);
 Tensor max(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false);  // grad to the first arg-max
 Tensor var(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false, bool unbiased = false);
+// torch.linalg.vector_norm: (sum |a|^ord)^(1/ord) over `axes` (none: every
+// axis); ord > 0, or infinity for the largest |a|. The gradient at a zero
+// vector is 0, as PyTorch's.
+Tensor vector_norm(const Tensor& a, double ord = 2.0, const std::vector<int64_t>& axes = {}, bool keepdims = false);
 // Index of the largest element along `axis` (not differentiable); shape = a's without that axis.
 std::vector<int64_t> argmax(const Tensor& a, int64_t axis = -1);
 
@@ -249,19 +321,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // post-norm block's norm(x + f(x))); x and residual must have one shape.
 Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                       double eps = 1e-5);
-// Mean cross-entropy of logits (..., V) against integer targets (one per row).
-// Rows whose target == ignore_index count for nothing (all ignored -> 0).
-// label_smoothing e puts e/V on every class and 1-e more on the target (as PyTorch).
-Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets,
-                     int64_t ignore_index = -100, double label_smoothing = 0.0);
-// The same with the targets in an int64 tensor of logits' shape without the
-// class dimension (or any shape with one target per row).
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100,
-                     double label_smoothing = 0.0);
 // Inverted dropout: zeros with probability p, scales the rest by 1/(1-p).
 // Identity (the same tensor) when p == 0 or !training.
-// cross_entropy(linear(x, weight, bias), targets, ignore_index,
-// label_smoothing) in one op: x (..., C), weight (V, C), bias (V) or
+// The mean cross-entropy of linear(x, weight, bias) (..., V), classes last,
+// against one target per row, with ignore_index and label_smoothing as
+// CrossEntropyLossOptions has them, in one op: x (..., C), weight (V, C), bias (V) or
 // undefined. The logits are computed in chunks of rows (at most 4 MiB each)
 // and never held whole; backward computes each chunk again from x and the
 // row's saved log-sum-exp. Under Autocast(bf16) its products run in bf16.

@@ -220,7 +220,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
                   if (grad_enabled())  // second order by recomputation from ops
                     return detail::vjp_by_recompute(
                         [pl](const std::vector<Tensor>& in) {
-                          return cross_entropy(linear(in[0], in[1], in[2]), pl.targets, pl.ignore_index, pl.e);
+                          return detail::cross_entropy_rows(linear(in[0], in[1], in[2]), pl.targets, pl.ignore_index, pl.e);
                         },
                         {x, w, b}, g);
                   Tensor dx = needs_input_grad(0) ? zeros(x.shape(), x.dtype()) : Tensor();

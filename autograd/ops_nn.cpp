@@ -346,8 +346,8 @@ Tensor target_weights(const Tensor& logp, const std::vector<int64_t>& targets, i
 }
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const std::vector<int64_t>& targets, int64_t ignore_index,
-                     double label_smoothing) {
+Tensor detail::cross_entropy_rows(const Tensor& logits, const std::vector<int64_t>& targets, int64_t ignore_index,
+                                  double label_smoothing) {
   const CountedRows n = counted_rows(logits, targets, ignore_index, label_smoothing);
   const int64_t v = n.v, rows = n.rows, count = n.count;
   // Per row: loss = -(1-e) logp[t] - (e/V) sum_j logp[j]; mean over counted rows.
@@ -455,10 +455,6 @@ std::vector<int64_t> int_values(const Tensor& t, const char* op, const char* wha
   return std::vector<int64_t>(p, p + t.numel());
 }
 }  // namespace
-
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double label_smoothing) {
-  return cross_entropy(logits, int_values(targets, "cross_entropy", "targets"), ignore_index, label_smoothing);
-}
 
 Tensor gather_rows(const Tensor& table, const Tensor& ids) {
   return detail::traced(gather_rows(table, int_values(ids, "gather_rows", "ids"), ids.shape()),

@@ -166,6 +166,30 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims, boo
   return sum(d * d, axes, keepdims) * (1.0 / static_cast<double>(dof));
 }
 
+Tensor vector_norm(const Tensor& a, double ord, const std::vector<int64_t>& axes, bool keepdims) {
+  const ReducePlan p = plan_reduce(check_defined(a, "vector_norm").shape(), axes, keepdims, "vector_norm");
+  if (!(ord > 0))
+    throw std::invalid_argument("vector_norm: ord " + std::to_string(ord) + ": expected > 0 or infinity");
+  if (std::isinf(ord)) return max(abs(a), axes, keepdims);
+  if (ord == 1) return sum(abs(a), axes, keepdims);
+  Tensor out;
+  {
+    NoGradGuard no_tape;  // the value; backward below reads it, as PyTorch's does
+    out = ord == 2 ? sqrt(sum(a * a, axes, keepdims)) : pow(sum(pow(abs(a), ord), axes, keepdims), 1.0 / ord);
+  }
+  return record(
+      "vector_norm", out, {a},
+      [a, out = out.detach(), ord, keep = p.keep_shape](const Tensor& g) {
+        // d||a||/da = sign(a) |a|^(ord-1) / ||a||^(ord-1); 0 where the norm is 0
+        const Tensor n = reshape(detail::saved_output(out), keep), gk = reshape(g, keep);
+        const Tensor zero = detail::map(n.detach(), [](auto x) { return decltype(x)(x == 0 ? 1 : 0); });
+        if (ord == 2) return std::vector<Tensor>{a * (gk / (n + zero))};
+        const Tensor sign = detail::map(a.detach(), [](auto x) { return decltype(x)((x > 0) - (x < 0)); });
+        return std::vector<Tensor>{sign * pow(abs(a), ord - 1) * (gk / (pow(n, ord - 1) + zero))};
+      },
+      {a, out});
+}
+
 std::vector<int64_t> argmax(const Tensor& a, int64_t axis) {
   const int64_t ax = normalize_axis(axis, check_defined(a, "argmax").dim(), "argmax");
   const Shape& s = a.shape();

@@ -412,6 +412,8 @@ Tensor full(const Shape& s, double value, Dtype d) {
 }
 Tensor zeros(const Shape& s, Dtype d) { return full(s, 0.0, d); }
 Tensor ones(const Shape& s, Dtype d) { return full(s, 1.0, d); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
 Tensor scalar(double value, Dtype d) { return full({}, value, d); }
 
 Tensor arange(int64_t n, Dtype d) {

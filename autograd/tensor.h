@@ -138,6 +138,9 @@ Tensor empty(const Shape& s, Dtype d = f32);  // uninitialised
 Tensor zeros(const Shape& s, Dtype d = f32);
 Tensor ones(const Shape& s, Dtype d = f32);
 Tensor full(const Shape& s, double value, Dtype d = f32);
+// Zeros or ones of t's shape and dtype (torch.zeros_like, torch.ones_like).
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
 Tensor arange(int64_t n, Dtype d = f32);  // 0, 1, ..., n-1
 Tensor scalar(double value, Dtype d = f32);  // shape ()
 Tensor from_vector(const std::vector<float>& v, const Shape& s);  // float32

@@ -240,7 +240,9 @@ Tensor RNNSeq2Seq::loss(const Batch& src, const Batch& tgt_in, const Batch& tgt_
     throw std::invalid_argument(describe() + ": target input (" + std::to_string(tgt_in.rows) + "," +
                                 std::to_string(tgt_in.cols) + ") and output (" + std::to_string(tgt_out.rows) + "," +
                                 std::to_string(tgt_out.cols) + ") differ in shape");
-  return cross_entropy(forward(src, tgt_in), tgt_out.ids, cfg_.pad_id, label_smoothing);
+  const Tensor logits = forward(src, tgt_in);  // (B,T,V): rows of classes for cross_entropy
+  return cross_entropy(reshape(logits, {-1, logits.size(2)}), tgt_out.ids,
+                       CrossEntropyLossOptions().ignore_index(cfg_.pad_id).label_smoothing(label_smoothing));
 }
 
 void RNNSeq2Seq::select_rows(State& s, const std::vector<int64_t>& rows) {

@@ -1,5 +1,6 @@
 // Everything in nn/ in one include.
 #pragma once
+#include "nn/activation.h"
 #include "nn/additive_attention.h"
 #include "nn/attention.h"
 #include "nn/batch_norm.h"
@@ -13,6 +14,7 @@
 #include "nn/init.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
+#include "nn/loss.h"
 #include "nn/module.h"
 #include "nn/luong_attention.h"
 #include "nn/pooling.h"

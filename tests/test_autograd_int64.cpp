@@ -91,11 +91,12 @@ TEST_CASE("int64: gather_rows, index_select, cross_entropy and their float-misus
   CHECK(XG_THROW_MESSAGE(gather_rows(table, tensor({4, 0}, {2})), ShapeError) ==
         "gather_rows: ids must be an int64 tensor, got float32 (2,) (convert with .to(xg::i64))");
 
-  Tensor logits = rand({2, 3, 5}, g, f64);
+  Tensor logits = rand({2, 5, 3}, g, f64);  // (N,C,d): classes at dimension 1
   Tensor targets = from_ints({1, 4, -100, 0, 2, 3}, {2, 3});
   CHECK(bit_equal(cross_entropy(logits, targets), cross_entropy(logits, {1, 4, -100, 0, 2, 3})));
   CHECK(XG_THROW_MESSAGE(cross_entropy(logits, tensor({1, 4, 0, 0, 2, 3}, {2, 3})), ShapeError) ==
-        "cross_entropy: targets must be an int64 tensor, got float32 (2,3) (convert with .to(xg::i64))");
+        "cross_entropy: target float32 (2,3) must hold int64 class indices of shape (2,3) or class probabilities of "
+        "the input's shape (2,5,3)");
 
   Tensor a = rand({2, 4, 3}, g, f64);
   Tensor picked = index_select(a, 1, from_ints({3, 0, 3}, {3}));
@@ -121,6 +122,6 @@ TEST_CASE("int64: gradcheck in float64 through gather_rows, index_select and cro
   for (int64_t axis : {0, 1, 2})
     XG_CHECK_GRAD([&](const std::vector<Tensor>& in) { return index_select(in[0], axis, index); },
                   xgt::leaf({3, 3, 3}, 2));
-  XG_CHECK_GRAD([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets, -100, 0.1); },
-                xgt::leaf({2, 2, 4}, 3));
+  XG_CHECK_GRAD([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], targets, CrossEntropyLossOptions().label_smoothing(0.1)); },
+                xgt::leaf({2, 4, 2}, 3));
 }

@@ -173,7 +173,7 @@ train::StepLoss VisionJob::loss(const train::Shard& shard) {
   }
   const data::Batch b = loader_->batch(shard.step);
   const Tensor logits = classifier_.module->forward(b.input);
-  return {cross_entropy(logits, b.target, -100, opts_.label_smoothing), b.input.size(0), b.global_size};
+  return {cross_entropy(logits, b.target, CrossEntropyLossOptions().label_smoothing(opts_.label_smoothing)), b.input.size(0), b.global_size};
 }
 
 train::Evaluation VisionJob::evaluate(train::EvalStage stage, int64_t /*step*/) {

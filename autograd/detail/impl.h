@@ -186,6 +186,11 @@ struct Node : std::enable_shared_from_this<Node> {
 // with create_graph (grad mode off) each returns its argument detached, so
 // the first-order path is unchanged.
 namespace detail {
+// The mean cross-entropy of logits (..., V), classes last, one target per
+// row (ignore_index rows count for nothing; all ignored: 0), label smoothing
+// e: the fused op behind cross_entropy and linear_cross_entropy's second order.
+Tensor cross_entropy_rows(const Tensor& logits, const std::vector<int64_t>& targets, int64_t ignore_index,
+                          double label_smoothing);
 // The op's own output, linked to the node whose backward runs: what a
 // formula reading its output (exp, tanh, softmax) differentiates through.
 Tensor saved_output(const Tensor& out);

@@ -24,6 +24,9 @@ import warnings
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "optable"))
+import optable  # noqa: E402  (the op table: the torch.nn families' entries)
+
 # backward(create_graph=True) warns of the reference cycle it makes; programs are short-lived
 warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
 
@@ -160,7 +163,6 @@ def forward(op, s, a, third_order=False):
         y = d * ((d * d).mean(-1, keepdim=True) + s.get("eps", 1e-5)) ** -0.5
         y = y * w if w is not None else y
         return y + b if b is not None else y
-    if op == "cross_entropy": return cross_entropy(a[0], s)
     if op == "linear_cross_entropy": return cross_entropy(F.linear(a[0], a[1], a[2]), s)
     if op == "dropout":
         assert s["p"] == 0
@@ -170,6 +172,7 @@ def forward(op, s, a, third_order=False):
         return F.dropout(torch.relu(a[0]), 0.0, True)
     if op == "attention": return attention(a[0], a[1], a[2], s)
     if op == "recurrence": return recurrence(a[0], a[1], a[2], a[3], a[4], s)
+    if op in optable.BY_NAME: return optable.BY_NAME[op].torch(a, s)
     raise ValueError("unknown op " + op)
 
 
@@ -402,6 +405,7 @@ class Gen:
         self.vals = []   # the values, computed
         self.kind = []   # "fwd" (on a path from an input), "grad", "const"
         self.rg = []     # depends on an input that requires grad (forward values only)
+        self.order_cap = 3  # the highest order of gradient PyTorch takes through the ops drawn
 
     # -- values
     def add_step(self, s, v, kind, rg):
@@ -421,6 +425,11 @@ class Gen:
 
     def const(self, shape, lo=0.5, hi=1.5):
         return self.new_input(shape, lo, hi, rg=False)
+
+    def add_const(self, shape, data):
+        """An input holding `data` (labels: no gradient)."""
+        s = {"op": "input", "shape": list(shape), "data": [float(v) for v in data], "rg": False}
+        return self.add_step(s, t_of(s), "fwd", False)
 
     def shape(self, min_rank=0, max_rank=3):
         r = self.r
@@ -459,7 +468,10 @@ class Gen:
         xs = tuple(V[x].shape)
         s = {"op": name}
         args = [x]
-        pos = lambda i: V[i].numel() > 0 and bool((V[i] > 0.2).all()) and bool((V[i] < 5).all())
+        # A value computed from gradients holds placeholder values here
+        # (zeros for the gradients themselves): no domain check can trust it.
+        pos = lambda i: self.kind[i] != "grad" and V[i].numel() > 0 and bool((V[i] > 0.2).all()) and \
+            bool((V[i] < 5).all())
         if name in ("add", "sub", "mul", "div", "pow", "maximum", "where"):
             bs = list(xs)
             for k in range(len(bs)):
@@ -669,17 +681,24 @@ class Gen:
                 b = self.of_shape((C,), kinds)
             args += [w, b]
             s["eps"] = r.choice([1e-5, 1e-3])
-        elif name in ("cross_entropy", "linear_cross_entropy"):
+        elif name in optable.BY_NAME:
+            entry = optable.BY_NAME[name]
+            if entry.torch_order < 3 and "grad" in kinds:
+                return False  # a later level: its gradient would go past PyTorch's order
+            args = entry.draw(self, x, s, entry.kinks)
+            if args is None:
+                return False
+            if any(a is not None and self.kind[a] == "grad" for a in args) and entry.kinks(s):
+                return False  # a kink or a domain edge cannot be avoided on placeholder values
+            while args and args[-1] is None:  # optional trailing arguments left out, as PyTorch's None
+                args.pop()
+        elif name == "linear_cross_entropy":
             if not xs:
                 return False
-            if name == "linear_cross_entropy":
-                C = xs[-1]
-                Vn = r.choice([2, 3, 5])
-                args = [x] + self.dense_weights(Vn, C, kinds)
-                rows = math.prod(xs[:-1])
-            else:
-                Vn = xs[-1]
-                rows = math.prod(xs[:-1])
+            C = xs[-1]
+            Vn = r.choice([2, 3, 5])
+            args = [x] + self.dense_weights(Vn, C, kinds)
+            rows = math.prod(xs[:-1])
             ignore = r.choice([-100, 1])
             targets = [r.randrange(Vn) if r.random() < 0.8 else ignore for _ in range(rows)]
             if all(t == ignore for t in targets):
@@ -733,6 +752,10 @@ class Gen:
         if name == "recurrence" and s["cell"] == "relu":
             pass  # a pre-activation exactly at 0 has probability 0
         rg = any(a is not None and self.rg[a] for a in args)
+        if name in optable.BY_NAME:
+            self.order_cap = min(self.order_cap, optable.BY_NAME[name].torch_order)
+        if name in optable.BY_NAME and not optable.BY_NAME[name].grad:
+            rg = False  # a mask: no gradient reaches it
         kind = "grad" if any(a is not None and self.kind[a] == "grad" for a in args) else "fwd"
         self.add_step(s, out.detach(), kind, rg)
         return True
@@ -767,12 +790,12 @@ class Gen:
             self.ops(1, ("fwd",))
             wrt_pool = [i] + [k for k in range(i + 1, len(self.vals)) if self.rg[k]]
         leaves_rg = [i for i in wrt_pool if self.steps[i]["op"] == "input"]
-        depth = r.randint(1, 3)
+        depth = min(r.randint(1, 3), self.order_cap)
         roots = [i for i in range(n_fwd, len(self.vals))] or wrt_pool
         for level in range(1, depth + 1):
             outs, seeds = self.loss_roots(roots)
             last = level == depth
-            create = not last or r.random() < 0.3
+            create = not last or (r.random() < 0.3 and level < self.order_cap)
             if last and r.random() < 0.15:
                 self.inplace(leaves_rg)
             if r.random() < 0.25 and leaves_rg:
@@ -838,8 +861,9 @@ OPS = (["add", "sub", "mul", "div", "pow", "maximum", "pow_scalar", "add_scalar"
           "broadcast_to"]
        + ["matmul", "linear"] * 3
        + ["gather_rows", "index_select", "where", "masked_fill", "softmax", "log_softmax", "dropout", "relu_dropout"]
-       + ["layer_norm", "add_layer_norm", "cross_entropy", "linear_cross_entropy"] * 3
-       + ["attention", "recurrence"] * 4)
+       + ["layer_norm", "add_layer_norm", "linear_cross_entropy"] * 3
+       + ["attention", "recurrence"] * 4
+       + [o.name for o in optable.OPS for _ in range(o.weight)])
 
 
 def generate(seed):

@@ -14,6 +14,7 @@
 #include "autograd/xg.h"
 #include "nn/init.h"
 #include "optim/clip.h"
+#include "../optable/table_ops.h"
 
 using namespace xg;
 using json = nlohmann::json;
@@ -62,6 +63,7 @@ class Program {
     json grads = json::array();
     for (const Tensor& t : inputs_) grads.push_back(t.defined() && t.grad().defined() ? flat(t.grad()) : json());
     out["leaf_grads"] = grads;
+    if (!checks_.empty()) out["gradchecks"] = checks_;
     return out;
   }
 
@@ -182,6 +184,29 @@ class Program {
       optim::clip_grad_norm(ps, s.at("max_norm").get<double>());
       return;
     }
+    if (op == "gradcheck") {  // finite differences of the target step's op at its arguments
+      const json& target = s.at("target");
+      std::vector<Tensor> in;
+      for (size_t i = 0; i < target.at("args").size(); ++i) in.push_back(arg(target, i));
+      const std::string name = target.at("op");
+      auto f = [&](const std::vector<Tensor>& xs) {
+        size_t k = 0;
+        std::vector<Tensor> full;
+        for (const Tensor& t : in) full.push_back(t.defined() && t.requires_grad() ? xs[k++] : t);
+        return forward(name, target, [&](size_t i) { return full.at(i); });
+      };
+      std::vector<Tensor> wrt;
+      for (const Tensor& t : in)
+        if (t.defined() && t.requires_grad()) wrt.push_back(t);
+      GradcheckOptions o;
+      o.atol = 1e-7;
+      o.rtol = 1e-6;
+      const GradcheckResult first = gradcheck(f, wrt, o);
+      const GradcheckResult second = s.value("second_order", true) ? gradgradcheck(f, wrt, o) : GradcheckResult{};
+      checks_.push_back({{"first", first.ok}, {"first_message", first.message}, {"second", second.ok},
+                         {"second_message", second.message}});
+      return;
+    }
     push(forward(op, s, a));
   }
 
@@ -248,9 +273,6 @@ class Program {
     if (op == "log_softmax") return log_softmax(a(0), s.at("axis").get<int64_t>());
     if (op == "layer_norm") return layer_norm(a(0), a(1), a(2), s.value("eps", 1e-5));
     if (op == "add_layer_norm") return add_layer_norm(a(0), a(1), a(2), a(3), s.value("eps", 1e-5));
-    if (op == "cross_entropy")
-      return cross_entropy(a(0), ints(s.at("targets")), s.value("ignore_index", int64_t{-100}),
-                           s.value("label_smoothing", 0.0));
     if (op == "linear_cross_entropy")
       return linear_cross_entropy(a(0), a(1), a(2), ints(s.at("targets")), s.value("ignore_index", int64_t{-100}),
                                   s.value("label_smoothing", 0.0));
@@ -279,6 +301,7 @@ class Program {
     if (op == "recurrence")
       return recurrence(cell_of(s.at("cell")), a(0), a(1), a(2), a(3), a(4), ints(s.value("lengths", json::array())),
                         s.value("reverse", false));
+    if (optable::has(op)) return optable::run(op, s, a);
     throw std::invalid_argument("xg_difftest: unknown op '" + op + "'");
   }
 
@@ -286,13 +309,18 @@ class Program {
   std::vector<Tensor> values_;
   std::vector<Tensor> inputs_;
   json snapshots_ = json::array();
+  json checks_ = json::array();
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::string(argv[1]) == "--list-table") {  // the op table's names, one a line
+    for (const std::string& n : optable::names()) std::cout << n << "\n";
+    return 0;
+  }
   if (argc != 2) {
-    std::cerr << "usage: xg_difftest PROGRAMS.jsonl > RESULTS.jsonl\n";
+    std::cerr << "usage: xg_difftest PROGRAMS.jsonl > RESULTS.jsonl | xg_difftest --list-table\n";
     return 2;
   }
   std::error_code ec;

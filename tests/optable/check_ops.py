@@ -1,0 +1,198 @@
+#!/usr/bin/python3
+"""The per-op sweep over the op table (optable.py): every entry alone, in
+float64, with two oracles that xgrad did not write.
+
+- PyTorch: for each entry, `--samples` random instances (shapes, options,
+  optional arguments), each comparing the value, the first gradients with
+  respect to every input, the second order (the first gradients
+  differentiated with respect to every input), and the first gradient with
+  respect to each input alone differentiated again (mixed partials); and,
+  for an op with kinks, one instance whose input holds the kinks exactly
+  (value and first gradient: PyTorch's one-sided choice there).
+- Finite differences: the same instances through xgrad's gradcheck and
+  gradgradcheck (mixed partials), in xg_difftest, where no kink is near.
+
+Prints one line per family with the entries, instances and the worst
+relative error against PyTorch, then 'N passed, M failed'.
+
+  check_ops.py --binary build/tests/xg_difftest [--samples 6] [--only NAME ...]
+  check_ops.py --binary ... --list          (the table's names, and the C++ side's)
+"""
+import argparse
+import json
+import os
+import random
+import sys
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "difftest"))
+sys.path.insert(0, HERE)
+import difftest as dt  # noqa: E402
+import optable  # noqa: E402
+import torch  # noqa: E402
+
+
+def instance(op, seed):
+    """A program: fresh inputs, the op, and its gradients to second order."""
+    for attempt in range(200):
+        g = dt.Gen(seed * 1000 + attempt)
+        s = {"op": op.name}
+        args = op.draw(g, None, s, op.kinks)
+        if args is None:
+            continue
+        while args and args[-1] is None:
+            args.pop()
+        s["args"] = args
+        try:
+            out = dt.forward(op.name, s, [None if a is None else g.vals[a] for a in args])
+        except (RuntimeError, ValueError, IndexError):
+            continue
+        if out.numel() == 0 or not bool(torch.isfinite(out).all()):
+            continue
+        g.steps.append(s)
+        y = len(g.vals)
+        g.vals.append(out.detach())
+        g.kind.append("fwd")
+        g.rg.append(False)
+        leaves = [a for a in args if a is not None and g.steps[a]["op"] == "input" and g.steps[a].get("rg")]
+        target = dict(s)
+        if op.grad and leaves:
+            # first order, recorded; second order of everything; then each input's gradient alone, again
+            w = g.const(tuple(out.shape), -1.5, 1.5)
+            g.steps.append({"op": "grad", "outputs": [y], "grad_outputs": [w], "wrt": leaves, "create_graph": True})
+            first = list(range(len(g.vals), len(g.vals) + len(leaves)))
+            for leaf in leaves:
+                g.vals.append(torch.zeros_like(g.vals[leaf]))
+                g.kind.append("grad")
+                g.rg.append(False)
+            if op.torch_order >= 2:
+                seeds = [g.const(tuple(g.vals[f].shape), -1.5, 1.5) for f in first]
+                g.steps.append({"op": "grad", "outputs": first, "grad_outputs": seeds, "wrt": leaves})
+                for leaf in leaves:
+                    g.vals.append(torch.zeros_like(g.vals[leaf]))
+                for j, leaf in enumerate(leaves):
+                    g.steps.append({"op": "grad", "outputs": [y], "grad_outputs": [w], "wrt": [leaf],
+                                    "create_graph": True})
+                    one = len(g.vals)
+                    g.vals.append(torch.zeros_like(g.vals[leaf]))
+                    g.steps.append({"op": "grad", "outputs": [one], "grad_outputs": [seeds[j]], "wrt": leaves})
+                    for other in leaves:
+                        g.vals.append(torch.zeros_like(g.vals[other]))
+        parity = {"steps": g.steps}
+        check = None
+        if op.grad and leaves:
+            steps = [st for st in g.steps if st["op"] == "input"]
+            check = {"steps": steps + [{"op": "gradcheck", "target": target, "second_order": True}]}
+        return parity, check
+    raise SystemExit(f"check_ops: no instance of {op.name} could be drawn in 200 attempts (seed {seed})")
+
+
+def kink_instance(op):
+    """The op on its kinks and beside them: value and first gradient."""
+    for seed in range(50):
+        r = random.Random(seed)
+        s = {"op": op.name}
+        g = dt.Gen(seed)
+        probe = g.new_input((1,))
+        if op.draw(g, probe, s, lambda s: []) != [probe]:  # unary ops only
+            return None
+        pts = op.kinks(s)
+        if not pts:
+            return None
+        data = sorted(set(pts)) + [r.uniform(-2, 2) for _ in range(3)]
+        prog = {"steps": [
+            {"op": "input", "shape": [len(data)], "data": data, "rg": True},
+            dict(s, args=[0]),
+            {"op": "input", "shape": [len(data)], "data": [r.uniform(-1.5, 1.5) for _ in data], "rg": False},
+            {"op": "grad", "outputs": [1], "grad_outputs": [2], "wrt": [0]},
+        ]}
+        return prog
+    return None
+
+
+def worst_error(xr, tr):
+    worst = 0.0
+    for a, b in zip(xr["values"], tr["values"]):
+        e = dt.close(a, b)
+        worst = max(worst, e if e is not None else float("inf"))
+    return worst
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", required=True, help="the xg_difftest program")
+    ap.add_argument("--samples", type=dt.positive, default=6, help="random instances per entry (>= 1)")
+    ap.add_argument("--only", nargs="*", help="these entries alone")
+    ap.add_argument("--workdir", default="optable-work", help="where programs and results go")
+    ap.add_argument("--list", action="store_true", help="compare the table's names with xg_difftest's and exit")
+    a = ap.parse_args()
+    if not (os.path.isfile(a.binary) and os.access(a.binary, os.X_OK)):
+        ap.error(f"--binary {a.binary}: not an executable file (build the xg_difftest target)")
+    import subprocess
+    cpp = set(subprocess.run([a.binary, "--list-table"], capture_output=True, text=True, check=True).stdout.split())
+    py = set(optable.BY_NAME)
+    if cpp != py:
+        print(f"check_ops: the table (optable.py) and xg_difftest (table_ops.cpp) differ: only in the table "
+              f"{sorted(py - cpp)}, only in C++ {sorted(cpp - py)}")
+        print("0 passed, 1 failed")
+        return 1
+    if a.list:
+        print("\n".join(sorted(py)))
+        return 0
+    ops = optable.OPS if not a.only else [optable.BY_NAME[n] for n in a.only]
+    os.makedirs(a.workdir, exist_ok=True)
+    parity, checks, owners = [], [], []
+    for op in ops:
+        base = zlib.crc32(op.name.encode())
+        for k in range(a.samples):
+            p, c = instance(op, base + k)
+            parity.append(p)
+            owners.append((op, f"sample {k}"))
+            if c is not None:
+                checks.append((op, k, c))
+        kp = kink_instance(op)
+        if kp is not None:
+            parity.append(kp)
+            owners.append((op, "kinks"))
+    xs = dt.run_xgrad(a.binary, parity, a.workdir, "parity")
+    passed = failed = 0
+    worst = {}
+    counts = {}
+    for (op, what), p, x in zip(owners, parity, xs):
+        t = dt.run_torch(p)
+        msg = dt.compare(p, x, t)
+        fam = worst.setdefault(op.family, [0.0, ""])
+        counts[op.family] = counts.get(op.family, 0) + 1
+        if x.get("error") is None and t.get("error") is None:
+            e = worst_error(x, t)
+            if e > fam[0]:
+                fam[0], fam[1] = e, op.name
+        if msg is None:
+            passed += 1
+        else:
+            failed += 1
+            path = os.path.join(a.workdir, f"failure-{op.name}-{what.replace(' ', '')}.json")
+            with open(path, "w") as f:
+                json.dump(p, f, indent=1)
+            print(f"{op.name} {what}: {msg} ({path})")
+    results = dt.run_xgrad(a.binary, [c for _, _, c in checks], a.workdir, "gradcheck")
+    for (op, k, c), r in zip(checks, results):
+        gc = (r.get("gradchecks") or [None])[0]
+        if r.get("error") or gc is None or not gc["first"] or not gc["second"]:
+            failed += 1
+            why = r.get("error") or (gc and (gc["first_message"] if not gc["first"] else gc["second_message"]))
+            print(f"{op.name} sample {k}: gradcheck failed: {why}")
+        else:
+            passed += 1
+    for fam in sorted(worst):
+        names = sorted({o.name for o in ops if o.family == fam})
+        print(f"{fam}: {len(names)} ops, {counts[fam]} instances against PyTorch, worst relative error "
+              f"{worst[fam][0]:.2g} ({worst[fam][1] or '-'})")
+    print(f"gradcheck + gradgradcheck: {len(checks)} instances")
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

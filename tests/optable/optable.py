@@ -1,0 +1,561 @@
+"""The op table: one entry per public op of the torch.nn families (as
+PyTorch's OpInfo), read by every test that covers ops:
+
+- the differential fuzzer (tests/difftest/difftest.py) draws each entry into
+  random programs (`draw`) and runs its PyTorch twin (`torch`);
+- the per-op sweep (tests/optable/check_ops.py) runs each entry alone,
+  values and first and second gradients against PyTorch in float64, at its
+  kinks too (`kinks`), and through xgrad's finite-difference gradcheck and
+  gradgradcheck (mixed partials);
+- the docs check finds each entry's name in docs/ops.md; the export check
+  reads `onnx`.
+
+An entry's name is the op's name in xg_difftest's programs; its attributes
+are PyTorch's keyword arguments, by the same names. Adding an op to these
+families is one entry here and one line in tests/optable/table_ops.cpp.
+"""
+import math
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+# kl_div's reduction 'mean' is PyTorch's and is drawn on purpose
+warnings.filterwarnings("ignore", message="reduction: 'mean' divides the total loss")
+
+ACTIVATIONS, COMPARISONS, LOSSES, DISTANCES = "activations", "comparisons", "losses", "distances"
+
+
+class Op:
+    """name: the op; family; torch(a, s): its PyTorch twin on the argument
+    tensors a and the step s (attributes); draw(g, x, s): the arguments of a
+    random instance (value ids of the generator g, with x an existing value
+    to use if it fits), setting attributes in s, or None to refuse;
+    kinks(s): points where the op is not smooth (the fuzzer and gradcheck
+    keep away, the sweep visits them, for PyTorch's one-sided choice);
+    onnx: the ONNX operators it exports to, or None when it is traced as the
+    ops it is composed of; grad: False for masks (no gradient); torch_order:
+    the highest order of gradient PyTorch can take through it (beyond it
+    gradgradcheck is the only oracle); weight: how often the fuzzer draws it."""
+
+    def __init__(self, name, family, torch, draw, kinks=None, onnx=None, grad=True, weight=1, torch_order=3):
+        self.name, self.family, self.torch, self.draw = name, family, torch, draw
+        self.kinks = kinks or (lambda s: [])
+        self.onnx, self.grad, self.weight, self.torch_order = onnx, grad, weight, torch_order
+
+
+def near(t, points, tol=1e-6):
+    return any(bool(((t - p).abs() < tol).any()) for p in points)
+
+
+def unary(attrs=lambda r: {}, domain=None):
+    """A draw for an elementwise op of one tensor, away from its kinks
+    (`kinks` of the entry, read from the step) and inside `domain` (never on
+    a value computed from gradients, whose values are not known yet)."""
+    def draw(g, x, s, kinks):
+        s.update(attrs(g.r))
+        if x is None:
+            x = g.new_input(g.shape())
+        v = g.vals[x]
+        if domain is not None and g.kind[x] == "grad":
+            return None
+        if near(v, kinks(s)) or (domain is not None and not domain(v)):
+            return None
+        return [x]
+    return draw
+
+
+def same_shape_pair(target, rg_target=False):
+    """A draw for a loss of input and target of one shape; target(g, shape)
+    makes the target's value id."""
+    def draw(g, x, s, kinks):
+        if x is None:
+            x = g.new_input(g.shape(1, 3))
+        shape = tuple(g.vals[x].shape)
+        if not shape:
+            return None
+        return [x, target(g, shape)]
+    return draw
+
+
+def reduction(r):
+    return r.choice(["mean", "sum", "none"])
+
+
+# ---- activations -----------------------------------------------------------------
+
+def gelu_tanh(a, s):
+    return F.gelu(a[0], approximate="tanh")
+
+
+OPS = [
+    Op("leaky_relu", ACTIVATIONS, lambda a, s: F.leaky_relu(a[0], s["negative_slope"]),
+       unary(lambda r: {"negative_slope": r.choice([0.01, 0.2, -0.5, 1.5])}), lambda s: [0.0], onnx="LeakyRelu"),
+    Op("hardtanh", ACTIVATIONS, lambda a, s: F.hardtanh(a[0], s["min_val"], s["max_val"]),
+       unary(lambda r: dict(zip(("min_val", "max_val"), sorted([r.uniform(-1.5, 1), r.uniform(-1, 1.5)])))),
+       lambda s: [s["min_val"], s["max_val"]], onnx="Clip"),
+    Op("relu6", ACTIVATIONS, lambda a, s: F.relu6(a[0]), unary(domain=lambda v: True),
+       lambda s: [0.0, 6.0], onnx="Clip"),
+    Op("elu", ACTIVATIONS, lambda a, s: F.elu(a[0], s["alpha"]), unary(lambda r: {"alpha": r.choice([1.0, 0.5, 2.0])}),
+       lambda s: [0.0], onnx="Elu"),
+    Op("selu", ACTIVATIONS, lambda a, s: F.selu(a[0]), unary(), lambda s: [0.0], onnx="Selu"),
+    Op("celu", ACTIVATIONS, lambda a, s: F.celu(a[0], s["alpha"]), unary(lambda r: {"alpha": r.choice([1.0, 0.5, 2.0])}),
+       lambda s: [0.0], onnx="Celu"),
+    Op("silu", ACTIVATIONS, lambda a, s: F.silu(a[0]), unary(), onnx="Sigmoid, Mul"),
+    Op("mish", ACTIVATIONS, lambda a, s: F.mish(a[0]), unary(), onnx="Softplus, Tanh, Mul"),
+    Op("hardswish", ACTIVATIONS, lambda a, s: F.hardswish(a[0]), unary(), lambda s: [-3.0, 3.0], onnx="HardSwish"),
+    # PyTorch 1.13's hardsigmoid backward multiplies by 1/6 rounded to
+    # float32 (0.1666666716, relative error 3e-8) in float64 too: the twin
+    # is its definition, relu6(x + 3) / 6, whose backward is exact.
+    Op("hardsigmoid", ACTIVATIONS, lambda a, s: F.relu6(a[0] + 3) / 6, unary(), lambda s: [-3.0, 3.0],
+       onnx="HardSigmoid"),
+    Op("gelu_tanh", ACTIVATIONS, gelu_tanh, unary(), onnx="Mul, Add, Tanh"),
+    Op("softplus", ACTIVATIONS, lambda a, s: F.softplus(a[0], s["beta"], s["threshold"]),
+       unary(lambda r: {"beta": r.choice([1.0, 2.0, 0.5, -1.0]), "threshold": r.choice([20.0, 1.0, 0.5])}),
+       lambda s: [s["threshold"] / s["beta"]], onnx="Softplus"),
+    Op("softsign", ACTIVATIONS, lambda a, s: F.softsign(a[0]), unary(), lambda s: [0.0], onnx="Abs, Add, Div"),
+    Op("tanhshrink", ACTIVATIONS, lambda a, s: F.tanhshrink(a[0]), unary(), onnx="Tanh, Sub"),
+    Op("logsigmoid", ACTIVATIONS, lambda a, s: F.logsigmoid(a[0]), unary(), onnx="Sigmoid, Log"),
+    Op("softshrink", ACTIVATIONS, lambda a, s: F.softshrink(a[0], s["lambd"]),
+       unary(lambda r: {"lambd": r.choice([0.5, 0.2, 1.0])}), lambda s: [s["lambd"], -s["lambd"]], onnx="Shrink"),
+    Op("hardshrink", ACTIVATIONS, lambda a, s: F.hardshrink(a[0], s["lambd"]),
+       unary(lambda r: {"lambd": r.choice([0.5, 0.2, 1.0])}), lambda s: [s["lambd"], -s["lambd"]], onnx="Shrink"),
+    Op("threshold", ACTIVATIONS, lambda a, s: F.threshold(a[0], s["threshold"], s["value"]),
+       unary(lambda r: {"threshold": r.choice([0.0, 0.5, -1.0]), "value": r.choice([0.0, -2.0, 1.5])}),
+       lambda s: [s["threshold"]], onnx="Greater, Where"),
+    Op("log1p", ACTIVATIONS, lambda a, s: torch.log1p(a[0]), unary(domain=lambda v: bool((v > -0.8).all())),
+       onnx="Add, Log"),
+    Op("expm1", ACTIVATIONS, lambda a, s: torch.expm1(a[0]), unary(domain=lambda v: bool((v.abs() < 3).all())),
+       onnx="Exp, Sub"),
+    Op("softmin", ACTIVATIONS, lambda a, s: F.softmin(a[0], s["dim"]), None, onnx="Neg, Softmax"),
+    Op("glu", ACTIVATIONS, lambda a, s: F.glu(a[0], s["dim"]), None, onnx="Slice, Sigmoid, Mul"),
+    Op("prelu", ACTIVATIONS, lambda a, s: F.prelu(a[0], a[1]), None, lambda s: [0.0], onnx="PRelu"),
+    Op("rrelu", ACTIVATIONS, lambda a, s: F.rrelu(a[0], s["lower"], s["upper"], False),
+       unary(lambda r: dict(zip(("lower", "upper"), sorted([r.uniform(0, 0.5), r.uniform(0, 0.5)])))),
+       lambda s: [0.0], onnx="LeakyRelu"),
+]
+
+
+def draw_softmin(g, x, s, kinks):
+    if x is None:
+        x = g.new_input(g.shape(1, 3))
+    d = g.vals[x].dim()
+    if d == 0:
+        return None
+    s["dim"] = g.r.randrange(-d, d)
+    return [x]
+
+
+def draw_glu(g, x, s, kinks):
+    if x is None:
+        x = g.new_input(g.shape(1, 3))
+    shape = tuple(g.vals[x].shape)
+    even = [k for k, n in enumerate(shape) if n % 2 == 0]
+    if not even:
+        return None
+    s["dim"] = g.r.choice(even) - (len(shape) if g.r.random() < 0.3 else 0)
+    return [x]
+
+
+def draw_prelu(g, x, s, kinks):
+    if x is None:
+        x = g.new_input(g.shape(1, 3))
+    shape = tuple(g.vals[x].shape)
+    if near(g.vals[x], [0.0]):
+        return None
+    C = shape[1] if len(shape) >= 2 else 1
+    n = C if g.r.random() < 0.6 else 1
+    return [x, g.of_shape((n,))]
+
+
+def by_name(name):
+    return next(o for o in OPS if o.name == name)
+
+
+by_name("softmin").draw = draw_softmin
+by_name("glu").draw = draw_glu
+by_name("prelu").draw = draw_prelu
+
+
+# ---- comparisons (masks: values only) ---------------------------------------------
+
+def draw_compare(g, x, s, kinks):
+    if x is None:
+        x = g.new_input(g.shape())
+    xs = tuple(g.vals[x].shape)
+    if g.r.random() < 0.4:
+        s["other"] = g.r.choice([0.0, 0.5, -1.0])
+        return [x]
+    bs = tuple(d if g.r.random() < 0.7 else 1 for d in xs)
+    y = g.of_shape(bs)
+    if g.r.random() < 0.3:  # equal values somewhere, so that eq, le and ge have ties to see
+        return [x, x]
+    return [x, y]
+
+
+def compare_torch(fn):
+    return lambda a, s: fn(a[0], a[1] if len(a) > 1 else torch.tensor(s["other"], dtype=a[0].dtype)).to(a[0].dtype)
+
+
+for _name, _fn, _onnx in [("gt", torch.gt, "Greater"), ("ge", torch.ge, "GreaterOrEqual"), ("lt", torch.lt, "Less"),
+                          ("le", torch.le, "LessOrEqual"), ("eq", torch.eq, "Equal"), ("ne", torch.ne, "Equal, Not")]:
+    OPS.append(Op(_name, COMPARISONS, compare_torch(_fn), draw_compare, onnx=_onnx + ", Cast", grad=False))
+
+
+# ---- distances and norms -------------------------------------------------------------
+
+def draw_norm(g, x, s, kinks):
+    if x is None:
+        x = g.new_input(g.shape(1, 3))
+    xs = tuple(g.vals[x].shape)
+    d = len(xs)
+    if d == 0:
+        return None
+    s["ord"] = g.r.choice([2.0, 2.0, 1.0, 3.0, 1.5, "inf"])  # JSON has no infinity: the string
+    s["dim"] = sorted(g.r.sample(range(d), g.r.randint(1, d)))
+    s["keepdim"] = g.r.random() < 0.5
+    v = g.vals[x]
+    if s["ord"] in (1.0, 1.5) and near(v, [0.0], 1e-3):
+        return None
+    if s["ord"] == "inf":  # no ties for the largest |x|
+        a = v.abs().flatten()
+        if a.numel() > 1 and bool((torch.topk(a, 2).values.diff().abs() < 1e-6).any()):
+            return None
+        if near(v, [0.0], 1e-3):
+            return None
+    return [x]
+
+
+def torch_norm(a, s):
+    return torch.linalg.vector_norm(a[0], float(s["ord"]), s["dim"], s["keepdim"])
+
+
+def draw_pair_rows(g, x, s, kinks):
+    if x is None:
+        x = g.new_input(g.shape(1, 3))
+    xs = tuple(g.vals[x].shape)
+    if not xs:
+        return None
+    y = g.of_shape(xs) if g.r.random() < 0.7 else g.of_shape(xs[-1:])
+    return [x, y]
+
+
+def draw_pairwise(g, x, s, kinks):
+    args = draw_pair_rows(g, x, s, kinks)
+    if args is None:
+        return None
+    s.update(p=g.r.choice([2.0, 1.0, 3.0]), eps=g.r.choice([1e-6, 0.1]), keepdim=g.r.random() < 0.3)
+    if s["p"] == 1.0 and near(g.vals[args[0]] - g.vals[args[1]] + s["eps"], [0.0], 1e-3):
+        return None
+    return args
+
+
+def draw_cosine(g, x, s, kinks):
+    args = draw_pair_rows(g, x, s, kinks)
+    if args is None:
+        return None
+    d = g.vals[args[0]].dim()
+    s.update(dim=g.r.randrange(-d, d), eps=1e-8)
+    return args
+
+
+OPS += [
+    Op("vector_norm", DISTANCES, torch_norm, draw_norm, onnx="ReduceL2 or composed"),
+    Op("pairwise_distance", DISTANCES, lambda a, s: F.pairwise_distance(a[0], a[1], s["p"], s["eps"], s["keepdim"]),
+       draw_pairwise),
+    Op("cosine_similarity", DISTANCES, lambda a, s: F.cosine_similarity(a[0], a[1], s["dim"], s["eps"]), draw_cosine),
+]
+
+
+# ---- losses -------------------------------------------------------------------------
+
+def labels(values):
+    """A target of fixed labels (no gradient): `values` drawn per element."""
+    def make(g, shape):
+        return g.new_input(shape, rg=False) if values is None else g.add_const(shape, [g.r.choice(values) for _ in range(math.prod(shape))])
+    return make
+
+
+def floats(lo, hi, rg=None):
+    return lambda g, shape: g.new_input(shape, lo, hi, rg=rg)
+
+
+def loss_op(name, torch_fn, target, attrs=lambda r: {}, domain=None, kinks=None, extra=None, fresh=None):
+    """fresh(g): a new input inside the domain, drawn half the time."""
+    pair = same_shape_pair(target)
+
+    def draw(g, x, s, kinks_of):
+        if fresh is not None and g.r.random() < 0.5:
+            x = fresh(g)
+        args = pair(g, x, s, kinks_of)
+        if args is None:
+            return None
+        s["reduction"] = reduction(g.r)
+        s.update(attrs(g.r))
+        if domain is not None and not domain(g.vals[args[0]], g.vals[args[1]], s):
+            return None
+        if extra is not None:
+            more = extra(g, s, tuple(g.vals[args[0]].shape))
+            if more is None:
+                return None
+            args += more
+        return args
+    return Op(name, LOSSES, torch_fn, draw, kinks)
+
+
+def red(s):
+    return s["reduction"]
+
+
+def away(points, tol=1e-6):
+    return lambda d: not near(d, points, tol)
+
+
+def weight(g, shape):
+    """A loss's weight: PyTorch takes no gradient with respect to it (and
+    refuses one), so neither does the program."""
+    return g.new_input(shape, 0.2, 2.0, rg=False)
+
+
+def opt_weight(g, s, shape):
+    """An optional weight of the input's shape, or a broadcastable one."""
+    if g.r.random() < 0.5:
+        return [None]
+    return [weight(g, tuple(d if g.r.random() < 0.5 else 1 for d in shape))]
+
+
+def bce_torch(a, s):
+    return F.binary_cross_entropy(a[0], a[1], a[2] if len(a) > 2 else None, reduction=red(s))
+
+
+def bce_logits_torch(a, s):
+    w = a[2] if len(a) > 2 else None
+    pw = a[3] if len(a) > 3 else None
+    return F.binary_cross_entropy_with_logits(a[0], a[1], w, reduction=red(s), pos_weight=pw)
+
+
+def bce_logits_extra(g, s, shape):
+    w = opt_weight(g, s, shape)
+    pw = [weight(g, (shape[-1],))] if g.r.random() < 0.5 else [None]
+    return w + pw
+
+
+OPS += [
+    loss_op("l1_loss", lambda a, s: F.l1_loss(a[0], a[1], reduction=red(s)), floats(-2, 2),
+            domain=lambda x, t, s: not near(x - t, [0.0])),
+    loss_op("mse_loss", lambda a, s: F.mse_loss(a[0], a[1], reduction=red(s)), floats(-2, 2)),
+    loss_op("smooth_l1_loss", lambda a, s: F.smooth_l1_loss(a[0], a[1], reduction=red(s), beta=s["beta"]),
+            floats(-2, 2), lambda r: {"beta": r.choice([1.0, 0.5, 0.0, 2.0])},
+            domain=lambda x, t, s: not near((x - t).abs(), [0.0, s["beta"]])),
+    loss_op("huber_loss", lambda a, s: F.huber_loss(a[0], a[1], reduction=red(s), delta=s["delta"]),
+            floats(-2, 2), lambda r: {"delta": r.choice([1.0, 0.5, 2.0])},
+            domain=lambda x, t, s: not near((x - t).abs(), [0.0, s["delta"]])),
+    loss_op("binary_cross_entropy", bce_torch, floats(0, 1, rg=False),
+            domain=lambda x, t, s: bool(((x > 0.05) & (x < 0.95)).all()), extra=opt_weight,
+            fresh=lambda g: g.new_input(g.shape(1, 3), 0.05, 0.95)),
+    loss_op("binary_cross_entropy_with_logits", bce_logits_torch, floats(0, 1, rg=False), extra=bce_logits_extra),
+    loss_op("kl_div", lambda a, s: F.kl_div(a[0], a[1], reduction=s["reduction"], log_target=s["log_target"]),
+            floats(0, 1.5), lambda r: {"log_target": r.random() < 0.4, "reduction": r.choice(["mean", "sum", "none", "batchmean"])},
+            domain=lambda x, t, s: s["log_target"] or bool((t > 0.05).all()) or bool((t == 0).any())),
+    loss_op("poisson_nll_loss",
+            lambda a, s: F.poisson_nll_loss(a[0], a[1], s["log_input"], s["full"], eps=s["eps"], reduction=red(s)),
+            floats(0, 3, rg=False), lambda r: {"log_input": r.random() < 0.5, "full": r.random() < 0.5, "eps": 1e-8},
+            domain=lambda x, t, s: s["log_input"] or bool((x > 0.1).all())),
+    loss_op("soft_margin_loss", lambda a, s: F.soft_margin_loss(a[0], a[1], reduction=red(s)), labels([1.0, -1.0])),
+    loss_op("hinge_embedding_loss",
+            lambda a, s: F.hinge_embedding_loss(a[0], a[1], margin=s["margin"], reduction=red(s)), labels([1.0, -1.0]),
+            lambda r: {"margin": r.choice([1.0, 0.5, 2.0])},
+            domain=lambda x, t, s: not near(x, [s["margin"]])),
+    loss_op("multilabel_soft_margin_loss",
+            lambda a, s: F.multilabel_soft_margin_loss(a[0], a[1], a[2] if len(a) > 2 else None, reduction=red(s)),
+            labels([0.0, 1.0]), extra=lambda g, s, shape: [weight(g, (shape[-1],))] if g.r.random() < 0.5 else [None]),
+]
+
+
+def gaussian_torch(a, s):
+    return F.gaussian_nll_loss(a[0], a[1], a[2], full=s["full"], eps=s["eps"], reduction=red(s))
+
+
+def gaussian_extra(g, s, shape):
+    k = g.r.random()
+    vs = shape if k < 0.5 else shape[:-1] + (1,) if k < 0.8 else shape[:-1]
+    s.update(full=g.r.random() < 0.5, eps=g.r.choice([1e-6, 0.3]))
+    v = g.new_input(vs, 0.1, 2.0)
+    if near(g.vals[v], [s["eps"]]):
+        return None
+    return [v]
+
+
+OPS.append(loss_op("gaussian_nll_loss", gaussian_torch, floats(-2, 2), extra=gaussian_extra))
+
+
+def draw_margin_ranking(g, x, s, kinks):
+    if x is None:
+        x = g.new_input(g.shape(1, 3))
+    shape = tuple(g.vals[x].shape)
+    if not shape:
+        return None
+    x2 = g.of_shape(shape)
+    y = g.add_const(shape, [g.r.choice([1.0, -1.0]) for _ in range(math.prod(shape))])
+    s.update(margin=g.r.choice([0.0, 0.5, 1.0]), reduction=reduction(g.r))
+    z = -g.vals[y] * (g.vals[x] - g.vals[x2]) + s["margin"]
+    if near(z, [0.0]):
+        return None
+    return [x, x2, y]
+
+
+def draw_cosine_embedding(g, x, s, kinks):
+    if x is None:
+        x = g.new_input(g.shape(1, 2))
+    shape = tuple(g.vals[x].shape)
+    if len(shape) not in (1, 2):
+        return None
+    x2 = g.of_shape(shape)
+    n = shape[0] if len(shape) == 2 else 1
+    y = g.add_const(shape[:1] if len(shape) == 2 else (), [g.r.choice([1.0, -1.0]) for _ in range(n)])
+    s.update(margin=g.r.choice([0.0, 0.3, -0.2]), reduction=reduction(g.r))
+    cos = F.cosine_similarity(g.vals[x], g.vals[x2], dim=len(shape) - 1)
+    if near(cos, [s["margin"]]) or bool((g.vals[x].abs().sum(-1) < 0.1).any()):
+        return None
+    return [x, x2, y]
+
+
+def class_target(g, shape, classes, ignore=None):
+    """Class indices of `shape` in [0, classes), sometimes `ignore`."""
+    data = [g.r.randrange(classes) if ignore is None or g.r.random() < 0.8 else ignore for _ in range(math.prod(shape))]
+    return {"shape": list(shape), "data": data}
+
+
+def t_long(d):
+    return torch.tensor(d["data"], dtype=torch.long).reshape(d["shape"])
+
+
+def draw_classes(g, x, s, kinks, probabilities=False):
+    """(N,C,d...) or (C) input with class targets: nll_loss, cross_entropy."""
+    if x is None:
+        x = g.new_input(g.shape(1, 4))
+    shape = tuple(g.vals[x].shape)
+    if not shape:
+        return None
+    C = shape[1] if len(shape) >= 2 else shape[0]
+    tshape = (shape[0],) + shape[2:] if len(shape) >= 2 else ()
+    s["reduction"] = reduction(g.r)
+    s["ignore_index"] = g.r.choice([-100, 1])
+    w = weight(g, (C,)) if g.r.random() < 0.4 else None
+    if probabilities:
+        return [x, g.new_input(shape, 0.0, 1.0), w]
+    s["target"] = class_target(g, tshape, C, s["ignore_index"])
+    return [x, w]
+
+
+def nll_torch(a, s):
+    return F.nll_loss(a[0], t_long(s["target"]), a[1] if len(a) > 1 else None, ignore_index=s["ignore_index"],
+                      reduction=red(s))
+
+
+def ce_torch(a, s):
+    if "target" in s:
+        t, w = t_long(s["target"]), (a[1] if len(a) > 1 else None)
+    else:
+        t, w = a[1], (a[2] if len(a) > 2 else None)
+    return F.cross_entropy(a[0], t, w, ignore_index=s["ignore_index"], reduction=red(s),
+                           label_smoothing=s["label_smoothing"])
+
+
+def draw_ce(g, x, s, kinks):
+    probs = g.r.random() < 0.25
+    args = draw_classes(g, x, s, kinks, probabilities=probs)
+    s["label_smoothing"] = g.r.choice([0.0, 0.1, 0.3])
+    return args
+
+
+def draw_multi_margin(g, x, s, kinks):
+    if x is None:
+        x = g.new_input(g.shape(1, 2))
+    shape = tuple(g.vals[x].shape)
+    if len(shape) not in (1, 2):
+        return None
+    C = shape[-1]
+    s.update(p=g.r.choice([1, 2]), margin=g.r.choice([1.0, 0.5]), reduction=reduction(g.r))
+    s["target"] = class_target(g, shape[:1] if len(shape) == 2 else (), C)
+    v = g.vals[x].reshape(-1, C)
+    t = t_long(s["target"]).reshape(-1)
+    z = s["margin"] - v.gather(1, t[:, None]) + v
+    if near(z, [0.0]):
+        return None
+    w = weight(g, (C,)) if g.r.random() < 0.4 else None
+    return [x, w]
+
+
+def draw_multilabel_margin(g, x, s, kinks):
+    if x is None:
+        x = g.new_input(g.shape(1, 2))
+    shape = tuple(g.vals[x].shape)
+    if len(shape) not in (1, 2):
+        return None
+    C = shape[-1]
+    rows = []
+    for _ in range(shape[0] if len(shape) == 2 else 1):
+        k = g.r.randint(0, C)
+        row = [g.r.randrange(C) for _ in range(k)] + [-1] * (C - k)
+        if k < C and g.r.random() < 0.3:
+            row[k:] = [-1] + [g.r.randrange(C) for _ in range(C - k - 1)]  # after the first -1: ignored
+        rows += row
+    s["target"] = {"shape": list(shape), "data": rows}
+    s["reduction"] = reduction(g.r)
+    v = g.vals[x].reshape(-1, C)
+    if near(v[:, :, None] - v[:, None, :], [1.0, -1.0]):
+        return None
+    return [x]
+
+
+def draw_triplet(g, x, s, kinks, with_distance=False):
+    if x is None:
+        x = g.new_input(g.shape(1, 2))
+    shape = tuple(g.vals[x].shape)
+    if len(shape) not in (1, 2):
+        return None
+    p, n = g.of_shape(shape), g.of_shape(shape)
+    s.update(margin=g.r.choice([1.0, 0.5, 2.0]), swap=g.r.random() < 0.4, reduction=reduction(g.r))
+    if not with_distance:
+        s.update(p=g.r.choice([2.0, 1.0, 3.0]), eps=1e-6)
+    a_, p_, n_ = g.vals[x], g.vals[p], g.vals[n]
+    dist = lambda u, v: F.pairwise_distance(u, v, s.get("p", 2.0), s.get("eps", 1e-6))
+    dn = dist(a_, n_)
+    if s["swap"]:
+        ds = dist(p_, n_)
+        if near(dn - ds, [0.0]):
+            return None
+        dn = torch.minimum(dn, ds)
+    if near(dist(a_, p_) - dn + s["margin"], [0.0]):
+        return None
+    if near(a_ - p_ + 1e-6, [0.0], 1e-3) or near(a_ - n_ + 1e-6, [0.0], 1e-3) or near(p_ - n_ + 1e-6, [0.0], 1e-3):
+        return None
+    return [x, p, n]
+
+
+OPS += [
+    Op("nll_loss", LOSSES, nll_torch, draw_classes),
+    Op("cross_entropy", LOSSES, ce_torch, draw_ce, weight=3),
+    Op("margin_ranking_loss", LOSSES,
+       lambda a, s: F.margin_ranking_loss(a[0], a[1], a[2], margin=s["margin"], reduction=red(s)), draw_margin_ranking),
+    Op("cosine_embedding_loss", LOSSES,
+       lambda a, s: F.cosine_embedding_loss(a[0], a[1], a[2], margin=s["margin"], reduction=red(s)),
+       draw_cosine_embedding),
+    Op("multi_margin_loss", LOSSES,
+       lambda a, s: F.multi_margin_loss(a[0], t_long(s["target"]), s["p"], s["margin"], a[1] if len(a) > 1 else None,
+                                        reduction=red(s)), draw_multi_margin, torch_order=1),
+    Op("multilabel_margin_loss", LOSSES,
+       lambda a, s: F.multilabel_margin_loss(a[0], t_long(s["target"]), reduction=red(s)), draw_multilabel_margin,
+       torch_order=1),
+    Op("triplet_margin_loss", LOSSES,
+       lambda a, s: F.triplet_margin_loss(a[0], a[1], a[2], s["margin"], s["p"], s["eps"], s["swap"],
+                                          reduction=red(s)), draw_triplet),
+    Op("triplet_margin_with_distance_loss", LOSSES,
+       lambda a, s: F.triplet_margin_with_distance_loss(a[0], a[1], a[2], margin=s["margin"], swap=s["swap"],
+                                                        reduction=red(s)),
+       lambda g, x, s, k: draw_triplet(g, x, s, k, with_distance=True)),
+]
+
+BY_NAME = {o.name: o for o in OPS}
+assert len(BY_NAME) == len(OPS), "two entries share a name"
