@@ -124,13 +124,18 @@ Tensor ne(const Tensor& a, double b);
 
 // ---- reductions (axes may be negative; empty axes = all) ------------------
 
-// Sum, mean, maximum and variance (divided by n, or n - 1 if unbiased) over
-// `axes` (negative ones count from the end; none: every axis); keepdims keeps
-// them as dimensions of size 1.
+// Sum, mean and maximum over `axes` (negative ones count from the end;
+// none: every axis); keepdims keeps them as dimensions of size 1.
 Tensor sum(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false);
 Tensor mean(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false);
 Tensor max(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false);  // grad to the first arg-max
-Tensor var(const Tensor& a, const std::vector<int64_t>& axes = {}, bool keepdims = false, bool unbiased = false);
+// torch.var and torch.std in PyTorch's order: the sum of squared deviations
+// divided by n - correction (1, the default, is unbiased: torch's
+// unbiased=True; 0 divides by n). correction >= 0 and below n. Call std
+// as xg::std (as LibTorch's torch::std): alone, the name is the standard
+// library's namespace.
+Tensor var(const Tensor& a, const std::vector<int64_t>& axes = {}, int64_t correction = 1, bool keepdims = false);
+Tensor std(const Tensor& a, const std::vector<int64_t>& axes = {}, int64_t correction = 1, bool keepdims = false);
 // torch.linalg.vector_norm: (sum |a|^ord)^(1/ord) over `axes` (none: every
 // axis); ord > 0, or infinity for the largest |a|. The gradient at a zero
 // vector is 0, as PyTorch's.

@@ -156,14 +156,20 @@ Tensor max(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {
   });
 }
 
-Tensor var(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims, bool unbiased) {
+Tensor var(const Tensor& a, const std::vector<int64_t>& axes, int64_t correction, bool keepdims) {
   ReducePlan p = plan_reduce(check_defined(a, "var").shape(), axes, keepdims, "var");
-  const int64_t dof = p.count - (unbiased ? 1 : 0);
+  if (correction < 0) throw ShapeError("var: correction " + std::to_string(correction) + ": expected >= 0");
+  const int64_t dof = p.count - correction;
   if (dof <= 0)
     throw ShapeError("var: " + std::to_string(p.count) + " elements per output of shape " + shape_str(a.shape()) +
-                     (unbiased ? " leave no degree of freedom (unbiased)" : " is empty"));
+                     (correction ? " leave no degree of freedom (correction " + std::to_string(correction) + ")"
+                                 : " is empty"));
   Tensor d = a - mean(a, axes, true);  // composed: the gradient comes from sub, mul, sum
   return sum(d * d, axes, keepdims) * (1.0 / static_cast<double>(dof));
+}
+
+Tensor std(const Tensor& a, const std::vector<int64_t>& axes, int64_t correction, bool keepdims) {
+  return sqrt(var(a, axes, correction, keepdims));
 }
 
 Tensor vector_norm(const Tensor& a, double ord, const std::vector<int64_t>& axes, bool keepdims) {

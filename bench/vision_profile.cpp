@@ -106,7 +106,7 @@ int run(const Args& a) {
   const train::TrainOptions recipe = vision::default_recipe(a.model);
   optim::AdamOptions ao;
   ao.lr = recipe.lr, ao.weight_decay = recipe.weight_decay;
-  optim::AdamW opt(optim::weight_decay_groups(c.module->named_parameters(), recipe.weight_decay), ao);
+  optim::AdamW opt(optim::weight_decay_groups(c.module->named_parameters(), recipe.weight_decay), optim::AdamWOptions(ao));
   Step step{*c.module, loader, opt, c.module->parameters()};
   c.module->train();
   Autocast cast(parse_precision(a.precision));

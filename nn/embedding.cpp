@@ -27,10 +27,10 @@ Embedding::Embedding(int64_t num, int64_t dim, Generator& gen, int64_t padding_i
                                 " outside [0, " + std::to_string(num) + ") (or -1 for none)");
   if (!(init_std >= 0) || !std::isfinite(init_std))
     throw std::invalid_argument("Embedding: init_std " + number_text(init_std) + ": expected a finite number >= 0");
-  weight_ = register_parameter("weight", empty({num, dim}));
-  normal_(weight_, gen, 0.0, init_std);
+  weight_ = &register_parameter("weight", empty({num, dim}));
+  normal_(*weight_, gen, 0.0, init_std);
   if (padding_idx_ >= 0)
-    for (int64_t c = 0; c < dim; ++c) weight_.set({padding_idx_, c}, 0.0);
+    for (int64_t c = 0; c < dim; ++c) weight_->set({padding_idx_, c}, 0.0);
 }
 
 std::string Embedding::type_name() const {
@@ -72,7 +72,7 @@ Tensor Embedding::forward(const std::vector<int64_t>& ids, const Shape& ids_shap
   const auto named = scope();
   const int64_t n = static_cast<int64_t>(ids.size());
   const bool has_pad = check_ids(*this, ids.data(), n, ids_shape);
-  Tensor out = gather_rows(weight_, ids, ids_shape);  // (ids_shape..., C)
+  Tensor out = gather_rows(*weight_, ids, ids_shape);  // (ids_shape..., C)
   return has_pad ? detach_padding(out, ids.data(), n, ids_shape, padding_idx_) : out;
 }
 
@@ -85,7 +85,7 @@ Tensor Embedding::forward(const Tensor& ids) {
   const int64_t* p = ids.data<int64_t>();
   const bool has_pad = check_ids(*this, p, ids.numel(), ids.shape());
   // The tensor form of gather_rows: an export trace sees the caller's ids tensor.
-  Tensor out = gather_rows(weight_, ids);  // (ids_shape..., C)
+  Tensor out = gather_rows(*weight_, ids);  // (ids_shape..., C)
   return has_pad ? detach_padding(out, p, ids.numel(), ids.shape(), padding_idx_) : out;
 }
 

@@ -24,11 +24,14 @@ class Embedding : public Module {
   int64_t num_embeddings() const { return num_; }      // V
   int64_t embedding_dim() const { return dim_; }       // C
   int64_t padding_idx() const { return padding_idx_; }  // -1: none
-  Tensor& weight() { return weight_; }                 // (V, C), the parameter "weight"
+  // (V, C), the parameter "weight" itself: assigning another module's
+  // parameter to it ties the two (wte->weight() = lm_head->weight()), one
+  // tensor under both names.
+  Tensor& weight() { return *weight_; }
 
  private:
   int64_t num_, dim_, padding_idx_;
-  Tensor weight_;
+  Tensor* weight_;  // the registered entry, so that an assignment re-registers
 };
 
 }  // namespace xg::nn

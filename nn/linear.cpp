@@ -12,11 +12,11 @@ Linear::Linear(int64_t in, int64_t out, Generator& gen, bool bias) : in_(in), ou
     throw std::invalid_argument("Linear: in and out must be positive, got in=" + std::to_string(in) +
                                 ", out=" + std::to_string(out));
   const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-  weight_ = register_parameter("weight", empty({out, in}));
-  uniform_(weight_, gen, -bound, bound);
+  weight_ = &register_parameter("weight", empty({out, in}));
+  uniform_(*weight_, gen, -bound, bound);
   if (bias) {
-    bias_ = register_parameter("bias", empty({out}));
-    uniform_(bias_, gen, -bound, bound);
+    bias_ = &register_parameter("bias", empty({out}));
+    uniform_(*bias_, gen, -bound, bound);
   }
 }
 
@@ -30,7 +30,7 @@ Tensor Linear::forward(const Tensor& x) {
   if (x.dim() < 1 || x.size(-1) != in_)
     throw ShapeError(describe() + ": input of shape " + shape_str(x.shape()) +
                      " must end in in=" + std::to_string(in_));
-  return linear(x, weight_, bias_);
+  return linear(x, *weight_, *bias_);
 }
 
 }  // namespace xg::nn

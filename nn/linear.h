@@ -15,12 +15,17 @@ class Linear : public Module {
 
   int64_t in_features() const { return in_; }    // in, the input width
   int64_t out_features() const { return out_; }  // out, the output width
-  Tensor& weight() { return weight_; }           // (out, in)
-  Tensor& bias() { return bias_; }  // undefined without bias
+  // (out, in), the parameter "weight" itself: assigning another module's
+  // parameter to it ties the two (lm_head->weight() = wte->weight(), as
+  // nanoGPT does), one tensor under both names.
+  Tensor& weight() { return *weight_; }
+  Tensor& bias() { return *bias_; }  // (out), the parameter "bias"; undefined without bias
 
  private:
   int64_t in_, out_;
-  Tensor weight_, bias_;
+  Tensor no_bias_;  // undefined: what bias() is without a bias
+  Tensor* weight_;  // the registered entries, so that an assignment re-registers
+  Tensor* bias_ = &no_bias_;
 };
 
 }  // namespace xg::nn

@@ -144,14 +144,17 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+LoadResult Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
   std::map<std::string, Tensor> own = state_dict();
+  LoadResult result;
   std::vector<std::string> problems;
   for (const auto& [key, t] : own) {
     auto it = state.find(key);
     if (it == state.end()) {
-      problems.push_back("missing key '" + key + "' (model has " + shape_str(t.shape()) + " " +
-                         dtype_name(t.dtype()) + ")");
+      result.missing_keys.push_back(key);
+      if (strict)
+        problems.push_back("missing key '" + key + "' (model has " + shape_str(t.shape()) + " " +
+                           dtype_name(t.dtype()) + ")");
       continue;
     }
     const Tensor& src = it->second;
@@ -160,32 +163,38 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
     } else if (src.shape() != t.shape()) {
       problems.push_back("key '" + key + "': shape " + shape_str(src.shape()) + " in the state dict, " +
                          shape_str(t.shape()) + " in the model");
-    } else if (src.dtype() != t.dtype()) {
-      problems.push_back("key '" + key + "': dtype " + dtype_name(src.dtype()) + " in the state dict, " +
-                         dtype_name(t.dtype()) + " in the model");
     }
   }
-  if (strict)
-    for (const auto& [key, t] : state)
-      if (!own.count(key))
+  for (const auto& [key, t] : state)
+    if (!own.count(key)) {
+      result.unexpected_keys.push_back(key);
+      if (strict)
         problems.push_back("unexpected key '" + key + "'" +
                            (t.defined() ? " (" + shape_str(t.shape()) + ")" : std::string()));
+    }
   if (!problems.empty()) {
     std::string msg = "load_state_dict into " + describe() + ": ";
     for (size_t i = 0; i < problems.size(); ++i) msg += (i ? "; " : "") + problems[i];
     throw std::invalid_argument(msg);
   }
-  for (auto& [key, t] : own) t.copy_(state.at(key));
+  // Values convert to the model's dtype, as PyTorch's copy_ does.
+  for (auto& [key, t] : own) {
+    auto it = state.find(key);
+    if (it == state.end()) continue;
+    const Tensor& src = it->second;
+    t.copy_(src.dtype() == t.dtype() ? src : src.detach().to(t.dtype()));
+  }
+  return result;
 }
 
 void Module::save(const std::string& path) const {
   save_tensors(path, state_dict(), {{"format", "xgrad"}, {"module", type_name()}});
 }
 
-void Module::load(const std::string& path, bool strict) {
+LoadResult Module::load(const std::string& path, bool strict) {
   std::map<std::string, Tensor> state = load_tensors(path);
   try {
-    load_state_dict(state, strict);
+    return load_state_dict(state, strict);
   } catch (const std::invalid_argument& e) {
     throw FormatError(path + ": " + e.what());
   }

@@ -20,6 +20,12 @@
 
 namespace xg::nn {
 
+// What load_state_dict() did not match: PyTorch's _IncompatibleKeys.
+struct LoadResult {
+  std::vector<std::string> missing_keys;     // the model's keys the state dict lacks
+  std::vector<std::string> unexpected_keys;  // the state dict's keys the model lacks
+};
+
 // The base of every layer and model: derive, register parameters, buffers and
 // children in the constructor, and override forward() and type_name().
 class Module {
@@ -69,14 +75,17 @@ class Module {
   // State: parameters and persistent buffers by dotted name. The tensors
   // share storage with the module (detached handles).
   std::map<std::string, Tensor> state_dict() const;
-  // Copies values in place. Checks everything before copying anything:
-  // missing keys, unexpected keys (if strict), shapes and dtypes; throws
-  // std::invalid_argument naming each offending key, both shapes/dtypes.
-  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  // Copies values in place, as PyTorch's load_state_dict: each converted to
+  // the model's dtype (copy_ semantics). Checks everything before copying
+  // anything: a shape that differs or an undefined tensor, and, if strict,
+  // missing and unexpected keys; throws std::invalid_argument naming each
+  // offending key and both shapes. Returns the keys missing from `state` and
+  // those of `state` the model does not have (empty when strict).
+  LoadResult load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
   // safetensors file (atomic write). load() throws xg::FormatError naming the
   // file, and the key on a mismatch with this module.
   void save(const std::string& path) const;
-  void load(const std::string& path, bool strict = true);
+  LoadResult load(const std::string& path, bool strict = true);  // load_state_dict of the file's tensors
 
   // Called on every module of the tree after to(d) has converted the
   // tensors: a module whose buffers are derived values recomputes them in the

@@ -28,8 +28,8 @@ Adam::Adam(std::vector<ParamGroup> groups, AdamOptions o) : Optimizer(std::move(
   check(o, "Adam");
 }
 
-AdamW::AdamW(std::vector<Tensor> params, AdamOptions o) : Adam(std::move(params), o) { decoupled_ = true; }
-AdamW::AdamW(std::vector<ParamGroup> groups, AdamOptions o) : Adam(std::move(groups), o) { decoupled_ = true; }
+AdamW::AdamW(std::vector<Tensor> params, AdamWOptions o) : Adam(std::move(params), o) { decoupled_ = true; }
+AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions o) : Adam(std::move(groups), o) { decoupled_ = true; }
 
 void Adam::update(Tensor& p, const Tensor& grad, std::map<std::string, Tensor>& state) {
   Tensor& m = buffer(state, "exp_avg", p);

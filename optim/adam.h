@@ -46,18 +46,25 @@ class Adam : public Optimizer {
   std::vector<Pending> pending_;
 };
 
-// AdamW: decoupled decay, p -= lr * wd * p before the Adam update (PyTorch's default wd 0.01).
+// Settings of AdamW: Adam's, with PyTorch's AdamW default weight_decay 0.01.
+// Built in PyTorch's positional order, AdamW(params, lr, betas, eps,
+// weight_decay): AdamWOptions{1e-3} decays by 0.01 as torch.optim.AdamW(params, lr=1e-3).
+struct AdamWOptions : AdamOptions {
+  // lr, beta1, beta2, eps and weight_decay, PyTorch's defaults.
+  AdamWOptions(double lr_ = 1e-3, double beta1_ = 0.9, double beta2_ = 0.999, double eps_ = 1e-8,
+               double weight_decay_ = 0.01) {
+    lr = lr_, beta1 = beta1_, beta2 = beta2_, eps = eps_, weight_decay = weight_decay_;
+  }
+  // Adam's settings as they are, its weight_decay included (0 unless set).
+  explicit AdamWOptions(const AdamOptions& o) : AdamOptions(o) {}
+};
+
+// AdamW: decoupled decay, p -= lr * wd * p before the Adam update.
 class AdamW : public Adam {
  public:
   // As Adam's constructors, with decoupled decay.
-  AdamW(std::vector<Tensor> params, AdamOptions o);
-  AdamW(std::vector<ParamGroup> groups, AdamOptions o);
-  // AdamOptions with PyTorch's AdamW decay, weight_decay = 0.01.
-  static AdamOptions defaults() {
-    AdamOptions o;
-    o.weight_decay = 0.01;
-    return o;
-  }
+  AdamW(std::vector<Tensor> params, AdamWOptions o);
+  AdamW(std::vector<ParamGroup> groups, AdamWOptions o);
 
  protected:
   const char* name() const override { return "AdamW"; }

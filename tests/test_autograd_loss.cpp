@@ -113,3 +113,22 @@ TEST_CASE("linear_cross_entropy: bad shapes, targets and options are named") {
   CHECK(l.item() == 0.0);
   CHECK(bit_equal(x.grad(), zeros({4, 3}, f64)));
 }
+
+TEST_CASE("cross_entropy: classes at dimension 1 of (N,C,H,W), as PyTorch, when C equals W too") {
+  Tensor x = leaf({2, 3, 2, 3}, 21);  // N=2, C=3, H=2, W=3: the case classes-last would misread silently
+  const std::vector<int64_t> t = {0, 2, 1, 1, 0, 2, 2, 2, 0, 1, 1, 0};  // (N,H,W)
+  const Tensor lp = log_softmax(x, 1);
+  double ref = 0;  // the mean of -log p[n, t[n,h,w], h, w]
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t w = 0; w < 3; ++w) ref -= lp.at({n, t[(n * 2 + h) * 3 + w], h, w});
+  ref /= 12;
+  CHECK(cross_entropy(x, from_ints(t, {2, 2, 3})).item() == doctest::Approx(ref).epsilon(1e-12));
+  CHECK(cross_entropy(x, t).item() == doctest::Approx(ref).epsilon(1e-12));
+  XG_CHECK_GRADGRAD([&](const V& v) { return cross_entropy(v[0], t); }, x);
+  // Classes last with the batch's shape as targets: an error naming both shapes, and the way out.
+  const std::string msg = XG_THROW_MESSAGE(cross_entropy(leaf({2, 3, 5}, 22), from_ints({1, 2, 0, 4, 3, 0}, {2, 3})),
+                                           ShapeError);
+  CHECK(xgt::contains(msg, "target (2,3) must be input (2,3,5)'s shape without dimension 1"));
+  CHECK(xgt::contains(msg, "reshape (B,T,V) logits to (B*T,V)"));
+}

@@ -66,7 +66,7 @@ TEST_CASE("batch_norm: training normalises with the batch's statistics and updat
   Tensor expect_m = zeros({3}, f64), expect_v = ones({3}, f64);
   for (uint64_t step = 0; step < 3; ++step) {
     const Tensor x = leaf({4, 3, 2, 3}, 11 + step).detach();
-    const Tensor bm = mean(x, {0, 2, 3}), bv = var(x, {0, 2, 3});  // biased
+    const Tensor bm = mean(x, {0, 2, 3}), bv = var(x, {0, 2, 3}, 0);  // biased
     const Tensor y = batch_norm(x, rm, rv, w, b, true, m, eps);
     close(y, normalised(x, bm, bv, w, b, eps), 1e-13);
     // (1 - m) r + m batch, with the unbiased variance: n = 24 values per channel.
@@ -102,7 +102,7 @@ TEST_CASE("group_norm: gradients and gradients of gradients, with and without we
   // Against the statistics written out: each (n, group) of (2,6,3,2) in 3 groups.
   Tensor x = leaf({2, 6, 3, 2}, 15).detach(), w = leaf({6}, 16).detach(), b = leaf({6}, 17).detach();
   const Tensor xg = reshape(x, {2, 3, 2, 3, 2});
-  const Tensor mu = mean(xg, {2, 3, 4}, true), v = var(xg, {2, 3, 4}, true);
+  const Tensor mu = mean(xg, {2, 3, 4}, true), v = var(xg, {2, 3, 4}, 0, true);
   const Tensor expect = reshape((xg - mu) / sqrt(v + 1e-5), {2, 6, 3, 2}) * reshape(w, {1, 6, 1, 1}) +
                         reshape(b, {1, 6, 1, 1});
   close(group_norm(x, 3, w, b), expect, 1e-12);

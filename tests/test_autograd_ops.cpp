@@ -63,8 +63,8 @@ TEST_CASE("ops: gradients of reductions over any axes") {
       XG_CHECK_GRAD([&](const V& x) { return sum(x[0], axes, keep); }, a);
       XG_CHECK_GRAD([&](const V& x) { return mean(x[0], axes, keep); }, a);
       XG_CHECK_GRAD([&](const V& x) { return max(x[0], axes, keep); }, a);
-      XG_CHECK_GRAD([&](const V& x) { return var(x[0], axes, keep); }, a);
-      XG_CHECK_GRAD([&](const V& x) { return var(x[0], axes, keep, true); }, a);
+      XG_CHECK_GRAD([&](const V& x) { return var(x[0], axes, 0, keep); }, a);
+      XG_CHECK_GRAD([&](const V& x) { return var(x[0], axes, 1, keep); }, a);
     }
 }
 
@@ -177,8 +177,10 @@ TEST_CASE("ops: forward values against hand-computed references") {
   CHECK(sum(a, {-1}, true).shape() == Shape{2, 1});
   CHECK(max(a, {1}).to_vector() == std::vector<double>{3, 6});
   CHECK(mean(a).item() == doctest::Approx(3.5));
-  CHECK(var(a, {1}).to_vector()[0] == doctest::Approx(2.0 / 3.0));
-  CHECK(var(a, {1}, false, true).to_vector()[0] == doctest::Approx(1.0));
+  CHECK(var(a, {1}).to_vector()[0] == doctest::Approx(1.0));  // unbiased by default, as torch.var
+  CHECK(var(a, {1}, 0).to_vector()[0] == doctest::Approx(2.0 / 3.0));
+  CHECK(xg::std(a, {1}).to_vector()[0] == doctest::Approx(1.0));
+  CHECK(var(a, {1}, 1, true).shape() == Shape{a.size(0), 1});
   CHECK(argmax(tensor({0, 5, 2, 9, 1, 1}, {2, 3})) == std::vector<int64_t>{1, 0});
   CHECK(permute(a, {1, 0}).to_vector() == std::vector<double>{1, 4, 2, 5, 3, 6});
   CHECK(slice(a, 1, 0, 3, 2).to_vector() == std::vector<double>{1, 3, 4, 6});
@@ -222,7 +224,7 @@ TEST_CASE("ops: fused ops equal their composed twins") {
   check_same([](const V& v) { return layer_norm(v[0], v[1], v[2], 1e-5); },
              [](const V& v) {
                Tensor c = v[0] - mean(v[0], {-1}, true);
-               return c / sqrt(var(v[0], {-1}, true) + 1e-5) * v[1] + v[2];
+               return c / sqrt(var(v[0], {-1}, 0, true) + 1e-5) * v[1] + v[2];
              },
              {x, w, b});
   check_same([](const V& v) { return add_layer_norm(v[0], v[1], v[2], v[3], 1e-5); },

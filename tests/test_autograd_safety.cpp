@@ -328,7 +328,7 @@ TEST_CASE("optim: non-finite or out-of-range hyper-parameters are refused at con
   CHECK(contains(XG_THROW_MESSAGE(optim::Adam({p}, bad_lr), std::invalid_argument), "learning rate"));
   optim::AdamOptions bad_eps;
   bad_eps.eps = nan;
-  CHECK(contains(XG_THROW_MESSAGE(optim::AdamW({p}, bad_eps), std::invalid_argument), "eps"));
+  CHECK(contains(XG_THROW_MESSAGE(optim::AdamW({p}, optim::AdamWOptions(bad_eps)), std::invalid_argument), "eps"));
   optim::AdamOptions bad_wd;
   bad_wd.weight_decay = inf;
   CHECK_THROWS_AS(optim::Adam({p}, bad_wd), std::invalid_argument);

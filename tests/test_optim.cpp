@@ -71,13 +71,13 @@ TEST_CASE("optim: Adam steps all parameters in one pass, equal to each stepped a
     groups[1].params = {all[4], all[5], all[6]};
     groups[1].lr_scale = 0.5;
     groups[1].weight_decay = 0.1;
-    AdamOptions o;
+    AdamWOptions o;
     o.lr = 0.01;
     o.weight_decay = 0.02;
     AdamW together(groups, o);
     std::vector<std::unique_ptr<AdamW>> each;
     for (size_t i = 0; i < sizes.size(); ++i) {
-      AdamOptions oi = o;
+      AdamWOptions oi = o;
       if (i >= 4) oi.lr = 0.005, oi.weight_decay = 0.1;
       each.push_back(std::make_unique<AdamW>(std::vector<Tensor>{alone[i]}, oi));
     }
@@ -99,11 +99,9 @@ TEST_CASE("optim: Adam steps all parameters in one pass, equal to each stepped a
   }
 }
 
-TEST_CASE("optim: AdamW decouples weight decay") {
+TEST_CASE("optim: AdamW decouples weight decay, 0.01 unless told, as torch.optim.AdamW") {
   Tensor p = param({1.0, -2.0});
-  AdamOptions o = AdamW::defaults();
-  o.lr = 0.01;
-  AdamW opt({p}, o);
+  AdamW opt({p}, {0.01});  // torch.optim.AdamW([p], lr=0.01): weight_decay 0.01
   std::vector<double> w = {1.0, -2.0}, m(2, 0), v(2, 0);
   const std::vector<std::vector<double>> grads = {{0.5, 0.5}, {-1.0, 0.25}};
   for (int t = 1; t <= 2; ++t) {
@@ -331,7 +329,7 @@ TEST_CASE("optim: parameter groups give each group its own learning rate and wei
   auto grad_of = [](Tensor& p, double k) { p.set_grad(p.detach() * k + 0.25); };
   Tensor a = param({1.0, -2.0, 0.5}), b = param({3.0, 0.25});
   Tensor a1 = param({1.0, -2.0, 0.5}), b1 = param({3.0, 0.25});
-  AdamOptions o;
+  AdamWOptions o;
   o.lr = 0.1;
   o.weight_decay = 0.01;
   std::vector<ParamGroup> groups(2);
@@ -340,7 +338,7 @@ TEST_CASE("optim: parameter groups give each group its own learning rate and wei
   groups[1].params = {b};
   groups[1].lr_scale = 0.5;  // weight decay: the optimiser's 0.01
   AdamW grouped(groups, o);
-  AdamOptions oa = o, ob = o;
+  AdamWOptions oa = o, ob = o;
   oa.weight_decay = 0.2;
   ob.lr = 0.05;
   AdamW alone_a({a1}, oa), alone_b({b1}, ob);

@@ -75,7 +75,8 @@ Trainer::Trainer(Job& job, const TrainOptions& o) : job_(job), opts_(o) {
   a.eps = opts_.eps;
   a.weight_decay = opts_.weight_decay;
   if (opts_.weight_decay > 0)
-    opt_ = std::make_unique<optim::AdamW>(optim::weight_decay_groups(params_, opts_.weight_decay), a);
+    opt_ = std::make_unique<optim::AdamW>(optim::weight_decay_groups(params_, opts_.weight_decay),
+                                          optim::AdamWOptions(a));
   else
     opt_ = std::make_unique<optim::Adam>(job_.model().parameters(), a);
   const double lr = opts_.lr;

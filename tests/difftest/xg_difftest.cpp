@@ -239,7 +239,7 @@ class Program {
     if (op == "sum") return sum(a(0), ints(s.at("axes")), keep);
     if (op == "mean") return mean(a(0), ints(s.at("axes")), keep);
     if (op == "max") return max(a(0), ints(s.at("axes")), keep);
-    if (op == "var") return var(a(0), ints(s.at("axes")), keep, s.value("unbiased", false));
+    if (op == "var") return var(a(0), ints(s.at("axes")), s.value("unbiased", false) ? 1 : 0, keep);
     // Shape.
     if (op == "reshape") return reshape(a(0), s.at("shape").get<Shape>());
     if (op == "permute") return permute(a(0), ints(s.at("perm")));
