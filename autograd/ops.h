@@ -185,10 +185,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
 // ---- convolution (images: N, C, H, W as PyTorch writes them) ---------------
 
-// A 2-D window: (height, width) pairs, as torch.nn.functional.conv2d and
-// unfold take them. conv2d reads the kernel size from its weight.
+// A 2-D window's stride, padding, dilation and groups: (height, width)
+// pairs, in torch.nn.functional.conv2d's order (so Conv2dOptions{{2, 2},
+// {1, 1}} is stride 2, padding 1). The kernel is not among them: conv2d reads
+// it from its weight, unfold2d and fold2d take it as an argument.
 struct Conv2dOptions {
-  std::array<int64_t, 2> kernel{1, 1};    // kh, kw (unfold2d, fold2d)
   std::array<int64_t, 2> stride{1, 1};    // at least 1
   std::array<int64_t, 2> padding{0, 0};   // zeros on each side, at least 0
   std::array<int64_t, 2> dilation{1, 1};  // spacing of the kernel's taps, at least 1
@@ -199,14 +200,15 @@ struct Conv2dOptions {
 };
 // (N,C,H,W) -> (N, C kh kw, Ho Wo): each output position's window as a
 // column (torch.nn.functional.unfold), zeros where it covers padding.
-Tensor unfold2d(const Tensor& x, const Conv2dOptions& o);
+Tensor unfold2d(const Tensor& x, std::array<int64_t, 2> kernel, const Conv2dOptions& o = {});
 // The adjoint of unfold2d: columns (N, C kh kw, Ho Wo) summed back into an
 // `input_shape` (N,C,H,W) image (torch.nn.functional.fold).
-Tensor fold2d(const Tensor& cols, const Shape& input_shape, const Conv2dOptions& o);
+Tensor fold2d(const Tensor& cols, const Shape& input_shape, std::array<int64_t, 2> kernel,
+              const Conv2dOptions& o = {});
 // (N,C,H,W) * weight (O, C/groups, kh, kw) [+ bias (O,)] -> (N,O,Ho,Wo), as
 // torch.nn.functional.conv2d (groups == C == O is a depthwise convolution);
 // gradients of any order.
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Conv2dOptions o = {});
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dOptions& o = {});
 
 // A 1-D window, as torch.nn.functional.conv1d takes it.
 struct Conv1dOptions {

@@ -30,18 +30,18 @@ struct Window {
   int64_t cols() const { return Ho * Wo; }      // output positions
 };
 
-Window window_of(const char* op, const Shape& x, const Conv2dOptions& o) {
+Window window_of(const char* op, const Shape& x, std::array<int64_t, 2> kernel, const Conv2dOptions& o) {
   if (x.size() != 4) throw ShapeError(std::string(op) + ": expected an (N,C,H,W) input, got " + shape_str(x));
   auto positive = [&](const char* what, int64_t a, int64_t b, int64_t lo) {
     if (a < lo || b < lo)
       throw std::invalid_argument(std::string(op) + ": " + what + " (" + std::to_string(a) + "," + std::to_string(b) +
                                   "): expected each at least " + std::to_string(lo));
   };
-  positive("kernel_size", o.kernel[0], o.kernel[1], 1);
+  positive("kernel_size", kernel[0], kernel[1], 1);
   positive("stride", o.stride[0], o.stride[1], 1);
   positive("padding", o.padding[0], o.padding[1], 0);
   positive("dilation", o.dilation[0], o.dilation[1], 1);
-  Window w{x[0], x[1], x[2], x[3], o.kernel[0], o.kernel[1], o.stride[0], o.stride[1],
+  Window w{x[0], x[1], x[2], x[3], kernel[0], kernel[1], o.stride[0], o.stride[1],
            o.padding[0], o.padding[1], o.dilation[0], o.dilation[1], o.padding[0], o.padding[1], 0, 0};
   if (o.same) {
     if (w.sh != 1 || w.sw != 1)
@@ -113,14 +113,14 @@ Tensor fold_window(const Tensor& cols, const Window& w) {
 
 }  // namespace
 
-Tensor unfold2d(const Tensor& x, const Conv2dOptions& o) {
+Tensor unfold2d(const Tensor& x, std::array<int64_t, 2> kernel, const Conv2dOptions& o) {
   check_defined(x, "unfold2d");
-  return unfold_window(x, window_of("unfold2d", x.shape(), o));
+  return unfold_window(x, window_of("unfold2d", x.shape(), kernel, o));
 }
 
-Tensor fold2d(const Tensor& cols, const Shape& input_shape, const Conv2dOptions& o) {
+Tensor fold2d(const Tensor& cols, const Shape& input_shape, std::array<int64_t, 2> kernel, const Conv2dOptions& o) {
   check_defined(cols, "fold2d");
-  const Window w = window_of("fold2d", input_shape, o);
+  const Window w = window_of("fold2d", input_shape, kernel, o);
   if (cols.shape() != Shape{w.N, w.rows(), w.cols()})
     throw ShapeError("fold2d: expected columns (" + std::to_string(w.N) + "," + std::to_string(w.rows()) + "," +
                      std::to_string(w.cols()) + ") for the input " + shape_str(input_shape) + ", got " +
@@ -312,7 +312,7 @@ Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, 
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dOptions o) {
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
   check_defined(x, "conv2d");
   check_defined(weight, "conv2d");
   const int64_t G = o.groups;
@@ -320,8 +320,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Conv2dO
     throw ShapeError("conv2d: expected an input (N,C,H,W) and a weight (O,C/groups,kh,kw) with groups " +
                      std::to_string(G) + ", got " + shape_str(x.shape()) + " and " + shape_str(weight.shape()));
   check_groups("conv2d", G, x.size(1), weight.size(0));
-  o.kernel = {weight.size(2), weight.size(3)};
-  const Window w = window_of("conv2d", x.shape(), o);
+  const Window w = window_of("conv2d", x.shape(), {weight.size(2), weight.size(3)}, o);
   // float64 stays on im2col: the oracle that gradchecks and parity tests read.
   const Tensor y = x.dtype() == f32 && engine::conv_available() ? conv2d_direct(x, weight, bias, w, G)
                                                                 : conv2d_im2col(x, weight, bias, w, G);
@@ -389,11 +388,10 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   check_groups("conv_transpose2d", G, C, O);
   const Shape out{N, O, transposed_size(H, kh, o, 0), transposed_size(W, kw, o, 1)};
   Conv2dOptions window;
-  window.kernel = {kh, kw};
   window.stride = o.stride;
   window.padding = o.padding;
   window.dilation = o.dilation;
-  const Window w = window_of("conv_transpose2d", out, window);
+  const Window w = window_of("conv_transpose2d", out, {kh, kw}, window);
   const int64_t R = O / G * kh * kw;  // one group's column length
   // Columns (N, O kh kw, H W): every input position spreads its channels
   // through the transposed weight, and fold2d sums the windows into place.

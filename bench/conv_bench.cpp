@@ -83,8 +83,8 @@ engine::ConvLayout layout_of(Path p) {
 // conv2d as the im2col path computes it (unfold2d, one product), groups 1.
 Tensor im2col_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o) {
   const int64_t N = x.size(0), O = w.size(0);
-  const Tensor cols = unfold2d(x, o);
-  const int64_t Ho = (x.size(2) + 2 * o.padding[0] - o.kernel[0]) / o.stride[0] + 1;
+  const Tensor cols = unfold2d(x, {w.size(2), w.size(3)}, o);
+  const int64_t Ho = (x.size(2) + 2 * o.padding[0] - w.size(2)) / o.stride[0] + 1;
   Tensor y = reshape(matmul(reshape(w, {O, cols.size(1)}), cols), {N, O, Ho, Ho});
   return b.defined() ? y + reshape(b, {1, O, 1, 1}) : y;
 }
@@ -112,7 +112,7 @@ double time_step(const Layer& l, Path p, const Args& a) {
   Tensor w = rand({l.O, l.C, l.k, l.k}, gen, f32, -0.1, 0.1).requires_grad_();
   Tensor b = l.bias ? rand({l.O}, gen, f32, -0.1, 0.1).requires_grad_() : Tensor();
   Conv2dOptions o;
-  o.kernel = {l.k, l.k}, o.stride = {l.stride, l.stride}, o.padding = {l.pad, l.pad};
+  o.stride = {l.stride, l.stride}, o.padding = {l.pad, l.pad};
   engine::set_conv_layout(layout_of(p));
   const int64_t Ho = (l.H + 2 * l.pad - l.k) / l.stride + 1;
   const Tensor g = rand({a.batch, l.O, Ho, Ho}, gen, f32, -1, 1);

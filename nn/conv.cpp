@@ -34,9 +34,8 @@ void init_uniform(Tensor& weight, Tensor& bias, int64_t fan_in, Generator& gen) 
 
 Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator& gen, const Conv2dOptions& window,
                bool bias)
-    : in_(in), out_(out), options_(window) {
+    : in_(in), out_(out), kernel_(kernel), options_(window) {
   check_sizes("Conv2d", in, out, kernel[0], kernel[1], window.groups);
-  options_.kernel = kernel;
   weight_ = register_parameter("weight", empty({out, in / window.groups, kernel[0], kernel[1]}));
   if (bias) bias_ = register_parameter("bias", empty({out}));
   init_uniform(weight_, bias_, in / window.groups * kernel[0] * kernel[1], gen);
@@ -44,7 +43,7 @@ Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator
 
 std::string Conv2d::type_name() const {
   std::string s = "Conv2d(in=" + std::to_string(in_) + ", out=" + std::to_string(out_) +
-                  ", kernel=" + pair_text(options_.kernel) + ", stride=" + pair_text(options_.stride) +
+                  ", kernel=" + pair_text(kernel_) + ", stride=" + pair_text(options_.stride) +
                   ", padding=" + (options_.same ? std::string("same") : pair_text(options_.padding));
   if (options_.dilation != std::array<int64_t, 2>{1, 1}) s += ", dilation=" + pair_text(options_.dilation);
   if (options_.groups != 1) s += ", groups=" + std::to_string(options_.groups);

@@ -13,8 +13,7 @@ namespace xg::nn {
 
 // xg::conv2d with its weight (out, in/groups, kh, kw) and bias (out), both
 // U(-b, b) with b = 1/sqrt(in/groups kh kw), as torch.nn.Conv2d. `window`
-// gives stride, padding (or same), dilation and groups; its kernel field is
-// ignored (the kernel argument is the kernel).
+// gives stride, padding (or same), dilation and groups, in PyTorch's order.
 class Conv2d : public Module {
  public:
   // A (kh, kw) kernel; throws std::invalid_argument on sizes below 1 or
@@ -26,12 +25,14 @@ class Conv2d : public Module {
   Tensor forward(const Tensor& x) override;  // (N, in, H, W) -> (N, out, Ho, Wo)
   std::string type_name() const override;   // "Conv2d(in=1, out=8, kernel=3x3, stride=1x1, padding=1x1)"
 
-  const Conv2dOptions& options() const { return options_; }  // with the kernel filled in
+  const Conv2dOptions& options() const { return options_; }  // stride, padding, dilation, groups
+  std::array<int64_t, 2> kernel_size() const { return kernel_; }  // (kh, kw)
   Tensor& weight() { return weight_; }                        // (out, in/groups, kh, kw)
   Tensor& bias() { return bias_; }                            // (out), undefined without bias
 
  private:
   int64_t in_, out_;
+  std::array<int64_t, 2> kernel_;
   Conv2dOptions options_;
   Tensor weight_, bias_;
 };

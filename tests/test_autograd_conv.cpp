@@ -11,10 +11,12 @@ using xgt::leaf;
 
 namespace {
 
+// The window's stride, padding and dilation (the kernel k comes from the
+// weight, or is unfold2d's and fold2d's argument).
 Conv2dOptions window(std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
                      std::array<int64_t, 2> d) {
+  (void)k;
   Conv2dOptions o;
-  o.kernel = k;
   o.stride = s;
   o.padding = p;
   o.dilation = d;
@@ -41,14 +43,14 @@ TEST_CASE("conv2d: gradients and gradients of gradients of input, weight and bia
 TEST_CASE("unfold2d and fold2d: each the other's adjoint, differentiable to the second order") {
   const Conv2dOptions o = window({2, 3}, {2, 1}, {1, 1}, {1, 2});
   Tensor x = leaf({2, 3, 5, 6}, 4);
-  const Tensor cols = unfold2d(x.detach(), o);
+  const Tensor cols = unfold2d(x.detach(), {2, 3}, o);
   Tensor c = leaf(cols.shape(), 5);
   // <unfold(x), c> = <x, fold(c)>: the adjoint identity, exactly up to rounding.
-  const double lhs = sum(mul(unfold2d(x.detach(), o), c.detach())).item();
-  const double rhs = sum(mul(x.detach(), fold2d(c.detach(), x.shape(), o))).item();
+  const double lhs = sum(mul(unfold2d(x.detach(), {2, 3}, o), c.detach())).item();
+  const double rhs = sum(mul(x.detach(), fold2d(c.detach(), x.shape(), {2, 3}, o))).item();
   CHECK(lhs == doctest::Approx(rhs).epsilon(1e-13));
-  auto u = [&](const std::vector<Tensor>& in) { return tanh(unfold2d(in[0], o)); };
-  auto f = [&](const std::vector<Tensor>& in) { return tanh(fold2d(in[0], x.shape(), o)); };
+  auto u = [&](const std::vector<Tensor>& in) { return tanh(unfold2d(in[0], {2, 3}, o)); };
+  auto f = [&](const std::vector<Tensor>& in) { return tanh(fold2d(in[0], x.shape(), {2, 3}, o)); };
   for (const auto& r : {gradcheck(u, {x}), gradgradcheck(u, {x}), gradcheck(f, {c}), gradgradcheck(f, {c})})
     CHECK_MESSAGE(r.ok, r.message);
 }
@@ -68,9 +70,9 @@ TEST_CASE("conv2d: float32 agrees with float64, and bad shapes or windows are re
         "conv2d: stride (0,1): expected each at least 1");
   CHECK(XG_THROW_MESSAGE(conv2d(x, leaf({4, 2, 3, 3}, 10), Tensor(), window({1, 1}, {1, 1}, {0, 0}, {4, 4})),
                          ShapeError) == "conv2d: the padded input 6x6 is smaller than the dilated kernel 9x9");
-  CHECK(XG_THROW_MESSAGE(unfold2d(leaf({2, 6, 6}, 11), o), ShapeError) ==
+  CHECK(XG_THROW_MESSAGE(unfold2d(leaf({2, 6, 6}, 11), {2, 3}, o), ShapeError) ==
         "unfold2d: expected an (N,C,H,W) input, got (2,6,6)");
-  CHECK(XG_THROW_MESSAGE(fold2d(leaf({1, 5, 9}, 12), {1, 2, 6, 6}, window({2, 2}, {2, 2}, {0, 0}, {1, 1})),
+  CHECK(XG_THROW_MESSAGE(fold2d(leaf({1, 5, 9}, 12), {1, 2, 6, 6}, {2, 2}, window({2, 2}, {2, 2}, {0, 0}, {1, 1})),
                          ShapeError) == "fold2d: expected columns (1,8,9) for the input (1,2,6,6), got (1,5,9)");
 }
 
