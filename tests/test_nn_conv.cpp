@@ -72,3 +72,12 @@ TEST_CASE("nn Conv2d, Conv1d, ConvTranspose2d: bad sizes and inputs name the lay
   CHECK(xgnt::contains(XGN_THROW_MESSAGE(c1.forward(zeros({2, 3, 4, 4})), ShapeError),
                        "expected an input (N,C,L) with C=3, got (2,3,4,4)"));
 }
+
+TEST_CASE("nn Conv2d: Conv2dOptions{{2, 2}, {1, 1}} is stride 2 and padding 1, as Conv2d(1, 2, 3, 2, 1) in PyTorch") {
+  Generator gen(3);
+  nn::Conv2d conv(1, 2, 3, gen, {{2, 2}, {1, 1}});
+  CHECK(conv.options().stride == std::array<int64_t, 2>{2, 2});
+  CHECK(conv.options().padding == std::array<int64_t, 2>{1, 1});
+  CHECK(conv.kernel_size() == std::array<int64_t, 2>{3, 3});
+  CHECK(conv.forward(zeros({1, 1, 8, 8})).shape() == Shape{1, 2, 4, 4});  // (8 + 2 - 3) / 2 + 1
+}
