@@ -207,6 +207,7 @@ def produces(s):
     op = s["op"]
     if op == "grad": return len(s["wrt"])
     if op in ("backward", "zero_grad") or op in INPLACE: return 0
+    if op == "module": return 1 + len(s.get("params", []))
     return 1
 
 
@@ -255,6 +256,15 @@ def run_torch(prog, skip_inplace=False):
                     t.requires_grad_()
                 vals.append(t)
                 leaves.append(t)
+            elif op == "ids":  # int64 class targets or ids: no gradient
+                vals.append(torch.tensor(s["data"], dtype=torch.long).reshape(s["shape"]))
+            elif op == "module":  # a torch.nn module, its output and then its parameters
+                m = optable.torch_module(s, vals)
+                a = [None if i is None else vals[i] for i in s["args"]]
+                vals.append(m(*a))
+                named = dict(m.named_parameters())
+                for name in s.get("params", []):
+                    vals.append(named[name])
             elif op == "grad":
                 outs, seeds = roots(s)
                 wrt = [vals[w] for w in s["wrt"]]
@@ -425,6 +435,11 @@ class Gen:
 
     def const(self, shape, lo=0.5, hi=1.5):
         return self.new_input(shape, lo, hi, rg=False)
+
+    def add_ids(self, shape, data):
+        """An int64 value holding `data` (class targets)."""
+        s = {"op": "ids", "shape": list(shape), "data": [int(v) for v in data]}
+        return self.add_step(s, torch.tensor(s["data"], dtype=torch.long).reshape(shape), "const", False)
 
     def add_const(self, shape, data):
         """An input holding `data` (labels: no gradient)."""

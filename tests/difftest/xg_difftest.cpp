@@ -14,6 +14,7 @@
 #include "autograd/xg.h"
 #include "nn/init.h"
 #include "optim/clip.h"
+#include "../optable/table_modules.h"
 #include "../optable/table_ops.h"
 
 using namespace xg;
@@ -117,6 +118,28 @@ class Program {
       if (s.value("rg", false)) t.requires_grad_();
       push(t);
       inputs_.push_back(t);
+      return;
+    }
+    if (op == "ids") {  // int64 class targets or ids: no gradient
+      push(from_ints(s.at("data").get<std::vector<int64_t>>(), s.at("shape").get<Shape>()));
+      return;
+    }
+    if (op == "module") {  // an nn module built as PyTorch's, its output and then its parameters
+      std::map<std::string, Tensor> state, tensors;
+      const json st = s.value("state", json::object()), ts = s.value("tensors", json::object());
+      for (auto it = st.begin(); it != st.end(); ++it) state[it.key()] = dense(it.value());
+      for (auto it = ts.begin(); it != ts.end(); ++it) tensors[it.key()] = value(it.value());
+      optable::ModuleCall m = optable::make_module(s.at("class"), s.value("kwargs", json::object()), tensors);
+      m.module->to(f64);
+      m.module->load_state_dict(state);  // strict: PyTorch's keys, no more and no fewer
+      if (s.value("eval", false)) m.module->eval();
+      std::vector<Tensor> args;
+      for (size_t i = 0; i < s.at("args").size(); ++i) args.push_back(a(i));
+      push(m.call(args));
+      std::map<std::string, Tensor> params;
+      for (const auto& [name, t] : m.module->named_parameters()) params[name] = t;
+      for (const json& name : s.value("params", json::array())) push(params.at(name.get<std::string>()));
+      modules_.push_back(m.module);  // alive while the program's graph is
       return;
     }
     if (op == "grad") {
@@ -310,6 +333,7 @@ class Program {
   std::vector<Tensor> inputs_;
   json snapshots_ = json::array();
   json checks_ = json::array();
+  std::vector<std::shared_ptr<nn::Module>> modules_;
 };
 
 }  // namespace
@@ -317,6 +341,10 @@ class Program {
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--list-table") {  // the op table's names, one a line
     for (const std::string& n : optable::names()) std::cout << n << "\n";
+    return 0;
+  }
+  if (argc == 2 && std::string(argv[1]) == "--list-modules") {  // the module table's classes, one a line
+    for (const std::string& n : optable::module_names()) std::cout << n << "\n";
     return 0;
   }
   if (argc != 2) {

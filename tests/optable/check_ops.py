@@ -33,14 +33,55 @@ import optable  # noqa: E402
 import torch  # noqa: E402
 
 
-def instance(op, seed):
-    """A program: fresh inputs, the op, and its gradients to second order."""
+def add_grads(g, y, leaves, order):
+    """The gradients of value y to `order`: first with respect to every leaf
+    (recorded), then each of those differentiated with respect to every leaf,
+    then each leaf's first gradient alone differentiated again (mixed partials)."""
+    if not leaves:
+        return
+    out = g.vals[y]
+    w = g.const(tuple(out.shape), -1.5, 1.5)
+    g.steps.append({"op": "grad", "outputs": [y], "grad_outputs": [w], "wrt": leaves, "create_graph": True})
+    first = list(range(len(g.vals), len(g.vals) + len(leaves)))
+    for leaf in leaves:
+        g.vals.append(torch.zeros_like(g.vals[leaf]))
+        g.kind.append("grad")
+        g.rg.append(False)
+    if order < 2:
+        return
+    seeds = [g.const(tuple(g.vals[f].shape), -1.5, 1.5) for f in first]
+    g.steps.append({"op": "grad", "outputs": first, "grad_outputs": seeds, "wrt": leaves})
+    for leaf in leaves:
+        g.vals.append(torch.zeros_like(g.vals[leaf]))
+    for j, leaf in enumerate(leaves):
+        g.steps.append({"op": "grad", "outputs": [y], "grad_outputs": [w], "wrt": [leaf], "create_graph": True})
+        one = len(g.vals)
+        g.vals.append(torch.zeros_like(g.vals[leaf]))
+        g.steps.append({"op": "grad", "outputs": [one], "grad_outputs": [seeds[j]], "wrt": leaves})
+        for other in leaves:
+            g.vals.append(torch.zeros_like(g.vals[other]))
+
+
+def draw(op, seed):
+    """A generator holding the op's arguments as fresh inputs, and the step."""
     for attempt in range(200):
         g = dt.Gen(seed * 1000 + attempt)
         s = {"op": op.name}
         args = op.draw(g, None, s, op.kinks)
-        if args is None:
-            continue
+        if args is not None:
+            return g, s, args
+    raise SystemExit(f"check_ops: no instance of {op.name} could be drawn in 200 attempts (seed {seed})")
+
+
+def finite(out):
+    return out.numel() > 0 and bool(torch.isfinite(out).all())
+
+
+def instance(op, seed):
+    """A program: fresh inputs, the op, and its gradients to second order;
+    and the same op under gradcheck."""
+    for attempt in range(50):
+        g, s, args = draw(op, seed * 100 + attempt)
         while args and args[-1] is None:
             args.pop()
         s["args"] = args
@@ -48,44 +89,58 @@ def instance(op, seed):
             out = dt.forward(op.name, s, [None if a is None else g.vals[a] for a in args])
         except (RuntimeError, ValueError, IndexError):
             continue
-        if out.numel() == 0 or not bool(torch.isfinite(out).all()):
+        if not finite(out):
             continue
-        g.steps.append(s)
-        y = len(g.vals)
-        g.vals.append(out.detach())
-        g.kind.append("fwd")
-        g.rg.append(False)
-        leaves = [a for a in args if a is not None and g.steps[a]["op"] == "input" and g.steps[a].get("rg")]
         target = dict(s)
-        if op.grad and leaves:
-            # first order, recorded; second order of everything; then each input's gradient alone, again
-            w = g.const(tuple(out.shape), -1.5, 1.5)
-            g.steps.append({"op": "grad", "outputs": [y], "grad_outputs": [w], "wrt": leaves, "create_graph": True})
-            first = list(range(len(g.vals), len(g.vals) + len(leaves)))
-            for leaf in leaves:
-                g.vals.append(torch.zeros_like(g.vals[leaf]))
-                g.kind.append("grad")
-                g.rg.append(False)
-            if op.torch_order >= 2:
-                seeds = [g.const(tuple(g.vals[f].shape), -1.5, 1.5) for f in first]
-                g.steps.append({"op": "grad", "outputs": first, "grad_outputs": seeds, "wrt": leaves})
-                for leaf in leaves:
-                    g.vals.append(torch.zeros_like(g.vals[leaf]))
-                for j, leaf in enumerate(leaves):
-                    g.steps.append({"op": "grad", "outputs": [y], "grad_outputs": [w], "wrt": [leaf],
-                                    "create_graph": True})
-                    one = len(g.vals)
-                    g.vals.append(torch.zeros_like(g.vals[leaf]))
-                    g.steps.append({"op": "grad", "outputs": [one], "grad_outputs": [seeds[j]], "wrt": leaves})
-                    for other in leaves:
-                        g.vals.append(torch.zeros_like(g.vals[other]))
-        parity = {"steps": g.steps}
+        y = g.add_step(s, out.detach(), "fwd", False)
+        leaves = [a for a in args if a is not None and g.steps[a]["op"] == "input" and g.steps[a].get("rg")]
+        if op.grad:
+            add_grads(g, y, leaves, op.torch_order)
         check = None
         if op.grad and leaves:
-            steps = [st for st in g.steps if st["op"] == "input"]
+            steps = [st for st in g.steps if st["op"] in ("input", "ids")]
             check = {"steps": steps + [{"op": "gradcheck", "target": target, "second_order": True}]}
-        return parity, check
-    raise SystemExit(f"check_ops: no instance of {op.name} could be drawn in 200 attempts (seed {seed})")
+        return {"steps": g.steps}, check
+    raise SystemExit(f"check_ops: no finite instance of {op.name} (seed {seed})")
+
+
+def module_instance(entry, seed):
+    """A program: the torch.nn class built with PyTorch's keyword arguments,
+    its state dict (parameters random) loaded strictly, forward on the
+    draw's inputs, and gradients to second order of inputs and parameters."""
+    op = entry.op
+    for attempt in range(50):
+        g, s, args = draw(op, seed * 100 + attempt)
+        n = len(args)
+        tensors = {k: args[i] for k, i in entry.tensors.items() if -n <= i < n and args[i] is not None}
+        inputs = entry.inputs(g, s, args) if entry.inputs else [a for a in args if a is not None and a not in tensors.values()]
+        step = {"op": "module", "class": entry.cls, "kwargs": entry.kwargs(s, g.r), "tensors": tensors,
+                "args": inputs, "eval": entry.eval}
+        try:
+            m = optable.torch_module(step, g.vals)
+            state = {}
+            for k, t in m.state_dict().items():
+                is_param = k in dict(m.named_parameters())
+                v = torch.empty_like(t).uniform_(-1, 1, generator=torch.Generator().manual_seed(seed)) if is_param else t
+                state[k] = {"shape": list(v.shape), "data": v.flatten().tolist()}
+            step["state"] = state
+            step["params"] = sorted(k for k, _ in m.named_parameters())
+            out = optable.torch_module(step, g.vals)(*[g.vals[i] for i in inputs])
+        except (RuntimeError, ValueError, IndexError):
+            continue
+        if not finite(out):
+            continue
+        y = g.add_step(step, out.detach(), "fwd", False)
+        for name in step["params"]:
+            g.vals.append(torch.tensor(state[name]["data"], dtype=torch.float64).reshape(state[name]["shape"]))
+            g.kind.append("fwd")
+            g.rg.append(True)
+        params = list(range(y + 1, y + 1 + len(step["params"])))
+        leaves = [a for a in inputs if g.steps[a]["op"] == "input" and g.steps[a].get("rg")] + params
+        if op.grad:
+            add_grads(g, y, leaves, op.torch_order)
+        return {"steps": g.steps}
+    raise SystemExit(f"check_ops: no instance of module {entry.cls} (seed {seed})")
 
 
 def kink_instance(op):
@@ -137,10 +192,18 @@ def main():
               f"{sorted(py - cpp)}, only in C++ {sorted(cpp - py)}")
         print("0 passed, 1 failed")
         return 1
+    cpp_modules = set(subprocess.run([a.binary, "--list-modules"], capture_output=True, text=True,
+                                     check=True).stdout.split())
+    if cpp_modules != set(optable.MODULES_BY_NAME):
+        print(f"check_ops: the module table (optable.py) and xg_difftest (table_modules.cpp) differ: only in the "
+              f"table {sorted(set(optable.MODULES_BY_NAME) - cpp_modules)}, only in C++ "
+              f"{sorted(cpp_modules - set(optable.MODULES_BY_NAME))}")
+        print("0 passed, 1 failed")
+        return 1
     if a.list:
         print("\n".join(sorted(py)))
         return 0
-    ops = optable.OPS if not a.only else [optable.BY_NAME[n] for n in a.only]
+    ops = optable.OPS if not a.only else [optable.BY_NAME[n] for n in a.only if n in optable.BY_NAME]
     os.makedirs(a.workdir, exist_ok=True)
     parity, checks, owners = [], [], []
     for op in ops:
@@ -155,6 +218,12 @@ def main():
         if kp is not None:
             parity.append(kp)
             owners.append((op, "kinks"))
+    mods = optable.MODULES if not a.only else [m for m in optable.MODULES if m.cls in a.only or m.op.name in a.only]
+    for entry in mods:
+        base = zlib.crc32(entry.cls.encode())
+        for k in range(a.samples):
+            parity.append(module_instance(entry, base + k))
+            owners.append((entry, f"module sample {k}"))
     xs = dt.run_xgrad(a.binary, parity, a.workdir, "parity")
     passed = failed = 0
     worst = {}
@@ -162,20 +231,22 @@ def main():
     for (op, what), p, x in zip(owners, parity, xs):
         t = dt.run_torch(p)
         msg = dt.compare(p, x, t)
-        fam = worst.setdefault(op.family, [0.0, ""])
-        counts[op.family] = counts.get(op.family, 0) + 1
+        family = "modules" if isinstance(op, optable.ModuleEntry) else op.family
+        name = op.cls if isinstance(op, optable.ModuleEntry) else op.name
+        fam = worst.setdefault(family, [0.0, ""])
+        counts[family] = counts.get(family, 0) + 1
         if x.get("error") is None and t.get("error") is None:
             e = worst_error(x, t)
             if e > fam[0]:
-                fam[0], fam[1] = e, op.name
+                fam[0], fam[1] = e, name
         if msg is None:
             passed += 1
         else:
             failed += 1
-            path = os.path.join(a.workdir, f"failure-{op.name}-{what.replace(' ', '')}.json")
+            path = os.path.join(a.workdir, f"failure-{name}-{what.replace(' ', '')}.json")
             with open(path, "w") as f:
                 json.dump(p, f, indent=1)
-            print(f"{op.name} {what}: {msg} ({path})")
+            print(f"{name} {what}: {msg} ({path})")
     results = dt.run_xgrad(a.binary, [c for _, _, c in checks], a.workdir, "gradcheck")
     for (op, k, c), r in zip(checks, results):
         gc = (r.get("gradchecks") or [None])[0]
@@ -186,9 +257,9 @@ def main():
         else:
             passed += 1
     for fam in sorted(worst):
-        names = sorted({o.name for o in ops if o.family == fam})
-        print(f"{fam}: {len(names)} ops, {counts[fam]} instances against PyTorch, worst relative error "
-              f"{worst[fam][0]:.2g} ({worst[fam][1] or '-'})")
+        names = [m.cls for m in mods] if fam == "modules" else sorted({o.name for o in ops if o.family == fam})
+        print(f"{fam}: {len(names)} {'classes' if fam == 'modules' else 'ops'}, {counts[fam]} instances against "
+              f"PyTorch, worst relative error {worst[fam][0]:.2g} ({worst[fam][1] or '-'})")
     print(f"gradcheck + gradgradcheck: {len(checks)} instances")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0

@@ -559,3 +559,133 @@ OPS += [
 
 BY_NAME = {o.name: o for o in OPS}
 assert len(BY_NAME) == len(OPS), "two entries share a name"
+
+
+# ---- modules: torch.nn classes, built from an entry's draw ----------------------------
+
+class ModuleEntry:
+    """cls: the torch.nn class (the xgrad class of the same name); op: the
+    entry whose draw gives the inputs and attributes; kwargs(s, r): the
+    constructor's keyword arguments from the step s; inputs(g, s, args): the
+    value ids forward takes (default: the draw's arguments that are given);
+    tensors: constructor tensors by keyword, as positions in the draw's
+    arguments (a loss's weight); twin: a torch module class to use instead of
+    torch.nn's (where PyTorch is wrong, as for the op); eval: built in
+    evaluation mode."""
+
+    def __init__(self, cls, op, kwargs=lambda s, r: {}, inputs=None, tensors=None, twin=None, eval=False):
+        self.cls, self.op, self.kwargs, self.inputs = cls, op, kwargs, inputs
+        self.tensors, self.twin, self.eval = tensors or {}, twin, eval
+
+
+class HardsigmoidTwin(torch.nn.Module):
+    """torch.nn.Hardsigmoid by its definition (see the hardsigmoid entry)."""
+
+    def forward(self, x):
+        return F.relu6(x + 3) / 6
+
+
+def keep(*names):
+    return lambda s, r: {n: s[n] for n in names if n in s}
+
+
+def ids_of(key):
+    """The draw's class targets s[key] as an int64 value of the program."""
+    def inputs(g, s, args):
+        t = s.pop(key)
+        return [args[0], g.add_ids(t["shape"], t["data"])]
+    return inputs
+
+
+def unary_entry(name):
+    return Op(name, ACTIVATIONS, None, unary())
+
+
+def draw_dim(g, x, s, kinks):
+    if x is None:
+        x = g.new_input(g.shape(1, 3))
+    d = g.vals[x].dim()
+    if d == 0:
+        return None
+    s["dim"] = g.r.randrange(-d, d)
+    return [x]
+
+
+def draw_image(g, x, s, kinks):
+    return [g.new_input(tuple(g.r.choice([1, 2, 3]) for _ in range(g.r.choice([3, 4]))))]
+
+
+PLAIN = Op("plain", ACTIVATIONS, None, unary())
+DIM = Op("dim", ACTIVATIONS, None, draw_dim)
+IMAGE = Op("image", ACTIVATIONS, None, draw_image)
+
+MODULES = [
+    ModuleEntry("ReLU", PLAIN), ModuleEntry("Sigmoid", PLAIN), ModuleEntry("Tanh", PLAIN),
+    ModuleEntry("Identity", PLAIN), ModuleEntry("Softmax2d", IMAGE),
+    ModuleEntry("Softmax", DIM, keep("dim")), ModuleEntry("LogSoftmax", DIM, keep("dim")),
+    ModuleEntry("Softmin", by_name("softmin"), keep("dim")), ModuleEntry("GLU", by_name("glu"), keep("dim")),
+    ModuleEntry("LeakyReLU", by_name("leaky_relu"), keep("negative_slope")),
+    ModuleEntry("Hardtanh", by_name("hardtanh"), keep("min_val", "max_val")),
+    ModuleEntry("ReLU6", by_name("relu6")), ModuleEntry("ELU", by_name("elu"), keep("alpha")),
+    ModuleEntry("SELU", by_name("selu")), ModuleEntry("CELU", by_name("celu"), keep("alpha")),
+    ModuleEntry("SiLU", by_name("silu")), ModuleEntry("Mish", by_name("mish")),
+    ModuleEntry("Hardswish", by_name("hardswish")),
+    ModuleEntry("Hardsigmoid", by_name("hardsigmoid"), twin=HardsigmoidTwin),
+    ModuleEntry("GELU", by_name("gelu_tanh"), lambda s, r: {"approximate": r.choice(["none", "tanh"])}),
+    ModuleEntry("Softplus", by_name("softplus"), keep("beta", "threshold")),
+    ModuleEntry("Softsign", by_name("softsign")), ModuleEntry("Tanhshrink", by_name("tanhshrink")),
+    ModuleEntry("LogSigmoid", by_name("logsigmoid")),
+    ModuleEntry("Softshrink", by_name("softshrink"), keep("lambd")),
+    ModuleEntry("Hardshrink", by_name("hardshrink"), keep("lambd")),
+    ModuleEntry("Threshold", by_name("threshold"), keep("threshold", "value")),
+    ModuleEntry("PReLU", by_name("prelu"), lambda s, r: {},
+                inputs=lambda g, s, args: [args[0]]),  # the weight is the module's, from the state dict
+    ModuleEntry("RReLU", by_name("rrelu"), keep("lower", "upper"), eval=True),
+    ModuleEntry("L1Loss", by_name("l1_loss"), keep("reduction")),
+    ModuleEntry("MSELoss", by_name("mse_loss"), keep("reduction")),
+    ModuleEntry("SmoothL1Loss", by_name("smooth_l1_loss"), keep("reduction", "beta")),
+    ModuleEntry("HuberLoss", by_name("huber_loss"), keep("reduction", "delta")),
+    ModuleEntry("BCELoss", by_name("binary_cross_entropy"), keep("reduction"), tensors={"weight": 2}),
+    ModuleEntry("BCEWithLogitsLoss", by_name("binary_cross_entropy_with_logits"), keep("reduction"),
+                tensors={"weight": 2, "pos_weight": 3}),
+    ModuleEntry("KLDivLoss", by_name("kl_div"), keep("reduction", "log_target")),
+    ModuleEntry("PoissonNLLLoss", by_name("poisson_nll_loss"), keep("log_input", "full", "eps", "reduction")),
+    ModuleEntry("GaussianNLLLoss", by_name("gaussian_nll_loss"), keep("full", "eps", "reduction")),
+    ModuleEntry("SoftMarginLoss", by_name("soft_margin_loss"), keep("reduction")),
+    ModuleEntry("HingeEmbeddingLoss", by_name("hinge_embedding_loss"), keep("margin", "reduction")),
+    ModuleEntry("MultiLabelSoftMarginLoss", by_name("multilabel_soft_margin_loss"), keep("reduction"),
+                tensors={"weight": 2}),
+    ModuleEntry("NLLLoss", by_name("nll_loss"), keep("ignore_index", "reduction"), inputs=ids_of("target"),
+                tensors={"weight": 1}),
+    ModuleEntry("CrossEntropyLoss", by_name("cross_entropy"), keep("ignore_index", "reduction", "label_smoothing"),
+                inputs=lambda g, s, args: ids_of("target")(g, s, args) if "target" in s else args[:2],
+                tensors={"weight": -1}),
+    ModuleEntry("MultiMarginLoss", by_name("multi_margin_loss"), keep("p", "margin", "reduction"),
+                inputs=ids_of("target"), tensors={"weight": 1}),
+    ModuleEntry("MultiLabelMarginLoss", by_name("multilabel_margin_loss"), keep("reduction"), inputs=ids_of("target")),
+    ModuleEntry("MarginRankingLoss", by_name("margin_ranking_loss"), keep("margin", "reduction")),
+    ModuleEntry("CosineEmbeddingLoss", by_name("cosine_embedding_loss"), keep("margin", "reduction")),
+    ModuleEntry("TripletMarginLoss", by_name("triplet_margin_loss"), keep("margin", "p", "eps", "swap", "reduction")),
+    ModuleEntry("TripletMarginWithDistanceLoss", by_name("triplet_margin_with_distance_loss"),
+                keep("margin", "swap", "reduction")),
+    ModuleEntry("PairwiseDistance", by_name("pairwise_distance"), keep("p", "eps", "keepdim")),
+    ModuleEntry("CosineSimilarity", by_name("cosine_similarity"), keep("dim", "eps")),
+]
+MODULES_BY_NAME = {m.cls: m for m in MODULES}
+assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"
+
+
+def torch_module(s, vals):
+    """The PyTorch module of a program's module step, in float64, with its state."""
+    entry = MODULES_BY_NAME.get(s["class"])
+    cls = entry.twin if entry is not None and entry.twin is not None else getattr(torch.nn, s["class"])
+    kwargs = dict(s.get("kwargs", {}))
+    for k, i in s.get("tensors", {}).items():
+        kwargs[k] = vals[i]
+    m = cls(**kwargs).double()
+    if s.get("state"):
+        m.load_state_dict({k: torch.tensor(v["data"], dtype=torch.float64).reshape(v["shape"])
+                           for k, v in s["state"].items()})
+    if s.get("eval"):
+        m.eval()
+    return m

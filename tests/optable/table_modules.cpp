@@ -1,0 +1,223 @@
+// The module table: one line per torch.nn class, its constructor called with
+// PyTorch's keyword arguments read by name.
+#include "table_modules.h"
+
+#include <stdexcept>
+
+#include "nn/nn.h"
+
+namespace xg::optable {
+
+namespace {
+
+using json = nlohmann::json;
+using Tensors = std::map<std::string, Tensor>;
+using Factory = std::function<ModuleCall(const json&, const Tensors&)>;
+
+double num(const json& k, const char* key, double fallback) { return k.contains(key) ? k.at(key).get<double>() : fallback; }
+int64_t integer(const json& k, const char* key, int64_t fallback) {
+  return k.contains(key) ? k.at(key).get<int64_t>() : fallback;
+}
+bool flag(const json& k, const char* key, bool fallback) { return k.contains(key) ? k.at(key).get<bool>() : fallback; }
+Tensor tensor_arg(const Tensors& t, const char* key) { return t.count(key) ? t.at(key) : Tensor(); }
+
+Reduction reduction(const json& k) {
+  const std::string r = k.value("reduction", std::string("mean"));
+  if (r == "none") return Reduction::none;
+  if (r == "sum") return Reduction::sum;
+  if (r == "batchmean") return Reduction::batchmean;
+  return Reduction::mean;
+}
+
+// forward(x) of a one-input module.
+template <class M>
+ModuleCall unary(std::shared_ptr<M> m) {
+  return {m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0)); }};
+}
+// forward(a, b) and forward(a, b, c) of the losses and distances.
+template <class M>
+ModuleCall binary(std::shared_ptr<M> m) {
+  return {m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
+}
+template <class M>
+ModuleCall ternary(std::shared_ptr<M> m) {
+  return {m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1), a.at(2)); }};
+}
+
+template <class M, class... A>
+ModuleCall one(A... a) {
+  return unary(std::make_shared<M>(a...));
+}
+
+const std::map<std::string, Factory>& table() {
+  static const std::map<std::string, Factory> t = {
+      // activations
+      {"ReLU", [](const json&, const Tensors&) { return one<nn::ReLU>(); }},
+      {"ReLU6", [](const json&, const Tensors&) { return one<nn::ReLU6>(); }},
+      {"SELU", [](const json&, const Tensors&) { return one<nn::SELU>(); }},
+      {"SiLU", [](const json&, const Tensors&) { return one<nn::SiLU>(); }},
+      {"Mish", [](const json&, const Tensors&) { return one<nn::Mish>(); }},
+      {"Hardswish", [](const json&, const Tensors&) { return one<nn::Hardswish>(); }},
+      {"Hardsigmoid", [](const json&, const Tensors&) { return one<nn::Hardsigmoid>(); }},
+      {"Sigmoid", [](const json&, const Tensors&) { return one<nn::Sigmoid>(); }},
+      {"Tanh", [](const json&, const Tensors&) { return one<nn::Tanh>(); }},
+      {"Softsign", [](const json&, const Tensors&) { return one<nn::Softsign>(); }},
+      {"Tanhshrink", [](const json&, const Tensors&) { return one<nn::Tanhshrink>(); }},
+      {"LogSigmoid", [](const json&, const Tensors&) { return one<nn::LogSigmoid>(); }},
+      {"Identity", [](const json&, const Tensors&) { return one<nn::Identity>(); }},
+      {"Softmax2d", [](const json&, const Tensors&) { return one<nn::Softmax2d>(); }},
+      {"LeakyReLU", [](const json& k, const Tensors&) { return one<nn::LeakyReLU>(num(k, "negative_slope", 0.01)); }},
+      {"Hardtanh",
+       [](const json& k, const Tensors&) { return one<nn::Hardtanh>(num(k, "min_val", -1), num(k, "max_val", 1)); }},
+      {"ELU", [](const json& k, const Tensors&) { return one<nn::ELU>(num(k, "alpha", 1)); }},
+      {"CELU", [](const json& k, const Tensors&) { return one<nn::CELU>(num(k, "alpha", 1)); }},
+      {"GELU",
+       [](const json& k, const Tensors&) { return one<nn::GELU>(k.value("approximate", std::string("none"))); }},
+      {"Softplus",
+       [](const json& k, const Tensors&) { return one<nn::Softplus>(num(k, "beta", 1), num(k, "threshold", 20)); }},
+      {"Softshrink", [](const json& k, const Tensors&) { return one<nn::Softshrink>(num(k, "lambd", 0.5)); }},
+      {"Hardshrink", [](const json& k, const Tensors&) { return one<nn::Hardshrink>(num(k, "lambd", 0.5)); }},
+      {"Threshold",
+       [](const json& k, const Tensors&) { return one<nn::Threshold>(num(k, "threshold", 0), num(k, "value", 0)); }},
+      {"Softmax", [](const json& k, const Tensors&) { return one<nn::Softmax>(integer(k, "dim", -1)); }},
+      {"Softmin", [](const json& k, const Tensors&) { return one<nn::Softmin>(integer(k, "dim", -1)); }},
+      {"LogSoftmax", [](const json& k, const Tensors&) { return one<nn::LogSoftmax>(integer(k, "dim", -1)); }},
+      {"GLU", [](const json& k, const Tensors&) { return one<nn::GLU>(integer(k, "dim", -1)); }},
+      {"PReLU",
+       [](const json& k, const Tensors&) { return one<nn::PReLU>(integer(k, "num_parameters", 1), num(k, "init", 0.25)); }},
+      {"RReLU", [](const json& k, const Tensors&) { return one<nn::RReLU>(num(k, "lower", 0.125), num(k, "upper", 1.0 / 3)); }},
+      // losses
+      {"L1Loss", [](const json& k, const Tensors&) { return binary(std::make_shared<nn::L1Loss>(reduction(k))); }},
+      {"MSELoss", [](const json& k, const Tensors&) { return binary(std::make_shared<nn::MSELoss>(reduction(k))); }},
+      {"SmoothL1Loss",
+       [](const json& k, const Tensors&) {
+         return binary(std::make_shared<nn::SmoothL1Loss>(
+             SmoothL1LossOptions().reduction(reduction(k)).beta(num(k, "beta", 1))));
+       }},
+      {"HuberLoss",
+       [](const json& k, const Tensors&) {
+         return binary(
+             std::make_shared<nn::HuberLoss>(HuberLossOptions().reduction(reduction(k)).delta(num(k, "delta", 1))));
+       }},
+      {"BCELoss",
+       [](const json& k, const Tensors& t) {
+         return binary(
+             std::make_shared<nn::BCELoss>(BCELossOptions().weight(tensor_arg(t, "weight")).reduction(reduction(k))));
+       }},
+      {"BCEWithLogitsLoss",
+       [](const json& k, const Tensors& t) {
+         return binary(std::make_shared<nn::BCEWithLogitsLoss>(BCEWithLogitsLossOptions()
+                                                                   .weight(tensor_arg(t, "weight"))
+                                                                   .reduction(reduction(k))
+                                                                   .pos_weight(tensor_arg(t, "pos_weight"))));
+       }},
+      {"KLDivLoss",
+       [](const json& k, const Tensors&) {
+         return binary(std::make_shared<nn::KLDivLoss>(
+             KLDivLossOptions().reduction(reduction(k)).log_target(flag(k, "log_target", false))));
+       }},
+      {"PoissonNLLLoss",
+       [](const json& k, const Tensors&) {
+         return binary(std::make_shared<nn::PoissonNLLLoss>(PoissonNLLLossOptions()
+                                                                .log_input(flag(k, "log_input", true))
+                                                                .full(flag(k, "full", false))
+                                                                .eps(num(k, "eps", 1e-8))
+                                                                .reduction(reduction(k))));
+       }},
+      {"GaussianNLLLoss",
+       [](const json& k, const Tensors&) {
+         return ternary(std::make_shared<nn::GaussianNLLLoss>(
+             GaussianNLLLossOptions().full(flag(k, "full", false)).eps(num(k, "eps", 1e-6)).reduction(reduction(k))));
+       }},
+      {"SoftMarginLoss",
+       [](const json& k, const Tensors&) { return binary(std::make_shared<nn::SoftMarginLoss>(reduction(k))); }},
+      {"HingeEmbeddingLoss",
+       [](const json& k, const Tensors&) {
+         return binary(std::make_shared<nn::HingeEmbeddingLoss>(
+             HingeEmbeddingLossOptions().margin(num(k, "margin", 1)).reduction(reduction(k))));
+       }},
+      {"MultiLabelSoftMarginLoss",
+       [](const json& k, const Tensors& t) {
+         return binary(std::make_shared<nn::MultiLabelSoftMarginLoss>(
+             MultilabelSoftMarginLossOptions().weight(tensor_arg(t, "weight")).reduction(reduction(k))));
+       }},
+      {"NLLLoss",
+       [](const json& k, const Tensors& t) {
+         return binary(std::make_shared<nn::NLLLoss>(NLLLossOptions()
+                                                         .weight(tensor_arg(t, "weight"))
+                                                         .ignore_index(integer(k, "ignore_index", -100))
+                                                         .reduction(reduction(k))));
+       }},
+      {"CrossEntropyLoss",
+       [](const json& k, const Tensors& t) {
+         return binary(std::make_shared<nn::CrossEntropyLoss>(CrossEntropyLossOptions()
+                                                                  .weight(tensor_arg(t, "weight"))
+                                                                  .ignore_index(integer(k, "ignore_index", -100))
+                                                                  .reduction(reduction(k))
+                                                                  .label_smoothing(num(k, "label_smoothing", 0))));
+       }},
+      {"MultiMarginLoss",
+       [](const json& k, const Tensors& t) {
+         return binary(std::make_shared<nn::MultiMarginLoss>(MultiMarginLossOptions()
+                                                                 .p(integer(k, "p", 1))
+                                                                 .margin(num(k, "margin", 1))
+                                                                 .weight(tensor_arg(t, "weight"))
+                                                                 .reduction(reduction(k))));
+       }},
+      {"MultiLabelMarginLoss",
+       [](const json& k, const Tensors&) { return binary(std::make_shared<nn::MultiLabelMarginLoss>(reduction(k))); }},
+      {"MarginRankingLoss",
+       [](const json& k, const Tensors&) {
+         return ternary(std::make_shared<nn::MarginRankingLoss>(
+             MarginLossOptions().margin(num(k, "margin", 0)).reduction(reduction(k))));
+       }},
+      {"CosineEmbeddingLoss",
+       [](const json& k, const Tensors&) {
+         return ternary(std::make_shared<nn::CosineEmbeddingLoss>(
+             MarginLossOptions().margin(num(k, "margin", 0)).reduction(reduction(k))));
+       }},
+      {"TripletMarginLoss",
+       [](const json& k, const Tensors&) {
+         return ternary(std::make_shared<nn::TripletMarginLoss>(TripletMarginLossOptions()
+                                                                    .margin(num(k, "margin", 1))
+                                                                    .p(num(k, "p", 2))
+                                                                    .eps(num(k, "eps", 1e-6))
+                                                                    .swap(flag(k, "swap", false))
+                                                                    .reduction(reduction(k))));
+       }},
+      {"TripletMarginWithDistanceLoss",
+       [](const json& k, const Tensors&) {
+         return ternary(std::make_shared<nn::TripletMarginWithDistanceLoss>(
+             TripletMarginWithDistanceLossOptions().margin(num(k, "margin", 1)).swap(flag(k, "swap", false)).reduction(
+                 reduction(k))));
+       }},
+      // distances
+      {"PairwiseDistance",
+       [](const json& k, const Tensors&) {
+         return binary(std::make_shared<nn::PairwiseDistance>(
+             PairwiseDistanceOptions().p(num(k, "p", 2)).eps(num(k, "eps", 1e-6)).keepdim(flag(k, "keepdim", false))));
+       }},
+      {"CosineSimilarity",
+       [](const json& k, const Tensors&) {
+         return binary(std::make_shared<nn::CosineSimilarity>(
+             CosineSimilarityOptions().dim(integer(k, "dim", 1)).eps(num(k, "eps", 1e-8))));
+       }},
+  };
+  return t;
+}
+
+}  // namespace
+
+ModuleCall make_module(const std::string& cls, const json& kwargs, const Tensors& tensors) {
+  const auto it = table().find(cls);
+  if (it == table().end()) throw std::invalid_argument("optable: no module '" + cls + "' in the module table");
+  return it->second(kwargs, tensors);
+}
+
+std::vector<std::string> module_names() {
+  std::vector<std::string> v;
+  for (const auto& [k, f] : table()) v.push_back(k);
+  return v;
+}
+
+}  // namespace xg::optable
