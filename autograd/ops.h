@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autograd/losses.h"  // the losses, cross_entropy among them
+#include "autograd/options.h"
 #include "autograd/tensor.h"
 
 namespace xg {
@@ -174,6 +175,36 @@ Tensor broadcast_like(const Tensor& a, int64_t axis, const Tensor& like, int64_t
 // (one of them may be -1), their product its size (torch.unflatten).
 Tensor flatten(const Tensor& a, int64_t start_dim = 1, int64_t end_dim = -1);
 Tensor unflatten(const Tensor& a, int64_t dim, const Shape& sizes);
+
+// ---- padding, resampling, rearranging (torch.nn.functional's) -------------
+
+// torch.nn.functional.pad: `pads` holds (before, after) pairs, the last
+// dimension's first; mode "constant" (filled with `value`; a negative pad
+// crops), "reflect", "replicate" or "circular" (the last 1 to 3 dimensions of
+// an input with one more).
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, const std::string& mode = "constant",
+           double value = 0.0);
+
+// The options of interpolate (and nn::Upsample): the output size, or a
+// scale factor, per spatial dimension (one value: every dimension).
+struct InterpolateOptions {
+  InterpolateOptions() = default;
+  XG_ARG(std::vector<int64_t>, size);         // the output's spatial size, or empty
+  XG_ARG(std::vector<double>, scale_factor);  // or the factor: size floor(in * factor)
+  // nearest, nearest-exact, linear (N,C,L), bilinear or bicubic (N,C,H,W), trilinear (N,C,D,H,W), area
+  XG_ARG(std::string, mode) = "nearest";
+  XG_ARG(bool, align_corners) = false;  // the corner pixels' centres aligned (linear modes only)
+  // the coordinates follow in/out instead of the scale factor given
+  XG_ARG(bool, recompute_scale_factor) = false;
+};
+// torch.nn.functional.interpolate on (N,C,L), (N,C,H,W) or (N,C,D,H,W), with
+// PyTorch 1.13's source coordinates, clamping and bicubic kernel (A = -0.75).
+Tensor interpolate(const Tensor& x, const InterpolateOptions& o);
+// (*, C r^2, H, W) <-> (*, C, H r, W r) (torch.nn.functional.pixel_shuffle, pixel_unshuffle).
+Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor);
+Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor);
+// (N,C,*): the C channels in `groups` groups, interleaved (torch.nn.functional.channel_shuffle).
+Tensor channel_shuffle(const Tensor& x, int64_t groups);
 
 // ---- linear algebra (engine/gemm.h: oneDNN or OpenBLAS) ---------------------
 

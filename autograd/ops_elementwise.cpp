@@ -157,6 +157,8 @@ Tensor pow(const Tensor& a, double e) {
   return detail::traced(record(
                     "pow", out, {a},
                     [a, e](const Tensor& g) {
+                      // a^0 is the constant 1, whose slope is 0 at a = 0 too (e a^(e-1) would be 0 * inf there)
+                      if (e == 0) return std::vector<Tensor>{zeros(a.shape(), a.dtype())};
                       return std::vector<Tensor>{mul(g, mul(pow(a, e - 1.0), scalar_like(e, a)))};
                     },
                     {a}),

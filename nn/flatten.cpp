@@ -14,4 +14,14 @@ Tensor Flatten::forward(const Tensor& x) {
   return flatten(x, start_, end_);
 }
 
+std::string Unflatten::type_name() const {
+  return "Unflatten(dim=" + std::to_string(dim_) + ", unflattened_size=" + shape_str(sizes_) + ")";
+}
+
+Tensor Unflatten::forward(const Tensor& x) {
+  const auto named = scope();
+  if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
+  return unflatten(x, dim_, sizes_);
+}
+
 }  // namespace xg::nn

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "nn/module.h"
 
@@ -18,6 +19,19 @@ class Flatten : public Module {
 
  private:
   int64_t start_, end_;
+};
+
+// xg::unflatten as a layer, as torch.nn.Unflatten: dimension `dim` split
+// into `sizes` (one of them may be -1).
+class Unflatten : public Module {
+ public:
+  Unflatten(int64_t dim, Shape sizes) : dim_(dim), sizes_(std::move(sizes)) {}  // checked by forward
+  Tensor forward(const Tensor& x) override;  // unflatten(x, dim, sizes)
+  std::string type_name() const override;   // "Unflatten(dim=1, unflattened_size=(2,3))"
+
+ private:
+  int64_t dim_;
+  Shape sizes_;
 };
 
 }  // namespace xg::nn

@@ -17,6 +17,7 @@
 #include "nn/loss.h"
 #include "nn/module.h"
 #include "nn/luong_attention.h"
+#include "nn/padding.h"
 #include "nn/pooling.h"
 #include "nn/positional_encoding.h"
 #include "nn/rnn.h"

@@ -2,9 +2,12 @@
 // PyTorch's keyword arguments read by name.
 #include "table_modules.h"
 
+#include <functional>
 #include <stdexcept>
+#include <utility>
 
 #include "nn/nn.h"
+#include "table_ops.h"
 
 namespace xg::optable {
 
@@ -19,6 +22,10 @@ int64_t integer(const json& k, const char* key, int64_t fallback) {
   return k.contains(key) ? k.at(key).get<int64_t>() : fallback;
 }
 bool flag(const json& k, const char* key, bool fallback) { return k.contains(key) ? k.at(key).get<bool>() : fallback; }
+std::vector<int64_t> ints(const json& k, const char* key) {
+  const json& v = k.at(key);
+  return v.is_array() ? v.get<std::vector<int64_t>>() : std::vector<int64_t>{v.get<int64_t>()};
+}
 Tensor tensor_arg(const Tensors& t, const char* key) { return t.count(key) ? t.at(key) : Tensor(); }
 
 Reduction reduction(const json& k) {
@@ -45,8 +52,8 @@ ModuleCall ternary(std::shared_ptr<M> m) {
 }
 
 template <class M, class... A>
-ModuleCall one(A... a) {
-  return unary(std::make_shared<M>(a...));
+ModuleCall one(A&&... a) {
+  return unary(std::make_shared<M>(std::forward<A>(a)...));
 }
 
 const std::map<std::string, Factory>& table() {
@@ -190,6 +197,82 @@ const std::map<std::string, Factory>& table() {
          return ternary(std::make_shared<nn::TripletMarginWithDistanceLoss>(
              TripletMarginWithDistanceLossOptions().margin(num(k, "margin", 1)).swap(flag(k, "swap", false)).reduction(
                  reduction(k))));
+       }},
+      // layers with parameters (the state dict overwrites their initial values)
+      {"Linear",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         return one<nn::Linear>(integer(k, "in_features", 1), integer(k, "out_features", 1), std::ref(g),
+                                flag(k, "bias", true));
+       }},
+      {"LayerNorm",
+       [](const json& k, const Tensors&) {
+         return one<nn::LayerNorm>(integer(k, "normalized_shape", 1), num(k, "eps", 1e-5),
+                                   flag(k, "elementwise_affine", true));
+       }},
+      {"Embedding",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         return one<nn::Embedding>(integer(k, "num_embeddings", 1), integer(k, "embedding_dim", 1), std::ref(g),
+                                   integer(k, "padding_idx", -1));
+       }},
+      {"Dropout",
+       [](const json& k, const Tensors&) {
+         return one<nn::Dropout>(num(k, "p", 0.5), std::make_shared<Generator>(0));
+       }},
+      {"RNNCell",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         auto m = std::make_shared<nn::RNNCell>(integer(k, "input_size", 1), integer(k, "hidden_size", 1), g,
+                                                flag(k, "bias", true), k.value("nonlinearity", std::string("tanh")));
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
+       }},
+      {"GRUCell",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         auto m = std::make_shared<nn::GRUCell>(integer(k, "input_size", 1), integer(k, "hidden_size", 1), g,
+                                                flag(k, "bias", true));
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
+       }},
+      {"LSTMCell",  // (x, h, c) -> [h' | c'] along the last dimension
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         auto m = std::make_shared<nn::LSTMCell>(integer(k, "input_size", 1), integer(k, "hidden_size", 1), g,
+                                                 flag(k, "bias", true));
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) {
+                             const auto [h, c] = m->forward(a.at(0), a.at(1), a.at(2));
+                             return concat({h, c}, -1);
+                           }};
+       }},
+      // padding, resampling, rearranging
+      {"ConstantPad1d", [](const json& k, const Tensors&) { return one<nn::ConstantPad1d>(ints(k, "padding"), num(k, "value", 0)); }},
+      {"ConstantPad2d", [](const json& k, const Tensors&) { return one<nn::ConstantPad2d>(ints(k, "padding"), num(k, "value", 0)); }},
+      {"ConstantPad3d", [](const json& k, const Tensors&) { return one<nn::ConstantPad3d>(ints(k, "padding"), num(k, "value", 0)); }},
+      {"ZeroPad2d", [](const json& k, const Tensors&) { return one<nn::ZeroPad2d>(ints(k, "padding")); }},
+      {"ReflectionPad1d", [](const json& k, const Tensors&) { return one<nn::ReflectionPad1d>(ints(k, "padding")); }},
+      {"ReflectionPad2d", [](const json& k, const Tensors&) { return one<nn::ReflectionPad2d>(ints(k, "padding")); }},
+      {"ReflectionPad3d", [](const json& k, const Tensors&) { return one<nn::ReflectionPad3d>(ints(k, "padding")); }},
+      {"ReplicationPad1d", [](const json& k, const Tensors&) { return one<nn::ReplicationPad1d>(ints(k, "padding")); }},
+      {"ReplicationPad2d", [](const json& k, const Tensors&) { return one<nn::ReplicationPad2d>(ints(k, "padding")); }},
+      {"ReplicationPad3d", [](const json& k, const Tensors&) { return one<nn::ReplicationPad3d>(ints(k, "padding")); }},
+      {"Upsample", [](const json& k, const Tensors&) { return one<nn::Upsample>(interpolate_options(k)); }},
+      {"UpsamplingNearest2d",
+       [](const json& k, const Tensors&) {
+         const InterpolateOptions o = interpolate_options(k);
+         return one<nn::UpsamplingNearest2d>(o.size(), o.scale_factor());
+       }},
+      {"UpsamplingBilinear2d",
+       [](const json& k, const Tensors&) {
+         const InterpolateOptions o = interpolate_options(k);
+         return one<nn::UpsamplingBilinear2d>(o.size(), o.scale_factor());
+       }},
+      {"PixelShuffle", [](const json& k, const Tensors&) { return one<nn::PixelShuffle>(integer(k, "upscale_factor", 1)); }},
+      {"PixelUnshuffle",
+       [](const json& k, const Tensors&) { return one<nn::PixelUnshuffle>(integer(k, "downscale_factor", 1)); }},
+      {"ChannelShuffle", [](const json& k, const Tensors&) { return one<nn::ChannelShuffle>(integer(k, "groups", 1)); }},
+      {"Unflatten",
+       [](const json& k, const Tensors&) {
+         return one<nn::Unflatten>(integer(k, "dim", 0), Shape(ints(k, "unflattened_size")));
        }},
       // distances
       {"PairwiseDistance",

@@ -40,6 +40,23 @@ Tensor longs(const json& j) {
   return from_ints(j.at("data").get<std::vector<int64_t>>(), j.at("shape").get<Shape>());
 }
 
+}  // namespace
+
+InterpolateOptions interpolate_options(const json& s) {
+  InterpolateOptions o;
+  if (s.contains("size")) o.size(s.at("size").get<std::vector<int64_t>>());
+  if (s.contains("scale_factor")) {
+    const json& f = s.at("scale_factor");
+    o.scale_factor(f.is_array() ? f.get<std::vector<double>>() : std::vector<double>{f.get<double>()});
+  }
+  o.mode(s.value("mode", std::string("nearest")));
+  o.align_corners(s.value("align_corners", false));
+  o.recompute_scale_factor(s.value("recompute_scale_factor", false));
+  return o;
+}
+
+namespace {
+
 Tensor other(const json& s, const Args& a) { return s.contains("other") ? scalar(num(s, "other"), a(0).dtype()) : a(1); }
 
 const std::map<std::string, Fn>& table() {
@@ -91,6 +108,18 @@ const std::map<std::string, Fn>& table() {
          return cosine_similarity(a(0), a(1),
                                   CosineSimilarityOptions().dim(s.at("dim").get<int64_t>()).eps(num(s, "eps")));
        }},
+      // padding, resampling, rearranging
+      {"pad",
+       [](const json& s, const Args& a) {
+         return pad(a(0), s.at("pad").get<std::vector<int64_t>>(), s.at("mode").get<std::string>(), num(s, "value"));
+       }},
+      {"interpolate", [](const json& s, const Args& a) { return interpolate(a(0), interpolate_options(s)); }},
+      {"pixel_shuffle",
+       [](const json& s, const Args& a) { return pixel_shuffle(a(0), s.at("upscale_factor").get<int64_t>()); }},
+      {"pixel_unshuffle",
+       [](const json& s, const Args& a) { return pixel_unshuffle(a(0), s.at("downscale_factor").get<int64_t>()); }},
+      {"channel_shuffle",
+       [](const json& s, const Args& a) { return channel_shuffle(a(0), s.at("groups").get<int64_t>()); }},
       // losses
       {"l1_loss", [](const json& s, const Args& a) { return l1_loss(a(0), a(1), reduction_of(s)); }},
       {"mse_loss", [](const json& s, const Args& a) { return mse_loss(a(0), a(1), reduction_of(s)); }},

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/ops.h"
 #include "autograd/tensor.h"
 
 namespace xg::optable {
@@ -18,5 +19,7 @@ bool has(const std::string& op);  // whether the table has `op`
 // The op of step `s` on its arguments (arg(i): the i-th, undefined past those given).
 Tensor run(const std::string& op, const json& s, const std::function<Tensor(size_t)>& arg);
 std::vector<std::string> names();  // every entry's name, sorted
+// interpolate's options from PyTorch's keyword arguments (size, scale_factor, mode, ...).
+InterpolateOptions interpolate_options(const json& s);
 
 }  // namespace xg::optable
