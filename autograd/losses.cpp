@@ -452,12 +452,15 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, const CosineSimilar
   check_defined(x2, op);
   const Shape s = detail::broadcast_shapes(x1.shape(), x2.shape(), op);
   const int64_t dim = normalize_axis(o.dim(), static_cast<int64_t>(s.size()), op);
-  // sum(x1 x2) / sqrt(max(|x1|^2 |x2|^2, eps^2)), as PyTorch 1.13
+  // sum((x1 / max(|x1|, eps)) (x2 / max(|x2|, eps))), as PyTorch 1.13: each
+  // norm raised to eps where below it, the gradient passing as if it were not
   const Tensor a = broadcast_to(x1, s), b = broadcast_to(x2, s);
-  const Tensor w12 = sum(a * b, {dim});
-  const Tensor n12 = sum(a * a, {dim}) * sum(b * b, {dim});
-  const double eps2 = o.eps() * o.eps();
-  return w12 / sqrt(clamp(n12, eps2, kInf));
+  const double eps = o.eps();
+  auto norm = [&](const Tensor& t) {
+    const Tensor n = vector_norm(t, 2.0, {dim}, true);
+    return n + detail::map(n.detach(), [eps](auto v) { return v < decltype(v)(eps) ? decltype(v)(eps) - v : decltype(v)(0); });
+  };
+  return sum((a / norm(a)) * (b / norm(b)), {dim});
 }
 
 Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,

@@ -190,7 +190,9 @@ struct CosineSimilarityOptions {
   XG_ARG(int64_t, dim) = 1;  // the dimension reduced
   XG_ARG(double, eps) = 1e-8;  // added for stability
 };
-// sum(x1 x2) / max(||x1|| ||x2||, eps) along `dim` (x1, x2 broadcast).
+// sum(x1 x2) / (max(||x1||, eps) max(||x2||, eps)) along `dim` (x1, x2
+// broadcast), as PyTorch 1.13: a norm below eps is raised to it with the
+// gradient passing as if it were not.
 Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, const CosineSimilarityOptions& o = {});
 
 // The options of TripletMarginLoss (nn::TripletMarginLoss and its function below).
