@@ -22,3 +22,4 @@
 #include "nn/positional_encoding.h"
 #include "nn/rnn.h"
 #include "nn/sampling.h"
+#include "nn/transformer.h"

@@ -114,6 +114,8 @@ def module_instance(entry, seed):
         n = len(args)
         tensors = {k: args[i] for k, i in entry.tensors.items() if -n <= i < n and args[i] is not None}
         inputs = entry.inputs(g, s, args) if entry.inputs else [a for a in args if a is not None and a not in tensors.values()]
+        while inputs and inputs[-1] is None:  # optional trailing arguments left out
+            inputs = inputs[:-1]
         step = {"op": "module", "class": entry.cls, "kwargs": entry.kwargs(s, g.r), "tensors": tensors,
                 "args": inputs, "eval": entry.eval}
         try:
@@ -125,7 +127,7 @@ def module_instance(entry, seed):
                 state[k] = {"shape": list(v.shape), "data": v.flatten().tolist()}
             step["state"] = state
             step["params"] = sorted(k for k, _ in m.named_parameters())
-            out = optable.torch_module(step, g.vals)(*[g.vals[i] for i in inputs])
+            out = optable.torch_module(step, g.vals)(*[None if i is None else g.vals[i] for i in inputs])
         except (RuntimeError, ValueError, IndexError):
             continue
         if not finite(out):
@@ -136,7 +138,7 @@ def module_instance(entry, seed):
             g.kind.append("fwd")
             g.rg.append(True)
         params = list(range(y + 1, y + 1 + len(step["params"])))
-        leaves = [a for a in inputs if g.steps[a]["op"] == "input" and g.steps[a].get("rg")] + params
+        leaves = [a for a in inputs if a is not None and g.steps[a]["op"] == "input" and g.steps[a].get("rg")] + params
         if op.grad:
             add_grads(g, y, leaves, op.torch_order)
         return {"steps": g.steps}

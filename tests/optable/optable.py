@@ -989,3 +989,166 @@ MODULES += [
 ]
 MODULES_BY_NAME = {m.cls: m for m in MODULES}
 assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"
+
+
+# ---- the Transformer's layers ---------------------------------------------------------
+
+TRANSFORMER = "transformer"
+
+
+def mask01(t):
+    """A 0/1 padding mask as PyTorch's boolean one (True: padding)."""
+    return None if t is None else t != 0
+
+
+class MultiheadAttentionTwin(torch.nn.MultiheadAttention):
+    """torch.nn.MultiheadAttention called as the table calls xgrad's:
+    (query, key, value, key_padding_mask, attn_mask) -> the output."""
+
+    def forward(self, q, k, v, kpm=None, mask=None):
+        return super().forward(q, k, v, key_padding_mask=mask01(kpm), need_weights=False, attn_mask=mask)[0]
+
+
+class EncoderLayerTwin(torch.nn.TransformerEncoderLayer):
+    def forward(self, src, mask=None, kpm=None):
+        return super().forward(src, src_mask=mask, src_key_padding_mask=mask01(kpm))
+
+
+class DecoderLayerTwin(torch.nn.TransformerDecoderLayer):
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_kpm=None, memory_kpm=None):
+        return super().forward(tgt, memory, tgt_mask, memory_mask, mask01(tgt_kpm), mask01(memory_kpm))
+
+
+LAYER_KEYS = ("d_model", "nhead", "dim_feedforward", "dropout", "activation", "layer_norm_eps", "batch_first",
+              "norm_first")
+
+
+class EncoderTwin(torch.nn.TransformerEncoder):
+    def __init__(self, num_layers, final_norm, **layer):
+        norm = torch.nn.LayerNorm(layer["d_model"], eps=layer.get("layer_norm_eps", 1e-5)) if final_norm else None
+        super().__init__(torch.nn.TransformerEncoderLayer(**layer), num_layers, norm=norm, enable_nested_tensor=False)
+
+    def forward(self, src, mask=None, kpm=None):
+        return super().forward(src, mask=mask, src_key_padding_mask=mask01(kpm))
+
+
+class DecoderTwin(torch.nn.TransformerDecoder):
+    def __init__(self, num_layers, final_norm, **layer):
+        norm = torch.nn.LayerNorm(layer["d_model"], eps=layer.get("layer_norm_eps", 1e-5)) if final_norm else None
+        super().__init__(torch.nn.TransformerDecoderLayer(**layer), num_layers, norm=norm)
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_kpm=None, memory_kpm=None):
+        return super().forward(tgt, memory, tgt_mask, memory_mask, mask01(tgt_kpm), mask01(memory_kpm))
+
+
+class TransformerTwin(torch.nn.Transformer):
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_kpm=None, tgt_kpm=None,
+                memory_kpm=None):
+        return super().forward(src, tgt, src_mask, tgt_mask, memory_mask, mask01(src_kpm), mask01(tgt_kpm),
+                               mask01(memory_kpm))
+
+
+def seq(g, n, length, e, batch_first):
+    return g.new_input((n, length, e) if batch_first else (length, n, e), -1.5, 1.5)
+
+
+def padding_mask(g, n, length):
+    """(N, S) of 0/1 that keeps the first key of every row: with a causal
+    mask no query is left without keys (xgrad gives such a query uniform
+    weights, PyTorch NaN)."""
+    rows = []
+    for _ in range(n):
+        row = [float(g.r.random() < 0.3) for _ in range(length)]
+        row[0] = 0.0
+        rows += row
+    return g.add_const((n, length), rows)
+
+
+def additive_mask(g, rows, cols, causal_ok):
+    """(rows, cols) added to the scores: a causal one (-1e9 above the
+    diagonal: JSON has no -inf) or small random values."""
+    if causal_ok and rows == cols and g.r.random() < 0.5:
+        return g.add_const((rows, cols), [-1e9 if j > i else 0.0 for i in range(rows) for j in range(cols)])
+    return g.add_const((rows, cols), [g.r.uniform(-1, 1) for _ in range(rows * cols)])
+
+
+def layer_kwargs(g, s):
+    H, D = g.r.choice([1, 2]), g.r.choice([1, 2, 3])
+    s.update(d_model=H * D, nhead=H, dim_feedforward=g.r.choice([1, 3, 4]), dropout=0.1,
+             activation=g.r.choice(["relu", "gelu"]), layer_norm_eps=g.r.choice([1e-5, 1e-3]),
+             batch_first=g.r.random() < 0.5, norm_first=g.r.random() < 0.5)
+
+
+def draw_mha(g, x, s, kinks):
+    H, D = g.r.choice([1, 2]), g.r.choice([1, 2, 3])
+    E, N, L, S = H * D, g.r.choice([1, 2]), g.r.choice([1, 2, 3]), g.r.choice([1, 2, 3])
+    s.update(embed_dim=E, num_heads=H, bias=g.r.random() < 0.7, batch_first=g.r.random() < 0.5, dropout=0.2)
+    q = seq(g, N, L, E, s["batch_first"])
+    if g.r.random() < 0.3 and L == S:
+        k = v = q  # self-attention
+    else:
+        k, v = seq(g, N, S, E, s["batch_first"]), seq(g, N, S, E, s["batch_first"])
+    kpm = padding_mask(g, N, S) if g.r.random() < 0.5 else None
+    mask = additive_mask(g, L, S, True) if g.r.random() < 0.5 else None
+    return [q, k, v, kpm, mask]
+
+
+def draw_encoder_layer(g, x, s, kinks):
+    layer_kwargs(g, s)
+    N, S = g.r.choice([1, 2]), g.r.choice([1, 2, 3])
+    src = seq(g, N, S, s["d_model"], s["batch_first"])
+    mask = additive_mask(g, S, S, True) if g.r.random() < 0.5 else None
+    kpm = padding_mask(g, N, S) if g.r.random() < 0.5 else None
+    return [src, mask, kpm]
+
+
+def draw_decoder_layer(g, x, s, kinks):
+    layer_kwargs(g, s)
+    N, T, S = g.r.choice([1, 2]), g.r.choice([1, 2, 3]), g.r.choice([1, 2, 3])
+    tgt, mem = seq(g, N, T, s["d_model"], s["batch_first"]), seq(g, N, S, s["d_model"], s["batch_first"])
+    tm = additive_mask(g, T, T, True) if g.r.random() < 0.5 else None
+    mm = additive_mask(g, T, S, False) if g.r.random() < 0.3 else None
+    tk = padding_mask(g, N, T) if g.r.random() < 0.4 else None
+    mk = padding_mask(g, N, S) if g.r.random() < 0.4 else None
+    return [tgt, mem, tm, mm, tk, mk]
+
+
+def draw_stack(kind):
+    def draw(g, x, s, kinks):
+        args = (draw_encoder_layer if kind == "encoder" else draw_decoder_layer)(g, x, s, kinks)
+        s.update(num_layers=g.r.choice([1, 2]), final_norm=g.r.random() < 0.5)
+        return args
+    return draw
+
+
+def draw_transformer(g, x, s, kinks):
+    args = draw_decoder_layer(g, x, s, kinks)  # tgt, memory (as src), masks
+    tgt, src, tm, mm, tk, mk = args
+    S = g.vals[src].shape[0 if not s["batch_first"] else 1]
+    N = g.vals[src].shape[1 if not s["batch_first"] else 0]
+    sm = additive_mask(g, S, S, True) if g.r.random() < 0.4 else None
+    sk = padding_mask(g, N, S) if g.r.random() < 0.3 else None
+    s.update(num_encoder_layers=g.r.choice([1, 2]), num_decoder_layers=g.r.choice([1, 2]))
+    return [src, tgt, sm, tm, mm, sk, tk, mk]
+
+
+MODULES += [
+    ModuleEntry("MultiheadAttention", Op("mha", TRANSFORMER, None, draw_mha),
+                keep("embed_dim", "num_heads", "dropout", "bias", "batch_first"),
+                inputs=lambda g, s, args: args, twin=MultiheadAttentionTwin, eval=True),
+    ModuleEntry("TransformerEncoderLayer", Op("encoder_layer", TRANSFORMER, None, draw_encoder_layer),
+                keep(*LAYER_KEYS), inputs=lambda g, s, args: args, twin=EncoderLayerTwin, eval=True),
+    ModuleEntry("TransformerDecoderLayer", Op("decoder_layer", TRANSFORMER, None, draw_decoder_layer),
+                keep(*LAYER_KEYS), inputs=lambda g, s, args: args, twin=DecoderLayerTwin, eval=True),
+    ModuleEntry("TransformerEncoder", Op("encoder", TRANSFORMER, None, draw_stack("encoder")),
+                keep("num_layers", "final_norm", *LAYER_KEYS), inputs=lambda g, s, args: args, twin=EncoderTwin,
+                eval=True),
+    ModuleEntry("TransformerDecoder", Op("decoder", TRANSFORMER, None, draw_stack("decoder")),
+                keep("num_layers", "final_norm", *LAYER_KEYS), inputs=lambda g, s, args: args, twin=DecoderTwin,
+                eval=True),
+    ModuleEntry("Transformer", Op("transformer", TRANSFORMER, None, draw_transformer),
+                keep("num_encoder_layers", "num_decoder_layers", *LAYER_KEYS), inputs=lambda g, s, args: args,
+                twin=TransformerTwin, eval=True),
+]
+MODULES_BY_NAME = {m.cls: m for m in MODULES}
+assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"

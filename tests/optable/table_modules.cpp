@@ -26,6 +26,19 @@ std::vector<int64_t> ints(const json& k, const char* key) {
   const json& v = k.at(key);
   return v.is_array() ? v.get<std::vector<int64_t>>() : std::vector<int64_t>{v.get<int64_t>()};
 }
+// The i-th argument, or undefined past those given (an optional mask).
+Tensor opt(const std::vector<Tensor>& a, size_t i) { return i < a.size() ? a[i] : Tensor(); }
+
+nn::TransformerLayerOptions layer_options(const json& k) {
+  return nn::TransformerLayerOptions(integer(k, "d_model", 1), integer(k, "nhead", 1))
+      .dim_feedforward(integer(k, "dim_feedforward", 2048))
+      .dropout(num(k, "dropout", 0.1))
+      .activation(k.value("activation", std::string("relu")))
+      .layer_norm_eps(num(k, "layer_norm_eps", 1e-5))
+      .batch_first(flag(k, "batch_first", false))
+      .norm_first(flag(k, "norm_first", false));
+}
+
 Tensor tensor_arg(const Tensors& t, const char* key) { return t.count(key) ? t.at(key) : Tensor(); }
 
 Reduction reduction(const json& k) {
@@ -273,6 +286,75 @@ const std::map<std::string, Factory>& table() {
       {"Unflatten",
        [](const json& k, const Tensors&) {
          return one<nn::Unflatten>(integer(k, "dim", 0), Shape(ints(k, "unflattened_size")));
+       }},
+      // the Transformer's layers: forward's optional masks in PyTorch's order
+      {"MultiheadAttention",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         auto m = std::make_shared<nn::MultiheadAttention>(
+             nn::MultiheadAttentionOptions(integer(k, "embed_dim", 1), integer(k, "num_heads", 1))
+                 .dropout(num(k, "dropout", 0))
+                 .bias(flag(k, "bias", true))
+                 .batch_first(flag(k, "batch_first", false)),
+             g);
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) {
+                             return m->forward(a.at(0), a.at(1), a.at(2), opt(a, 3), false, opt(a, 4)).output;
+                           }};
+       }},
+      {"TransformerEncoderLayer",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         auto m = std::make_shared<nn::TransformerEncoderLayer>(layer_options(k), g);
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), opt(a, 1), opt(a, 2)); }};
+       }},
+      {"TransformerDecoderLayer",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         auto m = std::make_shared<nn::TransformerDecoderLayer>(layer_options(k), g);
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) {
+                             return m->forward(a.at(0), a.at(1), opt(a, 2), opt(a, 3), opt(a, 4), opt(a, 5));
+                           }};
+       }},
+      {"TransformerEncoder",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         const nn::TransformerLayerOptions o = layer_options(k);
+         auto norm = flag(k, "final_norm", false) ? std::make_shared<nn::LayerNorm>(o.d_model(), o.layer_norm_eps())
+                                                  : nullptr;
+         auto m = std::make_shared<nn::TransformerEncoder>(o, integer(k, "num_layers", 1), g, norm);
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), opt(a, 1), opt(a, 2)); }};
+       }},
+      {"TransformerDecoder",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         const nn::TransformerLayerOptions o = layer_options(k);
+         auto norm = flag(k, "final_norm", false) ? std::make_shared<nn::LayerNorm>(o.d_model(), o.layer_norm_eps())
+                                                  : nullptr;
+         auto m = std::make_shared<nn::TransformerDecoder>(o, integer(k, "num_layers", 1), g, norm);
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) {
+                             return m->forward(a.at(0), a.at(1), opt(a, 2), opt(a, 3), opt(a, 4), opt(a, 5));
+                           }};
+       }},
+      {"Transformer",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         const nn::TransformerLayerOptions l = layer_options(k);
+         auto m = std::make_shared<nn::Transformer>(nn::TransformerOptions()
+                                                        .d_model(l.d_model())
+                                                        .nhead(l.nhead())
+                                                        .num_encoder_layers(integer(k, "num_encoder_layers", 6))
+                                                        .num_decoder_layers(integer(k, "num_decoder_layers", 6))
+                                                        .dim_feedforward(l.dim_feedforward())
+                                                        .dropout(l.dropout())
+                                                        .activation(l.activation())
+                                                        .layer_norm_eps(l.layer_norm_eps())
+                                                        .batch_first(l.batch_first())
+                                                        .norm_first(l.norm_first()),
+                                                    g);
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) {
+                             return m->forward(a.at(0), a.at(1), opt(a, 2), opt(a, 3), opt(a, 4), opt(a, 5), opt(a, 6),
+                                               opt(a, 7));
+                           }};
        }},
       // distances
       {"PairwiseDistance",

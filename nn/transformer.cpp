@@ -1,0 +1,328 @@
+#include "nn/transformer.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "autograd/ops.h"
+#include "autograd/require.h"
+#include "nn/init.h"
+
+namespace xg::nn {
+
+Tensor generate_square_subsequent_mask(int64_t sz, Dtype dtype) {
+  require(sz >= 1, fmt::format("generate_square_subsequent_mask: sz {}: expected >= 1", sz));
+  std::vector<double> m(static_cast<size_t>(sz * sz), 0.0);
+  for (int64_t i = 0; i < sz; ++i)
+    for (int64_t j = i + 1; j < sz; ++j) m[i * sz + j] = -std::numeric_limits<double>::infinity();
+  return from_vector(m, {sz, sz}, dtype);
+}
+
+namespace {
+
+// A generator for the dropout masks: the one given, else one seeded from `gen`.
+std::shared_ptr<Generator> dropout_source(std::shared_ptr<Generator> given, Generator& gen) {
+  return given ? std::move(given) : std::make_shared<Generator>(gen.engine()());
+}
+
+// A padding mask (N, S) of any dtype as 1 where nonzero, in `dtype`.
+Tensor padding_flags(const Tensor& mask, Dtype dtype) {
+  Tensor m = ne(mask.detach(), 0.0);
+  return m.dtype() == dtype ? m : m.to(dtype);
+}
+
+Tensor activate(const std::string& activation, const Tensor& x) { return activation == "gelu" ? gelu(x) : relu(x); }
+
+void check_layer_options(const char* who, const TransformerLayerOptions& o) {
+  require(o.d_model() >= 1 && o.nhead() >= 1 && o.d_model() % o.nhead() == 0,
+          fmt::format("{}: d_model {} must be a positive multiple of nhead {}", who, o.d_model(), o.nhead()));
+  require(o.dim_feedforward() >= 1, fmt::format("{}: dim_feedforward {}: expected >= 1", who, o.dim_feedforward()));
+  require(o.activation() == "relu" || o.activation() == "gelu",
+          fmt::format("{}: activation '{}': expected 'relu' or 'gelu'", who, o.activation()));
+  require(o.dropout() >= 0 && o.dropout() < 1, fmt::format("{}: dropout {}: expected in [0, 1)", who, o.dropout()));
+}
+
+MultiheadAttentionOptions attention_options(const TransformerLayerOptions& o) {
+  return MultiheadAttentionOptions(o.d_model(), o.nhead()).dropout(o.dropout()).batch_first(o.batch_first());
+}
+
+}  // namespace
+
+// ---- MultiheadAttention ----------------------------------------------------------------
+
+MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& o, Generator& gen,
+                                       std::shared_ptr<Generator> dropout_gen)
+    : options_(o) {
+  const int64_t E = o.embed_dim(), H = o.num_heads();
+  require(E >= 1 && H >= 1 && E % H == 0,
+          fmt::format("MultiheadAttention: embed_dim {} must be a positive multiple of num_heads {}", E, H));
+  require(o.dropout() >= 0 && o.dropout() < 1,
+          fmt::format("MultiheadAttention: dropout {}: expected in [0, 1)", o.dropout()));
+  in_proj_weight_ = &register_parameter("in_proj_weight", empty({3 * E, E}));
+  xavier_uniform_(*in_proj_weight_, gen);
+  if (o.bias()) in_proj_bias_ = &register_parameter("in_proj_bias", zeros({3 * E}));
+  out_proj = register_module("out_proj", std::make_shared<Linear>(E, E, gen, o.bias()));
+  if (o.bias()) init::constant_(out_proj->bias(), 0.0);
+  dropout_gen_ = dropout_source(std::move(dropout_gen), gen);
+}
+
+std::string MultiheadAttention::type_name() const {
+  return fmt::format("MultiheadAttention(embed_dim={}, num_heads={})", options_.embed_dim(), options_.num_heads());
+}
+
+MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                                            const Tensor& key_padding_mask, bool need_weights,
+                                            const Tensor& attn_mask, bool average_weights) {
+  const auto named = scope();
+  const int64_t E = options_.embed_dim(), H = options_.num_heads(), D = E / H;
+  for (const Tensor* t : {&query, &key, &value})
+    if (!t->defined() || t->dim() != 3 || t->size(2) != E)
+      throw ShapeError(fmt::format("{}: query, key and value must be ({}, {}, E={}), got {}, {}, {}", describe(),
+                                   options_.batch_first() ? "N" : "L", options_.batch_first() ? "L" : "N", E,
+                                   query.defined() ? shape_str(query.shape()) : "undefined",
+                                   key.defined() ? shape_str(key.shape()) : "undefined",
+                                   value.defined() ? shape_str(value.shape()) : "undefined"));
+  const bool bf = options_.batch_first();
+  const Tensor q = bf ? query : transpose(query, 0, 1);  // (N,L,E)
+  const Tensor k = bf ? key : transpose(key, 0, 1);      // (N,S,E)
+  const Tensor v = bf ? value : transpose(value, 0, 1);  // (N,S,E)
+  const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
+  if (k.size(0) != N || v.shape() != k.shape())
+    throw ShapeError(fmt::format("{}: key {} and value {} must match each other and the query's batch {}", describe(),
+                                 shape_str(key.shape()), shape_str(value.shape()), N));
+  if (key_padding_mask.defined() && key_padding_mask.shape() != Shape{N, S})
+    throw ShapeError(fmt::format("{}: key_padding_mask {} must be (N, S) = ({}, {})", describe(),
+                                 shape_str(key_padding_mask.shape()), N, S));
+  const Tensor& W = *in_proj_weight_;
+  const Tensor& b = *in_proj_bias_;
+  auto project = [&](const Tensor& x, int64_t i) {  // rows [iE, (i+1)E) of in_proj: q, k or v
+    return linear(x, slice(W, 0, i * E, (i + 1) * E), b.defined() ? slice(b, 0, i * E, (i + 1) * E) : Tensor());
+  };
+  const Tensor Q = project(q, 0), K = project(k, 1), V = project(v, 2);
+  const double p = is_training() ? options_.dropout() : 0.0;
+  Tensor out, weights;
+  if (!attn_mask.defined()) {  // the fused op: heads, key padding and dropout in one
+    AttentionOptions o;
+    o.heads = H;
+    if (key_padding_mask.defined()) o.key_padding_mask = padding_flags(key_padding_mask, Q.dtype());
+    o.dropout = p;
+    o.gen = dropout_gen_.get();
+    Tensor w;
+    if (need_weights) o.weights = &w;
+    out = attention(Q, K, V, o);
+    weights = w;
+  } else {  // an additive mask: composed, as PyTorch computes it
+    auto heads = [&](const Tensor& x, int64_t len) { return permute(reshape(x, {N, len, H, D}), {0, 2, 1, 3}); };
+    Tensor scores = matmul(heads(Q, L), transpose(heads(K, S), -1, -2)) * (1.0 / std::sqrt(static_cast<double>(D)));
+    if (attn_mask.shape() == Shape{L, S}) {
+      scores = scores + attn_mask;
+    } else if (attn_mask.shape() == Shape{N * H, L, S}) {
+      scores = scores + reshape(attn_mask, {N, H, L, S});
+    } else {
+      throw ShapeError(fmt::format("{}: attn_mask {} must be (L, S) = ({}, {}) or (N*H, L, S) = ({}, {}, {})",
+                                   describe(), shape_str(attn_mask.shape()), L, S, N * H, L, S));
+    }
+    // padding as the fused op masks it (-1e9): a query whose keys are all padding gets uniform weights
+    if (key_padding_mask.defined())
+      scores = masked_fill(scores, reshape(padding_flags(key_padding_mask, scores.dtype()), {N, 1, 1, S}), -1e9);
+    Tensor probs = softmax(scores, -1);  // (N,H,L,S)
+    if (need_weights) weights = probs.detach();
+    if (p > 0) probs = dropout(probs, p, true, *dropout_gen_);
+    out = reshape(permute(matmul(probs, heads(V, S)), {0, 2, 1, 3}), {N, L, E});
+  }
+  out = out_proj->forward(out);
+  if (!bf) out = transpose(out, 0, 1);
+  if (need_weights && average_weights) weights = mean(weights, {1});
+  return {out, weights};
+}
+
+// ---- the layers -------------------------------------------------------------------------
+
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerLayerOptions& o, Generator& gen,
+                                                 std::shared_ptr<Generator> dropout_gen)
+    : options_(o) {
+  check_layer_options("TransformerEncoderLayer", o);
+  dropout_gen = dropout_source(std::move(dropout_gen), gen);
+  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(attention_options(o), gen, dropout_gen));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model(), o.dim_feedforward(), gen));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout(), dropout_gen));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward(), o.d_model(), gen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model(), o.layer_norm_eps()));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model(), o.layer_norm_eps()));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout(), dropout_gen));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout(), dropout_gen));
+}
+
+std::string TransformerEncoderLayer::type_name() const {
+  return fmt::format("TransformerEncoderLayer(d_model={}, nhead={})", options_.d_model(), options_.nhead());
+}
+
+Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
+  return dropout2->forward(linear2->forward(dropout->forward(activate(options_.activation(), linear1->forward(x)))));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask) {
+  const auto named = scope();
+  auto sa = [&](const Tensor& x) {
+    return dropout1->forward(self_attn->forward(x, x, x, src_key_padding_mask, false, src_mask).output);
+  };
+  Tensor x = src;
+  if (options_.norm_first()) {
+    x = x + sa(norm1->forward(x));
+    return x + feed_forward(norm2->forward(x));
+  }
+  x = norm1->forward(x + sa(x));
+  return norm2->forward(x + feed_forward(x));
+}
+
+TransformerDecoderLayer::TransformerDecoderLayer(const TransformerLayerOptions& o, Generator& gen,
+                                                 std::shared_ptr<Generator> dropout_gen)
+    : options_(o) {
+  check_layer_options("TransformerDecoderLayer", o);
+  dropout_gen = dropout_source(std::move(dropout_gen), gen);
+  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(attention_options(o), gen, dropout_gen));
+  multihead_attn =
+      register_module("multihead_attn", std::make_shared<MultiheadAttention>(attention_options(o), gen, dropout_gen));
+  linear1 = register_module("linear1", std::make_shared<Linear>(o.d_model(), o.dim_feedforward(), gen));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout(), dropout_gen));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward(), o.d_model(), gen));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(o.d_model(), o.layer_norm_eps()));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(o.d_model(), o.layer_norm_eps()));
+  norm3 = register_module("norm3", std::make_shared<LayerNorm>(o.d_model(), o.layer_norm_eps()));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout(), dropout_gen));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout(), dropout_gen));
+  dropout3 = register_module("dropout3", std::make_shared<Dropout>(o.dropout(), dropout_gen));
+}
+
+std::string TransformerDecoderLayer::type_name() const {
+  return fmt::format("TransformerDecoderLayer(d_model={}, nhead={})", options_.d_model(), options_.nhead());
+}
+
+Tensor TransformerDecoderLayer::feed_forward(const Tensor& x) {
+  return dropout3->forward(linear2->forward(dropout->forward(activate(options_.activation(), linear1->forward(x)))));
+}
+
+Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                        const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                        const Tensor& memory_key_padding_mask) {
+  const auto named = scope();
+  auto sa = [&](const Tensor& x) {
+    return dropout1->forward(self_attn->forward(x, x, x, tgt_key_padding_mask, false, tgt_mask).output);
+  };
+  auto mha = [&](const Tensor& x) {
+    return dropout2->forward(
+        multihead_attn->forward(x, memory, memory, memory_key_padding_mask, false, memory_mask).output);
+  };
+  Tensor x = tgt;
+  if (options_.norm_first()) {
+    x = x + sa(norm1->forward(x));
+    x = x + mha(norm2->forward(x));
+    return x + feed_forward(norm3->forward(x));
+  }
+  x = norm1->forward(x + sa(x));
+  x = norm2->forward(x + mha(x));
+  return norm3->forward(x + feed_forward(x));
+}
+
+// ---- stacks --------------------------------------------------------------------------------
+
+namespace {
+// num_layers copies of layer 0's values (PyTorch deep-copies one layer).
+template <class Layer>
+std::shared_ptr<ModuleList> stack_of(const char* who, const TransformerLayerOptions& o, int64_t n, Generator& gen,
+                                     const std::shared_ptr<Generator>& dropout_gen) {
+  require(n >= 1, fmt::format("{}: num_layers {}: expected >= 1", who, n));
+  auto list = std::make_shared<ModuleList>();
+  std::shared_ptr<Layer> first;
+  for (int64_t i = 0; i < n; ++i) {
+    auto layer = std::make_shared<Layer>(o, gen, dropout_gen);
+    if (first) layer->load_state_dict(first->state_dict());
+    else first = layer;
+    list->push_back(layer);
+  }
+  return list;
+}
+}  // namespace
+
+TransformerEncoder::TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers, Generator& gen,
+                                       std::shared_ptr<LayerNorm> norm_, std::shared_ptr<Generator> dropout_gen) {
+  dropout_gen = dropout_source(std::move(dropout_gen), gen);
+  layers = register_module("layers", stack_of<TransformerEncoderLayer>("TransformerEncoder", layer, num_layers, gen,
+                                                                       dropout_gen));
+  if (norm_) norm = register_module("norm", std::move(norm_));
+}
+
+std::string TransformerEncoder::type_name() const {
+  return "TransformerEncoder(num_layers=" + std::to_string(layers->size()) + ")";
+}
+
+Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask) {
+  const auto named = scope();
+  Tensor x = src;
+  for (size_t i = 0; i < layers->size(); ++i)
+    x = layers->at<TransformerEncoderLayer>(i)->forward(x, mask, src_key_padding_mask);
+  return norm ? norm->forward(x) : x;
+}
+
+TransformerDecoder::TransformerDecoder(const TransformerLayerOptions& layer, int64_t num_layers, Generator& gen,
+                                       std::shared_ptr<LayerNorm> norm_, std::shared_ptr<Generator> dropout_gen) {
+  dropout_gen = dropout_source(std::move(dropout_gen), gen);
+  layers = register_module("layers", stack_of<TransformerDecoderLayer>("TransformerDecoder", layer, num_layers, gen,
+                                                                       dropout_gen));
+  if (norm_) norm = register_module("norm", std::move(norm_));
+}
+
+std::string TransformerDecoder::type_name() const {
+  return "TransformerDecoder(num_layers=" + std::to_string(layers->size()) + ")";
+}
+
+Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
+                                   const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
+                                   const Tensor& memory_key_padding_mask) {
+  const auto named = scope();
+  Tensor x = tgt;
+  for (size_t i = 0; i < layers->size(); ++i)
+    x = layers->at<TransformerDecoderLayer>(i)->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+                                                        memory_key_padding_mask);
+  return norm ? norm->forward(x) : x;
+}
+
+Transformer::Transformer(const TransformerOptions& o, Generator& gen, std::shared_ptr<Generator> dropout_gen)
+    : options_(o) {
+  dropout_gen = dropout_source(std::move(dropout_gen), gen);
+  const TransformerLayerOptions layer = TransformerLayerOptions(o.d_model(), o.nhead())
+                                            .dim_feedforward(o.dim_feedforward())
+                                            .dropout(o.dropout())
+                                            .activation(o.activation())
+                                            .layer_norm_eps(o.layer_norm_eps())
+                                            .batch_first(o.batch_first())
+                                            .norm_first(o.norm_first());
+  encoder = register_module(
+      "encoder", std::make_shared<TransformerEncoder>(layer, o.num_encoder_layers(), gen,
+                                                      std::make_shared<LayerNorm>(o.d_model(), o.layer_norm_eps()),
+                                                      dropout_gen));
+  decoder = register_module(
+      "decoder", std::make_shared<TransformerDecoder>(layer, o.num_decoder_layers(), gen,
+                                                      std::make_shared<LayerNorm>(o.d_model(), o.layer_norm_eps()),
+                                                      dropout_gen));
+  for (auto& [name, p] : named_parameters())  // PyTorch's _reset_parameters
+    if (p.dim() > 1) {
+      Tensor t = p;
+      xavier_uniform_(t, gen);
+    }
+}
+
+std::string Transformer::type_name() const {
+  return fmt::format("Transformer(d_model={}, nhead={})", options_.d_model(), options_.nhead());
+}
+
+Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask, const Tensor& tgt_mask,
+                            const Tensor& memory_mask, const Tensor& src_key_padding_mask,
+                            const Tensor& tgt_key_padding_mask, const Tensor& memory_key_padding_mask) {
+  const auto named = scope();
+  const Tensor memory = encoder->forward(src, src_mask, src_key_padding_mask);
+  return decoder->forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask);
+}
+
+}  // namespace xg::nn

@@ -1,0 +1,209 @@
+// torch.nn's Transformer layers with PyTorch's names, arguments, defaults
+// and state-dict keys (transformer.py, activation.py's MultiheadAttention),
+// so that a PyTorch state dict loads as it is:
+//   MultiheadAttention      in_proj_weight (3E,E), in_proj_bias (3E), out_proj.weight, out_proj.bias
+//   TransformerEncoderLayer self_attn, linear1, dropout, linear2, norm1, norm2, dropout1, dropout2
+//   TransformerDecoderLayer self_attn, multihead_attn, linear1, dropout, linear2, norm1..3, dropout1..3
+//   TransformerEncoder      layers.0 ... layers.N-1, norm
+//   Transformer             encoder, decoder
+// Sequences are (S, N, E) as PyTorch's default, or (N, S, E) with batch_first.
+// Masks: a key padding mask (N, S) is nonzero where a key is padding (PyTorch's
+// boolean mask, as 0/1: xgrad has no bool dtype); an attention mask (L, S) or
+// (N*H, L, S) is added to the scores (PyTorch's float mask:
+// generate_square_subsequent_mask gives the causal one). A query whose keys
+// are all masked gives NaN, as PyTorch's.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "autograd/options.h"
+#include "nn/dropout.h"
+#include "nn/layer_norm.h"
+#include "nn/linear.h"
+#include "nn/containers.h"
+#include "nn/module.h"
+
+namespace xg::nn {
+
+// (sz, sz): 0 on and below the diagonal, -inf above (PyTorch's
+// Transformer.generate_square_subsequent_mask), in `dtype`.
+Tensor generate_square_subsequent_mask(int64_t sz, Dtype dtype = f32);
+
+// The options of MultiheadAttention, in PyTorch's order after its required
+// embed_dim and num_heads. add_bias_kv, add_zero_attn, kdim and vdim are not
+// built (a constructor given them throws naming them).
+struct MultiheadAttentionOptions {
+  MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads) : embed_dim_(embed_dim), num_heads_(num_heads) {}
+  XG_ARG(int64_t, embed_dim);         // E
+  XG_ARG(int64_t, num_heads);         // H, dividing E
+  XG_ARG(double, dropout) = 0.0;      // on the attention weights, in training
+  XG_ARG(bool, bias) = true;          // in_proj_bias and out_proj.bias
+  XG_ARG(bool, batch_first) = false;  // (N, L, E) rather than (L, N, E)
+};
+
+// What MultiheadAttention::forward returns: the output and, when asked, the
+// attention weights (N, L, S) averaged over heads, or (N, H, L, S).
+struct MultiheadAttentionOutput {
+  Tensor output;   // (L, N, E), or (N, L, E) with batch_first
+  Tensor weights;  // undefined unless need_weights
+};
+
+// torch.nn.MultiheadAttention.
+class MultiheadAttention : public Module {
+ public:
+  // in_proj_weight xavier-uniform, the biases 0, out_proj.weight as Linear's.
+  MultiheadAttention(const MultiheadAttentionOptions& options, Generator& gen,
+                     std::shared_ptr<Generator> dropout_gen = nullptr);
+  // Attention of query (L, N, E) over key and value (S, N, E) (batch first:
+  // (N, L, E), (N, S, E)) with the masks above; average_weights averages the
+  // returned weights over heads.
+  MultiheadAttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
+                          const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
+                          const Tensor& attn_mask = Tensor(), bool average_weights = true);
+  std::string type_name() const override;  // "MultiheadAttention(embed_dim=8, num_heads=2)"
+  const MultiheadAttentionOptions& options() const { return options_; }  // as given
+  Tensor& in_proj_weight() { return *in_proj_weight_; }  // (3E, E): the q, k and v projections stacked
+  Tensor& in_proj_bias() { return *in_proj_bias_; }      // (3E), undefined without bias
+  std::shared_ptr<Linear> out_proj;                      // E -> E
+
+ private:
+  MultiheadAttentionOptions options_;
+  Tensor no_bias_;
+  Tensor* in_proj_weight_;
+  Tensor* in_proj_bias_ = &no_bias_;
+  std::shared_ptr<Generator> dropout_gen_;
+};
+
+// The options of TransformerEncoderLayer and TransformerDecoderLayer, in
+// PyTorch's order after d_model and nhead.
+struct TransformerLayerOptions {
+  TransformerLayerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
+  XG_ARG(int64_t, d_model);                  // E
+  XG_ARG(int64_t, nhead);                    // H, dividing E
+  XG_ARG(int64_t, dim_feedforward) = 2048;   // the feed-forward's width
+  XG_ARG(double, dropout) = 0.1;             // after attention, inside and after the feed-forward
+  XG_ARG(std::string, activation) = "relu";  // "relu" or "gelu"
+  XG_ARG(double, layer_norm_eps) = 1e-5;     // the norms' eps
+  XG_ARG(bool, batch_first) = false;         // (N, S, E) rather than (S, N, E)
+  XG_ARG(bool, norm_first) = false;          // pre-norm: x + f(norm(x)); else norm(x + f(x))
+};
+
+// torch.nn.TransformerEncoderLayer.
+class TransformerEncoderLayer : public Module {
+ public:
+  // Generators: `gen` initialises, `dropout_gen` draws the dropout masks (may
+  // be null when dropout is 0 or the layer never trains).
+  TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen,
+                          std::shared_ptr<Generator> dropout_gen = nullptr);
+  // src (S, N, E) or (N, S, E); src_mask (S, S) added to the scores;
+  // src_key_padding_mask (N, S) nonzero at padding.
+  Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = Tensor());
+  Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }  // no masks
+  std::string type_name() const override;  // "TransformerEncoderLayer(d_model=8, nhead=2)"
+  const TransformerLayerOptions& options() const { return options_; }  // as given
+
+  std::shared_ptr<MultiheadAttention> self_attn;  // the layer's submodules, under PyTorch's names
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2;
+  std::shared_ptr<LayerNorm> norm1, norm2;
+
+ private:
+  Tensor feed_forward(const Tensor& x);
+  TransformerLayerOptions options_;
+};
+
+// torch.nn.TransformerDecoderLayer.
+class TransformerDecoderLayer : public Module {
+ public:
+  // As TransformerEncoderLayer's.
+  TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen,
+                          std::shared_ptr<Generator> dropout_gen = nullptr);
+  // tgt (T, N, E) over memory (S, N, E) (or batch first); tgt_mask (T, T)
+  // and memory_mask (T, S) added to the scores; the padding masks (N, T), (N, S).
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                 const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor());
+  std::string type_name() const override;  // "TransformerDecoderLayer(d_model=8, nhead=2)"
+  const TransformerLayerOptions& options() const { return options_; }  // as given
+
+  std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;  // under PyTorch's names
+  std::shared_ptr<Linear> linear1, linear2;
+  std::shared_ptr<Dropout> dropout, dropout1, dropout2, dropout3;
+  std::shared_ptr<LayerNorm> norm1, norm2, norm3;
+
+ private:
+  Tensor feed_forward(const Tensor& x);
+  TransformerLayerOptions options_;
+};
+
+// torch.nn.TransformerEncoder: num_layers layers built from `layer`, each
+// starting from the first one's values (PyTorch deep-copies one layer), and
+// a final LayerNorm when `norm` is given.
+class TransformerEncoder : public Module {
+ public:
+  // `layer` as TransformerEncoderLayer takes it; num_layers >= 1.
+  TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers, Generator& gen,
+                     std::shared_ptr<LayerNorm> norm = nullptr, std::shared_ptr<Generator> dropout_gen = nullptr);
+  // As TransformerEncoderLayer::forward, through every layer, then the norm.
+  Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = Tensor());
+  Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }  // no masks
+  std::string type_name() const override;  // "TransformerEncoder(num_layers=2)"
+
+  std::shared_ptr<ModuleList> layers;  // "layers.0", ...: TransformerEncoderLayer each
+  std::shared_ptr<LayerNorm> norm;     // "norm", or null
+};
+
+// torch.nn.TransformerDecoder, as TransformerEncoder.
+class TransformerDecoder : public Module {
+ public:
+  // `layer` as TransformerDecoderLayer takes it; num_layers >= 1.
+  TransformerDecoder(const TransformerLayerOptions& layer, int64_t num_layers, Generator& gen,
+                     std::shared_ptr<LayerNorm> norm = nullptr, std::shared_ptr<Generator> dropout_gen = nullptr);
+  // As TransformerDecoderLayer::forward, through every layer, then the norm.
+  Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
+                 const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor());
+  std::string type_name() const override;  // "TransformerDecoder(num_layers=2)"
+
+  std::shared_ptr<ModuleList> layers;  // "layers.0", ...: TransformerDecoderLayer each
+  std::shared_ptr<LayerNorm> norm;     // "norm", or null
+};
+
+// The options of Transformer, PyTorch's defaults (the paper's base model).
+struct TransformerOptions {
+  TransformerOptions() = default;
+  XG_ARG(int64_t, d_model) = 512;             // E
+  XG_ARG(int64_t, nhead) = 8;                 // H
+  XG_ARG(int64_t, num_encoder_layers) = 6;    // encoder layers
+  XG_ARG(int64_t, num_decoder_layers) = 6;    // decoder layers
+  XG_ARG(int64_t, dim_feedforward) = 2048;    // the feed-forward's width
+  XG_ARG(double, dropout) = 0.1;              // as TransformerLayerOptions
+  XG_ARG(std::string, activation) = "relu";   // "relu" or "gelu"
+  XG_ARG(double, layer_norm_eps) = 1e-5;      // the norms' eps
+  XG_ARG(bool, batch_first) = false;          // (N, S, E) rather than (S, N, E)
+  XG_ARG(bool, norm_first) = false;           // pre-norm layers
+};
+
+// torch.nn.Transformer: encoder and decoder with final LayerNorms, every
+// parameter of 2 or more dimensions xavier-uniform (PyTorch's _reset_parameters).
+class Transformer : public Module {
+ public:
+  Transformer(const TransformerOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_gen = nullptr);
+  // src (S, N, E) and tgt (T, N, E) (or batch first) -> (T, N, E); masks as the layers'.
+  Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = Tensor(),
+                 const Tensor& tgt_mask = Tensor(), const Tensor& memory_mask = Tensor(),
+                 const Tensor& src_key_padding_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
+                 const Tensor& memory_key_padding_mask = Tensor());
+  std::string type_name() const override;  // "Transformer(d_model=512, nhead=8)"
+
+  std::shared_ptr<TransformerEncoder> encoder;  // "encoder"
+  std::shared_ptr<TransformerDecoder> decoder;  // "decoder"
+
+ private:
+  TransformerOptions options_;
+};
+
+}  // namespace xg::nn
