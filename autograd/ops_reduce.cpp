@@ -183,7 +183,11 @@ Tensor vector_norm(const Tensor& a, double ord, const std::vector<int64_t>& axes
     NoGradGuard no_tape;  // the value; backward below reads it, as PyTorch's does
     out = ord == 2 ? sqrt(sum(a * a, axes, keepdims)) : pow(sum(pow(abs(a), ord), axes, keepdims), 1.0 / ord);
   }
-  return record(
+  std::vector<int64_t> traced_axes;  // the export trace's: the reduced axes, then keepdims
+  for (size_t i = 0; i < p.reduced.size(); ++i)
+    if (p.reduced[i]) traced_axes.push_back(static_cast<int64_t>(i));
+  traced_axes.push_back(keepdims ? 1 : 0);
+  return detail::traced(record(
       "vector_norm", out, {a},
       [a, out = out.detach(), ord, keep = p.keep_shape](const Tensor& g) {
         // d||a||/da = sign(a) |a|^(ord-1) / ||a||^(ord-1); 0 where the norm is 0
@@ -193,7 +197,10 @@ Tensor vector_norm(const Tensor& a, double ord, const std::vector<int64_t>& axes
         const Tensor sign = detail::map(a.detach(), [](auto x) { return decltype(x)((x > 0) - (x < 0)); });
         return std::vector<Tensor>{sign * pow(abs(a), ord - 1) * (gk / (pow(n, ord - 1) + zero))};
       },
-      {a, out});
+      {a, out}), [&](TracedOp& t) {
+        t.ints = traced_axes;
+        t.reals = {ord};
+      });
 }
 
 std::vector<int64_t> argmax(const Tensor& a, int64_t axis) {

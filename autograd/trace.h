@@ -20,9 +20,13 @@ namespace xg {
 //          softmax, log_softmax, concat: the axis (normalised); slice: the axis
 //          (normalised), then start, end and step as given (Python's bounds);
 //          mean relabels the sum and the scaling it is made of as one op.
-//   reals  add_scalar, mul_scalar: the scalar; pow: the exponent; layer_norm, add_layer_norm: eps
+//          vector_norm: the axes (normalised) then keepdims;
+//   reals  add_scalar, mul_scalar: the scalar; pow: the exponent; layer_norm, add_layer_norm: eps;
+//          the activations: their options in PyTorch's order (leaky_relu: the slope; hardtanh:
+//          min, max; elu, selu, celu: alpha, scale, 1/alpha or 1; softplus: beta, threshold;
+//          softshrink, hardshrink: lambd; threshold: threshold, value); vector_norm: ord
 //   extra  tensors the op reads that are not on the tape: gather_rows' ids
-//          (int64), where's condition.
+//          (int64), where's condition, a comparison's two operands.
 struct TracedOp {
   std::string op;              // record()'s name: "linear", "reshape", ...
   std::string scope;           // the innermost module's description (NameScope), "" if none

@@ -358,6 +358,7 @@ const std::map<std::string, Emitter>& emitters() {
     };
     add_vision_emitters(t);
     add_recurrent_emitters(t);
+    add_activation_emitters(t);
     return t;
   }();
   return table;

@@ -71,6 +71,8 @@ const std::map<std::string, Emitter>& emitters();  // by record()'s op name
 // (onnx/ops_rnn.cpp), added to the table above.
 void add_vision_emitters(std::map<std::string, Emitter>& table);
 void add_recurrent_emitters(std::map<std::string, Emitter>& table);
+// Activations, comparisons and vector norms (onnx/emit_activation.cpp).
+void add_activation_emitters(std::map<std::string, Emitter>& table);
 
 pb::TensorProto_DataType onnx_type(Dtype d);
 

@@ -70,6 +70,9 @@ int main(int argc, char** argv) {
                               {ids(1, 3, g), ids(3, 7, g), ids(4, 1, g), ids(2, 12, g)}));
   models.push_back(export_one(zoo, dir, "ops.onnx", {"x", randn({2, 3, 6}, g), {"B", "T", ""}},
                               {randn({1, 1, 6}, g), randn({4, 5, 6}, g), randn({3, 9, 6}, g)}));
+  onnx_test::ActivationZoo activations(g);
+  models.push_back(export_one(activations, dir, "activations.onnx", {"x", randn({2, 3, 6}, g), {"B", "T", ""}},
+                              {randn({1, 1, 6}, g), randn({4, 5, 6}, g)}));
   std::ofstream(dir + "/cases.json") << json{{"models", models}}.dump() << "\n";
   std::printf("onnx_export_models: %zu models in %s; ops that export: %zu\n", models.size(), dir.c_str(),
               onnx::exported_ops().size());

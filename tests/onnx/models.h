@@ -95,6 +95,33 @@ class OpsZoo : public nn::Module {
   Tensor w, scale;
 };
 
+// (d) The torch.nn activations, comparisons and norms, each applied to
+// (B, T, 6) and concatenated along the last axis: every op of
+// onnx/emit_activation.cpp, and the activations composed of other ops, with
+// options off their defaults where they have any.
+class ActivationZoo : public nn::Module {
+ public:
+  explicit ActivationZoo(Generator& gen) {
+    w = register_parameter("w", randn({6, 6}, gen, f32, 0.0, 0.8));
+    prelu = register_module("prelu", std::make_shared<nn::PReLU>(1, 0.3));
+  }
+  Tensor forward(const Tensor& x) override {
+    const auto named = scope();
+    const Tensor a = matmul(x, w) * 2.0;  // (B, T, 6), values on both sides of every kink
+    std::vector<Tensor> parts = {
+        leaky_relu(a, 0.2), hardtanh(a, -0.7, 1.2), relu6(a), elu(a, 0.7), selu(a), celu(a, 1.5),
+        silu(a), mish(a), hardswish(a), hardsigmoid(a), gelu(a, "tanh"), softplus(a), softplus(a, 2.0, 1.0),
+        softsign(a), tanhshrink(a), logsigmoid(a), softshrink(a, 0.4), hardshrink(a, 0.6), threshold(a, 0.1, -3.0),
+        log1p(abs(a)), expm1(a * 0.3), softmin(a, -1), glu(concat({a, a * 0.5}, -1), -1), prelu->forward(a),
+        gt(a, 0.2) + ge(a, x) * 2.0 + lt(a, -0.3) * 4.0 + le(a, x) * 8.0 + eq(a, a) * 16.0 + ne(a, x) * 32.0,
+        vector_norm(a, 2.0, {-1}, true) + vector_norm(a, 3.0, {-1}, true) * a};
+    return concat(parts, -1);  // (B, T, 6 * 26)
+  }
+  std::string type_name() const override { return "ActivationZoo"; }
+  Tensor w;
+  std::shared_ptr<nn::PReLU> prelu;
+};
+
 // Gives every parameter random values (LayerNorm's ones and zeros would
 // hide a scale and a bias swapped).
 inline void randomise(nn::Module& m, uint64_t seed) {
