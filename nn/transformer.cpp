@@ -47,6 +47,33 @@ MultiheadAttentionOptions attention_options(const TransformerLayerOptions& o) {
   return MultiheadAttentionOptions(o.d_model(), o.nhead()).dropout(o.dropout()).batch_first(o.batch_first());
 }
 
+// Attention of Q (N,L,E) over K, V (N,S,E) with H heads and an additive
+// mask (L,S) or (N*H,L,S), composed of ops: PyTorch's computation. Padding
+// is masked as the fused op masks it (-1e9), so a query whose keys are all
+// padding gets uniform weights. `weights`, if given, receives (N,H,L,S)
+// before dropout.
+Tensor masked_attention(const Tensor& Q, const Tensor& K, const Tensor& V, int64_t H, const Tensor& attn_mask,
+                        const Tensor& key_padding_mask, double p, Generator& gen, Tensor* weights,
+                        const std::string& who) {
+  const int64_t N = Q.size(0), L = Q.size(1), S = K.size(1), E = Q.size(2), D = E / H;
+  auto heads = [&](const Tensor& x, int64_t len) { return permute(reshape(x, {N, len, H, D}), {0, 2, 1, 3}); };
+  Tensor scores = matmul(heads(Q, L), transpose(heads(K, S), -1, -2)) * (1.0 / std::sqrt(static_cast<double>(D)));
+  if (attn_mask.shape() == Shape{L, S}) {
+    scores = scores + attn_mask;
+  } else if (attn_mask.shape() == Shape{N * H, L, S}) {
+    scores = scores + reshape(attn_mask, {N, H, L, S});
+  } else {
+    throw ShapeError(fmt::format("{}: attn_mask {} must be (L, S) = ({}, {}) or (N*H, L, S) = ({}, {}, {})", who,
+                                 shape_str(attn_mask.shape()), L, S, N * H, L, S));
+  }
+  if (key_padding_mask.defined())
+    scores = masked_fill(scores, reshape(padding_flags(key_padding_mask, scores.dtype()), {N, 1, 1, S}), -1e9);
+  Tensor probs = softmax(scores, -1);  // (N,H,L,S)
+  if (weights) *weights = probs.detach();
+  if (p > 0) probs = dropout(probs, p, true, gen);
+  return reshape(permute(matmul(probs, heads(V, S)), {0, 2, 1, 3}), {N, L, E});
+}
+
 }  // namespace
 
 // ---- MultiheadAttention ----------------------------------------------------------------
@@ -75,7 +102,7 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
                                             const Tensor& key_padding_mask, bool need_weights,
                                             const Tensor& attn_mask, bool average_weights) {
   const auto named = scope();
-  const int64_t E = options_.embed_dim(), H = options_.num_heads(), D = E / H;
+  const int64_t E = options_.embed_dim(), H = options_.num_heads();
   for (const Tensor* t : {&query, &key, &value})
     if (!t->defined() || t->dim() != 3 || t->size(2) != E)
       throw ShapeError(fmt::format("{}: query, key and value must be ({}, {}, E={}), got {}, {}, {}", describe(),
@@ -87,7 +114,7 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
   const Tensor q = bf ? query : transpose(query, 0, 1);  // (N,L,E)
   const Tensor k = bf ? key : transpose(key, 0, 1);      // (N,S,E)
   const Tensor v = bf ? value : transpose(value, 0, 1);  // (N,S,E)
-  const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
+  const int64_t N = q.size(0), S = k.size(1);
   if (k.size(0) != N || v.shape() != k.shape())
     throw ShapeError(fmt::format("{}: key {} and value {} must match each other and the query's batch {}", describe(),
                                  shape_str(key.shape()), shape_str(value.shape()), N));
@@ -113,23 +140,8 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
     out = attention(Q, K, V, o);
     weights = w;
   } else {  // an additive mask: composed, as PyTorch computes it
-    auto heads = [&](const Tensor& x, int64_t len) { return permute(reshape(x, {N, len, H, D}), {0, 2, 1, 3}); };
-    Tensor scores = matmul(heads(Q, L), transpose(heads(K, S), -1, -2)) * (1.0 / std::sqrt(static_cast<double>(D)));
-    if (attn_mask.shape() == Shape{L, S}) {
-      scores = scores + attn_mask;
-    } else if (attn_mask.shape() == Shape{N * H, L, S}) {
-      scores = scores + reshape(attn_mask, {N, H, L, S});
-    } else {
-      throw ShapeError(fmt::format("{}: attn_mask {} must be (L, S) = ({}, {}) or (N*H, L, S) = ({}, {}, {})",
-                                   describe(), shape_str(attn_mask.shape()), L, S, N * H, L, S));
-    }
-    // padding as the fused op masks it (-1e9): a query whose keys are all padding gets uniform weights
-    if (key_padding_mask.defined())
-      scores = masked_fill(scores, reshape(padding_flags(key_padding_mask, scores.dtype()), {N, 1, 1, S}), -1e9);
-    Tensor probs = softmax(scores, -1);  // (N,H,L,S)
-    if (need_weights) weights = probs.detach();
-    if (p > 0) probs = dropout(probs, p, true, *dropout_gen_);
-    out = reshape(permute(matmul(probs, heads(V, S)), {0, 2, 1, 3}), {N, L, E});
+    out = masked_attention(Q, K, V, H, attn_mask, key_padding_mask, p, *dropout_gen_, need_weights ? &weights : nullptr,
+                           describe());
   }
   out = out_proj->forward(out);
   if (!bf) out = transpose(out, 0, 1);

@@ -36,6 +36,7 @@ Tensor generate_square_subsequent_mask(int64_t sz, Dtype dtype = f32);
 // embed_dim and num_heads. add_bias_kv, add_zero_attn, kdim and vdim are not
 // built (a constructor given them throws naming them).
 struct MultiheadAttentionOptions {
+  // The required arguments, as PyTorch's constructor takes them first.
   MultiheadAttentionOptions(int64_t embed_dim, int64_t num_heads) : embed_dim_(embed_dim), num_heads_(num_heads) {}
   XG_ARG(int64_t, embed_dim);         // E
   XG_ARG(int64_t, num_heads);         // H, dividing E
@@ -80,6 +81,7 @@ class MultiheadAttention : public Module {
 // The options of TransformerEncoderLayer and TransformerDecoderLayer, in
 // PyTorch's order after d_model and nhead.
 struct TransformerLayerOptions {
+  // The required arguments, as PyTorch's constructors take them first.
   TransformerLayerOptions(int64_t d_model, int64_t nhead) : d_model_(d_model), nhead_(nhead) {}
   XG_ARG(int64_t, d_model);                  // E
   XG_ARG(int64_t, nhead);                    // H, dividing E
@@ -105,7 +107,8 @@ class TransformerEncoderLayer : public Module {
   std::string type_name() const override;  // "TransformerEncoderLayer(d_model=8, nhead=2)"
   const TransformerLayerOptions& options() const { return options_; }  // as given
 
-  std::shared_ptr<MultiheadAttention> self_attn;  // the layer's submodules, under PyTorch's names
+  // The layer's submodules, under PyTorch's names.
+  std::shared_ptr<MultiheadAttention> self_attn;
   std::shared_ptr<Linear> linear1, linear2;
   std::shared_ptr<Dropout> dropout, dropout1, dropout2;
   std::shared_ptr<LayerNorm> norm1, norm2;
@@ -129,7 +132,8 @@ class TransformerDecoderLayer : public Module {
   std::string type_name() const override;  // "TransformerDecoderLayer(d_model=8, nhead=2)"
   const TransformerLayerOptions& options() const { return options_; }  // as given
 
-  std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;  // under PyTorch's names
+  // The layer's submodules, under PyTorch's names.
+  std::shared_ptr<MultiheadAttention> self_attn, multihead_attn;
   std::shared_ptr<Linear> linear1, linear2;
   std::shared_ptr<Dropout> dropout, dropout1, dropout2, dropout3;
   std::shared_ptr<LayerNorm> norm1, norm2, norm3;
@@ -191,6 +195,7 @@ struct TransformerOptions {
 // parameter of 2 or more dimensions xavier-uniform (PyTorch's _reset_parameters).
 class Transformer : public Module {
  public:
+  // `gen` initialises; `dropout_gen` (or one seeded from gen) draws the dropout masks.
   Transformer(const TransformerOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_gen = nullptr);
   // src (S, N, E) and tgt (T, N, E) (or batch first) -> (T, N, E); masks as the layers'.
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = Tensor(),

@@ -288,6 +288,15 @@ def draw_cosine(g, x, s, kinks):
         return None
     d = g.vals[args[0]].dim()
     s.update(dim=g.r.randrange(-d, d), eps=1e-8)
+    # a vector of norm near 0 (or below eps) is a singular point: away from it
+    if any(g.kind[a] == "grad" for a in args):
+        return None
+    try:
+        both = torch.broadcast_tensors(g.vals[args[0]], g.vals[args[1]])
+    except RuntimeError:
+        return None
+    if any(float(t.norm(dim=s["dim"]).min()) < 1e-2 for t in both):
+        return None
     return args
 
 
