@@ -259,7 +259,7 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 struct ConvTranspose2dOptions {
   std::array<int64_t, 2> stride{1, 1};          // at least 1
   std::array<int64_t, 2> padding{0, 0};         // taken off each side of the output, at least 0
-  std::array<int64_t, 2> output_padding{0, 0};  // added at the bottom and right, in [0, stride)
+  std::array<int64_t, 2> output_padding{0, 0};  // added at the bottom and right, below the stride or the dilation
   std::array<int64_t, 2> dilation{1, 1};        // at least 1
   int64_t groups = 1;                           // dividing both channel counts
 };
@@ -308,6 +308,22 @@ Tensor avg_pool2d(const Tensor& x, const AvgPool2dOptions& o);
 // (torch.nn.functional.adaptive_avg_pool2d).
 Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
 
+// 1-D pooling on (N,C,L) (torch.nn.functional's, stride 0 meaning the kernel,
+// as its stride=None); adaptive max pooling (each output the largest of its
+// adaptive window: rows [floor(i H / Ho), ceil((i+1) H / Ho))); power-average
+// pooling, (sum of x^p over the window)^(1/p) as PyTorch computes it (a
+// negative sum, odd p, clamped to 0).
+Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
+                  bool ceil_mode = false, bool count_include_pad = true);
+Tensor max_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
+                  int64_t dilation = 1, bool ceil_mode = false);
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
+Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
+Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t stride = 0, bool ceil_mode = false);
+Tensor lp_pool2d(const Tensor& x, double norm_type, std::array<int64_t, 2> kernel_size,
+                 std::array<int64_t, 2> stride = {0, 0}, bool ceil_mode = false);
+
 // ---- normalisation over batches and groups (N, C, ...) ------------------------
 
 // torch.nn.functional.batch_norm. x is (N,C), (N,C,L) or (N,C,H,W);
@@ -331,6 +347,26 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // mean and biased variance; then weight and bias (C), either undefined.
 Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   double eps = 1e-5);
+
+// torch.nn.functional.instance_norm with the input's statistics: each (n, c)
+// of x (N,C,...) normalised over its spatial axes (biased variance), then
+// weight and bias (C), either undefined.
+Tensor instance_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                     double eps = 1e-5);
+// torch.nn.functional.bilinear: y[..., o] = x1[..., :] W[o] x2[..., :] + b[o],
+// x1 (..., I1), x2 (..., I2), weight (O, I1, I2), bias (O) or undefined.
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias = Tensor());
+// torch.nn.functional's channel dropouts: whole channels of (N,C,L),
+// (N,C,H,W) or (N,C,D,H,W) (or unbatched (C,...)) zeroed with probability p,
+// the rest scaled by 1/(1-p); and the alpha dropouts of SELU networks (a
+// dropped value set to SELU's negative saturation, then the affine map that
+// keeps mean and variance), per element or per channel. The input itself
+// when not training or p == 0; training needs `gen`. p in [0, 1].
+Tensor dropout1d(const Tensor& x, double p, bool training, Generator* gen);
+Tensor dropout2d(const Tensor& x, double p, bool training, Generator* gen);
+Tensor dropout3d(const Tensor& x, double p, bool training, Generator* gen);
+Tensor alpha_dropout(const Tensor& x, double p, bool training, Generator* gen);
+Tensor feature_alpha_dropout(const Tensor& x, double p, bool training, Generator* gen);
 
 // ---- indexing --------------------------------------------------------------
 

@@ -363,11 +363,11 @@ int64_t transposed_size(int64_t n, int64_t k, const ConvTranspose2dOptions& o, i
                                 std::to_string(d) + ", padding " + std::to_string(p) +
                                 ": expected stride and dilation at least 1, padding at least 0");
   // The output rows past the last input row's reach are never written: they
-  // are output_padding, which must stay below the stride (so that a
-  // convolution of the output gives back the input's positions).
-  if (op < 0 || op >= s)
+  // are output_padding, which PyTorch keeps below the stride or the dilation.
+  if (op < 0 || (op >= s && op >= d))
     throw std::invalid_argument("conv_transpose2d: " + at + "output_padding " + std::to_string(op) +
-                                " must be in [0, stride " + std::to_string(s) + ")");
+                                " must be at least 0 and below the stride " + std::to_string(s) +
+                                " or the dilation " + std::to_string(d));
   const int64_t out = (n - 1) * s - 2 * p + d * (k - 1) + op + 1;
   if (out < 1)
     throw ShapeError("conv_transpose2d: " + at + "the output size " + std::to_string(out) +
@@ -387,17 +387,29 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   const int64_t kh = weight.size(2), kw = weight.size(3), O = weight.size(1) * G;
   check_groups("conv_transpose2d", G, C, O);
   const Shape out{N, O, transposed_size(H, kh, o, 0), transposed_size(W, kw, o, 1)};
+  // An output_padding at or past the stride (PyTorch allows it below the
+  // dilation) leaves output rows that fold's window cannot place: then the
+  // whole uncropped result is folded (padding 0), and the output cut from it,
+  // rows past its end being zeros.
+  const bool wide = o.output_padding[0] >= o.stride[0] || o.output_padding[1] >= o.stride[1];
   Conv2dOptions window;
   window.stride = o.stride;
-  window.padding = o.padding;
+  window.padding = wide ? std::array<int64_t, 2>{0, 0} : o.padding;
   window.dilation = o.dilation;
-  const Window w = window_of("conv_transpose2d", out, {kh, kw}, window);
+  const Shape canvas = wide ? Shape{N, O, (H - 1) * o.stride[0] + o.dilation[0] * (kh - 1) + 1,
+                                    (W - 1) * o.stride[1] + o.dilation[1] * (kw - 1) + 1}
+                            : out;
+  const Window w = window_of("conv_transpose2d", canvas, {kh, kw}, window);
   const int64_t R = O / G * kh * kw;  // one group's column length
   // Columns (N, O kh kw, H W): every input position spreads its channels
   // through the transposed weight, and fold2d sums the windows into place.
   Tensor cols = G == 1 ? matmul(transpose(reshape(weight, {C, R}), 0, 1), reshape(x, {N, C, H * W}))
                        : matmul(transpose(reshape(weight, {G, C / G, R}), 1, 2), reshape(x, {N, G, C / G, H * W}));
-  const Tensor y = add_channel_bias("conv_transpose2d", fold_window(reshape(cols, {N, G * R, H * W}), w), bias);
+  Tensor folded = fold_window(reshape(cols, {N, G * R, H * W}), w);
+  if (wide)  // rows [padding, padding + out) of the canvas, zeros past it
+    folded = pad(folded, {-o.padding[1], o.padding[1] + out[3] - canvas[3], -o.padding[0],
+                          o.padding[0] + out[2] - canvas[2]});
+  const Tensor y = add_channel_bias("conv_transpose2d", folded, bias);
   // Exported as one ONNX ConvTranspose, whose weight layout (C, O/groups, kh, kw) is this op's.
   return detail::traced(y, [&](TracedOp& t) {
     t = TracedOp{"conv_transpose2d", t.scope, {x, weight, bias}, y,

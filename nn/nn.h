@@ -13,6 +13,7 @@
 #include "nn/group_norm.h"
 #include "nn/init.h"
 #include "nn/layer_norm.h"
+#include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/loss.h"
 #include "nn/module.h"

@@ -136,7 +136,13 @@ TEST_CASE("conv1d, grouped and transposed convolutions refuse bad shapes and opt
   ConvTranspose2dOptions t;
   t.stride = {2, 2}, t.output_padding = {2, 0};
   CHECK(XG_THROW_MESSAGE(conv_transpose2d(x, leaf({4, 2, 3, 3}, 30), Tensor(), t), std::invalid_argument) ==
-        "conv_transpose2d: height: output_padding 2 must be in [0, stride 2)");
+        "conv_transpose2d: height: output_padding 2 must be at least 0 and below the stride 2 or the dilation 1");
+  // below the dilation, as PyTorch allows: rows no window reaches, zeros (and the bias)
+  t.dilation = {3, 1};
+  const Tensor w3 = leaf({4, 2, 3, 3}, 32);
+  const Tensor y3 = conv_transpose2d(x, w3, Tensor(), t);
+  CHECK(y3.shape() == Shape{1, 2, (6 - 1) * 2 + 3 * 2 + 2 + 1, (6 - 1) * 2 + 2 + 1});
+  CHECK(max(abs(slice(y3, 2, -2, 100))).item() == 0.0);
   CHECK(XG_THROW_MESSAGE(conv_transpose2d(x, leaf({3, 2, 3, 3}, 31)), ShapeError) ==
         "conv_transpose2d: expected an input (N,C,H,W) and a weight (C,O/groups,kh,kw) with the same C, got "
         "(1,4,6,6) and (3,2,3,3)");

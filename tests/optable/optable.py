@@ -1186,3 +1186,157 @@ MODULES += [
 ]
 MODULES_BY_NAME = {m.cls: m for m in MODULES}
 assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"
+
+
+# ---- the rest of the layers: 1-D and adaptive pools, instance norm, bilinear, ----------
+# ---- unfold and fold, the 1-D transposed convolution, the dropouts ----------------------
+
+LAYERS = "layers"
+
+
+def draw_pool1d(kind):
+    def draw(g, x, s, kinks):
+        L = g.r.randint(1, 7)
+        shape = (g.r.choice([1, 2]), g.r.choice([1, 2]), L)
+        x = g.new_input(shape, 0.2, 2.0) if kind == "lp" else g.new_input(shape)  # lp: x^p of positive values
+        k = g.r.randint(1, L)
+        s["kernel_size"] = k
+        s["stride"] = g.r.choice([None, 1, 2, 3])
+        if kind == "lp":
+            s["norm_type"] = g.r.choice([1.0, 2.0, 3.0, 1.5])
+            s["ceil_mode"] = False
+            return [x]
+        s["padding"] = g.r.randint(0, k // 2)
+        s["ceil_mode"] = g.r.random() < 0.3
+        if kind == "avg":
+            s["count_include_pad"] = g.r.random() < 0.5
+        else:
+            s["dilation"] = g.r.choice([1, 1, 2])
+            if (k - 1) * s["dilation"] + 1 > L + 2 * s["padding"]:
+                return None
+        return [x]
+    return draw
+
+
+def draw_adaptive(dims):
+    def draw(g, x, s, kinks):
+        shape = (g.r.choice([1, 2]), g.r.choice([1, 2])) + tuple(g.r.randint(1, 6) for _ in range(dims))
+        s["output_size"] = g.r.randint(1, 5) if dims == 1 else [g.r.randint(1, 5) for _ in range(2)]
+        return [g.new_input(shape)]
+    return draw
+
+
+def draw_lp2d(g, x, s, kinks):
+    H, W = g.r.randint(1, 5), g.r.randint(1, 5)
+    s.update(norm_type=g.r.choice([1.0, 2.0, 3.0, 1.5]), kernel_size=[g.r.randint(1, H), g.r.randint(1, W)],
+             stride=g.r.choice([None, [1, 1], [2, 1]]), ceil_mode=False)
+    return [g.new_input((g.r.choice([1, 2]), g.r.choice([1, 2]), H, W), 0.2, 2.0)]
+
+
+def draw_instance_norm(rank):
+    def draw(g, x, s, kinks):
+        C = g.r.choice([1, 2, 3])
+        spatial = tuple(g.r.randint(2, 4) for _ in range(rank - 2))
+        shape = ((g.r.choice([1, 2]),) if g.r.random() < 0.8 else ()) + (C,) + spatial
+        x = g.new_input(shape)
+        v = g.vals[x].reshape(-1, math.prod(spatial)) if len(shape) == rank else g.vals[x].reshape(C, -1)
+        if bool((v.var(-1, unbiased=False) < 1e-2).any()):
+            return None
+        s.update(num_features=C, eps=g.r.choice([1e-5, 1e-3]), affine=g.r.random() < 0.6)
+        return [x]
+    return draw
+
+
+def draw_bilinear(g, x, s, kinks):
+    lead = tuple(g.r.choice([1, 2, 3]) for _ in range(g.r.randint(1, 2)))
+    I1, I2 = g.r.randint(1, 3), g.r.randint(1, 3)
+    s.update(in1_features=I1, in2_features=I2, out_features=g.r.randint(1, 3), bias=g.r.random() < 0.7)
+    return [g.new_input(lead + (I1,)), g.new_input(lead + (I2,))]
+
+
+def window_kwargs(g, s):
+    s.update(kernel_size=[g.r.randint(1, 3), g.r.randint(1, 3)], dilation=[g.r.choice([1, 2]), 1],
+             padding=[g.r.randint(0, 1), g.r.randint(0, 1)], stride=[g.r.choice([1, 2]), g.r.choice([1, 2])])
+
+
+def draw_unfold(g, x, s, kinks):
+    window_kwargs(g, s)
+    return [g.new_input((g.r.choice([1, 2]), g.r.choice([1, 2]), g.r.randint(3, 5), g.r.randint(3, 5)))]
+
+
+def draw_fold(g, x, s, kinks):
+    window_kwargs(g, s)
+    H, W = g.r.randint(3, 5), g.r.randint(3, 5)
+    s["output_size"] = [H, W]
+    k, d, p, st = s["kernel_size"], s["dilation"], s["padding"], s["stride"]
+    L = 1
+    for i, n in enumerate((H, W)):
+        span = n + 2 * p[i] - d[i] * (k[i] - 1) - 1
+        if span < 0:
+            return None
+        L *= span // st[i] + 1
+    C = g.r.choice([1, 2])
+    return [g.new_input((g.r.choice([1, 2]), C * k[0] * k[1], L))]
+
+
+def draw_conv_t1d(g, x, s, kinks):
+    groups = g.r.choice([1, 1, 2])
+    cin, cout = groups * g.r.choice([1, 2]), groups * g.r.choice([1, 2])
+    stride, dil = g.r.choice([1, 2]), g.r.choice([1, 2])
+    s.update(in_channels=cin, out_channels=cout, kernel_size=g.r.randint(1, 3), stride=stride,
+             padding=g.r.randint(0, 1), output_padding=g.r.randint(0, max(stride, dil) - 1), groups=groups,
+             bias=g.r.random() < 0.7, dilation=dil)
+    return [g.new_input((g.r.choice([1, 2]), cin, g.r.randint(1, 4)))]
+
+
+def draw_feature_dropout(rank):
+    def draw(g, x, s, kinks):
+        s["p"] = g.r.choice([0.0, 0.3, 0.5])
+        return [g.new_input(tuple(g.r.choice([1, 2, 3]) for _ in range(rank)))]
+    return draw
+
+
+def stride_none(s, r):
+    return {k: (None if k == "stride" and v is None else v) for k, v in s.items()}
+
+
+def keep_pool(*names):
+    return lambda s, r: {n: (tuple(s[n]) if isinstance(s[n], list) else s[n]) for n in names if n in s}
+
+
+MODULES += [
+    ModuleEntry("AvgPool1d", Op("avg_pool1d", LAYERS, None, draw_pool1d("avg")),
+                keep_pool("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad")),
+    ModuleEntry("MaxPool1d", Op("max_pool1d", LAYERS, None, draw_pool1d("max")),
+                keep_pool("kernel_size", "stride", "padding", "dilation", "ceil_mode")),
+    ModuleEntry("LPPool1d", Op("lp_pool1d", LAYERS, None, draw_pool1d("lp")),
+                keep_pool("norm_type", "kernel_size", "stride", "ceil_mode")),
+    ModuleEntry("LPPool2d", Op("lp_pool2d", LAYERS, None, draw_lp2d),
+                keep_pool("norm_type", "kernel_size", "stride", "ceil_mode")),
+    ModuleEntry("AdaptiveAvgPool1d", Op("adaptive_avg_pool1d", LAYERS, None, draw_adaptive(1)), keep_pool("output_size")),
+    ModuleEntry("AdaptiveMaxPool1d", Op("adaptive_max_pool1d", LAYERS, None, draw_adaptive(1)), keep_pool("output_size")),
+    ModuleEntry("AdaptiveMaxPool2d", Op("adaptive_max_pool2d", LAYERS, None, draw_adaptive(2)), keep_pool("output_size")),
+    ModuleEntry("InstanceNorm1d", Op("instance_norm1d", LAYERS, None, draw_instance_norm(3)),
+                keep("num_features", "eps", "affine")),
+    ModuleEntry("InstanceNorm2d", Op("instance_norm2d", LAYERS, None, draw_instance_norm(4)),
+                keep("num_features", "eps", "affine")),
+    ModuleEntry("InstanceNorm3d", Op("instance_norm3d", LAYERS, None, draw_instance_norm(5)),
+                keep("num_features", "eps", "affine")),
+    ModuleEntry("Bilinear", Op("bilinear", LAYERS, None, draw_bilinear),
+                keep("in1_features", "in2_features", "out_features", "bias")),
+    ModuleEntry("Unfold", Op("unfold", LAYERS, None, draw_unfold),
+                keep_pool("kernel_size", "dilation", "padding", "stride")),
+    ModuleEntry("Fold", Op("fold", LAYERS, None, draw_fold),
+                keep_pool("output_size", "kernel_size", "dilation", "padding", "stride")),
+    ModuleEntry("ConvTranspose1d", Op("conv_transpose1d", LAYERS, None, draw_conv_t1d),
+                keep("in_channels", "out_channels", "kernel_size", "stride", "padding", "output_padding", "groups",
+                     "bias", "dilation")),
+    ModuleEntry("Dropout1d", Op("dropout1d", LAYERS, None, draw_feature_dropout(3)), keep("p"), eval=True),
+    ModuleEntry("Dropout2d", Op("dropout2d", LAYERS, None, draw_feature_dropout(4)), keep("p"), eval=True),
+    ModuleEntry("Dropout3d", Op("dropout3d", LAYERS, None, draw_feature_dropout(5)), keep("p"), eval=True),
+    ModuleEntry("AlphaDropout", Op("alpha_dropout", LAYERS, None, draw_feature_dropout(3)), keep("p"), eval=True),
+    ModuleEntry("FeatureAlphaDropout", Op("feature_alpha_dropout", LAYERS, None, draw_feature_dropout(4)), keep("p"),
+                eval=True),
+]
+MODULES_BY_NAME = {m.cls: m for m in MODULES}
+assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"

@@ -26,6 +26,22 @@ std::vector<int64_t> ints(const json& k, const char* key) {
   const json& v = k.at(key);
   return v.is_array() ? v.get<std::vector<int64_t>>() : std::vector<int64_t>{v.get<int64_t>()};
 }
+// PyTorch's stride=None as 0 (the kernel).
+int64_t opt_int(const json& k, const char* key) { return k.contains(key) && !k.at(key).is_null() ? k.at(key).get<int64_t>() : 0; }
+// A size given as one int or a pair.
+std::array<int64_t, 2> pair(const json& k, const char* key) {
+  const std::vector<int64_t> v = ints(k, key);
+  return {v.at(0), v.size() > 1 ? v.at(1) : v.at(0)};
+}
+// Unfold's and Fold's dilation, padding and stride.
+Conv2dOptions window(const json& k) {
+  Conv2dOptions o;
+  if (k.contains("dilation")) o.dilation = pair(k, "dilation");
+  if (k.contains("padding")) o.padding = pair(k, "padding");
+  if (k.contains("stride")) o.stride = pair(k, "stride");
+  return o;
+}
+
 // The i-th argument, or undefined past those given (an optional mask).
 Tensor opt(const std::vector<Tensor>& a, size_t i) { return i < a.size() ? a[i] : Tensor(); }
 
@@ -356,6 +372,73 @@ const std::map<std::string, Factory>& table() {
                                                opt(a, 7));
                            }};
        }},
+      // the rest of the layers (a stride of None is 0)
+      {"AvgPool1d",
+       [](const json& k, const Tensors&) {
+         return one<nn::AvgPool1d>(integer(k, "kernel_size", 1), opt_int(k, "stride"), integer(k, "padding", 0),
+                                   flag(k, "ceil_mode", false), flag(k, "count_include_pad", true));
+       }},
+      {"MaxPool1d",
+       [](const json& k, const Tensors&) {
+         return one<nn::MaxPool1d>(integer(k, "kernel_size", 1), opt_int(k, "stride"), integer(k, "padding", 0),
+                                   integer(k, "dilation", 1), flag(k, "ceil_mode", false));
+       }},
+      {"LPPool1d",
+       [](const json& k, const Tensors&) {
+         return one<nn::LPPool1d>(num(k, "norm_type", 2), integer(k, "kernel_size", 1), opt_int(k, "stride"),
+                                  flag(k, "ceil_mode", false));
+       }},
+      {"LPPool2d",
+       [](const json& k, const Tensors&) {
+         return one<nn::LPPool2d>(num(k, "norm_type", 2), pair(k, "kernel_size"),
+                                  k.contains("stride") && !k.at("stride").is_null() ? pair(k, "stride")
+                                                                                     : std::array<int64_t, 2>{0, 0},
+                                  flag(k, "ceil_mode", false));
+       }},
+      {"AdaptiveAvgPool1d",
+       [](const json& k, const Tensors&) { return one<nn::AdaptiveAvgPool1d>(integer(k, "output_size", 1)); }},
+      {"AdaptiveMaxPool1d",
+       [](const json& k, const Tensors&) { return one<nn::AdaptiveMaxPool1d>(integer(k, "output_size", 1)); }},
+      {"AdaptiveMaxPool2d",
+       [](const json& k, const Tensors&) { return one<nn::AdaptiveMaxPool2d>(pair(k, "output_size")); }},
+      {"InstanceNorm1d",
+       [](const json& k, const Tensors&) {
+         return one<nn::InstanceNorm1d>(integer(k, "num_features", 1), num(k, "eps", 1e-5), 0.1, flag(k, "affine", false));
+       }},
+      {"InstanceNorm2d",
+       [](const json& k, const Tensors&) {
+         return one<nn::InstanceNorm2d>(integer(k, "num_features", 1), num(k, "eps", 1e-5), 0.1, flag(k, "affine", false));
+       }},
+      {"InstanceNorm3d",
+       [](const json& k, const Tensors&) {
+         return one<nn::InstanceNorm3d>(integer(k, "num_features", 1), num(k, "eps", 1e-5), 0.1, flag(k, "affine", false));
+       }},
+      {"Bilinear",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         auto m = std::make_shared<nn::Bilinear>(integer(k, "in1_features", 1), integer(k, "in2_features", 1),
+                                                 integer(k, "out_features", 1), g, flag(k, "bias", true));
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
+       }},
+      {"Unfold", [](const json& k, const Tensors&) { return one<nn::Unfold>(pair(k, "kernel_size"), window(k)); }},
+      {"Fold",
+       [](const json& k, const Tensors&) {
+         return one<nn::Fold>(pair(k, "output_size"), pair(k, "kernel_size"), window(k));
+       }},
+      {"ConvTranspose1d",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         return one<nn::ConvTranspose1d>(integer(k, "in_channels", 1), integer(k, "out_channels", 1),
+                                         integer(k, "kernel_size", 1), std::ref(g), integer(k, "stride", 1),
+                                         integer(k, "padding", 0), integer(k, "output_padding", 0),
+                                         integer(k, "groups", 1), flag(k, "bias", true), integer(k, "dilation", 1));
+       }},
+      {"Dropout1d", [](const json& k, const Tensors&) { return one<nn::Dropout1d>(num(k, "p", 0.5)); }},
+      {"Dropout2d", [](const json& k, const Tensors&) { return one<nn::Dropout2d>(num(k, "p", 0.5)); }},
+      {"Dropout3d", [](const json& k, const Tensors&) { return one<nn::Dropout3d>(num(k, "p", 0.5)); }},
+      {"AlphaDropout", [](const json& k, const Tensors&) { return one<nn::AlphaDropout>(num(k, "p", 0.5)); }},
+      {"FeatureAlphaDropout",
+       [](const json& k, const Tensors&) { return one<nn::FeatureAlphaDropout>(num(k, "p", 0.5)); }},
       // distances
       {"PairwiseDistance",
        [](const json& k, const Tensors&) {

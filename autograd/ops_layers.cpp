@@ -1,0 +1,221 @@
+// The rest of torch.nn.functional's layers, composed of xgrad's ops (so
+// every order of gradient follows from theirs): 1-D pooling on the 2-D ops
+// with a height of 1, adaptive max pooling, power-average pooling, instance
+// norm, the bilinear form and the channel-wise and alpha dropouts.
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "autograd/detail/impl.h"
+#include "autograd/ops.h"
+#include "autograd/require.h"
+
+namespace xg {
+
+namespace {
+
+void check_rank(const Tensor& x, int64_t rank, const char* op, const char* layout) {
+  check_defined(x, op);
+  if (x.dim() != rank) throw ShapeError(fmt::format("{}: expected an input {}, got {}", op, layout, shape_str(x.shape())));
+}
+
+// [floor(i n / out), ceil((i + 1) n / out)): the window of output i (adaptive pooling).
+std::pair<int64_t, int64_t> adaptive_window(int64_t i, int64_t n, int64_t out) {
+  return {i * n / out, ((i + 1) * n + out - 1) / out};
+}
+
+}  // namespace
+
+// ---- 1-D pooling and adaptive max pooling ------------------------------------------
+
+Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding, bool ceil_mode,
+                  bool count_include_pad) {
+  check_rank(x, 3, "avg_pool1d", "(N,C,L)");
+  AvgPool2dOptions o;
+  o.kernel = {1, kernel_size};
+  o.stride = {1, stride};
+  o.padding = {0, padding};
+  o.ceil_mode = ceil_mode;
+  o.count_include_pad = count_include_pad;
+  return squeeze(avg_pool2d(unsqueeze(x, 2), o), 2);
+}
+
+Tensor max_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding, int64_t dilation,
+                  bool ceil_mode) {
+  check_rank(x, 3, "max_pool1d", "(N,C,L)");
+  Pool2dOptions o;
+  o.kernel = {1, kernel_size};
+  o.stride = {1, stride};
+  o.padding = {0, padding};
+  o.dilation = {1, dilation};
+  o.ceil_mode = ceil_mode;
+  return squeeze(max_pool2d(unsqueeze(x, 2), o), 2);
+}
+
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size) {
+  check_rank(x, 3, "adaptive_avg_pool1d", "(N,C,L)");
+  return squeeze(adaptive_avg_pool2d(unsqueeze(x, 2), {1, output_size}), 2);
+}
+
+Tensor adaptive_max_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
+  check_rank(x, 4, "adaptive_max_pool2d", "(N,C,H,W)");
+  const int64_t H = x.size(2), W = x.size(3), Ho = output_size[0], Wo = output_size[1];
+  require(Ho >= 1 && Wo >= 1,
+          fmt::format("adaptive_max_pool2d: output_size ({}, {}): expected each at least 1", Ho, Wo));
+  std::vector<Tensor> rows;
+  for (int64_t i = 0; i < Ho; ++i) {
+    const auto [h0, h1] = adaptive_window(i, H, Ho);
+    std::vector<Tensor> cells;
+    for (int64_t j = 0; j < Wo; ++j) {
+      const auto [w0, w1] = adaptive_window(j, W, Wo);
+      cells.push_back(max(slice(slice(x, 2, h0, h1), 3, w0, w1), {2, 3}, true));  // (N,C,1,1)
+    }
+    rows.push_back(concat(cells, 3));
+  }
+  return concat(rows, 2);  // (N,C,Ho,Wo)
+}
+
+Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size) {
+  check_rank(x, 3, "adaptive_max_pool1d", "(N,C,L)");
+  return squeeze(adaptive_max_pool2d(unsqueeze(x, 2), {1, output_size}), 2);
+}
+
+Tensor lp_pool2d(const Tensor& x, double norm_type, std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride,
+                 bool ceil_mode) {
+  check_rank(x, 4, "lp_pool2d", "(N,C,H,W)");
+  require(norm_type > 0, fmt::format("lp_pool2d: norm_type {}: expected > 0", norm_type));
+  // PyTorch's: (the window's mean of x^p times its size)^(1/p), a negative
+  // mean (odd p) clamped to 0
+  AvgPool2dOptions o;
+  o.kernel = kernel_size;
+  o.stride = stride;
+  o.ceil_mode = ceil_mode;
+  const Tensor m = avg_pool2d(pow(x, norm_type), o);
+  const Tensor summed = relu(m) * static_cast<double>(kernel_size[0] * kernel_size[1]);
+  return pow(summed, 1.0 / norm_type);
+}
+
+Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t stride, bool ceil_mode) {
+  check_rank(x, 3, "lp_pool1d", "(N,C,L)");
+  return squeeze(lp_pool2d(unsqueeze(x, 2), norm_type, {1, kernel_size}, {1, stride}, ceil_mode), 2);
+}
+
+// ---- instance norm, bilinear ------------------------------------------------------
+
+Tensor instance_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_defined(x, "instance_norm");
+  if (x.dim() < 3)
+    throw ShapeError("instance_norm: expected an input (N,C,...) with at least one spatial axis, got " +
+                     shape_str(x.shape()));
+  require(eps > 0, fmt::format("instance_norm: eps {}: expected > 0", eps));
+  std::vector<int64_t> axes;
+  for (int64_t d = 2; d < x.dim(); ++d) axes.push_back(d);
+  const Tensor d = x - mean(x, axes, true);
+  Tensor y = d / sqrt(mean(d * d, axes, true) + eps);  // the biased variance, per (n, c)
+  Shape per_channel(static_cast<size_t>(x.dim()), 1);
+  per_channel[1] = x.size(1);
+  for (const Tensor* t : {&weight, &bias})
+    if (t->defined() && t->shape() != Shape{x.size(1)})
+      throw ShapeError(fmt::format("instance_norm: weight and bias must be (C) = ({}), got {}", x.size(1),
+                                   shape_str(t->shape())));
+  if (weight.defined()) y = y * reshape(weight, per_channel);
+  if (bias.defined()) y = y + reshape(bias, per_channel);
+  return y;
+}
+
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const Tensor& bias) {
+  const char* op = "bilinear";
+  check_defined(x1, op);
+  check_defined(x2, op);
+  check_defined(weight, op);
+  if (weight.dim() != 3 || x1.dim() < 1 || x1.size(-1) != weight.size(1) || x2.dim() != x1.dim() ||
+      x2.size(-1) != weight.size(2) || Shape(x1.shape().begin(), x1.shape().end() - 1) !=
+                                           Shape(x2.shape().begin(), x2.shape().end() - 1))
+    throw ShapeError(fmt::format("bilinear: expected inputs (..., I1) and (..., I2) and a weight (O, I1, I2), got {}, "
+                                 "{} and {}",
+                                 shape_str(x1.shape()), shape_str(x2.shape()), shape_str(weight.shape())));
+  const int64_t O = weight.size(0), I1 = weight.size(1), I2 = weight.size(2);
+  if (bias.defined() && bias.shape() != Shape{O})
+    throw ShapeError(fmt::format("bilinear: bias {} must be (O) = ({})", shape_str(bias.shape()), O));
+  const Tensor a = reshape(x1, {-1, I1}), b = reshape(x2, {-1, I2});  // (M, I1), (M, I2)
+  // y[m, o] = sum_ij a[m, i] W[o, i, j] b[m, j]
+  const Tensor t = reshape(matmul(a, reshape(permute(weight, {1, 0, 2}), {I1, O * I2})), {-1, O, I2});
+  Tensor y = sum(t * unsqueeze(b, 1), {2});  // (M, O)
+  if (bias.defined()) y = y + bias;
+  Shape out(x1.shape().begin(), x1.shape().end() - 1);
+  out.push_back(O);
+  return reshape(y, out);
+}
+
+// ---- dropouts --------------------------------------------------------------------------
+
+namespace {
+
+// A keep mask of `shape`: 1 with probability 1 - p, drawn with gen.
+Tensor keep_mask(const Shape& shape, double p, Generator& gen, Dtype dtype) {
+  std::vector<double> m(static_cast<size_t>(shape_numel(shape)));
+  for (double& v : m) v = gen.uniform() >= p ? 1.0 : 0.0;
+  return from_vector(m, shape, dtype);
+}
+
+// The mask's shape for x: one draw per element, or per channel (N, C, 1, ...)
+// with `features` (an unbatched input (C, ...) has rank `batched_rank` - 1).
+Shape mask_shape(const Tensor& x, bool features, int64_t batched_rank) {
+  if (!features) return x.shape();
+  Shape s = x.shape();
+  const int64_t lead = x.dim() == batched_rank ? 2 : 1;
+  for (int64_t d = lead; d < x.dim(); ++d) s[d] = 1;
+  return s;
+}
+
+void check_p(double p, const char* op) { require(p >= 0 && p <= 1, fmt::format("{}: p {}: expected in [0, 1]", op, p)); }
+
+Tensor scaled_dropout(const char* op, const Tensor& x, double p, bool training, Generator* gen, bool features,
+                      int64_t batched_rank) {
+  check_defined(x, op);
+  check_p(p, op);
+  if (features && x.dim() != batched_rank && x.dim() != batched_rank - 1)
+    throw ShapeError(fmt::format("{}: expected an input of {} or {} dimensions (N,C,...) or (C,...), got {}", op,
+                                 batched_rank, batched_rank - 1, shape_str(x.shape())));
+  if (!training || p == 0) return x;
+  require(gen != nullptr, std::string(op) + ": training draws a mask and needs a Generator");
+  if (p == 1) return x * 0.0;
+  return x * (keep_mask(mask_shape(x, features, batched_rank), p, *gen, x.dtype()) * (1.0 / (1 - p)));
+}
+
+Tensor alpha_dropout_impl(const char* op, const Tensor& x, double p, bool training, Generator* gen, bool features) {
+  check_defined(x, op);
+  check_p(p, op);
+  if (!training || p == 0) return x;
+  require(gen != nullptr, std::string(op) + ": training draws a mask and needs a Generator");
+  if (p == 1) return x * 0.0;
+  // PyTorch's: a dropped value becomes SELU's negative saturation -alpha,
+  // then an affine map a x + b keeps the mean and variance
+  constexpr double alpha = 1.7580993408473766;
+  const double a = 1.0 / std::sqrt((alpha * alpha * p + 1) * (1 - p));
+  const Tensor keep = keep_mask(mask_shape(x, features, x.dim()), p, *gen, x.dtype());
+  return x * (keep * a) + ((keep - 1.0) * (alpha * a) + alpha * a * p);
+}
+
+}  // namespace
+
+Tensor dropout1d(const Tensor& x, double p, bool training, Generator* gen) {
+  return scaled_dropout("dropout1d", x, p, training, gen, true, 3);
+}
+Tensor dropout2d(const Tensor& x, double p, bool training, Generator* gen) {
+  return scaled_dropout("dropout2d", x, p, training, gen, true, 4);
+}
+Tensor dropout3d(const Tensor& x, double p, bool training, Generator* gen) {
+  return scaled_dropout("dropout3d", x, p, training, gen, true, 5);
+}
+Tensor alpha_dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  return alpha_dropout_impl("alpha_dropout", x, p, training, gen, false);
+}
+Tensor feature_alpha_dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  if (x.defined() && x.dim() < 2)
+    throw ShapeError("feature_alpha_dropout: expected an input (N,C,...), got " + shape_str(x.shape()));
+  return alpha_dropout_impl("feature_alpha_dropout", x, p, training, gen, true);
+}
+
+}  // namespace xg

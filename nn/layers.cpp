@@ -1,0 +1,225 @@
+#include "nn/layers.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "autograd/require.h"
+#include "nn/init.h"
+
+namespace xg::nn {
+
+namespace {
+void need_input(const Module& m, const Tensor& x) {
+  if (!x.defined()) throw ShapeError(m.describe() + ": input is undefined");
+}
+}  // namespace
+
+// ---- pooling ----------------------------------------------------------------------
+
+AvgPool1d::AvgPool1d(int64_t k, int64_t s, int64_t p, bool ceil_mode, bool count_include_pad)
+    : k_(k), s_(s), p_(p), ceil_(ceil_mode), include_(count_include_pad) {}
+Tensor AvgPool1d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return avg_pool1d(x, k_, s_, p_, ceil_, include_);
+}
+std::string AvgPool1d::type_name() const { return fmt::format("AvgPool1d(kernel_size={})", k_); }
+
+MaxPool1d::MaxPool1d(int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode)
+    : k_(k), s_(s), p_(p), d_(d), ceil_(ceil_mode) {}
+Tensor MaxPool1d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return max_pool1d(x, k_, s_, p_, d_, ceil_);
+}
+std::string MaxPool1d::type_name() const { return fmt::format("MaxPool1d(kernel_size={})", k_); }
+
+AdaptiveAvgPool1d::AdaptiveAvgPool1d(int64_t out) : out_(out) {
+  require(out >= 1, fmt::format("AdaptiveAvgPool1d: output_size {}: expected >= 1", out));
+}
+Tensor AdaptiveAvgPool1d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return adaptive_avg_pool1d(x, out_);
+}
+std::string AdaptiveAvgPool1d::type_name() const { return fmt::format("AdaptiveAvgPool1d(output_size={})", out_); }
+
+AdaptiveMaxPool1d::AdaptiveMaxPool1d(int64_t out) : out_(out) {
+  require(out >= 1, fmt::format("AdaptiveMaxPool1d: output_size {}: expected >= 1", out));
+}
+Tensor AdaptiveMaxPool1d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return adaptive_max_pool1d(x, out_);
+}
+std::string AdaptiveMaxPool1d::type_name() const { return fmt::format("AdaptiveMaxPool1d(output_size={})", out_); }
+
+AdaptiveMaxPool2d::AdaptiveMaxPool2d(std::array<int64_t, 2> out) : out_(out) {
+  require(out[0] >= 1 && out[1] >= 1, "AdaptiveMaxPool2d: output_size " + pair_text(out) + ": expected each >= 1");
+}
+Tensor AdaptiveMaxPool2d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return adaptive_max_pool2d(x, out_);
+}
+std::string AdaptiveMaxPool2d::type_name() const { return "AdaptiveMaxPool2d(output_size=" + pair_text(out_) + ")"; }
+
+LPPool1d::LPPool1d(double p, int64_t k, int64_t s, bool ceil_mode) : p_(p), k_(k), s_(s), ceil_(ceil_mode) {
+  require(p > 0, fmt::format("LPPool1d: norm_type {}: expected > 0", p));
+}
+Tensor LPPool1d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return lp_pool1d(x, p_, k_, s_, ceil_);
+}
+std::string LPPool1d::type_name() const { return fmt::format("LPPool1d(norm_type={:g}, kernel_size={})", p_, k_); }
+
+LPPool2d::LPPool2d(double p, std::array<int64_t, 2> k, std::array<int64_t, 2> s, bool ceil_mode)
+    : p_(p), k_(k), s_(s), ceil_(ceil_mode) {
+  require(p > 0, fmt::format("LPPool2d: norm_type {}: expected > 0", p));
+}
+Tensor LPPool2d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return lp_pool2d(x, p_, k_, s_, ceil_);
+}
+std::string LPPool2d::type_name() const {
+  return fmt::format("LPPool2d(norm_type={:g}, kernel_size={})", p_, pair_text(k_));
+}
+
+// ---- instance norm ----------------------------------------------------------------------
+
+InstanceNorm::InstanceNorm(std::string name, int64_t rank, int64_t c, double eps, double momentum, bool affine,
+                           bool track_running_stats)
+    : name_(std::move(name)), rank_(rank), c_(c), eps_(eps), affine_(affine) {
+  require(c >= 1, fmt::format("{}: num_features {}: expected >= 1", name_, c));
+  require(eps > 0, fmt::format("{}: eps {}: expected > 0", name_, eps));
+  require(momentum >= 0 && momentum <= 1, fmt::format("{}: momentum {}: expected in [0, 1]", name_, momentum));
+  require(!track_running_stats, name_ + ": track_running_stats (running statistics for eval mode) is not built; "
+                                        "the input's statistics are used in both modes, PyTorch's default");
+  if (affine) {
+    weight_ = register_parameter("weight", ones({c}));
+    bias_ = register_parameter("bias", zeros({c}));
+  }
+}
+
+std::string InstanceNorm::type_name() const {
+  return fmt::format("{}({}, eps={:g}, affine={})", name_, c_, eps_, affine_ ? "True" : "False");
+}
+
+Tensor InstanceNorm::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  if (x.dim() != rank_ && x.dim() != rank_ - 1)
+    throw ShapeError(fmt::format("{}: expected an input of {} dimensions (N,C,...) or {} (C,...), got {}", describe(),
+                                 rank_, rank_ - 1, shape_str(x.shape())));
+  const bool unbatched = x.dim() == rank_ - 1;
+  const Tensor in = unbatched ? unsqueeze(x, 0) : x;
+  if (in.size(1) != c_)
+    throw ShapeError(fmt::format("{}: expected {} channels, got input {}", describe(), c_, shape_str(x.shape())));
+  const Tensor y = instance_norm(in, weight_, bias_, eps_);
+  return unbatched ? squeeze(y, 0) : y;
+}
+
+InstanceNorm1d::InstanceNorm1d(int64_t c, double eps, double m, bool affine, bool track)
+    : InstanceNorm("InstanceNorm1d", 3, c, eps, m, affine, track) {}
+InstanceNorm2d::InstanceNorm2d(int64_t c, double eps, double m, bool affine, bool track)
+    : InstanceNorm("InstanceNorm2d", 4, c, eps, m, affine, track) {}
+InstanceNorm3d::InstanceNorm3d(int64_t c, double eps, double m, bool affine, bool track)
+    : InstanceNorm("InstanceNorm3d", 5, c, eps, m, affine, track) {}
+
+// ---- bilinear, unfold, fold, transposed 1-D convolution -------------------------------
+
+Bilinear::Bilinear(int64_t in1, int64_t in2, int64_t out, Generator& gen, bool bias) : in1_(in1), in2_(in2), out_(out) {
+  require(in1 >= 1 && in2 >= 1 && out >= 1,
+          fmt::format("Bilinear: in1_features {}, in2_features {}, out_features {}: expected each >= 1", in1, in2, out));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in1));
+  weight_ = register_parameter("weight", empty({out, in1, in2}));
+  uniform_(weight_, gen, -bound, bound);
+  if (bias) {
+    bias_ = register_parameter("bias", empty({out}));
+    uniform_(bias_, gen, -bound, bound);
+  }
+}
+Tensor Bilinear::forward(const Tensor& x1, const Tensor& x2) {
+  const auto named = scope();
+  return bilinear(x1, x2, weight_, bias_);
+}
+std::string Bilinear::type_name() const { return fmt::format("Bilinear(in1={}, in2={}, out={})", in1_, in2_, out_); }
+
+Unfold::Unfold(std::array<int64_t, 2> k, const Conv2dOptions& o) : k_(k), o_(o) {}
+Tensor Unfold::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return unfold2d(x, k_, o_);
+}
+std::string Unfold::type_name() const { return "Unfold(kernel_size=" + pair_text(k_) + ")"; }
+
+Fold::Fold(std::array<int64_t, 2> out, std::array<int64_t, 2> k, const Conv2dOptions& o) : out_(out), k_(k), o_(o) {}
+Tensor Fold::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  if (x.dim() != 3 || x.size(1) % (k_[0] * k_[1]) != 0)
+    throw ShapeError(fmt::format("{}: expected columns (N, C*{}, L), got {}", describe(), k_[0] * k_[1],
+                                 shape_str(x.shape())));
+  return fold2d(x, {x.size(0), x.size(1) / (k_[0] * k_[1]), out_[0], out_[1]}, k_, o_);
+}
+std::string Fold::type_name() const {
+  return "Fold(output_size=" + pair_text(out_) + ", kernel_size=" + pair_text(k_) + ")";
+}
+
+ConvTranspose1d::ConvTranspose1d(int64_t in, int64_t out, int64_t k, Generator& gen, int64_t stride, int64_t padding,
+                                 int64_t output_padding, int64_t groups, bool bias, int64_t dilation)
+    : in_(in), out_(out), k_(k) {
+  require(in >= 1 && out >= 1 && k >= 1 && groups >= 1 && in % groups == 0 && out % groups == 0,
+          fmt::format("ConvTranspose1d: in {}, out {}, kernel_size {}, groups {}: expected sizes >= 1 and groups "
+                      "dividing in and out",
+                      in, out, k, groups));
+  o_.stride = {1, stride};
+  o_.padding = {0, padding};
+  o_.output_padding = {0, output_padding};
+  o_.dilation = {1, dilation};
+  o_.groups = groups;
+  // PyTorch's fan-in for a transposed convolution: the weight's second dimension times the kernel
+  const double bound = 1.0 / std::sqrt(static_cast<double>(out / groups * k));
+  weight_ = register_parameter("weight", empty({in, out / groups, k}));
+  uniform_(weight_, gen, -bound, bound);
+  if (bias) {
+    bias_ = register_parameter("bias", empty({out}));
+    uniform_(bias_, gen, -bound, bound);
+  }
+}
+Tensor ConvTranspose1d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  if (x.dim() != 3 || x.size(1) != in_)
+    throw ShapeError(fmt::format("{}: expected an input (N, {}, L), got {}", describe(), in_, shape_str(x.shape())));
+  return squeeze(conv_transpose2d(unsqueeze(x, 2), unsqueeze(weight_, 2), bias_, o_), 2);
+}
+std::string ConvTranspose1d::type_name() const {
+  return fmt::format("ConvTranspose1d(in={}, out={}, kernel_size={})", in_, out_, k_);
+}
+
+// ---- dropouts --------------------------------------------------------------------------
+
+DropoutModule::DropoutModule(std::string name, Fn fn, double p, std::shared_ptr<Generator> gen)
+    : name_(std::move(name)), fn_(fn), p_(p), gen_(std::move(gen)) {
+  require(p >= 0 && p <= 1, fmt::format("{}: p {}: expected in [0, 1]", name_, p));
+}
+Tensor DropoutModule::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return fn_(x, p_, is_training(), gen_.get());
+}
+std::string DropoutModule::type_name() const { return fmt::format("{}(p={:g})", name_, p_); }
+
+Dropout1d::Dropout1d(double p, std::shared_ptr<Generator> gen) : DropoutModule("Dropout1d", dropout1d, p, gen) {}
+Dropout2d::Dropout2d(double p, std::shared_ptr<Generator> gen) : DropoutModule("Dropout2d", dropout2d, p, gen) {}
+Dropout3d::Dropout3d(double p, std::shared_ptr<Generator> gen) : DropoutModule("Dropout3d", dropout3d, p, gen) {}
+AlphaDropout::AlphaDropout(double p, std::shared_ptr<Generator> gen)
+    : DropoutModule("AlphaDropout", alpha_dropout, p, gen) {}
+FeatureAlphaDropout::FeatureAlphaDropout(double p, std::shared_ptr<Generator> gen)
+    : DropoutModule("FeatureAlphaDropout", feature_alpha_dropout, p, gen) {}
+
+}  // namespace xg::nn
