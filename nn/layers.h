@@ -152,6 +152,7 @@ class InstanceNorm3d : public InstanceNorm {
 // U(-1/sqrt(in1), 1/sqrt(in1)) as PyTorch.
 class Bilinear : public Module {
  public:
+  // sizes each >= 1
   Bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features, Generator& gen, bool bias = true);
   Tensor forward(const Tensor& x1, const Tensor& x2);  // (..., in1), (..., in2) -> (..., out)
   std::string type_name() const override;             // "Bilinear(in1=4, in2=3, out=2)"
@@ -215,7 +216,7 @@ class DropoutModule : public Module {
   std::string type_name() const override;   // "Dropout2d(p=0.5)"
 
  protected:
-  using Fn = Tensor (*)(const Tensor&, double, bool, Generator*);
+  using Fn = Tensor (*)(const Tensor&, double, bool, Generator*);  // dropout1d's signature
   // `name` the class's, `fn` its function; p in [0, 1].
   DropoutModule(std::string name, Fn fn, double p, std::shared_ptr<Generator> gen);
 
