@@ -321,6 +321,19 @@ Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
 Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size);
 Tensor adaptive_max_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
 Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t stride = 0, bool ceil_mode = false);
+// 3-D pooling on (N,C,D,H,W), (depth, height, width) triples: each a 2-D
+// pooling of (H, W) followed by a 1-D one of D (a box's mean or maximum is
+// that of its slices').
+Tensor avg_pool3d(const Tensor& x, std::array<int64_t, 3> kernel_size, std::array<int64_t, 3> stride = {0, 0, 0},
+                  std::array<int64_t, 3> padding = {0, 0, 0}, bool ceil_mode = false, bool count_include_pad = true);
+Tensor max_pool3d(const Tensor& x, std::array<int64_t, 3> kernel_size, std::array<int64_t, 3> stride = {0, 0, 0},
+                  std::array<int64_t, 3> padding = {0, 0, 0}, std::array<int64_t, 3> dilation = {1, 1, 1},
+                  bool ceil_mode = false);
+Tensor adaptive_avg_pool3d(const Tensor& x, std::array<int64_t, 3> output_size);
+Tensor adaptive_max_pool3d(const Tensor& x, std::array<int64_t, 3> output_size);
+// torch.nn.functional.local_response_norm: x / (k + alpha/size * the sum of
+// x^2 over `size` neighbouring channels)^beta, on (N,C,...).
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
 Tensor lp_pool2d(const Tensor& x, double norm_type, std::array<int64_t, 2> kernel_size,
                  std::array<int64_t, 2> stride = {0, 0}, bool ceil_mode = false);
 

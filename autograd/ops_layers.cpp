@@ -101,6 +101,81 @@ Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t
   return squeeze(lp_pool2d(unsqueeze(x, 2), norm_type, {1, kernel_size}, {1, stride}, ceil_mode), 2);
 }
 
+// ---- 3-D pooling: separable, (H, W) by the 2-D op, then D by the 1-D one ----------
+
+namespace {
+
+// x (N,C,D,H,W): f2 on (N, C D, H, W), then f1 along D on (N, C Ho Wo, D).
+template <class F2, class F1>
+Tensor separable3d(const Tensor& x, const char* op, F2 f2, F1 f1) {
+  check_rank(x, 5, op, "(N,C,D,H,W)");
+  const int64_t N = x.size(0), C = x.size(1), D = x.size(2);
+  const Tensor hw = f2(reshape(x, {N, C * D, x.size(3), x.size(4)}));  // (N, C D, Ho, Wo)
+  const int64_t Ho = hw.size(2), Wo = hw.size(3);
+  const Tensor cols = reshape(permute(reshape(hw, {N, C, D, Ho * Wo}), {0, 1, 3, 2}), {N, C * Ho * Wo, D});
+  const Tensor d = f1(cols);  // (N, C Ho Wo, Do)
+  const int64_t Do = d.size(2);
+  return reshape(permute(reshape(d, {N, C, Ho * Wo, Do}), {0, 1, 3, 2}), {N, C, Do, Ho, Wo});
+}
+
+}  // namespace
+
+Tensor avg_pool3d(const Tensor& x, std::array<int64_t, 3> k, std::array<int64_t, 3> s, std::array<int64_t, 3> p,
+                  bool ceil_mode, bool count_include_pad) {
+  // mean over a box = mean over D of the (H, W) means, padding counted or not per axis alike
+  return separable3d(
+      x, "avg_pool3d",
+      [&](const Tensor& t) {
+        AvgPool2dOptions o;
+        o.kernel = {k[1], k[2]}, o.stride = {s[1], s[2]}, o.padding = {p[1], p[2]};
+        o.ceil_mode = ceil_mode, o.count_include_pad = count_include_pad;
+        return avg_pool2d(t, o);
+      },
+      [&](const Tensor& t) { return avg_pool1d(t, k[0], s[0], p[0], ceil_mode, count_include_pad); });
+}
+
+Tensor max_pool3d(const Tensor& x, std::array<int64_t, 3> k, std::array<int64_t, 3> s, std::array<int64_t, 3> p,
+                  std::array<int64_t, 3> dilation, bool ceil_mode) {
+  return separable3d(
+      x, "max_pool3d",
+      [&](const Tensor& t) {
+        Pool2dOptions o;
+        o.kernel = {k[1], k[2]}, o.stride = {s[1], s[2]}, o.padding = {p[1], p[2]}, o.dilation = {dilation[1], dilation[2]};
+        o.ceil_mode = ceil_mode;
+        return max_pool2d(t, o);
+      },
+      [&](const Tensor& t) { return max_pool1d(t, k[0], s[0], p[0], dilation[0], ceil_mode); });
+}
+
+Tensor adaptive_avg_pool3d(const Tensor& x, std::array<int64_t, 3> out) {
+  return separable3d(
+      x, "adaptive_avg_pool3d", [&](const Tensor& t) { return adaptive_avg_pool2d(t, {out[1], out[2]}); },
+      [&](const Tensor& t) { return adaptive_avg_pool1d(t, out[0]); });
+}
+
+Tensor adaptive_max_pool3d(const Tensor& x, std::array<int64_t, 3> out) {
+  return separable3d(
+      x, "adaptive_max_pool3d", [&](const Tensor& t) { return adaptive_max_pool2d(t, {out[1], out[2]}); },
+      [&](const Tensor& t) { return adaptive_max_pool1d(t, out[0]); });
+}
+
+Tensor local_response_norm(const Tensor& x, int64_t size, double alpha, double beta, double k) {
+  check_defined(x, "local_response_norm");
+  if (x.dim() < 3)
+    throw ShapeError("local_response_norm: expected an input (N,C,...) of 3 or more dimensions, got " +
+                     shape_str(x.shape()));
+  require(size >= 1, fmt::format("local_response_norm: size {}: expected >= 1", size));
+  // x / (k + alpha * mean of x^2 over `size` channels around it, zeros past the ends)^beta, as PyTorch
+  const int64_t C = x.size(1);
+  Shape pads(static_cast<size_t>(2 * (x.dim() - 1)), 0);  // (before, after) pairs, the last dimension first
+  pads[pads.size() - 2] = size / 2;
+  pads[pads.size() - 1] = (size - 1) / 2;
+  const Tensor sq = pad(x * x, std::vector<int64_t>(pads.begin(), pads.end()));
+  Tensor window = slice(sq, 1, 0, C);
+  for (int64_t j = 1; j < size; ++j) window = window + slice(sq, 1, j, j + C);
+  return x / pow(window * (alpha / static_cast<double>(size)) + k, beta);
+}
+
 // ---- instance norm, bilinear ------------------------------------------------------
 
 Tensor instance_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {

@@ -32,11 +32,17 @@ std::string BatchNorm::type_name() const {
 
 Tensor BatchNorm::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, ranks_, features_, ranks_.back() == 4 ? "(N,C,H,W)" : "(N,C) or (N,C,L)");
+  require_input(x, ranks_, features_,
+                ranks_.back() == 5   ? "(N,C,D,H,W)"
+                : ranks_.back() == 4 ? "(N,C,H,W)"
+                                     : "(N,C) or (N,C,L)");
   // Without running statistics, evaluation normalises with the batch's own (as PyTorch).
   const bool batch_stats = is_training() || !running_mean_.defined();
   if (is_training() && num_batches_tracked_.defined()) num_batches_tracked_.set({}, num_batches_tracked_.item() + 1);
-  return batch_norm(x, running_mean_, running_var_, weight_, bias_, batch_stats, momentum_, eps_, across_);
+  // (N,C,D,H,W): the same statistics per channel over (N,C,D*H*W)
+  const Tensor in = x.dim() == 5 ? reshape(x, {x.size(0), x.size(1), -1}) : x;
+  const Tensor y = batch_norm(in, running_mean_, running_var_, weight_, bias_, batch_stats, momentum_, eps_, across_);
+  return x.dim() == 5 ? reshape(y, x.shape()) : y;
 }
 
 }  // namespace xg::nn

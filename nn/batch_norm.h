@@ -1,4 +1,4 @@
-// Batch normalisation, as torch.nn.BatchNorm1d and BatchNorm2d: each
+// Batch normalisation, as torch.nn.BatchNorm1d, BatchNorm2d and BatchNorm3d: each
 // channel normalised with the batch's statistics in training and with the
 // running statistics in evaluation (train() / eval()).
 #pragma once
@@ -64,6 +64,15 @@ class BatchNorm2d : public BatchNorm {
   explicit BatchNorm2d(int64_t features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
                        bool track_running_stats = true)
       : BatchNorm("BatchNorm2d", {4}, features, eps, momentum, affine, track_running_stats) {}
+};
+
+// (N,C,D,H,W) inputs.
+class BatchNorm3d : public BatchNorm {
+ public:
+  // PyTorch's defaults; eps > 0, momentum in [0, 1].
+  explicit BatchNorm3d(int64_t features, double eps = 1e-5, double momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
+      : BatchNorm("BatchNorm3d", {5}, features, eps, momentum, affine, track_running_stats) {}
 };
 
 }  // namespace xg::nn

@@ -1,10 +1,12 @@
-// Sequential (chains forward) and ModuleList (holds modules for a loop).
-// Children are named "0", "1", ... in insertion order.
+// Sequential (chains forward) and ModuleList (holds modules for a loop),
+// children named "0", "1", ... in insertion order; ModuleDict (children by
+// name); ParameterList and ParameterDict (parameters by index or name).
 #pragma once
 
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "nn/module.h"
@@ -50,6 +52,70 @@ class ModuleList : public Module {
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Modules by name, in insertion order (torch.nn.ModuleDict): each child's
+// tensors are "KEY.weight" and so on.
+class ModuleDict : public Module {
+ public:
+  ModuleDict() = default;
+  // insert() of each, in order
+  ModuleDict(std::initializer_list<std::pair<std::string, std::shared_ptr<Module>>> items);
+  // Registers m under `key` (a name as register_module takes it; a key
+  // already there throws std::invalid_argument naming it).
+  void insert(const std::string& key, std::shared_ptr<Module> m);
+  size_t size() const { return modules_.size(); }                 // number of modules
+  bool contains(const std::string& key) const;                    // whether `key` is there
+  const std::shared_ptr<Module>& operator[](const std::string& key) const;  // std::out_of_range naming the keys
+  std::vector<std::string> keys() const;                          // in insertion order
+  // Typed access: throws std::invalid_argument if the module is not an M.
+  template <class M>
+  std::shared_ptr<M> at(const std::string& key) const {
+    auto p = std::dynamic_pointer_cast<M>((*this)[key]);
+    if (!p) throw std::invalid_argument(describe() + ": '" + key + "' is a " + (*this)[key]->type_name() +
+                                        ", not the requested type");
+    return p;
+  }
+  auto begin() const { return modules_.begin(); }  // (key, module) pairs in insertion order
+  auto end() const { return modules_.end(); }      // end of that iteration
+  std::string type_name() const override { return "ModuleDict"; }  // "ModuleDict"
+
+ private:
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules_;
+};
+
+// Parameters in order, named "0", "1", ... (torch.nn.ParameterList).
+class ParameterList : public Module {
+ public:
+  ParameterList() = default;
+  // append() of each, in order
+  ParameterList(std::initializer_list<Tensor> params);
+  Tensor& append(Tensor p);  // registers p (a leaf) under the next name; returns it
+  size_t size() const { return names_; }  // number of parameters
+  Tensor& operator[](size_t i);           // bounds-checked (std::out_of_range naming the index and size)
+  std::string type_name() const override { return "ParameterList"; }  // "ParameterList"
+
+ private:
+  size_t names_ = 0;
+  std::vector<Tensor*> params_;
+};
+
+// Parameters by name, in insertion order (torch.nn.ParameterDict).
+class ParameterDict : public Module {
+ public:
+  ParameterDict() = default;
+  // insert() of each, in order
+  ParameterDict(std::initializer_list<std::pair<std::string, Tensor>> params);
+  Tensor& insert(const std::string& key, Tensor p);  // registers p under `key`; returns it
+  size_t size() const { return keys_.size(); }      // number of parameters
+  bool contains(const std::string& key) const;      // whether `key` is there
+  Tensor& operator[](const std::string& key);       // std::out_of_range naming the keys
+  const std::vector<std::string>& keys() const { return keys_; }  // in insertion order
+  std::string type_name() const override { return "ParameterDict"; }  // "ParameterDict"
+
+ private:
+  std::vector<std::string> keys_;
+  std::vector<Tensor*> params_;
 };
 
 }  // namespace xg::nn

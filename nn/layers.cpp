@@ -88,6 +88,50 @@ std::string LPPool2d::type_name() const {
   return fmt::format("LPPool2d(norm_type={:g}, kernel_size={})", p_, pair_text(k_));
 }
 
+AvgPool3d::AvgPool3d(std::array<int64_t, 3> k, std::array<int64_t, 3> s, std::array<int64_t, 3> p, bool ceil_mode,
+                     bool count_include_pad)
+    : k_(k), s_(s), p_(p), ceil_(ceil_mode), include_(count_include_pad) {}
+Tensor AvgPool3d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return avg_pool3d(x, k_, s_, p_, ceil_, include_);
+}
+std::string AvgPool3d::type_name() const { return "AvgPool3d"; }
+
+MaxPool3d::MaxPool3d(std::array<int64_t, 3> k, std::array<int64_t, 3> s, std::array<int64_t, 3> p,
+                     std::array<int64_t, 3> d, bool ceil_mode)
+    : k_(k), s_(s), p_(p), d_(d), ceil_(ceil_mode) {}
+Tensor MaxPool3d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return max_pool3d(x, k_, s_, p_, d_, ceil_);
+}
+std::string MaxPool3d::type_name() const { return "MaxPool3d"; }
+
+AdaptivePool3d::AdaptivePool3d(bool max, std::array<int64_t, 3> out) : max_(max), out_(out) {
+  require(out[0] >= 1 && out[1] >= 1 && out[2] >= 1,
+          fmt::format("{}: output_size ({}, {}, {}): expected each >= 1", type_name(), out[0], out[1], out[2]));
+}
+Tensor AdaptivePool3d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return max_ ? adaptive_max_pool3d(x, out_) : adaptive_avg_pool3d(x, out_);
+}
+std::string AdaptivePool3d::type_name() const { return max_ ? "AdaptiveMaxPool3d" : "AdaptiveAvgPool3d"; }
+
+LocalResponseNorm::LocalResponseNorm(int64_t size, double alpha, double beta, double k)
+    : size_(size), alpha_(alpha), beta_(beta), k_(k) {
+  require(size >= 1, fmt::format("LocalResponseNorm: size {}: expected >= 1", size));
+}
+Tensor LocalResponseNorm::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return local_response_norm(x, size_, alpha_, beta_, k_);
+}
+std::string LocalResponseNorm::type_name() const {
+  return fmt::format("LocalResponseNorm({}, alpha={:g}, beta={:g}, k={:g})", size_, alpha_, beta_, k_);
+}
+
 // ---- instance norm ----------------------------------------------------------------------
 
 InstanceNorm::InstanceNorm(std::string name, int64_t rank, int64_t c, double eps, double momentum, bool affine,

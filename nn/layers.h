@@ -105,6 +105,72 @@ class LPPool2d : public Module {
   bool ceil_;
 };
 
+// torch.nn.AvgPool3d (divisor_override is not offered).
+class AvgPool3d : public Module {
+ public:
+  // (depth, height, width) triples; checked by forward as avg_pool3d checks them
+  explicit AvgPool3d(std::array<int64_t, 3> kernel_size, std::array<int64_t, 3> stride = {0, 0, 0},
+                     std::array<int64_t, 3> padding = {0, 0, 0}, bool ceil_mode = false, bool count_include_pad = true);
+  Tensor forward(const Tensor& x) override;  // (N,C,D,H,W) -> (N,C,Do,Ho,Wo)
+  std::string type_name() const override;   // "AvgPool3d"
+
+ private:
+  std::array<int64_t, 3> k_, s_, p_;
+  bool ceil_, include_;
+};
+
+// torch.nn.MaxPool3d (return_indices is not offered).
+class MaxPool3d : public Module {
+ public:
+  // (depth, height, width) triples; checked by forward as max_pool3d checks them
+  explicit MaxPool3d(std::array<int64_t, 3> kernel_size, std::array<int64_t, 3> stride = {0, 0, 0},
+                     std::array<int64_t, 3> padding = {0, 0, 0}, std::array<int64_t, 3> dilation = {1, 1, 1},
+                     bool ceil_mode = false);
+  Tensor forward(const Tensor& x) override;  // (N,C,D,H,W) -> (N,C,Do,Ho,Wo)
+  std::string type_name() const override;   // "MaxPool3d"
+
+ private:
+  std::array<int64_t, 3> k_, s_, p_, d_;
+  bool ceil_;
+};
+
+// torch.nn.AdaptiveAvgPool3d and AdaptiveMaxPool3d (no return_indices).
+class AdaptivePool3d : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;  // (N,C,D,H,W) -> (N,C,Do,Ho,Wo)
+  std::string type_name() const override;   // "AdaptiveAvgPool3d"
+
+ protected:
+  // `max`: AdaptiveMaxPool3d, else the average; sizes each >= 1.
+  AdaptivePool3d(bool max, std::array<int64_t, 3> output_size);
+
+ private:
+  bool max_;
+  std::array<int64_t, 3> out_;
+};
+// torch.nn.AdaptiveAvgPool3d.
+class AdaptiveAvgPool3d : public AdaptivePool3d {
+ public:
+  explicit AdaptiveAvgPool3d(std::array<int64_t, 3> output_size) : AdaptivePool3d(false, output_size) {}  // each >= 1
+};
+// torch.nn.AdaptiveMaxPool3d.
+class AdaptiveMaxPool3d : public AdaptivePool3d {
+ public:
+  explicit AdaptiveMaxPool3d(std::array<int64_t, 3> output_size) : AdaptivePool3d(true, output_size) {}  // each >= 1
+};
+
+// torch.nn.LocalResponseNorm: local_response_norm(x, size, alpha, beta, k).
+class LocalResponseNorm : public Module {
+ public:
+  explicit LocalResponseNorm(int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);  // size >= 1
+  Tensor forward(const Tensor& x) override;  // (N,C,...) -> the same shape
+  std::string type_name() const override;   // "LocalResponseNorm(3, alpha=0.0001, beta=0.75, k=1)"
+
+ private:
+  int64_t size_;
+  double alpha_, beta_, k_;
+};
+
 // torch.nn.InstanceNorm1d/2d/3d: instance_norm with the input's
 // statistics; with affine, parameters weight (ones) and bias (zeros).
 // track_running_stats (running statistics, used in eval mode) is not built:

@@ -1340,3 +1340,101 @@ MODULES += [
 ]
 MODULES_BY_NAME = {m.cls: m for m in MODULES}
 assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"
+
+
+# ---- containers, 3-D pools, BatchNorm3d, LocalResponseNorm -----------------------------
+
+class ModuleDictTwin(torch.nn.ModuleDict):
+    """torch.nn.ModuleDict of Linear layers "m0", "m1", ..., called as the
+    table calls xgrad's: the sum of every module's output."""
+
+    def __init__(self, n, in_features, out_features):
+        super().__init__({f"m{i}": torch.nn.Linear(in_features, out_features) for i in range(n)})
+
+    def forward(self, x):
+        return sum(m(x) for m in self.values())
+
+
+class ParameterListTwin(torch.nn.ParameterList):
+    """torch.nn.ParameterList of n (width) parameters: x * p0 + x * p1 + ...
+    (PyTorch's containers refuse to be called: __call__ is forward here)."""
+
+    def __init__(self, n, width):
+        super().__init__([torch.nn.Parameter(torch.zeros(width)) for _ in range(n)])
+
+    def __call__(self, x):
+        return sum(x * p for p in self)
+
+
+class ParameterDictTwin(torch.nn.ParameterDict):
+    """torch.nn.ParameterDict {"scale", "shift"}: x * scale + shift."""
+
+    def __init__(self, width):
+        super().__init__({"scale": torch.nn.Parameter(torch.zeros(width)),
+                          "shift": torch.nn.Parameter(torch.zeros(width))})
+
+    def __call__(self, x):
+        return x * self["scale"] + self["shift"]
+
+
+def draw_rows(g, x, s, kinks):
+    W = g.r.randint(1, 4)
+    s.update(n=g.r.randint(1, 3), in_features=W, out_features=g.r.randint(1, 3), width=W)
+    return [g.new_input(tuple(g.r.choice([1, 2, 3]) for _ in range(g.r.randint(0, 2))) + (W,))]
+
+
+def draw_pool3d(kind):
+    def draw(g, x, s, kinks):
+        shape = (g.r.choice([1, 2]), g.r.choice([1, 2])) + tuple(g.r.randint(1, 4) for _ in range(3))
+        if kind.startswith("adaptive"):
+            s["output_size"] = [g.r.randint(1, 3) for _ in range(3)]
+            return [g.new_input(shape)]
+        k = [g.r.randint(1, n) for n in shape[2:]]
+        s.update(kernel_size=k, stride=g.r.choice([None, [1, 1, 1], [2, 1, 2]]),
+                 padding=[g.r.randint(0, kk // 2) for kk in k], ceil_mode=g.r.random() < 0.3)
+        if kind == "avg":
+            s["count_include_pad"] = g.r.random() < 0.5
+        else:
+            s["dilation"] = [1, 1, 1]
+        return [g.new_input(shape)]
+    return draw
+
+
+def draw_batch_norm3d(g, x, s, kinks):
+    C = g.r.choice([1, 2, 3])
+    x = g.new_input((g.r.choice([2, 3]), C) + tuple(g.r.randint(1, 3) for _ in range(3)))
+    v = g.vals[x].transpose(0, 1).reshape(C, -1)
+    if v.shape[1] < 2 or bool((v.var(-1, unbiased=False) < 1e-2).any()):
+        return None
+    s.update(num_features=C, eps=g.r.choice([1e-5, 1e-3]), momentum=g.r.choice([0.1, 0.3]),
+             affine=g.r.random() < 0.7)
+    return [x]
+
+
+def draw_lrn(g, x, s, kinks):
+    shape = (g.r.choice([1, 2]), g.r.randint(1, 5)) + tuple(g.r.randint(1, 3) for _ in range(g.r.randint(1, 2)))
+    s.update(size=g.r.randint(1, 4), alpha=g.r.choice([1e-4, 0.1, 1.0]), beta=g.r.choice([0.75, 0.5, 1.5]),
+             k=g.r.choice([1.0, 2.0]))
+    return [g.new_input(shape)]
+
+
+MODULES += [
+    ModuleEntry("ModuleDict", Op("module_dict", LAYERS, None, draw_rows), keep("n", "in_features", "out_features"),
+                twin=ModuleDictTwin),
+    ModuleEntry("ParameterList", Op("parameter_list", LAYERS, None, draw_rows), keep("n", "width"),
+                twin=ParameterListTwin),
+    ModuleEntry("ParameterDict", Op("parameter_dict", LAYERS, None, draw_rows), keep("width"), twin=ParameterDictTwin),
+    ModuleEntry("AvgPool3d", Op("avg_pool3d", LAYERS, None, draw_pool3d("avg")),
+                keep_pool("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad")),
+    ModuleEntry("MaxPool3d", Op("max_pool3d", LAYERS, None, draw_pool3d("max")),
+                keep_pool("kernel_size", "stride", "padding", "dilation", "ceil_mode")),
+    ModuleEntry("AdaptiveAvgPool3d", Op("adaptive_avg_pool3d", LAYERS, None, draw_pool3d("adaptive")),
+                keep_pool("output_size")),
+    ModuleEntry("AdaptiveMaxPool3d", Op("adaptive_max_pool3d", LAYERS, None, draw_pool3d("adaptive")),
+                keep_pool("output_size")),
+    ModuleEntry("BatchNorm3d", Op("batch_norm3d", LAYERS, None, draw_batch_norm3d),
+                keep("num_features", "eps", "momentum", "affine")),
+    ModuleEntry("LocalResponseNorm", Op("local_response_norm", LAYERS, None, draw_lrn), keep("size", "alpha", "beta", "k")),
+]
+MODULES_BY_NAME = {m.cls: m for m in MODULES}
+assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"

@@ -33,6 +33,12 @@ std::array<int64_t, 2> pair(const json& k, const char* key) {
   const std::vector<int64_t> v = ints(k, key);
   return {v.at(0), v.size() > 1 ? v.at(1) : v.at(0)};
 }
+// A (depth, height, width) size: one int, a triple, or None (`fallback` each).
+std::array<int64_t, 3> triple(const json& k, const char* key, int64_t fallback) {
+  if (!k.contains(key) || k.at(key).is_null()) return {fallback, fallback, fallback};
+  const std::vector<int64_t> v = ints(k, key);
+  return v.size() == 1 ? std::array<int64_t, 3>{v[0], v[0], v[0]} : std::array<int64_t, 3>{v.at(0), v.at(1), v.at(2)};
+}
 // Unfold's and Fold's dilation, padding and stride.
 Conv2dOptions window(const json& k) {
   Conv2dOptions o;
@@ -439,6 +445,62 @@ const std::map<std::string, Factory>& table() {
       {"AlphaDropout", [](const json& k, const Tensors&) { return one<nn::AlphaDropout>(num(k, "p", 0.5)); }},
       {"FeatureAlphaDropout",
        [](const json& k, const Tensors&) { return one<nn::FeatureAlphaDropout>(num(k, "p", 0.5)); }},
+      // containers, called as the table's twins call them
+      {"ModuleDict",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         auto m = std::make_shared<nn::ModuleDict>();
+         for (int64_t i = 0; i < integer(k, "n", 1); ++i)
+           m->insert("m" + std::to_string(i), std::make_shared<nn::Linear>(integer(k, "in_features", 1),
+                                                                         integer(k, "out_features", 1), g));
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) {
+                             Tensor y;
+                             for (const auto& [key, child] : *m) y = y.defined() ? y + child->forward(a.at(0)) : child->forward(a.at(0));
+                             return y;
+                           }};
+       }},
+      {"ParameterList",
+       [](const json& k, const Tensors&) {
+         auto m = std::make_shared<nn::ParameterList>();
+         for (int64_t i = 0; i < integer(k, "n", 1); ++i) m->append(zeros({integer(k, "width", 1)}));
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) {
+                             Tensor y = a.at(0) * (*m)[0];
+                             for (size_t i = 1; i < m->size(); ++i) y = y + a.at(0) * (*m)[i];
+                             return y;
+                           }};
+       }},
+      {"ParameterDict",
+       [](const json& k, const Tensors&) {
+         const int64_t w = integer(k, "width", 1);
+         auto m = std::make_shared<nn::ParameterDict>();
+         m->insert("scale", zeros({w}));
+         m->insert("shift", zeros({w}));
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return a.at(0) * (*m)["scale"] + (*m)["shift"]; }};
+       }},
+      {"AvgPool3d",
+       [](const json& k, const Tensors&) {
+         return one<nn::AvgPool3d>(triple(k, "kernel_size", 1), triple(k, "stride", 0), triple(k, "padding", 0),
+                                   flag(k, "ceil_mode", false), flag(k, "count_include_pad", true));
+       }},
+      {"MaxPool3d",
+       [](const json& k, const Tensors&) {
+         return one<nn::MaxPool3d>(triple(k, "kernel_size", 1), triple(k, "stride", 0), triple(k, "padding", 0),
+                                   triple(k, "dilation", 1), flag(k, "ceil_mode", false));
+       }},
+      {"AdaptiveAvgPool3d",
+       [](const json& k, const Tensors&) { return one<nn::AdaptiveAvgPool3d>(triple(k, "output_size", 1)); }},
+      {"AdaptiveMaxPool3d",
+       [](const json& k, const Tensors&) { return one<nn::AdaptiveMaxPool3d>(triple(k, "output_size", 1)); }},
+      {"BatchNorm3d",
+       [](const json& k, const Tensors&) {
+         return one<nn::BatchNorm3d>(integer(k, "num_features", 1), num(k, "eps", 1e-5), num(k, "momentum", 0.1),
+                                     flag(k, "affine", true));
+       }},
+      {"LocalResponseNorm",
+       [](const json& k, const Tensors&) {
+         return one<nn::LocalResponseNorm>(integer(k, "size", 1), num(k, "alpha", 1e-4), num(k, "beta", 0.75),
+                                           num(k, "k", 1.0));
+       }},
       // distances
       {"PairwiseDistance",
        [](const json& k, const Tensors&) {
