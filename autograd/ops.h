@@ -361,6 +361,31 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
                   double eps = 1e-5);
 
+// torch.nn.functional.max_unpool1d/2d/3d: x (N,C,*) placed at `indices`
+// (int64, x's shape: each value's flat position in its (n, c) plane of the
+// output, as max_pool2d_with_indices gives them) in zeros (N, C,
+// *output_size); a repeated index adds up.
+Tensor max_unpool(const Tensor& x, const Tensor& indices, const Shape& output_size);
+// torch.nn.CrossMapLRN2d's normalisation of (N,C,H,W): x / (k + alpha/size *
+// the sum of x^2 over a window of channels)^beta, its windows built as
+// PyTorch's legacy code builds them (channel 0 stays in every window from
+// channel (size-1)/2 + 1 on).
+Tensor cross_map_lrn2d(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
+// torch.nn.functional.embedding_bag: rows of weight (V, C) picked by int64
+// ids, (B, L) bags or (N) split at `offsets` (B) (plus the end when
+// include_last_offset), reduced per bag by mode "sum" (times
+// per_sample_weights, the ids' shape), "mean" or "max"; ids equal to
+// padding_idx (-1: none) count for nothing; an empty bag is zeros -> (B, C).
+Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offsets = Tensor(),
+                     const std::string& mode = "mean", const Tensor& per_sample_weights = Tensor(),
+                     bool include_last_offset = false, int64_t padding_idx = -1);
+// torch.nn.functional.conv3d: (N,C,D,H,W) * weight (O, C/groups, kd, kh, kw)
+// [+ bias (O)], (depth, height, width) triples; each output depth a sum of
+// conv2d's over the kernel's depth.
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              std::array<int64_t, 3> stride = {1, 1, 1}, std::array<int64_t, 3> padding = {0, 0, 0},
+              std::array<int64_t, 3> dilation = {1, 1, 1}, int64_t groups = 1);
+
 // torch.nn.functional.instance_norm with the input's statistics: each (n, c)
 // of x (N,C,...) normalised over its spatial axes (biased variance), then
 // weight and bias (C), either undefined.

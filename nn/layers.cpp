@@ -132,6 +132,84 @@ std::string LocalResponseNorm::type_name() const {
   return fmt::format("LocalResponseNorm({}, alpha={:g}, beta={:g}, k={:g})", size_, alpha_, beta_, k_);
 }
 
+// ---- unpooling, cross-map response norm, bags, 3-D convolution --------------------------
+
+MaxUnpool::MaxUnpool(std::string name, std::vector<int64_t> k, std::vector<int64_t> s, std::vector<int64_t> p)
+    : name_(std::move(name)), k_(std::move(k)), s_(std::move(s)), p_(std::move(p)) {
+  for (size_t i = 0; i < k_.size(); ++i) {
+    if (s_[i] == 0) s_[i] = k_[i];
+    require(k_[i] >= 1 && s_[i] >= 1 && p_[i] >= 0,
+            fmt::format("{}: kernel_size {}, stride {}, padding {}: expected kernel and stride >= 1, padding >= 0",
+                        name_, k_[i], s_[i], p_[i]));
+  }
+}
+Tensor MaxUnpool::forward(const Tensor& x, const Tensor& indices, const Shape& output_size) {
+  const auto named = scope();
+  need_input(*this, x);
+  const size_t dims = k_.size();
+  if (x.dim() != static_cast<int64_t>(dims) + 2)
+    throw ShapeError(fmt::format("{}: expected an input (N,C) and {} spatial dimensions, got {}", describe(), dims,
+                                 shape_str(x.shape())));
+  Shape out = output_size;
+  if (out.empty())
+    for (size_t i = 0; i < dims; ++i) out.push_back((x.size(2 + i) - 1) * s_[i] - 2 * p_[i] + k_[i]);
+  return max_unpool(x, indices, out);
+}
+std::string MaxUnpool::type_name() const { return fmt::format("{}(kernel_size=({}))", name_, fmt::join(k_, ", ")); }
+
+CrossMapLRN2d::CrossMapLRN2d(int64_t size, double alpha, double beta, double k)
+    : size_(size), alpha_(alpha), beta_(beta), k_(k) {
+  require(size >= 1, fmt::format("CrossMapLRN2d: size {}: expected >= 1", size));
+}
+Tensor CrossMapLRN2d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return cross_map_lrn2d(x, size_, alpha_, beta_, k_);
+}
+std::string CrossMapLRN2d::type_name() const {
+  return fmt::format("CrossMapLRN2d({}, alpha={:g}, beta={:g}, k={:g})", size_, alpha_, beta_, k_);
+}
+
+EmbeddingBag::EmbeddingBag(int64_t num, int64_t dim, Generator& gen, const std::string& mode, bool include_last_offset,
+                           int64_t padding_idx)
+    : num_(num), dim_(dim), padding_idx_(padding_idx), mode_(mode), include_last_offset_(include_last_offset) {
+  require(num >= 1 && dim >= 1, fmt::format("EmbeddingBag: num_embeddings {}, embedding_dim {}: expected >= 1", num, dim));
+  require(mode == "sum" || mode == "mean" || mode == "max",
+          "EmbeddingBag: mode '" + mode + "': expected 'sum', 'mean' or 'max'");
+  require(padding_idx >= -1 && padding_idx < num,
+          fmt::format("EmbeddingBag: padding_idx {}: expected in [0, {}) or -1 for none", padding_idx, num));
+  weight_ = register_parameter("weight", empty({num, dim}));
+  normal_(weight_, gen, 0.0, 1.0);
+}
+Tensor EmbeddingBag::forward(const Tensor& ids, const Tensor& offsets, const Tensor& per_sample_weights) {
+  const auto named = scope();
+  need_input(*this, ids);
+  return embedding_bag(ids, weight_, offsets, mode_, per_sample_weights, include_last_offset_, padding_idx_);
+}
+std::string EmbeddingBag::type_name() const { return fmt::format("EmbeddingBag({}, {}, mode='{}')", num_, dim_, mode_); }
+
+Conv3d::Conv3d(int64_t in, int64_t out, std::array<int64_t, 3> k, Generator& gen, std::array<int64_t, 3> s,
+               std::array<int64_t, 3> p, std::array<int64_t, 3> d, int64_t groups, bool bias)
+    : in_(in), out_(out), groups_(groups), s_(s), p_(p), d_(d) {
+  require(in >= 1 && out >= 1 && groups >= 1 && in % groups == 0 && out % groups == 0 && k[0] >= 1 && k[1] >= 1 &&
+              k[2] >= 1,
+          fmt::format("Conv3d: in {}, out {}, groups {}: expected sizes >= 1 and groups dividing in and out", in, out,
+                      groups));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in / groups * k[0] * k[1] * k[2]));
+  weight_ = register_parameter("weight", empty({out, in / groups, k[0], k[1], k[2]}));
+  uniform_(weight_, gen, -bound, bound);
+  if (bias) {
+    bias_ = register_parameter("bias", empty({out}));
+    uniform_(bias_, gen, -bound, bound);
+  }
+}
+Tensor Conv3d::forward(const Tensor& x) {
+  const auto named = scope();
+  need_input(*this, x);
+  return conv3d(x, weight_, bias_, s_, p_, d_, groups_);
+}
+std::string Conv3d::type_name() const { return fmt::format("Conv3d(in={}, out={})", in_, out_); }
+
 // ---- instance norm ----------------------------------------------------------------------
 
 InstanceNorm::InstanceNorm(std::string name, int64_t rank, int64_t c, double eps, double momentum, bool affine,

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "autograd/ops.h"
 #include "nn/module.h"
@@ -169,6 +170,98 @@ class LocalResponseNorm : public Module {
  private:
   int64_t size_;
   double alpha_, beta_, k_;
+};
+
+// torch.nn.MaxUnpool1d/2d/3d: max_unpool of a MaxPool's values and indices
+// (max_pool2d_with_indices gives them) into zeros of the pooled input's size.
+class MaxUnpool : public Module {
+ public:
+  // (N,C,*in) values and indices -> (N,C,*out); output_size empty: (in - 1) stride - 2 padding + kernel per axis
+  Tensor forward(const Tensor& x, const Tensor& indices, const Shape& output_size = {});
+  std::string type_name() const override;  // "MaxUnpool2d(kernel_size=(2, 2))"
+
+ protected:
+  // `name` the class's; kernel, stride (0: the kernel) and padding per spatial axis.
+  MaxUnpool(std::string name, std::vector<int64_t> kernel, std::vector<int64_t> stride, std::vector<int64_t> padding);
+
+ private:
+  std::string name_;
+  std::vector<int64_t> k_, s_, p_;
+};
+// torch.nn.MaxUnpool1d.
+class MaxUnpool1d : public MaxUnpool {
+ public:
+  // stride 0: the kernel
+  explicit MaxUnpool1d(int64_t kernel_size, int64_t stride = 0, int64_t padding = 0)
+      : MaxUnpool("MaxUnpool1d", {kernel_size}, {stride}, {padding}) {}
+};
+// torch.nn.MaxUnpool2d.
+class MaxUnpool2d : public MaxUnpool {
+ public:
+  // stride 0: the kernel
+  explicit MaxUnpool2d(std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride = {0, 0},
+                       std::array<int64_t, 2> padding = {0, 0})
+      : MaxUnpool("MaxUnpool2d", {kernel_size[0], kernel_size[1]}, {stride[0], stride[1]}, {padding[0], padding[1]}) {}
+};
+// torch.nn.MaxUnpool3d.
+class MaxUnpool3d : public MaxUnpool {
+ public:
+  // stride 0: the kernel
+  explicit MaxUnpool3d(std::array<int64_t, 3> kernel_size, std::array<int64_t, 3> stride = {0, 0, 0},
+                       std::array<int64_t, 3> padding = {0, 0, 0})
+      : MaxUnpool("MaxUnpool3d", {kernel_size[0], kernel_size[1], kernel_size[2]}, {stride[0], stride[1], stride[2]},
+                  {padding[0], padding[1], padding[2]}) {}
+};
+
+// torch.nn.CrossMapLRN2d: cross_map_lrn2d(x, size, alpha, beta, k).
+class CrossMapLRN2d : public Module {
+ public:
+  explicit CrossMapLRN2d(int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);  // size >= 1
+  Tensor forward(const Tensor& x) override;  // (N,C,H,W) -> the same shape
+  std::string type_name() const override;   // "CrossMapLRN2d(3, alpha=0.0001, beta=0.75, k=1)"
+
+ private:
+  int64_t size_;
+  double alpha_, beta_, k_;
+};
+
+// torch.nn.EmbeddingBag: embedding_bag with its weight (V, C) ~ N(0, 1) as
+// PyTorch's. max_norm, scale_grad_by_freq and sparse are not offered.
+class EmbeddingBag : public Module {
+ public:
+  // mode "sum", "mean" or "max"; padding_idx -1: none
+  EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, Generator& gen, const std::string& mode = "mean",
+               bool include_last_offset = false, int64_t padding_idx = -1);
+  // ids (B, L), or (N) with offsets (B); per_sample_weights with mode sum -> (B, C)
+  Tensor forward(const Tensor& ids, const Tensor& offsets, const Tensor& per_sample_weights = Tensor());
+  Tensor forward(const Tensor& ids) override { return forward(ids, Tensor()); }  // (B, L) ids
+  std::string type_name() const override;  // "EmbeddingBag(10, 3, mode='mean')"
+  Tensor& weight() { return weight_; }     // (V, C)
+
+ private:
+  int64_t num_, dim_, padding_idx_;
+  std::string mode_;
+  bool include_last_offset_;
+  Tensor weight_;
+};
+
+// torch.nn.Conv3d: conv3d with weight (out, in/groups, kd, kh, kw) and bias
+// (out), both U(-b, b) with b = 1/sqrt(in/groups kd kh kw) as PyTorch.
+class Conv3d : public Module {
+ public:
+  // PyTorch's arguments in its order (the generator after the kernel)
+  Conv3d(int64_t in, int64_t out, std::array<int64_t, 3> kernel_size, Generator& gen,
+         std::array<int64_t, 3> stride = {1, 1, 1}, std::array<int64_t, 3> padding = {0, 0, 0},
+         std::array<int64_t, 3> dilation = {1, 1, 1}, int64_t groups = 1, bool bias = true);
+  Tensor forward(const Tensor& x) override;  // (N, in, D, H, W) -> (N, out, Do, Ho, Wo)
+  std::string type_name() const override;   // "Conv3d(in=2, out=4)"
+  Tensor& weight() { return weight_; }      // (out, in/groups, kd, kh, kw)
+  Tensor& bias() { return bias_; }          // (out), undefined without bias
+
+ private:
+  int64_t in_, out_, groups_;
+  std::array<int64_t, 3> s_, p_, d_;
+  Tensor weight_, bias_;
 };
 
 // torch.nn.InstanceNorm1d/2d/3d: instance_norm with the input's

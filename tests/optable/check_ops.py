@@ -41,7 +41,7 @@ def add_grads(g, y, leaves, order):
         return
     out = g.vals[y]
     w = g.const(tuple(out.shape), -1.5, 1.5)
-    g.steps.append({"op": "grad", "outputs": [y], "grad_outputs": [w], "wrt": leaves, "create_graph": True})
+    g.steps.append({"op": "grad", "outputs": [y], "grad_outputs": [w], "wrt": leaves, "create_graph": order >= 2})
     first = list(range(len(g.vals), len(g.vals) + len(leaves)))
     for leaf in leaves:
         g.vals.append(torch.zeros_like(g.vals[leaf]))

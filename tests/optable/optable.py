@@ -1438,3 +1438,113 @@ MODULES += [
 ]
 MODULES_BY_NAME = {m.cls: m for m in MODULES}
 assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"
+
+
+# ---- unpooling, the cross-map response norm, bags of embeddings, Conv3d --------------------
+
+def draw_unpool(dims):
+    def draw(g, x, s, kinks):
+        spatial = tuple(g.r.randint(2, 4) for _ in range(dims))
+        x = g.new_input((g.r.choice([1, 2]), g.r.choice([1, 2])) + spatial)
+        k = [g.r.randint(1, 2) for _ in range(dims)]
+        pool = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[dims]
+        values, indices = pool(g.vals[x], k, k, return_indices=True)  # stride = kernel: no index twice
+        s.update(kernel_size=k, stride=k)
+        v = g.new_input(tuple(values.shape))
+        g.steps[v]["data"] = values.flatten().tolist()
+        g.vals[v] = values.clone()
+        return [v, g.add_ids(tuple(indices.shape), indices.flatten().tolist())]
+    return draw
+
+
+class CrossMapLRN2dTwin(torch.nn.Module):
+    """PyTorch 1.13's CrossMapLRN2d has a hand-written backward that
+    disagrees with its own forward (torch.autograd.gradcheck fails on it,
+    and for some sizes it fails outright: "start (1) + length (4) exceeds
+    dimension size (4)"). The twin is its forward, windows and all, written
+    with differentiable ops; its values are checked against PyTorch's."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = size, alpha, beta, k
+        self.native = torch.nn.CrossMapLRN2d(size, alpha, beta, k)
+
+    def forward(self, x):
+        C, pre = x.shape[1], (self.size - 1) // 2 + 1
+        inside, rows = [0.0] * C, []
+        for c in range(min(pre, C)):
+            inside[c] = 1.0
+        for c in range(C):
+            if c > 0:
+                if c < C - pre + 1:
+                    inside[c + pre - 1] += 1
+                if c > pre:
+                    inside[c - pre] -= 1
+            rows.append(list(inside))
+        window = torch.tensor(rows, dtype=x.dtype)  # (C, C)
+        scale = torch.einsum("nchw,dc->ndhw", x * x, window)
+        y = x * (scale * (self.alpha / self.size) + self.k) ** -self.beta
+        with torch.no_grad():
+            assert torch.allclose(y, self.native(x.detach()), rtol=1e-12, atol=0), "CrossMapLRN2d's definition differs"
+        return y
+
+
+def draw_cross_map(g, x, s, kinks):
+    args = draw_lrn(g, x, s, kinks)
+    return args if g.vals[args[0]].dim() == 4 else None
+
+
+def draw_embedding_bag(g, x, s, kinks):
+    V, D = g.r.choice([3, 5]), g.r.choice([1, 2, 3])
+    mode = g.r.choice(["sum", "mean", "max"])
+    s.update(num_embeddings=V, embedding_dim=D, mode=mode)
+    if g.r.random() < 0.3:
+        s["padding_idx"] = g.r.randrange(V)
+    if g.r.random() < 0.5:  # (B, L) bags
+        B, L = g.r.choice([1, 2, 3]), g.r.choice([1, 2, 3])
+        ids = g.add_ids((B, L), [g.r.randrange(V) for _ in range(B * L)])
+        psw = g.new_input((B, L)) if mode == "sum" and g.r.random() < 0.5 else None
+        return [ids, None, psw]
+    n = g.r.randint(1, 6)
+    starts = sorted(g.r.sample(range(n), g.r.randint(1, n)))
+    if starts[0] != 0:
+        starts = [0] + starts
+    s["include_last_offset"] = g.r.random() < 0.3
+    offsets = starts + [n] if s["include_last_offset"] else starts
+    ids = g.add_ids((n,), [g.r.randrange(V) for _ in range(n)])
+    psw = g.new_input((n,)) if mode == "sum" and g.r.random() < 0.5 else None
+    return [ids, g.add_ids((len(offsets),), offsets), psw]
+
+
+def draw_conv3d(g, x, s, kinks):
+    groups = g.r.choice([1, 1, 2])
+    cin, cout = groups * g.r.choice([1, 2]), groups * g.r.choice([1, 2])
+    spatial = tuple(g.r.randint(2, 4) for _ in range(3))
+    k = [g.r.randint(1, n) for n in spatial]
+    s.update(in_channels=cin, out_channels=cout, kernel_size=k, stride=[g.r.choice([1, 2]) for _ in range(3)],
+             padding=[g.r.randint(0, 1) for _ in range(3)], dilation=[1, g.r.choice([1, 2]), 1], groups=groups,
+             bias=g.r.random() < 0.7)
+    if any((kk - 1) * d + 1 > n + 2 * p for kk, d, n, p in zip(k, s["dilation"], spatial, s["padding"])):
+        return None
+    return [g.new_input((g.r.choice([1, 2]), cin) + spatial)]
+
+
+MODULES += [
+    ModuleEntry("MaxUnpool1d", Op("max_unpool1d", LAYERS, None, draw_unpool(1)), keep_pool("kernel_size", "stride"),
+                inputs=lambda g, s, args: args),
+    ModuleEntry("MaxUnpool2d", Op("max_unpool2d", LAYERS, None, draw_unpool(2)), keep_pool("kernel_size", "stride"),
+                inputs=lambda g, s, args: args),
+    ModuleEntry("MaxUnpool3d", Op("max_unpool3d", LAYERS, None, draw_unpool(3)), keep_pool("kernel_size", "stride"),
+                inputs=lambda g, s, args: args),
+    ModuleEntry("CrossMapLRN2d", Op("cross_map_lrn2d", LAYERS, None, draw_cross_map),
+                keep("size", "alpha", "beta", "k"), twin=CrossMapLRN2dTwin),
+    # PyTorch 1.13's embedding_bag backward is not differentiable again
+    ModuleEntry("EmbeddingBag", Op("embedding_bag", LAYERS, None, draw_embedding_bag, torch_order=1),
+                keep("num_embeddings", "embedding_dim", "mode", "padding_idx", "include_last_offset"),
+                inputs=lambda g, s, args: args),
+    ModuleEntry("Conv3d", Op("conv3d", LAYERS, None, draw_conv3d),
+                keep_pool("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups",
+                          "bias")),
+]
+MODULES_BY_NAME = {m.cls: m for m in MODULES}
+assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"

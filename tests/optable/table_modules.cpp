@@ -501,6 +501,44 @@ const std::map<std::string, Factory>& table() {
          return one<nn::LocalResponseNorm>(integer(k, "size", 1), num(k, "alpha", 1e-4), num(k, "beta", 0.75),
                                            num(k, "k", 1.0));
        }},
+      // unpooling, cross-map response norm, bags, Conv3d
+      {"MaxUnpool1d",
+       [](const json& k, const Tensors&) {
+         auto m = std::make_shared<nn::MaxUnpool1d>(ints(k, "kernel_size").at(0), pair(k, "stride")[0]);
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
+       }},
+      {"MaxUnpool2d",
+       [](const json& k, const Tensors&) {
+         auto m = std::make_shared<nn::MaxUnpool2d>(pair(k, "kernel_size"), pair(k, "stride"));
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
+       }},
+      {"MaxUnpool3d",
+       [](const json& k, const Tensors&) {
+         auto m = std::make_shared<nn::MaxUnpool3d>(triple(k, "kernel_size", 1), triple(k, "stride", 0));
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
+       }},
+      {"CrossMapLRN2d",
+       [](const json& k, const Tensors&) {
+         return one<nn::CrossMapLRN2d>(integer(k, "size", 1), num(k, "alpha", 1e-4), num(k, "beta", 0.75),
+                                       num(k, "k", 1.0));
+       }},
+      {"EmbeddingBag",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         auto m = std::make_shared<nn::EmbeddingBag>(
+             integer(k, "num_embeddings", 1), integer(k, "embedding_dim", 1), g, k.value("mode", std::string("mean")),
+             flag(k, "include_last_offset", false),
+             k.contains("padding_idx") && !k.at("padding_idx").is_null() ? k.at("padding_idx").get<int64_t>() : -1);
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), opt(a, 1), opt(a, 2)); }};
+       }},
+      {"Conv3d",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         return one<nn::Conv3d>(integer(k, "in_channels", 1), integer(k, "out_channels", 1),
+                                triple(k, "kernel_size", 1), std::ref(g), triple(k, "stride", 1),
+                                triple(k, "padding", 0), triple(k, "dilation", 1), integer(k, "groups", 1),
+                                flag(k, "bias", true));
+       }},
       // distances
       {"PairwiseDistance",
        [](const json& k, const Tensors&) {

@@ -1,0 +1,169 @@
+// Unpooling, the legacy cross-map response norm, bags of embeddings and the
+// 3-D convolution, composed of xgrad's ops (so every order of gradient
+// follows from theirs).
+#include <cmath>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "autograd/detail/impl.h"
+#include "autograd/ops.h"
+#include "autograd/require.h"
+
+namespace xg {
+
+Tensor max_unpool(const Tensor& x, const Tensor& indices, const Shape& output_size) {
+  const char* op = "max_unpool";
+  check_defined(x, op);
+  check_defined_any(indices, op);
+  const int64_t dims = static_cast<int64_t>(output_size.size());
+  if (dims < 1 || dims > 3 || x.dim() != dims + 2 || indices.dtype() != Dtype::i64 || indices.shape() != x.shape())
+    throw ShapeError(fmt::format("{}: expected an input (N,C,...) with {} spatial dimensions and int64 indices of its "
+                                 "shape, got {} and {} {}",
+                                 op, dims, shape_str(x.shape()), dtype_name(indices.dtype()),
+                                 shape_str(indices.shape())));
+  const int64_t planes = x.size(0) * x.size(1), per_in = x.numel() / std::max<int64_t>(planes, 1);
+  const int64_t per_out = shape_numel(output_size);
+  auto idx = std::make_shared<std::vector<int64_t>>();
+  idx->reserve(static_cast<size_t>(x.numel()));
+  const int64_t* pi = indices.data<int64_t>();
+  for (int64_t e = 0; e < x.numel(); ++e) {
+    if (pi[e] < 0 || pi[e] >= per_out)
+      throw ShapeError(fmt::format("{}: index {} at position {} is outside the output plane of {} positions {}", op,
+                                   pi[e], e, per_out, shape_str(output_size)));
+    idx->push_back(e / per_in * per_out + pi[e]);
+  }
+  Shape out{x.size(0), x.size(1)};
+  out.insert(out.end(), output_size.begin(), output_size.end());
+  // each value added at its position of zeros (a repeated index adds up)
+  return detail::put_add(reshape(x, {x.numel()}), idx, out);
+}
+
+Tensor cross_map_lrn2d(const Tensor& x, int64_t size, double alpha, double beta, double k) {
+  const char* op = "cross_map_lrn2d";
+  check_defined(x, op);
+  if (x.dim() != 4) throw ShapeError(fmt::format("{}: expected an input (N,C,H,W), got {}", op, shape_str(x.shape())));
+  require(size >= 1, fmt::format("{}: size {}: expected >= 1", op, size));
+  // PyTorch's CrossMapLRN2d builds each channel's window from the previous
+  // one: the next channel added while c < C - pre_pad + 1, the one pre_pad
+  // back removed only while c > pre_pad (so channel 0 stays in the windows
+  // from channel pre_pad on). The windows as a (C, C) matrix of ones.
+  const int64_t C = x.size(1), pre = (size - 1) / 2 + 1;
+  std::vector<double> in(static_cast<size_t>(C), 0.0), m(static_cast<size_t>(C * C), 0.0);
+  for (int64_t c = 0; c < std::min(pre, C); ++c) in[c] = 1;
+  for (int64_t c = 0; c < C; ++c) {
+    if (c > 0) {
+      if (c < C - pre + 1) in[c + pre - 1] += 1;
+      if (c > pre) in[c - pre] -= 1;
+    }
+    for (int64_t j = 0; j < C; ++j) m[c * C + j] = in[j];
+  }
+  const Tensor window = from_vector(m, {C, C}, x.dtype());
+  const Tensor sq = permute(x * x, {0, 2, 3, 1});                          // (N,H,W,C)
+  const Tensor scale = permute(matmul(sq, transpose(window, 0, 1)), {0, 3, 1, 2});  // (N,C,H,W)
+  return x * pow(scale * (alpha / static_cast<double>(size)) + k, -beta);
+}
+
+Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offsets, const std::string& mode,
+                     const Tensor& per_sample_weights, bool include_last_offset, int64_t padding_idx) {
+  const char* op = "embedding_bag";
+  check_defined(weight, op);
+  check_defined_any(ids, op);
+  require(mode == "sum" || mode == "mean" || mode == "max",
+          "embedding_bag: mode '" + mode + "': expected 'sum', 'mean' or 'max'");
+  if (ids.dtype() != Dtype::i64 || (ids.dim() != 1 && ids.dim() != 2) || weight.dim() != 2)
+    throw ShapeError(fmt::format("{}: expected int64 ids (B, L) or (N) with offsets, and a weight (V, C), got {} {} "
+                                 "and {}",
+                                 op, dtype_name(ids.dtype()), shape_str(ids.shape()), shape_str(weight.shape())));
+  const int64_t n = ids.numel();
+  std::vector<int64_t> starts;  // each bag's first position in the flat ids
+  if (ids.dim() == 2) {
+    if (offsets.defined()) throw ShapeError("embedding_bag: offsets go with 1-D ids, not (B, L)");
+    for (int64_t b = 0; b < ids.size(0); ++b) starts.push_back(b * ids.size(1));
+  } else {
+    if (!offsets.defined() || offsets.dtype() != Dtype::i64 || offsets.dim() != 1)
+      throw ShapeError("embedding_bag: 1-D ids need int64 offsets (B), each bag's start");
+    const int64_t* po = offsets.data<int64_t>();
+    starts.assign(po, po + offsets.numel());
+    if (include_last_offset && !starts.empty()) starts.pop_back();
+    for (size_t b = 0; b < starts.size(); ++b)
+      if (starts[b] < 0 || starts[b] > n || (b > 0 && starts[b] < starts[b - 1]))
+        throw ShapeError(fmt::format("{}: offsets must rise from 0 within the {} ids, got {} at bag {}", op, n,
+                                     starts[b], b));
+  }
+  if (per_sample_weights.defined() && (mode != "sum" || per_sample_weights.shape() != ids.shape()))
+    throw ShapeError("embedding_bag: per_sample_weights (of the ids' shape) go with mode 'sum' only");
+  const int64_t B = static_cast<int64_t>(starts.size()), C = weight.size(1);
+  const int64_t* pi = ids.data<int64_t>();
+  Tensor rows = gather_rows(weight, reshape(ids, {n}));  // (n, C)
+  if (per_sample_weights.defined()) rows = rows * unsqueeze(reshape(per_sample_weights, {n}), 1);
+  auto bag_end = [&](int64_t b) {
+    return b + 1 < B ? starts[b + 1] : (ids.dim() == 2 ? (b + 1) * ids.size(1) : n);
+  };
+  if (mode == "max") {
+    std::vector<Tensor> bags;
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<int64_t> keep;
+      for (int64_t i = starts[b]; i < bag_end(b); ++i)
+        if (pi[i] != padding_idx) keep.push_back(i);
+      bags.push_back(keep.empty() ? zeros({1, C}, weight.dtype())
+                                  : max(index_select(rows, 0, from_ints(keep, {static_cast<int64_t>(keep.size())})),
+                                        {0}, true));
+    }
+    return concat(bags, 0);  // (B, C); an empty bag is zeros
+  }
+  std::vector<double> a(static_cast<size_t>(B * n), 0.0);  // (B, n): which ids each bag adds, and how
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t count = 0;
+    for (int64_t i = starts[b]; i < bag_end(b); ++i) count += pi[i] != padding_idx;
+    for (int64_t i = starts[b]; i < bag_end(b); ++i)
+      if (pi[i] != padding_idx) a[b * n + i] = mode == "mean" ? 1.0 / count : 1.0;
+  }
+  return matmul(from_vector(a, {B, n}, weight.dtype()), rows);  // (B, C)
+}
+
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<int64_t, 3> stride,
+              std::array<int64_t, 3> padding, std::array<int64_t, 3> dilation, int64_t groups) {
+  const char* op = "conv3d";
+  check_defined(x, op);
+  check_defined(weight, op);
+  if (x.dim() != 5 || weight.dim() != 5 || groups < 1 || weight.size(1) * groups != x.size(1))
+    throw ShapeError(fmt::format("{}: expected an input (N,C,D,H,W) and a weight (O,C/groups,kd,kh,kw) with groups "
+                                 "{}, got {} and {}",
+                                 op, groups, shape_str(x.shape()), shape_str(weight.shape())));
+  require(stride[0] >= 1 && dilation[0] >= 1 && padding[0] >= 0,
+          fmt::format("{}: depth stride {}, padding {}, dilation {}: expected stride and dilation >= 1, padding >= 0",
+                      op, stride[0], padding[0], dilation[0]));
+  const int64_t kd = weight.size(2);
+  // the depth padded with zeros, then each output depth a sum of 2-D convolutions over the kernel's depth
+  const Tensor xp = padding[0] ? pad(x, {0, 0, 0, 0, padding[0], padding[0]}) : x;
+  const int64_t Dp = xp.size(2), reach = dilation[0] * (kd - 1) + 1;
+  if (Dp < reach)
+    throw ShapeError(fmt::format("{}: the padded depth {} is smaller than the dilated kernel {}", op, Dp, reach));
+  const int64_t Do = (Dp - reach) / stride[0] + 1;
+  Conv2dOptions o;
+  o.stride = {stride[1], stride[2]};
+  o.padding = {padding[1], padding[2]};
+  o.dilation = {dilation[1], dilation[2]};
+  o.groups = groups;
+  std::vector<Tensor> depths;
+  for (int64_t d = 0; d < Do; ++d) {
+    Tensor acc;
+    for (int64_t j = 0; j < kd; ++j) {
+      const int64_t at = d * stride[0] + j * dilation[0];
+      const Tensor y = conv2d(squeeze(slice(xp, 2, at, at + 1), 2), squeeze(slice(weight, 2, j, j + 1), 2), Tensor(), o);
+      acc = acc.defined() ? acc + y : y;
+    }
+    depths.push_back(acc);  // (N,O,Ho,Wo)
+  }
+  Tensor out = stack(depths, 2);  // (N,O,Do,Ho,Wo)
+  if (bias.defined()) {
+    if (bias.shape() != Shape{weight.size(0)})
+      throw ShapeError(fmt::format("{}: expected a bias ({},), got {}", op, weight.size(0), shape_str(bias.shape())));
+    out = out + reshape(bias, {1, weight.size(0), 1, 1, 1});
+  }
+  return out;
+}
+
+}  // namespace xg
