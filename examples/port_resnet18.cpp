@@ -1,0 +1,110 @@
+// examples/port_resnet18.py's torchvision ResNet-18, ported line for line to
+// xgrad's nn: the same classes, arguments and state-dict keys ("layer2.0.
+// downsample.1.running_var"), so PyTorch's state dict loads as it is. Reads
+// the file the script writes (the state dict, a batch of images and
+// PyTorch's eval-mode logits, float64) and prints the largest difference of
+// xgrad's logits from PyTorch's; exits 1 above 1e-9 relative.
+//   port_resnet18 WEIGHTS.safetensors
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "autograd/xg.h"
+#include "nn/nn.h"
+
+using namespace xg;
+
+// --- the model (the lines the port counts) ---
+struct BasicBlock : nn::Module {
+  std::shared_ptr<nn::Conv2d> conv1, conv2;
+  std::shared_ptr<nn::BatchNorm2d> bn1, bn2;
+  std::shared_ptr<nn::ReLU> relu;
+  std::shared_ptr<nn::Sequential> downsample;
+  BasicBlock(int64_t inplanes, int64_t planes, Generator& gen, int64_t stride = 1) {
+    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(inplanes, planes, 3, gen,
+                                                                  Conv2dOptions{{stride, stride}, {1, 1}}, false));
+    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(planes));
+    relu = register_module("relu", std::make_shared<nn::ReLU>());
+    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(planes, planes, 3, gen,
+                                                                  Conv2dOptions{{1, 1}, {1, 1}}, false));
+    bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(planes));
+    if (stride != 1 || inplanes != planes)
+      downsample = register_module("downsample", std::make_shared<nn::Sequential>(
+          std::initializer_list<std::shared_ptr<nn::Module>>{
+              std::make_shared<nn::Conv2d>(inplanes, planes, 1, gen, Conv2dOptions{{stride, stride}}, false),
+              std::make_shared<nn::BatchNorm2d>(planes)}));
+  }
+  Tensor forward(const Tensor& x) override {
+    const Tensor identity = downsample ? downsample->forward(x) : x;
+    const Tensor out = relu->forward(bn1->forward(conv1->forward(x)));
+    return relu->forward(bn2->forward(conv2->forward(out)) + identity);
+  }
+};
+
+struct ResNet18 : nn::Module {
+  std::shared_ptr<nn::Conv2d> conv1;
+  std::shared_ptr<nn::BatchNorm2d> bn1;
+  std::shared_ptr<nn::ReLU> relu;
+  std::shared_ptr<nn::MaxPool2d> maxpool;
+  std::shared_ptr<nn::Sequential> layer1, layer2, layer3, layer4;
+  std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;
+  std::shared_ptr<nn::Linear> fc;
+  explicit ResNet18(Generator& gen, int64_t num_classes = 1000) {
+    auto stage = [&](int64_t in, int64_t planes, int64_t stride) {
+      return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+          std::make_shared<BasicBlock>(in, planes, gen, stride), std::make_shared<BasicBlock>(planes, planes, gen)});
+    };
+    conv1 =
+        register_module("conv1", std::make_shared<nn::Conv2d>(3, 64, 7, gen, Conv2dOptions{{2, 2}, {3, 3}}, false));
+    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(64));
+    relu = register_module("relu", std::make_shared<nn::ReLU>());
+    maxpool = register_module("maxpool", std::make_shared<nn::MaxPool2d>(3, 2, 1));
+    layer1 = register_module("layer1", stage(64, 64, 1));
+    layer2 = register_module("layer2", stage(64, 128, 2));
+    layer3 = register_module("layer3", stage(128, 256, 2));
+    layer4 = register_module("layer4", stage(256, 512, 2));
+    avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(std::array<int64_t, 2>{1, 1}));
+    fc = register_module("fc", std::make_shared<nn::Linear>(512, num_classes, gen));
+  }
+  Tensor forward(const Tensor& input) override {
+    Tensor x = maxpool->forward(relu->forward(bn1->forward(conv1->forward(input))));
+    x = layer4->forward(layer3->forward(layer2->forward(layer1->forward(x))));
+    return fc->forward(flatten(avgpool->forward(x), 1));
+  }
+};
+// --- end of the model ---
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: port_resnet18 WEIGHTS.safetensors (written by port_resnet18.py)\n");
+    return 2;
+  }
+  try {
+    std::map<std::string, Tensor> file = load_tensors(argv[1]);
+    const Tensor images = file.at("input.images"), want = file.at("output.logits");
+    file.erase("input.images");
+    file.erase("output.logits");
+    Generator gen(0);
+    ResNet18 model(gen, 10);
+    model.to(f64);
+    model.load_state_dict(file);  // strict: PyTorch's keys, every one
+    model.eval();
+    NoGradGuard no_grad;
+    const Tensor got = model.forward(images);
+    const auto g = got.to_vector(), w = want.to_vector();
+    double diff = 0, scale = 0;
+    for (size_t i = 0; i < g.size() && i < w.size(); ++i) {
+      diff = std::max(diff, std::abs(g[i] - w[i]));
+      scale = std::max(scale, std::abs(w[i]));
+    }
+    std::printf("port_resnet18: %zu tensors of PyTorch's state dict loaded, %lld parameters; logits %s, largest "
+                "difference from PyTorch's %.2e (relative %.2e)\n",
+                file.size(), static_cast<long long>(model.num_parameters()), shape_str(got.shape()).c_str(), diff,
+                diff / scale);
+    return got.shape() == want.shape() && diff / scale <= 1e-9 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "port_resnet18: %s\n", e.what());
+    return 1;
+  }
+}
