@@ -90,20 +90,6 @@ Value expm1(const OpContext& c) {
   return Value{c.b.node("Sub", {c.b.node("Exp", {x_of(c)}), c.b.scalar(1.0, dtype_of(c))}), c.in[0].dims};
 }
 
-// Numpy broadcasting of two operands' axes, the changing one winning.
-Dims broadcast_dims(const Dims& a, const Dims& b) {
-  const size_t n = std::max(a.size(), b.size());
-  Dims out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const Dim* da = i + a.size() >= n ? &a[i + a.size() - n] : nullptr;
-    const Dim* db = i + b.size() >= n ? &b[i + b.size() - n] : nullptr;
-    if (da && !da->sym.empty()) out[i] = *da;
-    else if (db && !db->sym.empty()) out[i] = *db;
-    else out[i] = {std::max(da ? da->size : 1, db ? db->size : 1), ""};
-  }
-  return out;
-}
-
 // A comparison: its operands are the op's extra tensors (a mask has no
 // history), the result cast back to the input's dtype (ONNX gives bool).
 Emitter compare(const char* type, bool negate = false) {
@@ -111,7 +97,7 @@ Emitter compare(const char* type, bool negate = false) {
     std::string r = c.b.node(type, {c.in.at(0).name, c.in.at(1).name});
     if (negate) r = c.b.node("Not", {r});
     const std::string cast = c.b.node("Cast", {r}, [&](pb::NodeProto& n) { set_int(n, "to", onnx_type(dtype_of(c))); });
-    return Value{cast, broadcast_dims(c.in[0].dims, c.in[1].dims)};
+    return Value{cast, broadcast(c.in[0].dims, c.in[1].dims)};
   };
 }
 

@@ -30,21 +30,6 @@ bool any_dynamic(const Dims& ds) {
   return false;
 }
 
-// Numpy broadcasting of two values' axes: an axis that may change wins over
-// a fixed one (a fixed 1 stretches to it).
-Dims broadcast(const Dims& a, const Dims& b) {
-  const size_t n = std::max(a.size(), b.size());
-  Dims out(n);
-  for (size_t i = 0; i < n; ++i) {
-    const Dim* da = i + a.size() >= n ? &a[i + a.size() - n] : nullptr;
-    const Dim* db = i + b.size() >= n ? &b[i + b.size() - n] : nullptr;
-    if (da && !da->sym.empty()) out[i] = *da;
-    else if (db && !db->sym.empty()) out[i] = *db;
-    else out[i] = {std::max(da ? da->size : 1, db ? db->size : 1), ""};
-  }
-  return out;
-}
-
 Emitter unary(const char* type) {
   return [type](const OpContext& c) { return Value{c.b.node(type, {c.in[0].name}), c.in[0].dims}; };
 }
@@ -332,6 +317,19 @@ Value attention(const OpContext& c) {
 }
 
 }  // namespace
+
+Dims broadcast(const Dims& a, const Dims& b) {
+  const size_t n = std::max(a.size(), b.size());
+  Dims out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Dim* da = i + a.size() >= n ? &a[i + a.size() - n] : nullptr;
+    const Dim* db = i + b.size() >= n ? &b[i + b.size() - n] : nullptr;
+    if (da && !da->sym.empty()) out[i] = *da;
+    else if (db && !db->sym.empty()) out[i] = *db;
+    else out[i] = {std::max(da ? da->size : 1, db ? db->size : 1), ""};
+  }
+  return out;
+}
 
 const std::map<std::string, Emitter>& emitters() {
   static const std::map<std::string, Emitter> table = [] {

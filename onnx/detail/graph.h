@@ -57,6 +57,10 @@ void set_int(pb::NodeProto& n, const std::string& name, int64_t v);
 void set_ints(pb::NodeProto& n, const std::string& name, const std::vector<int64_t>& v);
 void set_float(pb::NodeProto& n, const std::string& name, double v);
 
+// Numpy broadcasting of two values' axes: an axis that may change wins over
+// a fixed one (a fixed 1 stretches to it).
+Dims broadcast(const Dims& a, const Dims& b);
+
 // What an emitter gets: the op as traced, its inputs as graph values (in
 // record()'s order, then the op's extra tensors), and the graph.
 struct OpContext {
