@@ -44,6 +44,11 @@ class Op:
         self.onnx, self.grad, self.weight, self.torch_order = onnx, grad, weight, torch_order
 
 
+def given_or_new(g, x, min_rank=0, max_rank=3):
+    """The value x the fuzzer offers, or (x None: a draw of its own) a new input."""
+    return x if x is not None else g.new_input(g.shape(min_rank, max_rank))
+
+
 def near(t, points, tol=1e-6):
     return any(bool(((t - p).abs() < tol).any()) for p in points)
 
@@ -54,8 +59,7 @@ def unary(attrs=lambda r: {}, domain=None):
     a value computed from gradients, whose values are not known yet)."""
     def draw(g, x, s, kinks):
         s.update(attrs(g.r))
-        if x is None:
-            x = g.new_input(g.shape())
+        x = given_or_new(g, x)
         v = g.vals[x]
         if domain is not None and g.kind[x] == "grad":
             return None
@@ -65,12 +69,11 @@ def unary(attrs=lambda r: {}, domain=None):
     return draw
 
 
-def same_shape_pair(target, rg_target=False):
+def same_shape_pair(target):
     """A draw for a loss of input and target of one shape; target(g, shape)
     makes the target's value id."""
     def draw(g, x, s, kinks):
-        if x is None:
-            x = g.new_input(g.shape(1, 3))
+        x = given_or_new(g, x, 1, 3)
         shape = tuple(g.vals[x].shape)
         if not shape:
             return None
@@ -140,9 +143,9 @@ OPS = [
 ]
 
 
-def draw_softmin(g, x, s, kinks):
-    if x is None:
-        x = g.new_input(g.shape(1, 3))
+def draw_dim(g, x, s, kinks):
+    """An input of rank >= 1 and a dimension of it (softmin, Softmax, ...)."""
+    x = given_or_new(g, x, 1, 3)
     d = g.vals[x].dim()
     if d == 0:
         return None
@@ -151,8 +154,7 @@ def draw_softmin(g, x, s, kinks):
 
 
 def draw_glu(g, x, s, kinks):
-    if x is None:
-        x = g.new_input(g.shape(1, 3))
+    x = given_or_new(g, x, 1, 3)
     shape = tuple(g.vals[x].shape)
     even = [k for k, n in enumerate(shape) if n % 2 == 0]
     if not even:
@@ -162,8 +164,7 @@ def draw_glu(g, x, s, kinks):
 
 
 def draw_prelu(g, x, s, kinks):
-    if x is None:
-        x = g.new_input(g.shape(1, 3))
+    x = given_or_new(g, x, 1, 3)
     shape = tuple(g.vals[x].shape)
     if near(g.vals[x], [0.0]):
         return None
@@ -176,7 +177,7 @@ def by_name(name):
     return next(o for o in OPS if o.name == name)
 
 
-by_name("softmin").draw = draw_softmin
+by_name("softmin").draw = draw_dim
 by_name("glu").draw = draw_glu
 by_name("prelu").draw = draw_prelu
 
@@ -188,8 +189,7 @@ def draw_compare(g, x, s, kinks):
     itself): values computed two ways may differ in the last bit (PyTorch's
     hardswish(x) for x > 3 is x * 6 / 6, xgrad's x), and a comparison
     makes that a 0 against a 1."""
-    if x is None:
-        x = g.new_input(g.shape())
+    x = given_or_new(g, x)
     if g.kind[x] == "grad":
         return None  # placeholder values: their ties are unknown
     xs = tuple(g.vals[x].shape)
@@ -220,8 +220,7 @@ for _name, _fn, _onnx in [("gt", torch.gt, "Greater"), ("ge", torch.ge, "Greater
 # ---- distances and norms -------------------------------------------------------------
 
 def draw_norm(g, x, s, kinks):
-    if x is None:
-        x = g.new_input(g.shape(1, 3))
+    x = given_or_new(g, x, 1, 3)
     xs = tuple(g.vals[x].shape)
     d = len(xs)
     if d == 0:
@@ -249,8 +248,7 @@ def torch_norm(a, s):
 
 
 def draw_pair_rows(g, x, s, kinks):
-    if x is None:
-        x = g.new_input(g.shape(1, 3))
+    x = given_or_new(g, x, 1, 3)
     xs = tuple(g.vals[x].shape)
     if not xs:
         return None
@@ -311,9 +309,7 @@ OPS += [
 
 def labels(values):
     """A target of fixed labels (no gradient): `values` drawn per element."""
-    def make(g, shape):
-        return g.new_input(shape, rg=False) if values is None else g.add_const(shape, [g.r.choice(values) for _ in range(math.prod(shape))])
-    return make
+    return lambda g, shape: g.add_const(shape, [g.r.choice(values) for _ in range(math.prod(shape))])
 
 
 def floats(lo, hi, rg=None):
@@ -356,25 +352,13 @@ def definition_twin(loss, native, s):
 
 
 def mse_twin(x, t, s):
-    loss = (x - t) ** 2
-    with torch.no_grad():
-        native = F.mse_loss(x.detach(), t.detach(), reduction="none")
-        assert torch.allclose(loss.detach(), native, rtol=1e-14, atol=0), "mse_loss's definition differs"
-    return {"mean": loss.mean, "sum": loss.sum, "none": lambda: loss}[s["reduction"]]()
+    return definition_twin((x - t) ** 2, F.mse_loss(x.detach(), t.detach(), reduction="none"), s)
 
 
 def huber_twin(x, t, s):
     d = x - t
-    ad = d.abs()
-    loss = torch.where(ad < s["delta"], 0.5 * d * d, s["delta"] * (ad - 0.5 * s["delta"]))
-    with torch.no_grad():
-        native = F.huber_loss(x.detach(), t.detach(), reduction="none", delta=s["delta"])
-        assert torch.allclose(loss.detach(), native, rtol=1e-14, atol=0), "huber_loss's definition differs"
-    return {"mean": loss.mean, "sum": loss.sum, "none": lambda: loss}[s["reduction"]]()
-
-
-def away(points, tol=1e-6):
-    return lambda d: not near(d, points, tol)
+    loss = torch.where(d.abs() < s["delta"], 0.5 * d * d, s["delta"] * (d.abs() - 0.5 * s["delta"]))
+    return definition_twin(loss, F.huber_loss(x.detach(), t.detach(), reduction="none", delta=s["delta"]), s)
 
 
 def weight(g, shape):
@@ -467,8 +451,7 @@ OPS.append(loss_op("gaussian_nll_loss", gaussian_torch, floats(-2, 2), extra=gau
 
 
 def draw_margin_ranking(g, x, s, kinks):
-    if x is None:
-        x = g.new_input(g.shape(1, 3))
+    x = given_or_new(g, x, 1, 3)
     shape = tuple(g.vals[x].shape)
     if not shape:
         return None
@@ -482,8 +465,7 @@ def draw_margin_ranking(g, x, s, kinks):
 
 
 def draw_cosine_embedding(g, x, s, kinks):
-    if x is None:
-        x = g.new_input(g.shape(1, 2))
+    x = given_or_new(g, x, 1, 2)
     shape = tuple(g.vals[x].shape)
     if len(shape) not in (1, 2):
         return None
@@ -509,8 +491,7 @@ def t_long(d):
 
 def draw_classes(g, x, s, kinks, probabilities=False):
     """(N,C,d...) or (C) input with class targets: nll_loss, cross_entropy."""
-    if x is None:
-        x = g.new_input(g.shape(1, 4))
+    x = given_or_new(g, x, 1, 4)
     shape = tuple(g.vals[x].shape)
     if not shape:
         return None
@@ -549,8 +530,7 @@ def draw_ce(g, x, s, kinks):
 
 
 def draw_multi_margin(g, x, s, kinks):
-    if x is None:
-        x = g.new_input(g.shape(1, 2))
+    x = given_or_new(g, x, 1, 2)
     shape = tuple(g.vals[x].shape)
     if len(shape) not in (1, 2):
         return None
@@ -567,8 +547,7 @@ def draw_multi_margin(g, x, s, kinks):
 
 
 def draw_multilabel_margin(g, x, s, kinks):
-    if x is None:
-        x = g.new_input(g.shape(1, 2))
+    x = given_or_new(g, x, 1, 2)
     shape = tuple(g.vals[x].shape)
     if len(shape) not in (1, 2):
         return None
@@ -589,8 +568,7 @@ def draw_multilabel_margin(g, x, s, kinks):
 
 
 def draw_triplet(g, x, s, kinks, with_distance=False):
-    if x is None:
-        x = g.new_input(g.shape(1, 2))
+    x = given_or_new(g, x, 1, 2)
     shape = tuple(g.vals[x].shape)
     if len(shape) not in (1, 2):
         return None
@@ -674,20 +652,6 @@ def ids_of(key):
         t = s.pop(key)
         return [args[0], g.add_ids(t["shape"], t["data"])]
     return inputs
-
-
-def unary_entry(name):
-    return Op(name, ACTIVATIONS, None, unary())
-
-
-def draw_dim(g, x, s, kinks):
-    if x is None:
-        x = g.new_input(g.shape(1, 3))
-    d = g.vals[x].dim()
-    if d == 0:
-        return None
-    s["dim"] = g.r.randrange(-d, d)
-    return [x]
 
 
 def draw_image(g, x, s, kinks):
@@ -1294,10 +1258,6 @@ def draw_feature_dropout(rank):
         s["p"] = g.r.choice([0.0, 0.3, 0.5])
         return [g.new_input(tuple(g.r.choice([1, 2, 3]) for _ in range(rank)))]
     return draw
-
-
-def stride_none(s, r):
-    return {k: (None if k == "stride" and v is None else v) for k, v in s.items()}
 
 
 def keep_pool(*names):
