@@ -63,14 +63,6 @@ nn::TransformerLayerOptions layer_options(const json& k) {
 
 Tensor tensor_arg(const Tensors& t, const char* key) { return t.count(key) ? t.at(key) : Tensor(); }
 
-Reduction reduction(const json& k) {
-  const std::string r = k.value("reduction", std::string("mean"));
-  if (r == "none") return Reduction::none;
-  if (r == "sum") return Reduction::sum;
-  if (r == "batchmean") return Reduction::batchmean;
-  return Reduction::mean;
-}
-
 // forward(x) of a one-input module.
 template <class M>
 ModuleCall unary(std::shared_ptr<M> m) {
@@ -129,34 +121,34 @@ const std::map<std::string, Factory>& table() {
        [](const json& k, const Tensors&) { return one<nn::PReLU>(integer(k, "num_parameters", 1), num(k, "init", 0.25)); }},
       {"RReLU", [](const json& k, const Tensors&) { return one<nn::RReLU>(num(k, "lower", 0.125), num(k, "upper", 1.0 / 3)); }},
       // losses
-      {"L1Loss", [](const json& k, const Tensors&) { return binary(std::make_shared<nn::L1Loss>(reduction(k))); }},
-      {"MSELoss", [](const json& k, const Tensors&) { return binary(std::make_shared<nn::MSELoss>(reduction(k))); }},
+      {"L1Loss", [](const json& k, const Tensors&) { return binary(std::make_shared<nn::L1Loss>(reduction_of(k))); }},
+      {"MSELoss", [](const json& k, const Tensors&) { return binary(std::make_shared<nn::MSELoss>(reduction_of(k))); }},
       {"SmoothL1Loss",
        [](const json& k, const Tensors&) {
          return binary(std::make_shared<nn::SmoothL1Loss>(
-             SmoothL1LossOptions().reduction(reduction(k)).beta(num(k, "beta", 1))));
+             SmoothL1LossOptions().reduction(reduction_of(k)).beta(num(k, "beta", 1))));
        }},
       {"HuberLoss",
        [](const json& k, const Tensors&) {
          return binary(
-             std::make_shared<nn::HuberLoss>(HuberLossOptions().reduction(reduction(k)).delta(num(k, "delta", 1))));
+             std::make_shared<nn::HuberLoss>(HuberLossOptions().reduction(reduction_of(k)).delta(num(k, "delta", 1))));
        }},
       {"BCELoss",
        [](const json& k, const Tensors& t) {
          return binary(
-             std::make_shared<nn::BCELoss>(BCELossOptions().weight(tensor_arg(t, "weight")).reduction(reduction(k))));
+             std::make_shared<nn::BCELoss>(BCELossOptions().weight(tensor_arg(t, "weight")).reduction(reduction_of(k))));
        }},
       {"BCEWithLogitsLoss",
        [](const json& k, const Tensors& t) {
          return binary(std::make_shared<nn::BCEWithLogitsLoss>(BCEWithLogitsLossOptions()
                                                                    .weight(tensor_arg(t, "weight"))
-                                                                   .reduction(reduction(k))
+                                                                   .reduction(reduction_of(k))
                                                                    .pos_weight(tensor_arg(t, "pos_weight"))));
        }},
       {"KLDivLoss",
        [](const json& k, const Tensors&) {
          return binary(std::make_shared<nn::KLDivLoss>(
-             KLDivLossOptions().reduction(reduction(k)).log_target(flag(k, "log_target", false))));
+             KLDivLossOptions().reduction(reduction_of(k)).log_target(flag(k, "log_target", false))));
        }},
       {"PoissonNLLLoss",
        [](const json& k, const Tensors&) {
@@ -164,38 +156,38 @@ const std::map<std::string, Factory>& table() {
                                                                 .log_input(flag(k, "log_input", true))
                                                                 .full(flag(k, "full", false))
                                                                 .eps(num(k, "eps", 1e-8))
-                                                                .reduction(reduction(k))));
+                                                                .reduction(reduction_of(k))));
        }},
       {"GaussianNLLLoss",
        [](const json& k, const Tensors&) {
          return ternary(std::make_shared<nn::GaussianNLLLoss>(
-             GaussianNLLLossOptions().full(flag(k, "full", false)).eps(num(k, "eps", 1e-6)).reduction(reduction(k))));
+             GaussianNLLLossOptions().full(flag(k, "full", false)).eps(num(k, "eps", 1e-6)).reduction(reduction_of(k))));
        }},
       {"SoftMarginLoss",
-       [](const json& k, const Tensors&) { return binary(std::make_shared<nn::SoftMarginLoss>(reduction(k))); }},
+       [](const json& k, const Tensors&) { return binary(std::make_shared<nn::SoftMarginLoss>(reduction_of(k))); }},
       {"HingeEmbeddingLoss",
        [](const json& k, const Tensors&) {
          return binary(std::make_shared<nn::HingeEmbeddingLoss>(
-             HingeEmbeddingLossOptions().margin(num(k, "margin", 1)).reduction(reduction(k))));
+             HingeEmbeddingLossOptions().margin(num(k, "margin", 1)).reduction(reduction_of(k))));
        }},
       {"MultiLabelSoftMarginLoss",
        [](const json& k, const Tensors& t) {
          return binary(std::make_shared<nn::MultiLabelSoftMarginLoss>(
-             MultilabelSoftMarginLossOptions().weight(tensor_arg(t, "weight")).reduction(reduction(k))));
+             MultilabelSoftMarginLossOptions().weight(tensor_arg(t, "weight")).reduction(reduction_of(k))));
        }},
       {"NLLLoss",
        [](const json& k, const Tensors& t) {
          return binary(std::make_shared<nn::NLLLoss>(NLLLossOptions()
                                                          .weight(tensor_arg(t, "weight"))
                                                          .ignore_index(integer(k, "ignore_index", -100))
-                                                         .reduction(reduction(k))));
+                                                         .reduction(reduction_of(k))));
        }},
       {"CrossEntropyLoss",
        [](const json& k, const Tensors& t) {
          return binary(std::make_shared<nn::CrossEntropyLoss>(CrossEntropyLossOptions()
                                                                   .weight(tensor_arg(t, "weight"))
                                                                   .ignore_index(integer(k, "ignore_index", -100))
-                                                                  .reduction(reduction(k))
+                                                                  .reduction(reduction_of(k))
                                                                   .label_smoothing(num(k, "label_smoothing", 0))));
        }},
       {"MultiMarginLoss",
@@ -204,19 +196,19 @@ const std::map<std::string, Factory>& table() {
                                                                  .p(integer(k, "p", 1))
                                                                  .margin(num(k, "margin", 1))
                                                                  .weight(tensor_arg(t, "weight"))
-                                                                 .reduction(reduction(k))));
+                                                                 .reduction(reduction_of(k))));
        }},
       {"MultiLabelMarginLoss",
-       [](const json& k, const Tensors&) { return binary(std::make_shared<nn::MultiLabelMarginLoss>(reduction(k))); }},
+       [](const json& k, const Tensors&) { return binary(std::make_shared<nn::MultiLabelMarginLoss>(reduction_of(k))); }},
       {"MarginRankingLoss",
        [](const json& k, const Tensors&) {
          return ternary(std::make_shared<nn::MarginRankingLoss>(
-             MarginLossOptions().margin(num(k, "margin", 0)).reduction(reduction(k))));
+             MarginLossOptions().margin(num(k, "margin", 0)).reduction(reduction_of(k))));
        }},
       {"CosineEmbeddingLoss",
        [](const json& k, const Tensors&) {
          return ternary(std::make_shared<nn::CosineEmbeddingLoss>(
-             MarginLossOptions().margin(num(k, "margin", 0)).reduction(reduction(k))));
+             MarginLossOptions().margin(num(k, "margin", 0)).reduction(reduction_of(k))));
        }},
       {"TripletMarginLoss",
        [](const json& k, const Tensors&) {
@@ -225,13 +217,13 @@ const std::map<std::string, Factory>& table() {
                                                                     .p(num(k, "p", 2))
                                                                     .eps(num(k, "eps", 1e-6))
                                                                     .swap(flag(k, "swap", false))
-                                                                    .reduction(reduction(k))));
+                                                                    .reduction(reduction_of(k))));
        }},
       {"TripletMarginWithDistanceLoss",
        [](const json& k, const Tensors&) {
          return ternary(std::make_shared<nn::TripletMarginWithDistanceLoss>(
              TripletMarginWithDistanceLossOptions().margin(num(k, "margin", 1)).swap(flag(k, "swap", false)).reduction(
-                 reduction(k))));
+                 reduction_of(k))));
        }},
       // layers with parameters (the state dict overwrites their initial values)
       {"Linear",

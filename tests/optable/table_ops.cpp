@@ -26,6 +26,13 @@ double num(const json& s, const char* key) {
   return v.get<double>();
 }
 
+// An int64 tensor {"shape": [...], "data": [...]} (class targets).
+Tensor longs(const json& j) {
+  return from_ints(j.at("data").get<std::vector<int64_t>>(), j.at("shape").get<Shape>());
+}
+
+}  // namespace
+
 Reduction reduction_of(const json& s) {
   const std::string r = s.value("reduction", std::string("mean"));
   if (r == "none") return Reduction::none;
@@ -34,13 +41,6 @@ Reduction reduction_of(const json& s) {
   if (r == "mean") return Reduction::mean;
   throw std::invalid_argument("optable: unknown reduction '" + r + "'");
 }
-
-// An int64 tensor {"shape": [...], "data": [...]} (class targets).
-Tensor longs(const json& j) {
-  return from_ints(j.at("data").get<std::vector<int64_t>>(), j.at("shape").get<Shape>());
-}
-
-}  // namespace
 
 InterpolateOptions interpolate_options(const json& s) {
   InterpolateOptions o;
