@@ -56,6 +56,15 @@ Shape target_shape_for(const Tensor& input) {
   return s;
 }
 
+// t with its values below `floor` raised to it, the gradient passing as if
+// they were not (PyTorch clamps such values in place under no_grad).
+Tensor raised_to(const Tensor& t, double floor) {
+  return t + detail::map(t.detach(), [floor](auto v) {
+    using T = decltype(v);
+    return v < T(floor) ? T(floor) - v : T(0);
+  });
+}
+
 void check_class_input(const Tensor& input, const char* op) {
   check_defined(input, op);
   if (input.dim() < 1)
@@ -214,23 +223,43 @@ Tensor nll_loss(const Tensor& input, const Tensor& target, const NLLLossOptions&
   return weighted_rows(classes_last(input), tw, target.shape(), o.reduction(), "nll_loss");
 }
 
-Tensor cross_entropy(const Tensor& input, const std::vector<int64_t>& target, const CrossEntropyLossOptions& o) {
+namespace {
+
+void check_cross_entropy_options(const Tensor& input, const CrossEntropyLossOptions& o) {
   check_class_input(input, "cross_entropy");
+  detail::check_label_smoothing(o.label_smoothing(), "cross_entropy");
+  check_class_weight(o.weight(), input.dim() == 1 ? input.size(0) : input.size(1), "cross_entropy");
+}
+
+// Class indices t, one per (n, d...) position of `target_shape` (checked).
+Tensor cross_entropy_indices(const Tensor& input, const std::vector<int64_t>& t, const Shape& target_shape,
+                             const CrossEntropyLossOptions& o) {
+  const Tensor rows = classes_last(input);
+  const double e = o.label_smoothing();
+  if (!o.weight().defined() && o.reduction() == Reduction::mean)
+    return detail::cross_entropy_rows(rows, t, o.ignore_index(), e);
+  const TargetWeights tw =
+      target_weights(t, rows.size(1), o.weight(), o.ignore_index(), e, input.dtype(), "cross_entropy");
+  return weighted_rows(log_softmax(rows, -1), tw, target_shape, o.reduction(), "cross_entropy");
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& input, const std::vector<int64_t>& target, const CrossEntropyLossOptions& o) {
+  check_cross_entropy_options(input, o);
   const Shape ts = target_shape_for(input);
   if (static_cast<int64_t>(target.size()) != shape_numel(ts))
     throw ShapeError(fmt::format("cross_entropy: {} targets for input {}, which has {} positions {} (classes at "
                                  "dimension 1, as PyTorch)",
                                  target.size(), shape_str(input.shape()), shape_numel(ts), shape_str(ts)));
-  return cross_entropy(input, from_ints(target, ts), o);
+  return cross_entropy_indices(input, target, ts, o);
 }
 
 Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntropyLossOptions& o) {
   const char* op = "cross_entropy";
-  check_class_input(input, op);
+  check_cross_entropy_options(input, o);
   check_defined_any(target, op);
-  detail::check_label_smoothing(o.label_smoothing(), op);
   const int64_t classes = input.dim() == 1 ? input.size(0) : input.size(1);
-  check_class_weight(o.weight(), classes, op);
   const double e = o.label_smoothing();
   const int64_t class_dim = input.dim() == 1 ? 0 : 1;
   if (target.dtype() != Dtype::i64) {  // class probabilities
@@ -249,12 +278,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const CrossEntro
     const Tensor loss = -sum(log_softmax(input, class_dim) * q, {class_dim});
     return reduce_loss(loss, o.reduction(), op);
   }
-  const std::vector<int64_t> t = class_targets(input, target, o.ignore_index(), op);
-  const Tensor rows = classes_last(input);
-  if (!o.weight().defined() && o.reduction() == Reduction::mean)
-    return detail::cross_entropy_rows(rows, t, o.ignore_index(), e);
-  const TargetWeights tw = target_weights(t, classes, o.weight(), o.ignore_index(), e, input.dtype(), op);
-  return weighted_rows(log_softmax(rows, -1), tw, target.shape(), o.reduction(), op);
+  return cross_entropy_indices(input, class_targets(input, target, o.ignore_index(), op), target.shape(), o);
 }
 
 Tensor kl_div(const Tensor& input, const Tensor& target, const KLDivLossOptions& o) {
@@ -305,9 +329,7 @@ Tensor gaussian_nll_loss(const Tensor& input, const Tensor& target, const Tensor
   for (double x : var.to_vector())
     if (!(x >= 0)) throw std::invalid_argument(fmt::format("{}: var holds {}: expected >= 0", op, x));
   require(o.eps() >= 0, fmt::format("{}: eps {}: expected >= 0", op, o.eps()));
-  // var raised to eps where below it, the gradient passing unchanged (PyTorch clamps under no_grad)
-  const double eps = o.eps();
-  v = v + detail::map(v.detach(), [eps](auto x) { return x < decltype(x)(eps) ? decltype(x)(eps) - x : decltype(x)(0); });
+  v = raised_to(v, o.eps());  // var below eps raised to it, the gradient passing unchanged
   const Tensor d = input - target;
   Tensor loss = (log(v) + d * d / v) * 0.5;
   if (o.full()) loss = loss + 0.5 * std::log(2 * M_PI);
@@ -455,11 +477,7 @@ Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, const CosineSimilar
   // sum((x1 / max(|x1|, eps)) (x2 / max(|x2|, eps))), as PyTorch 1.13: each
   // norm raised to eps where below it, the gradient passing as if it were not
   const Tensor a = broadcast_to(x1, s), b = broadcast_to(x2, s);
-  const double eps = o.eps();
-  auto norm = [&](const Tensor& t) {
-    const Tensor n = vector_norm(t, 2.0, {dim}, true);
-    return n + detail::map(n.detach(), [eps](auto v) { return v < decltype(v)(eps) ? decltype(v)(eps) - v : decltype(v)(0); });
-  };
+  auto norm = [&](const Tensor& t) { return raised_to(vector_norm(t, 2.0, {dim}, true), o.eps()); };
   return sum((a / norm(a)) * (b / norm(b)), {dim});
 }
 
