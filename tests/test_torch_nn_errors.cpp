@@ -1,0 +1,150 @@
+// The torch.nn families' bad inputs and options (autograd/ops_activation.cpp,
+// losses.cpp, ops_spatial.cpp, ops_layers.cpp, ops_more.cpp, nn/activation.h,
+// loss.h, padding.h, layers.h, transformer.h): each refused with a message
+// that names the op or module, the value and what is accepted.
+#include <cmath>
+#include <limits>
+
+#include "nn/nn.h"
+#include "tests/helpers.h"
+
+using namespace xg;
+using xgt::contains;
+using xgt::leaf;
+
+namespace {
+// The message of the exception `f` throws (as std::exception), "" if none.
+template <class F>
+std::string message(F f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("torch.nn errors: activations name the option and its range") {
+  const Tensor x = leaf({2, 3}, 1);
+  CHECK(contains(message([&] { hardtanh(x, 1.0, -1.0); }), "hardtanh: min_val 1 is above max_val -1"));
+  CHECK(contains(message([&] { softshrink(x, -0.5); }), "softshrink: lambd -0.5: expected >= 0"));
+  CHECK(contains(message([&] { hardshrink(x, -1.0); }), "hardshrink: lambd -1: expected >= 0"));
+  CHECK(contains(message([&] { celu(x, 0.0); }), "celu: alpha must not be 0"));
+  CHECK(contains(message([&] { softplus(x, 0.0); }), "softplus: beta must not be 0"));
+  CHECK(contains(message([&] { gelu(x, "fast"); }), "gelu: approximate \"fast\": expected \"none\" or \"tanh\""));
+  CHECK(contains(message([&] { glu(leaf({2, 3}, 2), -1); }), "glu: dimension -1 of input (2,3) has odd size 3"));
+  CHECK(contains(message([&] { prelu(leaf({2, 3, 4}, 3), leaf({2}, 4)); }),
+                 "prelu: weight (2,) must hold 1 value or one per channel (3"));
+  CHECK(contains(message([&] { rrelu(x, 0.5, 0.1); }), "rrelu: lower 0.5 is above upper 0.1"));
+  CHECK(contains(message([&] { rrelu(x, 0.1, 0.3, true); }), "rrelu: training draws a slope per element and needs a Generator"));
+  CHECK(contains(message([&] { gt(x, from_ints({1, 2, 3}, {3})); }), "gt: dtype mismatch"));
+  CHECK(contains(message([&] { vector_norm(x, -1.0); }), "vector_norm: ord -1.000000: expected > 0 or infinity"));
+  CHECK(contains(message([&] { var(x, {1}, -1); }), "var: correction -1: expected >= 0"));
+  CHECK(contains(message([] { nn::GELU("fast"); }), "GELU: approximate 'fast': expected 'none' or 'tanh'"));
+  CHECK(contains(message([] { nn::PReLU(0); }), "PReLU: num_parameters 0: expected >= 1"));
+  CHECK(contains(message([] { nn::Hardtanh(2.0, 1.0); }), "Hardtanh: min_val 2 is above max_val 1"));
+  CHECK(contains(message([&] { nn::RReLU().forward(x); }), "training draws random slopes and needs a Generator"));
+  CHECK(contains(message([] { nn::Softmax2d().forward(zeros({2, 3})); }), "Softmax2d: expected an input (N,C,H,W) or (C,H,W)"));
+}
+
+TEST_CASE("torch.nn errors: losses name the shapes, targets and options") {
+  const Tensor x = leaf({4, 3}, 5), t = leaf({4, 3}, 6);
+  CHECK(contains(message([&] { mse_loss(x, leaf({4}, 7)); }), "mse_loss: input (4,3) and target (4,) must have one shape"));
+  CHECK(contains(message([&] { smooth_l1_loss(x, t, SmoothL1LossOptions().beta(-1)); }),
+                 "smooth_l1_loss: beta -1: expected >= 0"));
+  CHECK(contains(message([&] { huber_loss(x, t, HuberLossOptions().delta(0)); }), "huber_loss: delta 0: expected > 0"));
+  CHECK(contains(message([&] { binary_cross_entropy(x * 10.0, t); }),
+                 "expected probabilities in [0, 1] (for logits use binary_cross_entropy_with_logits)"));
+  CHECK(contains(message([&] { cross_entropy(x, from_ints({0, 1, 7, 2}, {4})); }),
+                 "target 7 at row 2 is out of range for 3 classes"));
+  CHECK(contains(message([&] { nll_loss(x, from_ints({0, 1, 7, 2}, {4})); }),
+                 "nll_loss: target 7 at position 2 is out of range for 3 classes"));
+  CHECK(contains(message([&] { cross_entropy(x, from_ints({0, 1, 2, 2}, {4}), CrossEntropyLossOptions().weight(ones({2}))); }),
+                 "cross_entropy: weight (2,) must be (C) = (3), one per class"));
+  CHECK(contains(message([&] { nll_loss(x, x); }), "nll_loss: target must hold int64 class indices, got float64 (4,3)"));
+  CHECK(contains(message([&] { l1_loss(x, t, Reduction::batchmean); }),
+                 "l1_loss: reduction batchmean is kl_div's alone (expected none, mean or sum)"));
+  CHECK(contains(message([&] { gaussian_nll_loss(x, t, leaf({4, 2}, 8, 0.1, 1)); }),
+                 "gaussian_nll_loss: var (4,2) must be input (4,3)'s shape"));
+  CHECK(contains(message([&] { gaussian_nll_loss(x, t, leaf({4, 3}, 9, -1, -0.5)); }), "gaussian_nll_loss: var holds -"));
+  CHECK(contains(message([&] { multi_margin_loss(x, from_ints({0, 1, 2, 0}, {4}), MultiMarginLossOptions().p(3)); }),
+                 "multi_margin_loss: p 3: expected 1 or 2"));
+  CHECK(contains(message([&] { multilabel_margin_loss(x, from_ints({0, 5, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {4, 3})); }),
+                 "multilabel_margin_loss: target 5 in row 0 is out of range for 3 classes"));
+  CHECK(contains(message([&] {
+                   triplet_margin_with_distance_loss(x, t, x, TripletMarginWithDistanceLossOptions().margin(0));
+                 }),
+                 "triplet_margin_with_distance_loss: margin 0: expected > 0"));
+  CHECK(contains(message([&] { cosine_embedding_loss(x, t, leaf({3}, 10)); }),
+                 "cosine_embedding_loss: target (3,) must be (4,)"));
+}
+
+TEST_CASE("torch.nn errors: padding, resampling and rearranging name the sizes") {
+  const Tensor x = leaf({1, 2, 3, 3}, 11);
+  CHECK(contains(message([&] { pad(x, {1}); }), "pad: 1 pad sizes for input (1,2,3,3)"));
+  CHECK(contains(message([&] { pad(x, {1, 1}, "mirror"); }), "pad: mode 'mirror': expected 'constant', 'reflect'"));
+  CHECK(contains(message([&] { pad(x, {3, 0}, "reflect"); }),
+                 "pad: reflect padding (3, 0) of dimension 3 must be below its size 3"));
+  CHECK(contains(message([&] { interpolate(x, InterpolateOptions().size({4}).mode("linear")); }),
+                 "interpolate: got a 4-D input, but mode 'linear' needs a 3-D input"));
+  CHECK(contains(message([&] { interpolate(x, InterpolateOptions().size({4, 4}).scale_factor({2.0})); }),
+                 "interpolate: give either size or scale_factor, not both"));
+  CHECK(contains(message([&] { interpolate(x, InterpolateOptions().size({4, 4}).align_corners(true)); }),
+                 "interpolate: align_corners is for the linear, bilinear, bicubic and trilinear modes"));
+  CHECK(contains(message([&] { pixel_shuffle(x, 2); }), "pixel_shuffle: expected an input (*, C*4, H, W), got (1,2,3,3)"));
+  CHECK(contains(message([&] { channel_shuffle(x, 3); }), "channel_shuffle: expected an input (N,C,*) with C divisible by groups 3"));
+  CHECK(contains(message([] { nn::ReflectionPad2d({1, 2, 3}); }), "ReflectionPad2d: padding has 3 sizes: expected 1 or 4"));
+  CHECK(contains(message([] { nn::Upsample up{InterpolateOptions()}; }), "Upsample: give either size or scale_factor"));
+}
+
+TEST_CASE("torch.nn errors: the other layers name their arguments") {
+  CHECK(contains(message([] { avg_pool1d(zeros({2, 3}), 2); }), "avg_pool1d: expected an input (N,C,L), got (2,3)"));
+  CHECK(contains(message([] { adaptive_max_pool2d(zeros({1, 1, 3, 3}), {0, 2}); }),
+                 "adaptive_max_pool2d: output_size (0, 2): expected each at least 1"));
+  CHECK(contains(message([] { lp_pool2d(zeros({1, 1, 3, 3}), 0.0, {2, 2}); }), "lp_pool2d: norm_type 0: expected > 0"));
+  CHECK(contains(message([] { instance_norm(zeros({2, 3})); }), "instance_norm: expected an input (N,C,...) with at least one spatial axis"));
+  CHECK(contains(message([] { bilinear(zeros({2, 3}), zeros({2, 4}), zeros({5, 3, 2})); }),
+                 "bilinear: expected inputs (..., I1) and (..., I2) and a weight (O, I1, I2)"));
+  CHECK(contains(message([] { dropout2d(zeros({2, 3}), 0.5, true, nullptr); }), "dropout2d: expected an input of 4 or 3 dimensions"));
+  CHECK(contains(message([] { alpha_dropout(zeros({2, 3}), 1.5, true, nullptr); }), "alpha_dropout: p 1.5: expected in [0, 1]"));
+  CHECK(contains(message([] { max_unpool(zeros({1, 1, 2}), from_ints({0, 9}, {1, 1, 2}), {4}); }),
+                 "max_unpool: index 9 at position 1 is outside the output plane of 4 positions"));
+  CHECK(contains(message([] { embedding_bag(from_ints({0, 1}, {2}), zeros({3, 2}), Tensor(), "median"); }),
+                 "embedding_bag: mode 'median': expected 'sum', 'mean' or 'max'"));
+  CHECK(contains(message([] { embedding_bag(from_ints({0, 1}, {2}), zeros({3, 2})); }),
+                 "embedding_bag: 1-D ids need int64 offsets (B), each bag's start"));
+  CHECK(contains(message([] { conv3d(zeros({1, 2, 3, 3, 3}), zeros({4, 3, 1, 1, 1})); }),
+                 "conv3d: expected an input (N,C,D,H,W) and a weight (O,C/groups,kd,kh,kw) with groups 1"));
+  CHECK(contains(message([] { nn::InstanceNorm2d(3, 1e-5, 0.1, false, true); }),
+                 "InstanceNorm2d: track_running_stats (running statistics for eval mode) is not built"));
+  CHECK(contains(message([] { nn::AdaptiveMaxPool1d(0); }), "AdaptiveMaxPool1d: output_size 0: expected >= 1"));
+  CHECK(contains(message([] { nn::LocalResponseNorm(0); }), "LocalResponseNorm: size 0: expected >= 1"));
+  Generator g(1);
+  CHECK(contains(message([&] { nn::EmbeddingBag(3, 2, g, "mean", false, 3); }),
+                 "EmbeddingBag: padding_idx 3: expected in [0, 3) or -1 for none"));
+  CHECK(contains(message([&] { nn::ConvTranspose1d(3, 4, 2, g, 1, 0, 0, 2); }), "ConvTranspose1d: in 3, out 4, kernel_size 2, groups 2"));
+  CHECK(contains(message([] { nn::Dropout2d(-0.1); }), "Dropout2d: p -0.1: expected in [0, 1]"));
+}
+
+TEST_CASE("torch.nn errors: the Transformer's layers name their options and shapes") {
+  Generator g(2);
+  CHECK(contains(message([&] { nn::MultiheadAttention(nn::MultiheadAttentionOptions(6, 4), g); }),
+                 "MultiheadAttention: embed_dim 6 must be a positive multiple of num_heads 4"));
+  CHECK(contains(message([&] {
+                   nn::TransformerEncoderLayer(nn::TransformerLayerOptions(8, 2).activation("tanh"), g);
+                 }),
+                 "TransformerEncoderLayer: activation 'tanh': expected 'relu' or 'gelu'"));
+  CHECK(contains(message([&] { nn::TransformerEncoder(nn::TransformerLayerOptions(8, 2), 0, g); }),
+                 "TransformerEncoder: num_layers 0: expected >= 1"));
+  nn::MultiheadAttention mha(nn::MultiheadAttentionOptions(4, 2), g);
+  const Tensor q = zeros({3, 2, 4});  // (L, N, E)
+  CHECK(contains(message([&] { mha.forward(q, q, q, zeros({2, 5})); }), "key_padding_mask (2,5) must be (N, S) = (2, 3)"));
+  CHECK(contains(message([&] { mha.forward(q, q, q, Tensor(), true, zeros({2, 2})); }),
+                 "attn_mask (2,2) must be (L, S) = (3, 3) or (N*H, L, S) = (4, 3, 3)"));
+  CHECK(contains(message([&] { mha.forward(zeros({3, 2, 5}), q, q); }), "query, key and value must be (L, N, E=4)"));
+  CHECK(contains(message([] { nn::generate_square_subsequent_mask(0); }), "generate_square_subsequent_mask: sz 0: expected >= 1"));
+  const Tensor m = nn::generate_square_subsequent_mask(3);
+  CHECK(m.at({0, 1}) == -std::numeric_limits<double>::infinity());
+  CHECK(m.at({1, 0}) == 0.0);
+}
