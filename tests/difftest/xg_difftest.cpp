@@ -125,14 +125,7 @@ class Program {
       return;
     }
     if (op == "module") {  // an nn module built as PyTorch's, its output and then its parameters
-      std::map<std::string, Tensor> state, tensors;
-      const json st = s.value("state", json::object()), ts = s.value("tensors", json::object());
-      for (auto it = st.begin(); it != st.end(); ++it) state[it.key()] = dense(it.value());
-      for (auto it = ts.begin(); it != ts.end(); ++it) tensors[it.key()] = value(it.value());
-      optable::ModuleCall m = optable::make_module(s.at("class"), s.value("kwargs", json::object()), tensors);
-      m.module->to(f64);
-      m.module->load_state_dict(state);  // strict: PyTorch's keys, no more and no fewer
-      if (s.value("eval", false)) m.module->eval();
+      const optable::ModuleCall m = build_module(s);
       std::vector<Tensor> args;
       for (size_t i = 0; i < s.at("args").size(); ++i) args.push_back(a(i));
       push(m.call(args));
@@ -207,23 +200,32 @@ class Program {
       optim::clip_grad_norm(ps, s.at("max_norm").get<double>());
       return;
     }
-    if (op == "gradcheck") {  // finite differences of the target step's op at its arguments
+    if (op == "gradcheck") {  // finite differences of the target step's op (or module) at its arguments
       const json& target = s.at("target");
       std::vector<Tensor> in;
       for (size_t i = 0; i < target.at("args").size(); ++i) in.push_back(arg(target, i));
       const std::string name = target.at("op");
+      // a module's parameters are checked too: gradcheck perturbs them in place, f closes over them
+      const optable::ModuleCall m = name == "module" ? build_module(target) : optable::ModuleCall{};
       auto f = [&](const std::vector<Tensor>& xs) {
         size_t k = 0;
         std::vector<Tensor> full;
         for (const Tensor& t : in) full.push_back(t.defined() && t.requires_grad() ? xs[k++] : t);
+        if (m.module) return m.call(full);
         return forward(name, target, [&](size_t i) { return full.at(i); });
       };
       std::vector<Tensor> wrt;
       for (const Tensor& t : in)
         if (t.defined() && t.requires_grad()) wrt.push_back(t);
+      if (m.module)
+        for (const Tensor& p : m.module->parameters()) wrt.push_back(p);
       GradcheckOptions o;
       o.atol = 1e-7;
       o.rtol = 1e-6;
+      if (m.module) {  // a module's many parameters: a sample of each tensor's elements, all inputs at once
+        o.max_samples_per_input = 6;
+        o.mixed_partials = false;
+      }
       const GradcheckResult first = gradcheck(f, wrt, o);
       const GradcheckResult second = s.value("second_order", true) ? gradgradcheck(f, wrt, o) : GradcheckResult{};
       checks_.push_back({{"first", first.ok}, {"first_message", first.message}, {"second", second.ok},
@@ -231,6 +233,20 @@ class Program {
       return;
     }
     push(forward(op, s, a));
+  }
+
+  // The module of a "module" step: built from PyTorch's keyword arguments,
+  // in float64, PyTorch's state dict loaded strictly, in eval mode if asked.
+  optable::ModuleCall build_module(const json& s) const {
+    std::map<std::string, Tensor> state, tensors;
+    const json st = s.value("state", json::object()), ts = s.value("tensors", json::object());
+    for (auto it = st.begin(); it != st.end(); ++it) state[it.key()] = dense(it.value());
+    for (auto it = ts.begin(); it != ts.end(); ++it) tensors[it.key()] = value(it.value());
+    optable::ModuleCall m = optable::make_module(s.at("class"), s.value("kwargs", json::object()), tensors);
+    m.module->to(f64);
+    m.module->load_state_dict(state);  // strict: PyTorch's keys, no more and no fewer
+    if (s.value("eval", false)) m.module->eval();
+    return m;
   }
 
   template <class Arg>

@@ -104,7 +104,7 @@ def instance(op, seed):
     raise SystemExit(f"check_ops: no finite instance of {op.name} (seed {seed})")
 
 
-def module_instance(entry, seed):
+def module_instance(entry, seed, seed_index=0):
     """A program: the torch.nn class built with PyTorch's keyword arguments,
     its state dict (parameters random) loaded strictly, forward on the
     draw's inputs, and gradients to second order of inputs and parameters."""
@@ -132,6 +132,7 @@ def module_instance(entry, seed):
             continue
         if not finite(out):
             continue
+        target = dict(step)
         y = g.add_step(step, out.detach(), "fwd", False)
         for name in step["params"]:
             g.vals.append(torch.tensor(state[name]["data"], dtype=torch.float64).reshape(state[name]["shape"]))
@@ -141,7 +142,13 @@ def module_instance(entry, seed):
         leaves = [a for a in inputs if a is not None and g.steps[a]["op"] == "input" and g.steps[a].get("rg")] + params
         if op.grad:
             add_grads(g, y, leaves, op.torch_order)
-        return {"steps": g.steps}
+        check = None
+        # finite differences of inputs and parameters, for the first two samples (the parity with
+        # PyTorch above takes every first gradient alone; here a sample of elements, all at once)
+        if op.grad and leaves and not s.get("no_fd") and seed_index < 2:
+            steps = [st for st in g.steps if st["op"] in ("input", "ids")]
+            check = {"steps": steps + [{"op": "gradcheck", "target": target, "second_order": True}]}
+        return {"steps": g.steps}, check
     raise SystemExit(f"check_ops: no instance of module {entry.cls} (seed {seed})")
 
 
@@ -224,8 +231,11 @@ def main():
     for entry in mods:
         base = zlib.crc32(entry.cls.encode())
         for k in range(a.samples):
-            parity.append(module_instance(entry, base + k))
+            p, c = module_instance(entry, base + k, k)
+            parity.append(p)
             owners.append((entry, f"module sample {k}"))
+            if c is not None:
+                checks.append((entry, k, c))
     xs = dt.run_xgrad(a.binary, parity, a.workdir, "parity")
     passed = failed = 0
     worst = {}
@@ -255,7 +265,7 @@ def main():
         if r.get("error") or gc is None or not gc["first"] or not gc["second"]:
             failed += 1
             why = r.get("error") or (gc and (gc["first_message"] if not gc["first"] else gc["second_message"]))
-            print(f"{op.name} sample {k}: gradcheck failed: {why}")
+            print(f"{getattr(op, 'cls', None) or op.name} sample {k}: gradcheck failed: {why}")
         else:
             passed += 1
     for fam in sorted(worst):

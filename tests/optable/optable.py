@@ -760,6 +760,7 @@ def draw_embedding(g, x, s, kinks):
     s.update(num_embeddings=V, embedding_dim=D)
     if g.r.random() < 0.4:
         s["padding_idx"] = g.r.randrange(V)
+        s["no_fd"] = True  # the padding row gets no gradient (PyTorch's rule), not its derivative
     return [g.add_ids(shape, [g.r.randrange(V) for _ in range(math.prod(shape))])]
 
 
