@@ -12,6 +12,7 @@
 #include "autograd/losses.h"  // the losses, cross_entropy among them
 #include "autograd/options.h"
 #include "autograd/tensor.h"
+#include "autograd/window.h"  // the options of convolution and pooling
 
 namespace xg {
 
@@ -214,82 +215,43 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 // The fused form of a dense layer: no transpose is materialised.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
-// ---- convolution (images: N, C, H, W as PyTorch writes them) ---------------
+// ---- convolution (sequences N, C, L; images N, C, H, W; volumes N, C, D, H, W)
 
-// A 2-D window's stride, padding, dilation and groups: (height, width)
-// pairs, in torch.nn.functional.conv2d's order (so Conv2dOptions{{2, 2},
-// {1, 1}} is stride 2, padding 1). The kernel is not among them: conv2d reads
-// it from its weight, unfold2d and fold2d take it as an argument.
-struct Conv2dOptions {
-  std::array<int64_t, 2> stride{1, 1};    // at least 1
-  std::array<int64_t, 2> padding{0, 0};   // zeros on each side, at least 0
-  std::array<int64_t, 2> dilation{1, 1};  // spacing of the kernel's taps, at least 1
-  int64_t groups = 1;  // conv2d: channels split into this many independent groups (C and O divisible)
-  // PyTorch's padding="same" (stride 1 only): dilation (k - 1) zeros in all
-  // along each axis, the odd one at the bottom or right; replaces `padding`.
-  bool same = false;
-};
+// The windows' options (Conv2dFuncOptions, MaxPool2dOptions, ...) are in
+// autograd/window.h, in LibTorch's form.
+
 // (N,C,H,W) -> (N, C kh kw, Ho Wo): each output position's window as a
 // column (torch.nn.functional.unfold), zeros where it covers padding.
-Tensor unfold2d(const Tensor& x, std::array<int64_t, 2> kernel, const Conv2dOptions& o = {});
-// The adjoint of unfold2d: columns (N, C kh kw, Ho Wo) summed back into an
-// `input_shape` (N,C,H,W) image (torch.nn.functional.fold).
-Tensor fold2d(const Tensor& cols, const Shape& input_shape, std::array<int64_t, 2> kernel,
-              const Conv2dOptions& o = {});
+Tensor unfold2d(const Tensor& x, const UnfoldOptions& o);
+// The adjoint of unfold2d: columns (N, C kh kw, L) summed back into an
+// (N, C, *output_size) image (torch.nn.functional.fold).
+Tensor fold2d(const Tensor& cols, const FoldOptions& o);
 // (N,C,H,W) * weight (O, C/groups, kh, kw) [+ bias (O,)] -> (N,O,Ho,Wo), as
 // torch.nn.functional.conv2d (groups == C == O is a depthwise convolution);
 // gradients of any order.
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv2dOptions& o = {});
-
-// A 1-D window, as torch.nn.functional.conv1d takes it.
-struct Conv1dOptions {
-  int64_t stride = 1;    // at least 1
-  int64_t padding = 0;   // zeros on each side, at least 0
-  int64_t dilation = 1;  // spacing of the kernel's taps, at least 1
-  int64_t groups = 1;    // as Conv2dOptions::groups
-  bool same = false;     // padding="same", as Conv2dOptions::same
-};
-// (N,C,L) * weight (O, C/groups, k) [+ bias (O,)] -> (N,O,Lo): conv2d on a
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              const Conv2dFuncOptions& o = {});
+// (N,C,L) * weight (O, C/groups, k) [+ bias (O,)] -> (N,O,Lo): conv2d on an
 // image of height 1.
-Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), const Conv1dOptions& o = {});
-
-// torch.nn.functional.conv_transpose2d's window: `padding` is taken off each
-// side of the output, `output_padding` (below the stride or the dilation)
-// added to its bottom and right.
-struct ConvTranspose2dOptions {
-  std::array<int64_t, 2> stride{1, 1};          // at least 1
-  std::array<int64_t, 2> padding{0, 0};         // taken off each side of the output, at least 0
-  std::array<int64_t, 2> output_padding{0, 0};  // added at the bottom and right, below the stride or the dilation
-  std::array<int64_t, 2> dilation{1, 1};        // at least 1
-  int64_t groups = 1;                           // dividing both channel counts
-};
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              const Conv1dFuncOptions& o = {});
+// torch.nn.functional.conv3d: (N,C,D,H,W) * weight (O, C/groups, kd, kh, kw)
+// [+ bias (O)]; each output depth a sum of conv2d's over the kernel's depth.
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              const Conv3dFuncOptions& o = {});
 // (N,C,H,W) with weight (C, O/groups, kh, kw) [+ bias (O,)] -> (N,O,Ho,Wo),
 // Ho = (H-1) stride - 2 padding + dilation (kh-1) + output_padding + 1: the
 // gradient of conv2d with respect to its input (fold2d of the weight's
 // columns), as torch.nn.functional.conv_transpose2d.
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
-                        const ConvTranspose2dOptions& o = {});
+                        const ConvTranspose2dFuncOptions& o = {});
+// (N,C,L) with weight (C, O/groups, k) [+ bias (O,)] -> (N,O,Lo):
+// conv_transpose2d on a height of 1 (torch.nn.functional.conv_transpose1d).
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const ConvTranspose1dFuncOptions& o = {});
 
-// ---- pooling (images: N, C, H, W as PyTorch writes them) -------------------
+// ---- pooling (N, C, then 1 to 3 spatial axes, as PyTorch writes them) -------
 
-// torch.nn.functional.max_pool2d's window, as (height, width) pairs.
-// Output size floor((H + 2p - d(k-1) - 1) / s) + 1, rounded up with ceil_mode
-// (a last window must still start inside the input or its left padding).
-struct Pool2dOptions {
-  std::array<int64_t, 2> kernel{1, 1};    // kh, kw, at least 1
-  std::array<int64_t, 2> stride{0, 0};    // at least 1; 0 means the kernel (PyTorch's stride=None)
-  std::array<int64_t, 2> padding{0, 0};   // implicit -inf on each side, from 0 to half the kernel
-  std::array<int64_t, 2> dilation{1, 1};  // spacing of the window's taps, at least 1
-  bool ceil_mode = false;                 // round the output size up instead of down
-};
-// torch.nn.functional.avg_pool2d's window (no dilation there), as (height, width) pairs.
-struct AvgPool2dOptions {
-  std::array<int64_t, 2> kernel{1, 1};   // kh, kw, at least 1
-  std::array<int64_t, 2> stride{0, 0};   // at least 1; 0 means the kernel (PyTorch's stride=None)
-  std::array<int64_t, 2> padding{0, 0};  // zeros on each side, from 0 to half the kernel
-  bool ceil_mode = false;                // round the output size up instead of down
-  bool count_include_pad = true;         // divide by the window's size with its padding, not only its inputs
-};
 // The largest value of each window and where it is: `indices` (int64, the
 // values' shape) holds its flat position h * W + w in its (n, c) plane, the
 // first one on ties (torch's max_pool2d(..., return_indices=True)).
@@ -299,43 +261,36 @@ struct MaxPool2dResult {
 };
 // (N,C,H,W) -> (N,C,Ho,Wo), each window's maximum; the gradient goes to the
 // arg-max (the first on ties), gradients of any order.
-Tensor max_pool2d(const Tensor& x, const Pool2dOptions& o);
-MaxPool2dResult max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& o);
+Tensor max_pool2d(const Tensor& x, const MaxPool2dOptions& o);
+MaxPool2dResult max_pool2d_with_indices(const Tensor& x, const MaxPool2dOptions& o);
 // (N,C,H,W) -> (N,C,Ho,Wo), each window's mean (torch.nn.functional.avg_pool2d).
 Tensor avg_pool2d(const Tensor& x, const AvgPool2dOptions& o);
 // (N,C,H,W) -> (N,C,Ho,Wo): output row i averages input rows
 // [floor(i H / Ho), ceil((i+1) H / Ho)), columns alike
 // (torch.nn.functional.adaptive_avg_pool2d).
-Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
+Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray<2> output_size);
 
-// 1-D pooling on (N,C,L) (torch.nn.functional's, stride 0 meaning the kernel,
-// as its stride=None); adaptive max pooling (each output the largest of its
-// adaptive window: rows [floor(i H / Ho), ceil((i+1) H / Ho))); power-average
-// pooling, (sum of x^p over the window)^(1/p) as PyTorch computes it (a
-// negative sum, odd p, clamped to 0).
-Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
-                  bool ceil_mode = false, bool count_include_pad = true);
-Tensor max_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride = 0, int64_t padding = 0,
-                  int64_t dilation = 1, bool ceil_mode = false);
+// 1-D pooling on (N,C,L), the 2-D ops on a height of 1; adaptive max
+// pooling (each output the largest of its adaptive window: rows
+// [floor(i H / Ho), ceil((i+1) H / Ho))); power-average pooling, (sum of x^p
+// over the window)^(1/p) as PyTorch computes it (a negative sum, odd p,
+// clamped to 0).
+Tensor avg_pool1d(const Tensor& x, const AvgPool1dOptions& o);
+Tensor max_pool1d(const Tensor& x, const MaxPool1dOptions& o);
 Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
 Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size);
-Tensor adaptive_max_pool2d(const Tensor& x, std::array<int64_t, 2> output_size);
-Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t stride = 0, bool ceil_mode = false);
-// 3-D pooling on (N,C,D,H,W), (depth, height, width) triples: each a 2-D
-// pooling of (H, W) followed by a 1-D one of D (a box's mean or maximum is
-// that of its slices').
-Tensor avg_pool3d(const Tensor& x, std::array<int64_t, 3> kernel_size, std::array<int64_t, 3> stride = {0, 0, 0},
-                  std::array<int64_t, 3> padding = {0, 0, 0}, bool ceil_mode = false, bool count_include_pad = true);
-Tensor max_pool3d(const Tensor& x, std::array<int64_t, 3> kernel_size, std::array<int64_t, 3> stride = {0, 0, 0},
-                  std::array<int64_t, 3> padding = {0, 0, 0}, std::array<int64_t, 3> dilation = {1, 1, 1},
-                  bool ceil_mode = false);
-Tensor adaptive_avg_pool3d(const Tensor& x, std::array<int64_t, 3> output_size);
-Tensor adaptive_max_pool3d(const Tensor& x, std::array<int64_t, 3> output_size);
+Tensor adaptive_max_pool2d(const Tensor& x, ExpandingArray<2> output_size);
+Tensor lp_pool1d(const Tensor& x, const LPPool1dOptions& o);
+Tensor lp_pool2d(const Tensor& x, const LPPool2dOptions& o);
+// 3-D pooling on (N,C,D,H,W): each a 2-D pooling of (H, W) followed by a
+// 1-D one of D (a box's mean or maximum is that of its slices').
+Tensor avg_pool3d(const Tensor& x, const AvgPool3dOptions& o);
+Tensor max_pool3d(const Tensor& x, const MaxPool3dOptions& o);
+Tensor adaptive_avg_pool3d(const Tensor& x, ExpandingArray<3> output_size);
+Tensor adaptive_max_pool3d(const Tensor& x, ExpandingArray<3> output_size);
 // torch.nn.functional.local_response_norm: x / (k + alpha/size * the sum of
 // x^2 over `size` neighbouring channels)^beta, on (N,C,...).
 Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);
-Tensor lp_pool2d(const Tensor& x, double norm_type, std::array<int64_t, 2> kernel_size,
-                 std::array<int64_t, 2> stride = {0, 0}, bool ceil_mode = false);
 
 // ---- normalisation over batches and groups (N, C, ...) ------------------------
 
@@ -379,12 +334,6 @@ Tensor cross_map_lrn2d(const Tensor& x, int64_t size, double alpha = 1e-4, doubl
 Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offsets = Tensor(),
                      const std::string& mode = "mean", const Tensor& per_sample_weights = Tensor(),
                      bool include_last_offset = false, int64_t padding_idx = -1);
-// torch.nn.functional.conv3d: (N,C,D,H,W) * weight (O, C/groups, kd, kh, kw)
-// [+ bias (O)], (depth, height, width) triples; each output depth a sum of
-// conv2d's over the kernel's depth.
-Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
-              std::array<int64_t, 3> stride = {1, 1, 1}, std::array<int64_t, 3> padding = {0, 0, 0},
-              std::array<int64_t, 3> dilation = {1, 1, 1}, int64_t groups = 1);
 
 // torch.nn.functional.instance_norm with the input's statistics: each (n, c)
 // of x (N,C,...) normalised over its spatial axes (biased variance), then

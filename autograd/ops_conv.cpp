@@ -11,54 +11,40 @@
 #include <type_traits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "autograd/autocast.h"
 #include "autograd/detail/impl.h"
+#include "autograd/detail/window.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
+#include "autograd/require.h"
 #include "engine/conv.h"
 
 namespace xg {
 
+using detail::WindowSpec;
+
 namespace {
 
-// Where a window's element lands: the geometry both ops share.
-// ph, pw pad the top and left; eh, ew the bottom and right (the same but
-// for padding="same" with an odd total).
+// Where a window's element lands: the geometry both ops share, an (N,C,H,W)
+// image's (height, width) axes.
 struct Window {
-  int64_t N, C, H, W, kh, kw, sh, sw, ph, pw, dh, dw, eh, ew, Ho, Wo;
-  int64_t rows() const { return C * kh * kw; }  // a column's length
-  int64_t cols() const { return Ho * Wo; }      // output positions
+  int64_t N, C;
+  detail::WindowAxis h, w;
+  int64_t rows() const { return C * h.kernel * w.kernel; }  // a column's length
+  int64_t cols() const { return h.out * w.out; }            // output positions
 };
 
-Window window_of(const char* op, const Shape& x, std::array<int64_t, 2> kernel, const Conv2dOptions& o) {
+Window window_of(const char* op, const Shape& x, const detail::WindowSpec& s) {
   if (x.size() != 4) throw ShapeError(std::string(op) + ": expected an (N,C,H,W) input, got " + shape_str(x));
-  auto positive = [&](const char* what, int64_t a, int64_t b, int64_t lo) {
-    if (a < lo || b < lo)
-      throw std::invalid_argument(std::string(op) + ": " + what + " (" + std::to_string(a) + "," + std::to_string(b) +
-                                  "): expected each at least " + std::to_string(lo));
-  };
-  positive("kernel_size", kernel[0], kernel[1], 1);
-  positive("stride", o.stride[0], o.stride[1], 1);
-  positive("padding", o.padding[0], o.padding[1], 0);
-  positive("dilation", o.dilation[0], o.dilation[1], 1);
-  Window w{x[0], x[1], x[2], x[3], kernel[0], kernel[1], o.stride[0], o.stride[1],
-           o.padding[0], o.padding[1], o.dilation[0], o.dilation[1], o.padding[0], o.padding[1], 0, 0};
-  if (o.same) {
-    if (w.sh != 1 || w.sw != 1)
-      throw std::invalid_argument(std::string(op) + ": padding \"same\" needs stride (1,1), got (" +
-                                  std::to_string(w.sh) + "," + std::to_string(w.sw) + ")");
-    const int64_t th = w.dh * (w.kh - 1), tw = w.dw * (w.kw - 1);
-    w.ph = th / 2, w.eh = th - th / 2, w.pw = tw / 2, w.ew = tw - tw / 2;
-  }
-  const int64_t span_h = w.dh * (w.kh - 1) + 1, span_w = w.dw * (w.kw - 1) + 1;
-  const int64_t padded_h = w.H + w.ph + w.eh, padded_w = w.W + w.pw + w.ew;
-  if (padded_h < span_h || padded_w < span_w)
-    throw ShapeError(std::string(op) + ": the padded input " + std::to_string(padded_h) + "x" +
-                     std::to_string(padded_w) + " is smaller than the dilated kernel " + std::to_string(span_h) +
-                     "x" + std::to_string(span_w));
-  w.Ho = (padded_h - span_h) / w.sh + 1;
-  w.Wo = (padded_w - span_w) / w.sw + 1;
-  return w;
+  const auto a = detail::window_axes(op, {x[2], x[3]}, s);
+  return {x[0], x[1], a[0], a[1]};
+}
+
+WindowSpec unfold_spec(const UnfoldOptions& o) {
+  return {detail::values(o.kernel_size()), detail::values(o.stride()), detail::values(o.padding()),
+          detail::values(o.dilation()), {}, false, false};
 }
 
 // Calls f(column element index, input element index) for every element of
@@ -66,20 +52,21 @@ Window window_of(const char* op, const Shape& x, std::array<int64_t, 2> kernel, 
 // over images and channels: no two calls of one (n, c) share an input).
 template <class F>
 void for_each_tap(const Window& w, F&& f) {
-  parallel_for(w.N * w.C, w.kh * w.kw * w.cols(), [&](int64_t b, int64_t e) {
-    for (int64_t nc = b; nc < e; ++nc) {
+  const detail::WindowAxis &a = w.h, &b = w.w;
+  parallel_for(w.N * w.C, a.kernel * b.kernel * w.cols(), [&](int64_t begin, int64_t end) {
+    for (int64_t nc = begin; nc < end; ++nc) {
       const int64_t n = nc / w.C, c = nc % w.C;
-      for (int64_t ki = 0; ki < w.kh; ++ki)
-        for (int64_t kj = 0; kj < w.kw; ++kj) {
-          const int64_t row = (c * w.kh + ki) * w.kw + kj;
+      for (int64_t ki = 0; ki < a.kernel; ++ki)
+        for (int64_t kj = 0; kj < b.kernel; ++kj) {
+          const int64_t row = (c * a.kernel + ki) * b.kernel + kj;
           const int64_t col0 = (n * w.rows() + row) * w.cols();
-          for (int64_t oh = 0; oh < w.Ho; ++oh) {
-            const int64_t h = oh * w.sh - w.ph + ki * w.dh;
-            if (h < 0 || h >= w.H) continue;
-            for (int64_t ow = 0; ow < w.Wo; ++ow) {
-              const int64_t x = ow * w.sw - w.pw + kj * w.dw;
-              if (x < 0 || x >= w.W) continue;
-              f(col0 + oh * w.Wo + ow, ((n * w.C + c) * w.H + h) * w.W + x);
+          for (int64_t oh = 0; oh < a.out; ++oh) {
+            const int64_t h = a.start(oh) + ki * a.dilation;
+            if (h < 0 || h >= a.in) continue;
+            for (int64_t ow = 0; ow < b.out; ++ow) {
+              const int64_t x = b.start(ow) + kj * b.dilation;
+              if (x < 0 || x >= b.in) continue;
+              f(col0 + oh * b.out + ow, ((n * w.C + c) * a.in + h) * b.in + x);
             }
           }
         }
@@ -101,7 +88,7 @@ Tensor unfold_window(const Tensor& x, const Window& w) {
 }
 
 Tensor fold_window(const Tensor& cols, const Window& w) {
-  Tensor out = zeros({w.N, w.C, w.H, w.W}, cols.dtype());
+  Tensor out = zeros({w.N, w.C, w.h.in, w.w.in}, cols.dtype());
   dispatch(cols.dtype(), [&](auto z) {
     using T = decltype(z);
     const T* s = cols.data<T>();
@@ -113,18 +100,26 @@ Tensor fold_window(const Tensor& cols, const Window& w) {
 
 }  // namespace
 
-Tensor unfold2d(const Tensor& x, std::array<int64_t, 2> kernel, const Conv2dOptions& o) {
+Tensor unfold2d(const Tensor& x, const UnfoldOptions& o) {
   check_defined(x, "unfold2d");
-  return unfold_window(x, window_of("unfold2d", x.shape(), kernel, o));
+  return unfold_window(x, window_of("unfold2d", x.shape(), unfold_spec(o)));
 }
 
-Tensor fold2d(const Tensor& cols, const Shape& input_shape, std::array<int64_t, 2> kernel, const Conv2dOptions& o) {
+Tensor fold2d(const Tensor& cols, const FoldOptions& o) {
   check_defined(cols, "fold2d");
-  const Window w = window_of("fold2d", input_shape, kernel, o);
+  if (cols.dim() != 3)
+    throw ShapeError("fold2d: expected columns (N, C kh kw, L), got " + shape_str(cols.shape()));
+  const int64_t k = o.kernel_size()[0] * o.kernel_size()[1];
+  if (k < 1 || cols.size(1) % k != 0)
+    throw ShapeError(fmt::format("fold2d: columns {}: expected a dimension 1 divisible by the kernel's {} taps",
+                                 shape_str(cols.shape()), k));
+  const Shape image{cols.size(0), cols.size(1) / k, o.output_size()[0], o.output_size()[1]};
+  const WindowSpec spec{detail::values(o.kernel_size()), detail::values(o.stride()), detail::values(o.padding()),
+                        detail::values(o.dilation()), {}, false, false};
+  const Window w = window_of("fold2d", image, spec);
   if (cols.shape() != Shape{w.N, w.rows(), w.cols()})
-    throw ShapeError("fold2d: expected columns (" + std::to_string(w.N) + "," + std::to_string(w.rows()) + "," +
-                     std::to_string(w.cols()) + ") for the input " + shape_str(input_shape) + ", got " +
-                     shape_str(cols.shape()));
+    throw ShapeError(fmt::format("fold2d: expected columns ({},{},{}) for the output size ({}, {}), got {}", w.N,
+                                 w.rows(), w.cols(), image[2], image[3], shape_str(cols.shape())));
   return fold_window(cols, w);
 }
 
@@ -159,16 +154,16 @@ Tensor conv2d_im2col(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   const Tensor cols = unfold_window(x, w);
   Tensor y = G == 1 ? matmul(reshape(weight, {O, R}), cols)
                     : matmul(reshape(weight, {G, O / G, R}), reshape(cols, {w.N, G, R, w.cols()}));
-  return add_channel_bias("conv2d", reshape(y, {w.N, O, w.Ho, w.Wo}), bias);
+  return add_channel_bias("conv2d", reshape(y, {w.N, O, w.h.out, w.w.out}), bias);
 }
 
 engine::ConvGeometry geometry_of(const Window& w, int64_t O, int64_t G) {
   engine::ConvGeometry g;
-  g.n = w.N, g.c = w.C, g.h = w.H, g.w = w.W;
-  g.o = O, g.kh = w.kh, g.kw = w.kw, g.groups = G;
-  g.sh = w.sh, g.sw = w.sw, g.dh = w.dh, g.dw = w.dw;
-  g.pt = w.ph, g.pl = w.pw, g.pb = w.eh, g.pr = w.ew;
-  g.ho = w.Ho, g.wo = w.Wo;
+  g.n = w.N, g.c = w.C, g.h = w.h.in, g.w = w.w.in;
+  g.o = O, g.kh = w.h.kernel, g.kw = w.w.kernel, g.groups = G;
+  g.sh = w.h.stride, g.sw = w.w.stride, g.dh = w.h.dilation, g.dw = w.w.dilation;
+  g.pt = w.h.pad_before, g.pl = w.w.pad_before, g.pb = w.h.pad_after, g.pr = w.w.pad_after;
+  g.ho = w.h.out, g.wo = w.w.out;
   return g;
 }
 
@@ -312,94 +307,102 @@ Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, 
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dOptions& o) {
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dFuncOptions& o) {
   check_defined(x, "conv2d");
   check_defined(weight, "conv2d");
-  const int64_t G = o.groups;
+  const int64_t G = o.groups();
   if (weight.dim() != 4 || x.dim() != 4 || G < 1 || weight.size(1) * G != x.size(1))
     throw ShapeError("conv2d: expected an input (N,C,H,W) and a weight (O,C/groups,kh,kw) with groups " +
                      std::to_string(G) + ", got " + shape_str(x.shape()) + " and " + shape_str(weight.shape()));
   check_groups("conv2d", G, x.size(1), weight.size(0));
-  const Window w = window_of("conv2d", x.shape(), {weight.size(2), weight.size(3)}, o);
+  const Window w = window_of("conv2d", x.shape(), detail::spec_of("conv2d", o, {weight.size(2), weight.size(3)}));
   // float64 stays on im2col: the oracle that gradchecks and parity tests read.
   const Tensor y = x.dtype() == f32 && engine::conv_available() ? conv2d_direct(x, weight, bias, w, G)
                                                                 : conv2d_im2col(x, weight, bias, w, G);
   // Exported as one convolution (ONNX Conv), whichever path computed it.
   return detail::traced(y, [&](TracedOp& t) {
-    t = TracedOp{"conv2d", t.scope, {x, weight, bias}, y, {w.sh, w.sw, w.ph, w.pw, w.eh, w.ew, w.dh, w.dw, G}, {}, {}};
+    t = TracedOp{"conv2d", t.scope, {x, weight, bias}, y,
+                 {w.h.stride, w.w.stride, w.h.pad_before, w.w.pad_before, w.h.pad_after, w.w.pad_after,
+                  w.h.dilation, w.w.dilation, G}, {}, {}};
   });
 }
 
-Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv1dOptions& o) {
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv1dFuncOptions& o) {
   check_defined(x, "conv1d");
   check_defined(weight, "conv1d");
   if (x.dim() != 3 || weight.dim() != 3)
     throw ShapeError("conv1d: expected an input (N,C,L) and a weight (O,C/groups,k), got " + shape_str(x.shape()) +
                      " and " + shape_str(weight.shape()));
-  Conv2dOptions o2;
-  o2.stride = {1, o.stride};
-  o2.padding = {0, o.padding};
-  o2.dilation = {1, o.dilation};
-  o2.groups = o.groups;
-  o2.same = o.same;
+  // Checked as 1-D (its messages name conv1d), then run as conv2d on a height of 1.
+  const auto a = detail::window_axes("conv1d", {x.size(2)}, detail::spec_of("conv1d", o, {weight.size(2)}))[0];
+  const auto o2 = Conv2dFuncOptions()
+                      .stride({1, a.stride})
+                      .padding(o.padding().same() ? ConvPadding<2>("same") : ConvPadding<2>({0, a.pad_before}))
+                      .dilation({1, a.dilation})
+                      .groups(o.groups());
   const Tensor y = squeeze(conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, o2), 2);
   // Exported as one convolution on (N,C,L), so that L may change from run to
   // run: ints = stride, padding at the start and end, dilation, groups.
-  const int64_t total = o.dilation * (weight.size(2) - 1);
-  const int64_t begin = o.same ? total / 2 : o.padding, end = o.same ? total - total / 2 : o.padding;
   return detail::traced(y, [&](TracedOp& t) {
-    t = TracedOp{"conv1d", t.scope, {x, weight, bias}, y, {o.stride, begin, end, o.dilation, o.groups}, {}, {}};
+    t = TracedOp{"conv1d", t.scope, {x, weight, bias}, y, {a.stride, a.pad_before, a.pad_after, a.dilation,
+                 o.groups()}, {}, {}};
   });
 }
 
 namespace {
 
-// The output size of a transposed convolution along one axis, checked.
-int64_t transposed_size(int64_t n, int64_t k, const ConvTranspose2dOptions& o, int axis) {
-  const int64_t s = o.stride[axis], p = o.padding[axis], op = o.output_padding[axis], d = o.dilation[axis];
-  const std::string at = std::string(axis == 0 ? "height" : "width") + ": ";
-  if (s < 1 || d < 1 || p < 0)
-    throw std::invalid_argument("conv_transpose2d: " + at + "stride " + std::to_string(s) + ", dilation " +
-                                std::to_string(d) + ", padding " + std::to_string(p) +
-                                ": expected stride and dilation at least 1, padding at least 0");
-  // The output rows past the last input row's reach are never written: they
-  // are output_padding, which PyTorch keeps below the stride or the dilation.
-  if (op < 0 || (op >= s && op >= d))
-    throw std::invalid_argument("conv_transpose2d: " + at + "output_padding " + std::to_string(op) +
-                                " must be at least 0 and below the stride " + std::to_string(s) +
-                                " or the dilation " + std::to_string(d));
-  const int64_t out = (n - 1) * s - 2 * p + d * (k - 1) + op + 1;
-  if (out < 1)
-    throw ShapeError("conv_transpose2d: " + at + "the output size " + std::to_string(out) +
-                     " is below 1 (padding " + std::to_string(p) + " too large for the input " + std::to_string(n) + ")");
+// The output length of a transposed convolution along each axis, its
+// options checked: (in - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1.
+template <size_t D>
+std::vector<int64_t> transposed_sizes(const char* op, const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& kernel, const ConvTransposeFuncOptions<D>& o) {
+  const auto s = detail::values(o.stride()), p = detail::values(o.padding()), d = detail::values(o.dilation());
+  const auto op_ = detail::values(o.output_padding());
+  detail::check_at_least(op, "stride", s, 1);
+  detail::check_at_least(op, "padding", p, 0);
+  detail::check_at_least(op, "dilation", d, 1);
+  detail::check_at_least(op, "output_padding", op_, 0);
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    // The output rows past the last input row's reach are never written: they
+    // are output_padding, which PyTorch keeps below the stride or the dilation.
+    require(op_[i] < s[i] || op_[i] < d[i],
+            fmt::format("{}: output_padding {}: expected each below the stride {} or the dilation {}", op,
+                        window_impl::tuple_text(op_), window_impl::tuple_text(s), window_impl::tuple_text(d)));
+    out.push_back((in[i] - 1) * s[i] - 2 * p[i] + d[i] * (kernel[i] - 1) + op_[i] + 1);
+  }
+  for (int64_t n : out)
+    if (n < 1)
+      throw ShapeError(fmt::format("{}: the output size {} is below 1 (padding {} too large for the input {})", op,
+                                   detail::sizes_text(out), window_impl::tuple_text(p), detail::sizes_text(in)));
   return out;
 }
 
 }  // namespace
 
-Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvTranspose2dOptions& o) {
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose2dFuncOptions& o) {
   check_defined(x, "conv_transpose2d");
   check_defined(weight, "conv_transpose2d");
   if (weight.dim() != 4 || x.dim() != 4 || weight.size(0) != x.size(1))
     throw ShapeError("conv_transpose2d: expected an input (N,C,H,W) and a weight (C,O/groups,kh,kw) with the same C, "
                      "got " + shape_str(x.shape()) + " and " + shape_str(weight.shape()));
-  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), G = o.groups;
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), G = o.groups();
   const int64_t kh = weight.size(2), kw = weight.size(3), O = weight.size(1) * G;
   check_groups("conv_transpose2d", G, C, O);
-  const Shape out{N, O, transposed_size(H, kh, o, 0), transposed_size(W, kw, o, 1)};
+  const auto sizes = transposed_sizes("conv_transpose2d", {H, W}, {kh, kw}, o);
+  const Shape out{N, O, sizes[0], sizes[1]};
+  const auto &s = o.stride(), &p = o.padding(), &d = o.dilation(), &op = o.output_padding();
   // An output_padding at or past the stride (PyTorch allows it below the
   // dilation) leaves output rows that fold's window cannot place: then the
   // whole uncropped result is folded (padding 0), and the output cut from it,
   // rows past its end being zeros.
-  const bool wide = o.output_padding[0] >= o.stride[0] || o.output_padding[1] >= o.stride[1];
-  Conv2dOptions window;
-  window.stride = o.stride;
-  window.padding = wide ? std::array<int64_t, 2>{0, 0} : o.padding;
-  window.dilation = o.dilation;
-  const Shape canvas = wide ? Shape{N, O, (H - 1) * o.stride[0] + o.dilation[0] * (kh - 1) + 1,
-                                    (W - 1) * o.stride[1] + o.dilation[1] * (kw - 1) + 1}
-                            : out;
-  const Window w = window_of("conv_transpose2d", canvas, {kh, kw}, window);
+  const bool wide = op[0] >= s[0] || op[1] >= s[1];
+  const WindowSpec spec{{kh, kw}, detail::values(s), wide ? std::vector<int64_t>{0, 0} : detail::values(p),
+                        detail::values(d), {}, false, false};
+  const Shape canvas =
+      wide ? Shape{N, O, (H - 1) * s[0] + d[0] * (kh - 1) + 1, (W - 1) * s[1] + d[1] * (kw - 1) + 1} : out;
+  const Window w = window_of("conv_transpose2d", canvas, spec);
   const int64_t R = O / G * kh * kw;  // one group's column length
   // Columns (N, O kh kw, H W): every input position spreads its channels
   // through the transposed weight, and fold2d sums the windows into place.
@@ -407,15 +410,31 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
                        : matmul(transpose(reshape(weight, {G, C / G, R}), 1, 2), reshape(x, {N, G, C / G, H * W}));
   Tensor folded = fold_window(reshape(cols, {N, G * R, H * W}), w);
   if (wide)  // rows [padding, padding + out) of the canvas, zeros past it
-    folded = pad(folded, {-o.padding[1], o.padding[1] + out[3] - canvas[3], -o.padding[0],
-                          o.padding[0] + out[2] - canvas[2]});
+    folded = pad(folded, {-p[1], p[1] + out[3] - canvas[3], -p[0], p[0] + out[2] - canvas[2]});
   const Tensor y = add_channel_bias("conv_transpose2d", folded, bias);
   // Exported as one ONNX ConvTranspose, whose weight layout (C, O/groups, kh, kw) is this op's.
   return detail::traced(y, [&](TracedOp& t) {
     t = TracedOp{"conv_transpose2d", t.scope, {x, weight, bias}, y,
-                 {o.stride[0], o.stride[1], o.padding[0], o.padding[1], o.output_padding[0], o.output_padding[1],
-                  o.dilation[0], o.dilation[1], G}, {}, {}};
+                 {s[0], s[1], p[0], p[1], op[0], op[1], d[0], d[1], G}, {}, {}};
   });
+}
+
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose1dFuncOptions& o) {
+  check_defined(x, "conv_transpose1d");
+  check_defined(weight, "conv_transpose1d");
+  if (x.dim() != 3 || weight.dim() != 3)
+    throw ShapeError("conv_transpose1d: expected an input (N,C,L) and a weight (C,O/groups,k), got " +
+                     shape_str(x.shape()) + " and " + shape_str(weight.shape()));
+  // Checked as 1-D (its messages name conv_transpose1d), then run on a height of 1.
+  const auto o2 = ConvTranspose2dFuncOptions()
+                      .stride({1, o.stride()[0]})
+                      .padding({0, o.padding()[0]})
+                      .output_padding({0, o.output_padding()[0]})
+                      .groups(o.groups())
+                      .dilation({1, o.dilation()[0]});
+  transposed_sizes("conv_transpose1d", {x.size(2)}, {weight.size(2)}, o);
+  return squeeze(conv_transpose2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, o2), 2);
 }
 
 }  // namespace xg

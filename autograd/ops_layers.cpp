@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "autograd/detail/impl.h"
+#include "autograd/detail/window.h"
 #include "autograd/ops.h"
 #include "autograd/require.h"
 
@@ -29,28 +30,28 @@ std::pair<int64_t, int64_t> adaptive_window(int64_t i, int64_t n, int64_t out) {
 
 // ---- 1-D pooling and adaptive max pooling ------------------------------------------
 
-Tensor avg_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding, bool ceil_mode,
-                  bool count_include_pad) {
-  check_rank(x, 3, "avg_pool1d", "(N,C,L)");
-  AvgPool2dOptions o;
-  o.kernel = {1, kernel_size};
-  o.stride = {1, stride};
-  o.padding = {0, padding};
-  o.ceil_mode = ceil_mode;
-  o.count_include_pad = count_include_pad;
-  return squeeze(avg_pool2d(unsqueeze(x, 2), o), 2);
+namespace {
+
+// A 1-D window's options on a height of 1 (checked as 1-D first, so that the
+// messages name the 1-D op and its own values).
+template <class Options2, class Options1>
+Options2 height_one(const char* op, const Tensor& x, const Options1& o) {
+  detail::window_axes(op, {x.size(2)}, detail::spec_of(o));
+  return Options2({1, o.kernel_size()[0]}).stride({1, o.stride()[0]}).padding({0, o.padding()[0]}).ceil_mode(o.ceil_mode());
 }
 
-Tensor max_pool1d(const Tensor& x, int64_t kernel_size, int64_t stride, int64_t padding, int64_t dilation,
-                  bool ceil_mode) {
+}  // namespace
+
+Tensor avg_pool1d(const Tensor& x, const AvgPool1dOptions& o) {
+  check_rank(x, 3, "avg_pool1d", "(N,C,L)");
+  auto o2 = height_one<AvgPool2dOptions>("avg_pool1d", x, o).count_include_pad(o.count_include_pad());
+  return squeeze(avg_pool2d(unsqueeze(x, 2), o2.divisor_override(o.divisor_override())), 2);
+}
+
+Tensor max_pool1d(const Tensor& x, const MaxPool1dOptions& o) {
   check_rank(x, 3, "max_pool1d", "(N,C,L)");
-  Pool2dOptions o;
-  o.kernel = {1, kernel_size};
-  o.stride = {1, stride};
-  o.padding = {0, padding};
-  o.dilation = {1, dilation};
-  o.ceil_mode = ceil_mode;
-  return squeeze(max_pool2d(unsqueeze(x, 2), o), 2);
+  const auto o2 = height_one<MaxPool2dOptions>("max_pool1d", x, o).dilation({1, o.dilation()[0]});
+  return squeeze(max_pool2d(unsqueeze(x, 2), o2), 2);
 }
 
 Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size) {
@@ -58,11 +59,10 @@ Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size) {
   return squeeze(adaptive_avg_pool2d(unsqueeze(x, 2), {1, output_size}), 2);
 }
 
-Tensor adaptive_max_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
+Tensor adaptive_max_pool2d(const Tensor& x, ExpandingArray<2> output_size) {
   check_rank(x, 4, "adaptive_max_pool2d", "(N,C,H,W)");
   const int64_t H = x.size(2), W = x.size(3), Ho = output_size[0], Wo = output_size[1];
-  require(Ho >= 1 && Wo >= 1,
-          fmt::format("adaptive_max_pool2d: output_size ({}, {}): expected each at least 1", Ho, Wo));
+  detail::check_at_least("adaptive_max_pool2d", "output_size", detail::values(output_size), 1);
   std::vector<Tensor> rows;
   for (int64_t i = 0; i < Ho; ++i) {
     const auto [h0, h1] = adaptive_window(i, H, Ho);
@@ -81,24 +81,23 @@ Tensor adaptive_max_pool1d(const Tensor& x, int64_t output_size) {
   return squeeze(adaptive_max_pool2d(unsqueeze(x, 2), {1, output_size}), 2);
 }
 
-Tensor lp_pool2d(const Tensor& x, double norm_type, std::array<int64_t, 2> kernel_size, std::array<int64_t, 2> stride,
-                 bool ceil_mode) {
+Tensor lp_pool2d(const Tensor& x, const LPPool2dOptions& o) {
   check_rank(x, 4, "lp_pool2d", "(N,C,H,W)");
-  require(norm_type > 0, fmt::format("lp_pool2d: norm_type {}: expected > 0", norm_type));
+  require(o.norm_type() > 0, fmt::format("lp_pool2d: norm_type {}: expected > 0", o.norm_type()));
   // PyTorch's: (the window's mean of x^p times its size)^(1/p), a negative
   // mean (odd p) clamped to 0
-  AvgPool2dOptions o;
-  o.kernel = kernel_size;
-  o.stride = stride;
-  o.ceil_mode = ceil_mode;
-  const Tensor m = avg_pool2d(pow(x, norm_type), o);
-  const Tensor summed = relu(m) * static_cast<double>(kernel_size[0] * kernel_size[1]);
-  return pow(summed, 1.0 / norm_type);
+  const auto& k = o.kernel_size();
+  const Tensor m = avg_pool2d(pow(x, o.norm_type()), AvgPool2dOptions(k).stride(o.stride()).ceil_mode(o.ceil_mode()));
+  return pow(relu(m) * static_cast<double>(k[0] * k[1]), 1.0 / o.norm_type());
 }
 
-Tensor lp_pool1d(const Tensor& x, double norm_type, int64_t kernel_size, int64_t stride, bool ceil_mode) {
+Tensor lp_pool1d(const Tensor& x, const LPPool1dOptions& o) {
   check_rank(x, 3, "lp_pool1d", "(N,C,L)");
-  return squeeze(lp_pool2d(unsqueeze(x, 2), norm_type, {1, kernel_size}, {1, stride}, ceil_mode), 2);
+  require(o.norm_type() > 0, fmt::format("lp_pool1d: norm_type {}: expected > 0", o.norm_type()));
+  const int64_t k = o.kernel_size()[0], s = o.stride()[0];
+  detail::window_axes("lp_pool1d", {x.size(2)}, {{k}, {s}, {0}, {1}, {}, o.ceil_mode(), true});
+  const auto o2 = LPPool2dOptions(o.norm_type(), {1, k}).stride({1, s}).ceil_mode(o.ceil_mode());
+  return squeeze(lp_pool2d(unsqueeze(x, 2), o2), 2);
 }
 
 // ---- 3-D pooling: separable, (H, W) by the 2-D op, then D by the 1-D one ----------
@@ -120,40 +119,48 @@ Tensor separable3d(const Tensor& x, const char* op, F2 f2, F1 f1) {
 
 }  // namespace
 
-Tensor avg_pool3d(const Tensor& x, std::array<int64_t, 3> k, std::array<int64_t, 3> s, std::array<int64_t, 3> p,
-                  bool ceil_mode, bool count_include_pad) {
-  // mean over a box = mean over D of the (H, W) means, padding counted or not per axis alike
+Tensor avg_pool3d(const Tensor& x, const AvgPool3dOptions& o) {
+  check_rank(x, 5, "avg_pool3d", "(N,C,D,H,W)");
+  detail::window_axes("avg_pool3d", {x.size(2), x.size(3), x.size(4)}, detail::spec_of(o));
+  const auto &k = o.kernel_size(), &s = o.stride(), &p = o.padding();
+  const auto divisor = o.divisor_override();
+  // mean over a box = mean over D of the (H, W) means, padding counted or not
+  // per axis alike; with a divisor, the sum over D of the (H, W) sums, divided
+  auto o2 = AvgPool2dOptions({k[1], k[2]}).stride({s[1], s[2]}).padding({p[1], p[2]});
+  auto o1 = AvgPool1dOptions(k[0]).stride(s[0]).padding(p[0]);
+  o2.ceil_mode(o.ceil_mode()).count_include_pad(o.count_include_pad());
+  o1.ceil_mode(o.ceil_mode()).count_include_pad(o.count_include_pad()).divisor_override(divisor);
+  if (divisor) o2.divisor_override(1);
   return separable3d(
-      x, "avg_pool3d",
-      [&](const Tensor& t) {
-        AvgPool2dOptions o;
-        o.kernel = {k[1], k[2]}, o.stride = {s[1], s[2]}, o.padding = {p[1], p[2]};
-        o.ceil_mode = ceil_mode, o.count_include_pad = count_include_pad;
-        return avg_pool2d(t, o);
-      },
-      [&](const Tensor& t) { return avg_pool1d(t, k[0], s[0], p[0], ceil_mode, count_include_pad); });
+      x, "avg_pool3d", [&](const Tensor& t) { return avg_pool2d(t, o2); },
+      [&](const Tensor& t) { return avg_pool1d(t, o1); });
 }
 
-Tensor max_pool3d(const Tensor& x, std::array<int64_t, 3> k, std::array<int64_t, 3> s, std::array<int64_t, 3> p,
-                  std::array<int64_t, 3> dilation, bool ceil_mode) {
+Tensor max_pool3d(const Tensor& x, const MaxPool3dOptions& o) {
+  check_rank(x, 5, "max_pool3d", "(N,C,D,H,W)");
+  detail::window_axes("max_pool3d", {x.size(2), x.size(3), x.size(4)}, detail::spec_of(o));
+  const auto &k = o.kernel_size(), &s = o.stride(), &p = o.padding(), &d = o.dilation();
   return separable3d(
       x, "max_pool3d",
       [&](const Tensor& t) {
-        Pool2dOptions o;
-        o.kernel = {k[1], k[2]}, o.stride = {s[1], s[2]}, o.padding = {p[1], p[2]}, o.dilation = {dilation[1], dilation[2]};
-        o.ceil_mode = ceil_mode;
-        return max_pool2d(t, o);
+        return max_pool2d(t, MaxPool2dOptions({k[1], k[2]})
+                                 .stride({s[1], s[2]})
+                                 .padding({p[1], p[2]})
+                                 .dilation({d[1], d[2]})
+                                 .ceil_mode(o.ceil_mode()));
       },
-      [&](const Tensor& t) { return max_pool1d(t, k[0], s[0], p[0], dilation[0], ceil_mode); });
+      [&](const Tensor& t) {
+        return max_pool1d(t, MaxPool1dOptions(k[0]).stride(s[0]).padding(p[0]).dilation(d[0]).ceil_mode(o.ceil_mode()));
+      });
 }
 
-Tensor adaptive_avg_pool3d(const Tensor& x, std::array<int64_t, 3> out) {
+Tensor adaptive_avg_pool3d(const Tensor& x, ExpandingArray<3> out) {
   return separable3d(
       x, "adaptive_avg_pool3d", [&](const Tensor& t) { return adaptive_avg_pool2d(t, {out[1], out[2]}); },
       [&](const Tensor& t) { return adaptive_avg_pool1d(t, out[0]); });
 }
 
-Tensor adaptive_max_pool3d(const Tensor& x, std::array<int64_t, 3> out) {
+Tensor adaptive_max_pool3d(const Tensor& x, ExpandingArray<3> out) {
   return separable3d(
       x, "adaptive_max_pool3d", [&](const Tensor& t) { return adaptive_max_pool2d(t, {out[1], out[2]}); },
       [&](const Tensor& t) { return adaptive_max_pool1d(t, out[0]); });

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "autograd/detail/impl.h"
+#include "autograd/detail/window.h"
 #include "autograd/ops.h"
 #include "autograd/require.h"
 
@@ -123,36 +124,33 @@ Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offs
   return matmul(from_vector(a, {B, n}, weight.dtype()), rows);  // (B, C)
 }
 
-Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, std::array<int64_t, 3> stride,
-              std::array<int64_t, 3> padding, std::array<int64_t, 3> dilation, int64_t groups) {
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv3dFuncOptions& o) {
   const char* op = "conv3d";
   check_defined(x, op);
   check_defined(weight, op);
+  const int64_t groups = o.groups();
   if (x.dim() != 5 || weight.dim() != 5 || groups < 1 || weight.size(1) * groups != x.size(1))
     throw ShapeError(fmt::format("{}: expected an input (N,C,D,H,W) and a weight (O,C/groups,kd,kh,kw) with groups "
                                  "{}, got {} and {}",
                                  op, groups, shape_str(x.shape()), shape_str(weight.shape())));
-  require(stride[0] >= 1 && dilation[0] >= 1 && padding[0] >= 0,
-          fmt::format("{}: depth stride {}, padding {}, dilation {}: expected stride and dilation >= 1, padding >= 0",
-                      op, stride[0], padding[0], dilation[0]));
-  const int64_t kd = weight.size(2);
+  const auto axes = detail::window_axes(op, {x.size(2), x.size(3), x.size(4)},
+                                        detail::spec_of(op, o, {weight.size(2), weight.size(3), weight.size(4)}));
+  const detail::WindowAxis& depth = axes[0];
+  const int64_t kd = depth.kernel, Do = depth.out;
   // the depth padded with zeros, then each output depth a sum of 2-D convolutions over the kernel's depth
-  const Tensor xp = padding[0] ? pad(x, {0, 0, 0, 0, padding[0], padding[0]}) : x;
-  const int64_t Dp = xp.size(2), reach = dilation[0] * (kd - 1) + 1;
-  if (Dp < reach)
-    throw ShapeError(fmt::format("{}: the padded depth {} is smaller than the dilated kernel {}", op, Dp, reach));
-  const int64_t Do = (Dp - reach) / stride[0] + 1;
-  Conv2dOptions o;
-  o.stride = {stride[1], stride[2]};
-  o.padding = {padding[1], padding[2]};
-  o.dilation = {dilation[1], dilation[2]};
-  o.groups = groups;
+  const Tensor xp = depth.pad_before || depth.pad_after ? pad(x, {0, 0, 0, 0, depth.pad_before, depth.pad_after}) : x;
+  const auto o2 = Conv2dFuncOptions()
+                      .stride({axes[1].stride, axes[2].stride})
+                      .padding(o.padding().same() ? ConvPadding<2>("same")
+                                                  : ConvPadding<2>({axes[1].pad_before, axes[2].pad_before}))
+                      .dilation({axes[1].dilation, axes[2].dilation})
+                      .groups(groups);
   std::vector<Tensor> depths;
   for (int64_t d = 0; d < Do; ++d) {
     Tensor acc;
     for (int64_t j = 0; j < kd; ++j) {
-      const int64_t at = d * stride[0] + j * dilation[0];
-      const Tensor y = conv2d(squeeze(slice(xp, 2, at, at + 1), 2), squeeze(slice(weight, 2, j, j + 1), 2), Tensor(), o);
+      const int64_t at = d * depth.stride + j * depth.dilation;
+      const Tensor y = conv2d(squeeze(slice(xp, 2, at, at + 1), 2), squeeze(slice(weight, 2, j, j + 1), 2), Tensor(), o2);
       acc = acc.defined() ? acc + y : y;
     }
     depths.push_back(acc);  // (N,O,Ho,Wo)

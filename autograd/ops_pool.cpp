@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autograd/detail/impl.h"
+#include "autograd/detail/window.h"
 #include "autograd/ops.h"
 #include "autograd/parallel.h"
 #include "autograd/require.h"
@@ -20,60 +21,13 @@ namespace xg {
 
 namespace {
 
-std::string pair_str(int64_t a, int64_t b) { return "(" + std::to_string(a) + "," + std::to_string(b) + ")"; }
+using PoolAxis = detail::WindowAxis;
 
-// One axis of a pooling window: output o's taps are at o * stride - pad +
-// k * dilation for k < kernel, those inside [0, in) taken.
-struct PoolAxis {
-  int64_t in, out, kernel, stride, pad, dilation;
-  int64_t start(int64_t o) const { return o * stride - pad; }
-};
-
-// The options the two pooling ops share.
-struct PoolSpec {
-  std::array<int64_t, 2> kernel, stride, padding, dilation;
-  bool ceil_mode;
-};
-
-// Refuses what PyTorch refuses (pool2d_shape_check), naming the accepted range.
-void check_pool_options(const char* op, const PoolSpec& s) {
-  const std::string who = std::string(op) + ": ";
-  auto at_least = [&](const char* what, const std::array<int64_t, 2>& v, int64_t lo, const char* expected) {
-    require(v[0] >= lo && v[1] >= lo, what + (" " + pair_str(v[0], v[1])) + ": expected " + expected, who.c_str());
-  };
-  at_least("kernel", s.kernel, 1, "each at least 1");
-  at_least("stride", s.stride, 0, "each at least 1, or 0 for the kernel");
-  at_least("dilation", s.dilation, 1, "each at least 1");
-  require(s.padding[0] >= 0 && s.padding[1] >= 0 && s.padding[0] <= s.kernel[0] / 2 && s.padding[1] <= s.kernel[1] / 2,
-          "padding " + pair_str(s.padding[0], s.padding[1]) + ": expected each from 0 to half the kernel " +
-              pair_str(s.kernel[0] / 2, s.kernel[1] / 2),
-          who.c_str());
-}
-
-// Floor division (the numerator may be negative).
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-// Each axis's output size by PyTorch's rule (pooling_output_shape); an
-// input smaller than the window is refused.
-std::array<PoolAxis, 2> pool_axes(const char* op, const Shape& x, const PoolSpec& s) {
+// The two axes of a pooling window over (N,C,H,W), checked (detail::window_axes).
+std::array<PoolAxis, 2> pool_axes(const char* op, const Shape& x, const detail::WindowSpec& s) {
   if (x.size() != 4) throw ShapeError(std::string(op) + ": expected an (N,C,H,W) input, got " + shape_str(x));
-  check_pool_options(op, s);
-  std::array<PoolAxis, 2> a;
-  for (int i = 0; i < 2; ++i) {
-    const int64_t k = s.kernel[i], st = s.stride[i] ? s.stride[i] : k, p = s.padding[i], d = s.dilation[i];
-    const int64_t in = x[2 + i];
-    int64_t out = floor_div(in + 2 * p - d * (k - 1) - 1 + (s.ceil_mode ? st - 1 : 0), st) + 1;
-    // A last window must start inside the input or its left padding.
-    if (s.ceil_mode && (out - 1) * st >= in + p) --out;
-    a[i] = PoolAxis{in, out, k, st, p, d};
-  }
-  if (a[0].out < 1 || a[1].out < 1)
-    throw ShapeError(std::string(op) + ": the padded input " + std::to_string(x[2] + 2 * a[0].pad) + "x" +
-                     std::to_string(x[3] + 2 * a[1].pad) + " is smaller than the " +
-                     (a[0].dilation * a[1].dilation > 1 ? "dilated kernel " : "kernel ") +
-                     std::to_string(a[0].dilation * (a[0].kernel - 1) + 1) + "x" +
-                     std::to_string(a[1].dilation * (a[1].kernel - 1) + 1));
-  return a;
+  const auto a = detail::window_axes(op, {x[2], x[3]}, s);
+  return {a[0], a[1]};
 }
 
 // ---- max_pool2d
@@ -95,7 +49,7 @@ void check_taps(const PoolAxis& a, const char* axis) {
     if (!inside)
       throw ShapeError("max_pool2d: the window of output " + std::string(axis) + " " + std::to_string(o) +
                        " covers only padding (input " + std::to_string(a.in) + ", kernel " + std::to_string(a.kernel) +
-                       ", dilation " + std::to_string(a.dilation) + ", padding " + std::to_string(a.pad) + ")");
+                       ", dilation " + std::to_string(a.dilation) + ", padding " + std::to_string(a.pad_before) + ")");
   }
 }
 
@@ -258,9 +212,9 @@ detail::Index flat_indices(const Tensor& indices, const Shape& in) {
   return flat;
 }
 
-MaxPool2dResult max_pool(const Tensor& x, const Pool2dOptions& o) {
+MaxPool2dResult max_pool(const Tensor& x, const MaxPool2dOptions& o) {
   check_defined(x, "max_pool2d");
-  const auto a = pool_axes("max_pool2d", x.shape(), {o.kernel, o.stride, o.padding, o.dilation, o.ceil_mode});
+  const auto a = pool_axes("max_pool2d", x.shape(), detail::spec_of(o));
   check_taps(a[0], "row");
   check_taps(a[1], "column");
   MaxPooled m = max_pool_forward(x, a);
@@ -275,8 +229,8 @@ MaxPool2dResult max_pool(const Tensor& x, const Pool2dOptions& o) {
       {m.indices});
   // Exported as ONNX MaxPool: ints = kernel, stride (resolved), padding, dilation (each h, w), ceil_mode.
   y = detail::traced(y, [&](TracedOp& t) {
-    t.ints = {a[0].kernel, a[1].kernel, a[0].stride, a[1].stride, a[0].pad, a[1].pad,
-              a[0].dilation, a[1].dilation, o.ceil_mode ? 1 : 0};
+    t.ints = {a[0].kernel, a[1].kernel, a[0].stride, a[1].stride, a[0].pad_before, a[1].pad_before,
+              a[0].dilation, a[1].dilation, o.ceil_mode() ? 1 : 0};
   });
   return {y, m.indices};
 }
@@ -292,6 +246,7 @@ struct AvgWindows {
   const char *op, *adjoint;  // the names on the tape of the op and of its adjoint
   int64_t N, C, H, W;
   Spans h, w;
+  int64_t divisor = 0;  // every window's divisor when set (avg_pool2d's divisor_override), else its count
 };
 using Windows = std::shared_ptr<const AvgWindows>;
 
@@ -309,7 +264,7 @@ void for_each_window(const AvgWindows& a, F&& f) {
             for (int64_t h = a.h.begin[i]; h < a.h.end[i]; ++h)
               for (int64_t w = a.w.begin[j]; w < a.w.end[j]; ++w) g((nc * a.H + h) * a.W + w);
           };
-          f((nc * Ho + i) * Wo + j, a.h.count[i] * a.w.count[j], taps);
+          f((nc * Ho + i) * Wo + j, a.divisor ? a.divisor : a.h.count[i] * a.w.count[j], taps);
         }
   });
 }
@@ -354,7 +309,7 @@ Tensor spread_windows(const Tensor& g, const Windows& a) {
 Spans pool_spans(const PoolAxis& a, bool count_include_pad) {
   Spans s;
   for (int64_t o = 0; o < a.out; ++o) {
-    const int64_t start = a.start(o), stop = std::min(start + a.kernel, a.in + a.pad);
+    const int64_t start = a.start(o), stop = std::min(start + a.kernel, a.in + a.pad_after);
     const int64_t b = std::max<int64_t>(start, 0), e = std::min(stop, a.in);
     s.begin.push_back(b);
     s.end.push_back(e);
@@ -376,37 +331,38 @@ Spans adaptive_spans(int64_t in, int64_t out) {
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& x, const Pool2dOptions& o) { return max_pool(x, o).values; }
+Tensor max_pool2d(const Tensor& x, const MaxPool2dOptions& o) { return max_pool(x, o).values; }
 
-MaxPool2dResult max_pool2d_with_indices(const Tensor& x, const Pool2dOptions& o) { return max_pool(x, o); }
+MaxPool2dResult max_pool2d_with_indices(const Tensor& x, const MaxPool2dOptions& o) { return max_pool(x, o); }
 
 Tensor avg_pool2d(const Tensor& x, const AvgPool2dOptions& o) {
   check_defined(x, "avg_pool2d");
-  const auto a = pool_axes("avg_pool2d", x.shape(), {o.kernel, o.stride, o.padding, {1, 1}, o.ceil_mode});
+  const auto a = pool_axes("avg_pool2d", x.shape(), detail::spec_of(o));
+  const auto divisor = o.divisor_override();
+  require(!divisor || *divisor >= 1,
+          "avg_pool2d: divisor_override " + std::to_string(divisor.value_or(0)) + ": expected at least 1");
   auto w = std::make_shared<AvgWindows>(AvgWindows{"avg_pool2d", "avg_pool2d_backward", x.size(0), x.size(1),
-                                                   x.size(2), x.size(3), pool_spans(a[0], o.count_include_pad),
-                                                   pool_spans(a[1], o.count_include_pad)});
+                                                   x.size(2), x.size(3), pool_spans(a[0], o.count_include_pad()),
+                                                   pool_spans(a[1], o.count_include_pad()), divisor.value_or(0)});
   // Exported as ONNX AveragePool: ints = kernel, stride (resolved), padding
   // (each h, w), ceil_mode, count_include_pad.
   return detail::traced(average_windows(x, w), [&](TracedOp& t) {
-    t.ints = {a[0].kernel, a[1].kernel, a[0].stride, a[1].stride, a[0].pad, a[1].pad,
-              o.ceil_mode ? 1 : 0, o.count_include_pad ? 1 : 0};
+    t.ints = {a[0].kernel, a[1].kernel, a[0].stride, a[1].stride, a[0].pad_before, a[1].pad_before,
+              o.ceil_mode() ? 1 : 0, o.count_include_pad() ? 1 : 0};
   });
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& x, std::array<int64_t, 2> output_size) {
+Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray<2> output_size) {
   check_defined(x, "adaptive_avg_pool2d");
   if (x.dim() != 4)
     throw ShapeError("adaptive_avg_pool2d: expected an (N,C,H,W) input, got " + shape_str(x.shape()));
-  require(output_size[0] >= 1 && output_size[1] >= 1,
-          "output_size " + pair_str(output_size[0], output_size[1]) + ": expected each at least 1",
-            "adaptive_avg_pool2d: ");
+  detail::check_at_least("adaptive_avg_pool2d", "output_size", detail::values(output_size), 1);
   if (x.size(2) < 1 || x.size(3) < 1)
     throw ShapeError("adaptive_avg_pool2d: expected an input of at least 1x1 pixels, got " + shape_str(x.shape()));
   auto w = std::make_shared<AvgWindows>(AvgWindows{"adaptive_avg_pool2d", "adaptive_avg_pool2d_backward", x.size(0),
                                                    x.size(1), x.size(2), x.size(3),
                                                    adaptive_spans(x.size(2), output_size[0]),
-                                                   adaptive_spans(x.size(3), output_size[1])});
+                                                   adaptive_spans(x.size(3), output_size[1]), 0});
   return detail::traced(average_windows(x, w), [&](TracedOp& t) { t.ints = {output_size[0], output_size[1]}; });
 }
 

@@ -81,10 +81,10 @@ engine::ConvLayout layout_of(Path p) {
 }
 
 // conv2d as the im2col path computes it (unfold2d, one product), groups 1.
-Tensor im2col_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& o) {
+Tensor im2col_conv(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t pad) {
   const int64_t N = x.size(0), O = w.size(0);
-  const Tensor cols = unfold2d(x, {w.size(2), w.size(3)}, o);
-  const int64_t Ho = (x.size(2) + 2 * o.padding[0] - w.size(2)) / o.stride[0] + 1;
+  const Tensor cols = unfold2d(x, UnfoldOptions({w.size(2), w.size(3)}).padding(pad).stride(stride));
+  const int64_t Ho = (x.size(2) + 2 * pad - w.size(2)) / stride + 1;
   Tensor y = reshape(matmul(reshape(w, {O, cols.size(1)}), cols), {N, O, Ho, Ho});
   return b.defined() ? y + reshape(b, {1, O, 1, 1}) : y;
 }
@@ -111,8 +111,7 @@ double time_step(const Layer& l, Path p, const Args& a) {
   Tensor x = rand({a.batch, l.C, l.H, l.H}, gen, f32, -1, 1).requires_grad_(l.input_grad);
   Tensor w = rand({l.O, l.C, l.k, l.k}, gen, f32, -0.1, 0.1).requires_grad_();
   Tensor b = l.bias ? rand({l.O}, gen, f32, -0.1, 0.1).requires_grad_() : Tensor();
-  Conv2dOptions o;
-  o.stride = {l.stride, l.stride}, o.padding = {l.pad, l.pad};
+  const auto o = Conv2dFuncOptions().stride(l.stride).padding(l.pad);
   engine::set_conv_layout(layout_of(p));
   const int64_t Ho = (l.H + 2 * l.pad - l.k) / l.stride + 1;
   const Tensor g = rand({a.batch, l.O, Ho, Ho}, gen, f32, -1, 1);
@@ -126,7 +125,7 @@ double time_step(const Layer& l, Path p, const Args& a) {
       Autocast scope(xg::bf16);
       y = conv2d(x, w, b, o);
     } else {
-      y = p == Path::im2col ? im2col_conv(x, w, b, o) : conv2d(x, w, b, o);
+      y = p == Path::im2col ? im2col_conv(x, w, b, l.stride, l.pad) : conv2d(x, w, b, o);
     }
     y.backward(g);
   });
@@ -149,8 +148,7 @@ double xgrad_plane(const Plane& l, bool norm, const Args& a) {
   Tensor x = rand({a.batch, l.C, l.H, l.H}, gen, f32, -1, 1).requires_grad_();
   Tensor w = rand({l.C}, gen, f32, 0.5, 1.5).requires_grad_(), b = rand({l.C}, gen, f32, -0.5, 0.5).requires_grad_();
   Tensor mean = zeros({l.C}), var = ones({l.C});
-  Pool2dOptions o;
-  o.kernel = {2, 2};
+  const auto o = MaxPool2dOptions(2);
   const int64_t Ho = norm ? l.H : l.H / 2;
   const Tensor g = rand({a.batch, l.C, Ho, Ho}, gen, f32, -1, 1);
   return median_ms(a, [&] { x.zero_grad(), w.zero_grad(), b.zero_grad(); }, [&] {

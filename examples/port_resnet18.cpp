@@ -22,18 +22,20 @@ struct BasicBlock : nn::Module {
   std::shared_ptr<nn::ReLU> relu;
   std::shared_ptr<nn::Sequential> downsample;
   BasicBlock(int64_t inplanes, int64_t planes, Generator& gen, int64_t stride = 1) {
-    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(inplanes, planes, 3, gen,
-                                                                  Conv2dOptions{{stride, stride}, {1, 1}}, false));
+    conv1 = register_module("conv1",
+                            std::make_shared<nn::Conv2d>(
+                                nn::Conv2dOptions(inplanes, planes, 3).stride(stride).padding(1).bias(false), gen));
     bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(planes));
     relu = register_module("relu", std::make_shared<nn::ReLU>());
-    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(planes, planes, 3, gen,
-                                                                  Conv2dOptions{{1, 1}, {1, 1}}, false));
+    conv2 = register_module(
+        "conv2", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(planes, planes, 3).padding(1).bias(false), gen));
     bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(planes));
     if (stride != 1 || inplanes != planes)
-      downsample = register_module("downsample", std::make_shared<nn::Sequential>(
-          std::initializer_list<std::shared_ptr<nn::Module>>{
-              std::make_shared<nn::Conv2d>(inplanes, planes, 1, gen, Conv2dOptions{{stride, stride}}, false),
-              std::make_shared<nn::BatchNorm2d>(planes)}));
+      downsample = register_module(
+          "downsample",
+          std::make_shared<nn::Sequential>(
+              std::make_shared<nn::Conv2d>(nn::Conv2dOptions(inplanes, planes, 1).stride(stride).bias(false), gen),
+              std::make_shared<nn::BatchNorm2d>(planes)));
   }
   Tensor forward(const Tensor& x) override {
     const Tensor identity = downsample ? downsample->forward(x) : x;
@@ -51,20 +53,20 @@ struct ResNet18 : nn::Module {
   std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;
   std::shared_ptr<nn::Linear> fc;
   explicit ResNet18(Generator& gen, int64_t num_classes = 1000) {
-    auto stage = [&](int64_t in, int64_t planes, int64_t stride) {
-      return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-          std::make_shared<BasicBlock>(in, planes, gen, stride), std::make_shared<BasicBlock>(planes, planes, gen)});
-    };
-    conv1 =
-        register_module("conv1", std::make_shared<nn::Conv2d>(3, 64, 7, gen, Conv2dOptions{{2, 2}, {3, 3}}, false));
+    conv1 = register_module(
+        "conv1", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false), gen));
     bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(64));
     relu = register_module("relu", std::make_shared<nn::ReLU>());
-    maxpool = register_module("maxpool", std::make_shared<nn::MaxPool2d>(3, 2, 1));
-    layer1 = register_module("layer1", stage(64, 64, 1));
-    layer2 = register_module("layer2", stage(64, 128, 2));
-    layer3 = register_module("layer3", stage(128, 256, 2));
-    layer4 = register_module("layer4", stage(256, 512, 2));
-    avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(std::array<int64_t, 2>{1, 1}));
+    maxpool = register_module("maxpool", std::make_shared<nn::MaxPool2d>(MaxPool2dOptions(3).stride(2).padding(1)));
+    layer1 = register_module("layer1", std::make_shared<nn::Sequential>(std::make_shared<BasicBlock>(64, 64, gen),
+                                                                        std::make_shared<BasicBlock>(64, 64, gen)));
+    layer2 = register_module("layer2", std::make_shared<nn::Sequential>(std::make_shared<BasicBlock>(64, 128, gen, 2),
+                                                                        std::make_shared<BasicBlock>(128, 128, gen)));
+    layer3 = register_module("layer3", std::make_shared<nn::Sequential>(std::make_shared<BasicBlock>(128, 256, gen, 2),
+                                                                        std::make_shared<BasicBlock>(256, 256, gen)));
+    layer4 = register_module("layer4", std::make_shared<nn::Sequential>(std::make_shared<BasicBlock>(256, 512, gen, 2),
+                                                                        std::make_shared<BasicBlock>(512, 512, gen)));
+    avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(1));
     fc = register_module("fc", std::make_shared<nn::Linear>(512, num_classes, gen));
   }
   Tensor forward(const Tensor& input) override {
@@ -98,10 +100,11 @@ int main(int argc, char** argv) {
       diff = std::max(diff, std::abs(g[i] - w[i]));
       scale = std::max(scale, std::abs(w[i]));
     }
-    std::printf("port_resnet18: %zu tensors of PyTorch's state dict loaded, %lld parameters; logits %s, largest "
-                "difference from PyTorch's %.2e (relative %.2e)\n",
-                file.size(), static_cast<long long>(model.num_parameters()), shape_str(got.shape()).c_str(), diff,
-                diff / scale);
+    std::printf(
+        "port_resnet18: %zu tensors of PyTorch's state dict loaded, %lld parameters; logits %s, largest "
+        "difference from PyTorch's %.2e (relative %.2e)\n",
+        file.size(), static_cast<long long>(model.num_parameters()), shape_str(got.shape()).c_str(), diff,
+        diff / scale);
     return got.shape() == want.shape() && diff / scale <= 1e-9 ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "port_resnet18: %s\n", e.what());

@@ -52,9 +52,9 @@ CNN::CNN(const CNNConfig& cfg) try : cfg_(cfg) {
   Generator init(cfg.seed);
   drop_gen_ = std::make_shared<Generator>(cfg.seed ^ 0x9e3779b97f4a7c15ULL);
   const int64_t c0 = cfg.in_channels, c1 = cfg.channels1, c2 = cfg.channels2;
-  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(c0, c1, 3, init, padded(1), /*bias=*/false));
+  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(c0, c1, 3).padding(1).bias(false), init));
   bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(c1));
-  conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(c1, c2, 3, init, padded(1), /*bias=*/false));
+  conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(c1, c2, 3).padding(1).bias(false), init));
   bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(c2));
   pool = register_module("pool", std::make_shared<nn::MaxPool2d>(2));
   const int64_t flat = c2 * cfg.pooled() * cfg.pooled();

@@ -66,18 +66,15 @@ ResNetConfig ResNetConfig::from_metadata(const Metadata& m, const std::string& p
 
 BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride, bool preact, Generator& init)
     : in_(in), out_(out), stride_(stride), preact_(preact) {
-  Conv2dOptions first;
-  first.stride = {stride, stride};
-  first.padding = {1, 1};
-  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(in, out, 3, init, first, /*bias=*/false));
+  conv1 = register_module(
+      "conv1", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false), init));
   bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(preact ? in : out));
-  conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(out, out, 3, init, padded(1), /*bias=*/false));
+  conv2 = register_module("conv2",
+                          std::make_shared<nn::Conv2d>(nn::Conv2dOptions(out, out, 3).padding(1).bias(false), init));
   bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(out));
   if (stride != 1 || in != out) {
-    Conv2dOptions projection;
-    projection.stride = {stride, stride};
     downsample = register_module("downsample", std::make_shared<nn::Sequential>());
-    downsample->push_back(std::make_shared<nn::Conv2d>(in, out, 1, init, projection, /*bias=*/false));
+    downsample->push_back(std::make_shared<nn::Conv2d>(nn::Conv2dOptions(in, out, 1).stride(stride).bias(false), init));
     // Pre-activation projects the already normalised input: no BN of its own.
     if (!preact) downsample->push_back(std::make_shared<nn::BatchNorm2d>(out));
   }
@@ -121,13 +118,13 @@ ResNet::ResNet(const ResNetConfig& cfg) try : cfg_(cfg) {
   check_fits_in_memory(cfg.parameter_count());
   Generator init(cfg.seed);
   const int64_t w = cfg.width;
-  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(cfg.in_channels, w, 3, init, padded(1), false));
+  conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(cfg.in_channels, w, 3).padding(1).bias(false), init));
   if (!cfg.preact) bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(w));
   layer1 = register_module("layer1", stage(w, w, 1, init));
   layer2 = register_module("layer2", stage(w, 2 * w, 2, init));
   layer3 = register_module("layer3", stage(2 * w, 4 * w, 2, init));
   if (cfg.preact) final_bn = register_module("final_bn", std::make_shared<nn::BatchNorm2d>(4 * w));
-  avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(std::array<int64_t, 2>{1, 1}));
+  avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(1));
   fc = register_module("fc", std::make_shared<nn::Linear>(4 * w, cfg.classes, init));
   init_convolutions_fan_out(*this, init);
 } catch (const std::bad_alloc&) {

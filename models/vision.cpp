@@ -6,12 +6,6 @@
 
 namespace xg::models {
 
-Conv2dOptions padded(int64_t padding) {
-  Conv2dOptions o;
-  o.padding = {padding, padding};
-  return o;
-}
-
 void init_convolutions_fan_out(nn::Module& m, Generator& gen) {
   for (auto& [name, p] : m.named_parameters()) {
     if (p.dim() != 4) continue;

@@ -1,6 +1,5 @@
-// What the image models of models/ (ResNet, ViT, CNN) share: a padded
-// convolution window and torchvision's initialisation of
-// convolutions.
+// What the image models of models/ (ResNet, ViT, CNN) share:
+// torchvision's initialisation of convolutions.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +9,6 @@
 #include "nn/module.h"
 
 namespace xg::models {
-
-// A stride-1 window with `padding` zeros on each side (a 3x3 kernel with
-// padding 1 keeps the image size).
-Conv2dOptions padded(int64_t padding);
 
 // Every 4-D parameter of `m` (the convolution weights) drawn again from
 // N(0, sqrt(2 / fan_out)), fan_out = out kh kw: torchvision's

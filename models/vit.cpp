@@ -54,9 +54,8 @@ ViTConfig ViTConfig::from_metadata(const Metadata& m, const std::string& path) {
 }
 
 PatchEmbed::PatchEmbed(int64_t in_channels, int64_t d_model, int64_t patch, Generator& init) {
-  Conv2dOptions o;
-  o.stride = {patch, patch};
-  proj = register_module("proj", std::make_shared<nn::Conv2d>(in_channels, d_model, patch, init, o));
+  proj = register_module(
+      "proj", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(in_channels, d_model, patch).stride(patch), init));
 }
 
 Tensor PatchEmbed::forward(const Tensor& x) {

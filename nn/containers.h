@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -18,6 +19,11 @@ class Sequential : public Module {
  public:
   Sequential() = default;
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);  // push_back of each, in order
+  // Modules of any types, in order, as LibTorch's Sequential(a, b, c).
+  template <class... M, class = std::enable_if_t<(std::is_base_of_v<Module, M> && ...)>>
+  explicit Sequential(std::shared_ptr<M>... modules) {
+    (push_back(std::move(modules)), ...);
+  }
   void push_back(std::shared_ptr<Module> m);  // registers m under the next name ("0", "1", ...); null throws
   size_t size() const { return modules_.size(); }  // number of modules
   // x -> m0.forward(x) -> m1.forward(...) -> ...; empty: the identity.

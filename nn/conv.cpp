@@ -1,8 +1,11 @@
 #include "nn/conv.h"
 
 #include <cmath>
-#include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "autograd/detail/window.h"
+#include "autograd/require.h"
 #include "nn/init.h"
 
 namespace xg::nn {
@@ -10,16 +13,15 @@ namespace xg::nn {
 namespace {
 
 // The checks every convolution layer makes of its sizes, before it
-// allocates: channels and kernel positive, groups dividing both channels.
-void check_sizes(const char* layer, int64_t in, int64_t out, int64_t kh, int64_t kw, int64_t groups) {
-  if (in <= 0 || out <= 0 || kh <= 0 || kw <= 0)
-    throw std::invalid_argument(std::string(layer) + ": in, out and the kernel must be positive, got in=" +
-                                std::to_string(in) + ", out=" + std::to_string(out) + ", kernel=" +
-                                std::to_string(kh) + "x" + std::to_string(kw));
-  if (groups < 1 || in % groups != 0 || out % groups != 0)
-    throw std::invalid_argument(std::string(layer) + ": groups=" + std::to_string(groups) +
-                                " must be at least 1 and divide in=" + std::to_string(in) + " and out=" +
-                                std::to_string(out));
+// allocates: channels and kernel at least 1, groups dividing both channels.
+template <size_t D>
+void check_sizes(const std::string& layer, int64_t in, int64_t out, const ExpandingArray<D>& kernel, int64_t groups) {
+  detail::check_at_least(layer, "in_channels", {in}, 1);
+  detail::check_at_least(layer, "out_channels", {out}, 1);
+  detail::check_at_least(layer, "kernel_size", detail::values(kernel), 1);
+  require(groups >= 1 && in % groups == 0 && out % groups == 0,
+          fmt::format("{}: groups {}: expected at least 1 and dividing in_channels {} and out_channels {}", layer,
+                      groups, in, out));
 }
 
 // PyTorch's default for every convolution: weight and bias U(-b, b), b =
@@ -30,79 +32,125 @@ void init_uniform(Tensor& weight, Tensor& bias, int64_t fan_in, Generator& gen) 
   if (bias.defined()) uniform_(bias, gen, -bound, bound);
 }
 
+// A size as PyTorch's repr prints it: "(3, 3)", "(4,)".
+template <size_t D>
+std::string repr(const ExpandingArray<D>& a) {
+  return D == 1 ? "(" + std::to_string(a[0]) + ",)" : window_text(a);
+}
+
+// (N, C, *spatial) of the layer's rank: "(N,C,L)", "(N,C,H,W)", "(N,C,D,H,W)".
+const char* layout(size_t D) { return D == 1 ? "(N,C,L)" : D == 2 ? "(N,C,H,W)" : "(N,C,D,H,W)"; }
+
+// The layer's weight (a, b, *kernel), its parameter, and the fan-in b prod(kernel).
+template <size_t D>
+Tensor& make_weight(Module& m, Tensor& weight, int64_t a, int64_t b, const ExpandingArray<D>& kernel,
+                    int64_t& fan_in) {
+  Shape shape{a, b};
+  fan_in = b;
+  for (size_t i = 0; i < D; ++i) shape.push_back(kernel[i]), fan_in *= kernel[i];
+  return weight = m.register_parameter("weight", empty(shape));
+}
+
+template <size_t D>
+Tensor convolve(const Tensor& x, const Tensor& w, const Tensor& b, const ConvFuncOptions<D>& o) {
+  if constexpr (D == 1) return conv1d(x, w, b, o);
+  if constexpr (D == 2) return conv2d(x, w, b, o);
+  if constexpr (D == 3) return conv3d(x, w, b, o);
+}
+
 }  // namespace
 
-Conv2d::Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator& gen, const Conv2dOptions& window,
-               bool bias)
-    : in_(in), out_(out), kernel_(kernel), options_(window) {
-  check_sizes("Conv2d", in, out, kernel[0], kernel[1], window.groups);
-  weight_ = register_parameter("weight", empty({out, in / window.groups, kernel[0], kernel[1]}));
-  if (bias) bias_ = register_parameter("bias", empty({out}));
-  init_uniform(weight_, bias_, in / window.groups * kernel[0] * kernel[1], gen);
+template <size_t D>
+ConvNd<D>::ConvNd(const ConvOptions<D>& o, Generator& gen) : options_(o) {
+  const std::string name = fmt::format("Conv{}d", D);
+  check_sizes(name, o.in_channels(), o.out_channels(), o.kernel_size(), o.groups());
+  const std::string& mode = o.padding_mode();
+  require(mode == "zeros" || mode == "reflect" || mode == "replicate" || mode == "circular",
+          fmt::format("{}: padding_mode '{}': expected zeros, reflect, replicate or circular", name, mode));
+  // The window's options, checked now rather than at the first forward.
+  detail::check_at_least(name, "stride", detail::values(o.stride()), 1);
+  detail::check_at_least(name, "padding", detail::values(o.padding().size()), 0);
+  detail::check_at_least(name, "dilation", detail::values(o.dilation()), 1);
+  detail::conv_spec(name, detail::values(o.kernel_size()), detail::values(o.stride()),
+                    detail::values(o.padding().size()), o.padding().same(), detail::values(o.dilation()));
+  int64_t fan_in = 0;
+  make_weight(*this, weight_, o.out_channels(), o.in_channels() / o.groups(), o.kernel_size(), fan_in);
+  if (o.bias()) bias_ = register_parameter("bias", empty({o.out_channels()}));
+  init_uniform(weight_, bias_, fan_in, gen);
 }
 
-std::string Conv2d::type_name() const {
-  std::string s = "Conv2d(in=" + std::to_string(in_) + ", out=" + std::to_string(out_) +
-                  ", kernel=" + pair_text(kernel_) + ", stride=" + pair_text(options_.stride) +
-                  ", padding=" + (options_.same ? std::string("same") : pair_text(options_.padding));
-  if (options_.dilation != std::array<int64_t, 2>{1, 1}) s += ", dilation=" + pair_text(options_.dilation);
-  if (options_.groups != 1) s += ", groups=" + std::to_string(options_.groups);
+template <size_t D>
+std::string ConvNd<D>::type_name() const {
+  const ConvOptions<D>& o = options_;
+  std::string s = fmt::format("Conv{}d({}, {}, kernel_size={}, stride={}", D, o.in_channels(), o.out_channels(),
+                              repr(o.kernel_size()), repr(o.stride()));
+  if (o.padding().same()) s += ", padding=same";
+  else if (o.padding().size() != ExpandingArray<D>(0)) s += ", padding=" + repr(o.padding().size());
+  if (o.dilation() != ExpandingArray<D>(1)) s += ", dilation=" + repr(o.dilation());
+  if (o.groups() != 1) s += fmt::format(", groups={}", o.groups());
+  if (!o.bias()) s += ", bias=False";
+  if (o.padding_mode() != "zeros") s += ", padding_mode=" + o.padding_mode();
   return s + ")";
 }
 
-Tensor Conv2d::forward(const Tensor& x) {
+template <size_t D>
+Tensor ConvNd<D>::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, {4}, in_, "(N,C,H,W)");
-  return conv2d(x, weight_, bias_, options_);
+  require_input(x, {static_cast<int64_t>(D) + 2}, options_.in_channels(), layout(D));
+  const ConvOptions<D>& o = options_;
+  auto f = ConvFuncOptions<D>().stride(o.stride()).padding(o.padding()).dilation(o.dilation()).groups(o.groups());
+  if (o.padding_mode() == "zeros") return convolve(x, weight_, bias_, f);
+  // PyTorch's other modes: the input padded in that mode (the last axis's
+  // pair first), then a convolution with none.
+  const std::vector<int64_t> spatial(x.shape().end() - D, x.shape().end());
+  const std::vector<int64_t> kernel(weight_.shape().end() - D, weight_.shape().end());
+  const auto axes = detail::window_axes(describe(), spatial, detail::spec_of(describe(), f, kernel));
+  std::vector<int64_t> pads;
+  for (size_t i = D; i-- > 0;) pads.push_back(axes[i].pad_before), pads.push_back(axes[i].pad_after);
+  return convolve(pad(x, pads, o.padding_mode()), weight_, bias_, f.padding(0));
 }
 
-Conv1d::Conv1d(int64_t in, int64_t out, int64_t kernel, Generator& gen, const Conv1dOptions& window, bool bias)
-    : in_(in), out_(out), kernel_(kernel), options_(window) {
-  check_sizes("Conv1d", in, out, 1, kernel, window.groups);
-  weight_ = register_parameter("weight", empty({out, in / window.groups, kernel}));
-  if (bias) bias_ = register_parameter("bias", empty({out}));
-  init_uniform(weight_, bias_, in / window.groups * kernel, gen);
+template <size_t D>
+ConvTransposeNd<D>::ConvTransposeNd(const ConvTransposeOptions<D>& o, Generator& gen) : options_(o) {
+  const std::string name = fmt::format("ConvTranspose{}d", D);
+  check_sizes(name, o.in_channels(), o.out_channels(), o.kernel_size(), o.groups());
+  int64_t fan_in = 0;
+  make_weight(*this, weight_, o.in_channels(), o.out_channels() / o.groups(), o.kernel_size(), fan_in);
+  if (o.bias()) bias_ = register_parameter("bias", empty({o.out_channels()}));
+  init_uniform(weight_, bias_, fan_in, gen);
 }
 
-std::string Conv1d::type_name() const {
-  std::string s = "Conv1d(in=" + std::to_string(in_) + ", out=" + std::to_string(out_) +
-                  ", kernel=" + std::to_string(kernel_) + ", stride=" + std::to_string(options_.stride) +
-                  ", padding=" + (options_.same ? std::string("same") : std::to_string(options_.padding));
-  if (options_.dilation != 1) s += ", dilation=" + std::to_string(options_.dilation);
-  if (options_.groups != 1) s += ", groups=" + std::to_string(options_.groups);
-  return s + ")";
+template <size_t D>
+std::string ConvTransposeNd<D>::type_name() const {
+  const ConvTransposeOptions<D>& o = options_;
+  std::string s = fmt::format("ConvTranspose{}d({}, {}, kernel_size={}, stride={}", D, o.in_channels(),
+                              o.out_channels(), repr(o.kernel_size()), repr(o.stride()));
+  if (o.padding() != ExpandingArray<D>(0)) s += ", padding=" + repr(o.padding());
+  if (o.output_padding() != ExpandingArray<D>(0)) s += ", output_padding=" + repr(o.output_padding());
+  if (o.dilation() != ExpandingArray<D>(1)) s += ", dilation=" + repr(o.dilation());
+  if (o.groups() != 1) s += fmt::format(", groups={}", o.groups());
+  return s + (o.bias() ? ")" : ", bias=False)");
 }
 
-Tensor Conv1d::forward(const Tensor& x) {
+template <size_t D>
+Tensor ConvTransposeNd<D>::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, {3}, in_, "(N,C,L)");
-  return conv1d(x, weight_, bias_, options_);
+  require_input(x, {static_cast<int64_t>(D) + 2}, options_.in_channels(), layout(D));
+  const ConvTransposeOptions<D>& o = options_;
+  const auto f = ConvTransposeFuncOptions<D>()
+                     .stride(o.stride())
+                     .padding(o.padding())
+                     .output_padding(o.output_padding())
+                     .groups(o.groups())
+                     .dilation(o.dilation());
+  if constexpr (D == 1) return conv_transpose1d(x, weight_, bias_, f);
+  if constexpr (D == 2) return conv_transpose2d(x, weight_, bias_, f);
 }
 
-ConvTranspose2d::ConvTranspose2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator& gen,
-                                 const ConvTranspose2dOptions& window, bool bias)
-    : in_(in), out_(out), kernel_(kernel), options_(window) {
-  check_sizes("ConvTranspose2d", in, out, kernel[0], kernel[1], window.groups);
-  weight_ = register_parameter("weight", empty({in, out / window.groups, kernel[0], kernel[1]}));
-  if (bias) bias_ = register_parameter("bias", empty({out}));
-  init_uniform(weight_, bias_, out / window.groups * kernel[0] * kernel[1], gen);
-}
-
-std::string ConvTranspose2d::type_name() const {
-  std::string s = "ConvTranspose2d(in=" + std::to_string(in_) + ", out=" + std::to_string(out_) +
-                  ", kernel=" + pair_text(kernel_) + ", stride=" + pair_text(options_.stride) +
-                  ", padding=" + pair_text(options_.padding);
-  if (options_.output_padding != std::array<int64_t, 2>{0, 0})
-    s += ", output_padding=" + pair_text(options_.output_padding);
-  if (options_.dilation != std::array<int64_t, 2>{1, 1}) s += ", dilation=" + pair_text(options_.dilation);
-  if (options_.groups != 1) s += ", groups=" + std::to_string(options_.groups);
-  return s + ")";
-}
-
-Tensor ConvTranspose2d::forward(const Tensor& x) {
-  const auto named = scope();
-  require_input(x, {4}, in_, "(N,C,H,W)");
-  return conv_transpose2d(x, weight_, bias_, options_);
-}
+template class ConvNd<1>;
+template class ConvNd<2>;
+template class ConvNd<3>;
+template class ConvTransposeNd<1>;
+template class ConvTransposeNd<2>;
 
 }  // namespace xg::nn

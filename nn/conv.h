@@ -1,8 +1,10 @@
-// Convolution layers: Conv1d, Conv2d and ConvTranspose2d, as torch.nn's,
-// on (N,C,L) sequences and (N,C,H,W) images.
+// Convolution layers as torch.nn's: Conv1d, Conv2d, Conv3d on (N,C,L),
+// (N,C,H,W) and (N,C,D,H,W); ConvTranspose1d and ConvTranspose2d. Options in
+// LibTorch's form, PyTorch's arguments in its order:
+//   nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
+//   nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false), gen)
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <string>
 
@@ -11,75 +13,116 @@
 
 namespace xg::nn {
 
-// xg::conv2d with its weight (out, in/groups, kh, kw) and bias (out), both
-// U(-b, b) with b = 1/sqrt(in/groups kh kw), as torch.nn.Conv2d. `window`
-// gives stride, padding (or same), dilation and groups, in PyTorch's order.
-class Conv2d : public Module {
- public:
-  // A (kh, kw) kernel; throws std::invalid_argument on sizes below 1 or
-  // groups that do not divide in and out.
-  Conv2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator& gen, const Conv2dOptions& window = {},
-         bool bias = true);
-  Conv2d(int64_t in, int64_t out, int64_t kernel, Generator& gen, const Conv2dOptions& window = {}, bool bias = true)
-      : Conv2d(in, out, {kernel, kernel}, gen, window, bias) {}  // a square kernel
-  Tensor forward(const Tensor& x) override;  // (N, in, H, W) -> (N, out, Ho, Wo)
-  std::string type_name() const override;   // "Conv2d(in=1, out=8, kernel=3x3, stride=1x1, padding=1x1)"
-
-  const Conv2dOptions& options() const { return options_; }  // stride, padding, dilation, groups
-  std::array<int64_t, 2> kernel_size() const { return kernel_; }  // (kh, kw)
-  Tensor& weight() { return weight_; }                        // (out, in/groups, kh, kw)
-  Tensor& bias() { return bias_; }                            // (out), undefined without bias
-
- private:
-  int64_t in_, out_;
-  std::array<int64_t, 2> kernel_;
-  Conv2dOptions options_;
-  Tensor weight_, bias_;
+// torch.nn.Conv1d/2d/3d's arguments: channels and kernel in the
+// constructor, the rest as setters (PyTorch's defaults).
+template <size_t D>
+struct ConvOptions {
+  // PyTorch's three required arguments
+  ConvOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  XG_ARG(int64_t, in_channels);             // at least 1, divisible by groups
+  XG_ARG(int64_t, out_channels);            // at least 1, divisible by groups
+  XG_ARG(ExpandingArray<D>, kernel_size);   // at least 1
+  XG_ARG(ExpandingArray<D>, stride) = 1;    // at least 1
+  XG_ARG(ConvPadding<D>, padding) = 0;      // per side (at least 0), "same" (stride 1) or "valid"
+  XG_ARG(ExpandingArray<D>, dilation) = 1;  // at least 1
+  XG_ARG(int64_t, groups) = 1;              // channel groups, dividing in and out
+  XG_ARG(bool, bias) = true;                // a learnable bias (out)
+  XG_ARG(std::string, padding_mode) = "zeros";  // the padding's values: zeros, reflect, replicate or circular
 };
+using Conv1dOptions = ConvOptions<1>;  // Conv1d's
+using Conv2dOptions = ConvOptions<2>;  // Conv2d's
+using Conv3dOptions = ConvOptions<3>;  // Conv3d's
 
-// xg::conv1d with its weight (out, in/groups, k) and bias (out),
-// initialised as torch.nn.Conv1d (b = 1/sqrt(in/groups k)).
-class Conv1d : public Module {
+// A convolution with weight (out, in/groups, *kernel) and bias (out), both
+// U(-b, b) with b = 1/sqrt(in/groups prod(kernel)), as torch.nn.ConvNd. A
+// padding_mode other than zeros pads the input with pad() in that mode,
+// then convolves with no padding, as PyTorch does.
+template <size_t D>
+class ConvNd : public Module {
  public:
-  // Throws std::invalid_argument as Conv2d's constructor.
-  Conv1d(int64_t in, int64_t out, int64_t kernel, Generator& gen, const Conv1dOptions& window = {},
-         bool bias = true);
-  Tensor forward(const Tensor& x) override;  // (N, in, L) -> (N, out, Lo)
-  std::string type_name() const override;   // "Conv1d(in=4, out=8, kernel=3, stride=1, padding=0)"
-
-  const Conv1dOptions& options() const { return options_; }  // stride, padding, dilation, groups
-  Tensor& weight() { return weight_; }  // (out, in/groups, k)
-  Tensor& bias() { return bias_; }      // (out), undefined without bias
-
- private:
-  int64_t in_, out_, kernel_;
-  Conv1dOptions options_;
-  Tensor weight_, bias_;
-};
-
-// xg::conv_transpose2d with its weight (in, out/groups, kh, kw) and bias
-// (out), initialised as torch.nn.ConvTranspose2d, which takes the fan-in
-// from the weight's second dimension: b = 1/sqrt(out/groups kh kw).
-class ConvTranspose2d : public Module {
- public:
-  // A (kh, kw) kernel; throws std::invalid_argument as Conv2d's constructor.
-  ConvTranspose2d(int64_t in, int64_t out, std::array<int64_t, 2> kernel, Generator& gen,
-                  const ConvTranspose2dOptions& window = {}, bool bias = true);
-  ConvTranspose2d(int64_t in, int64_t out, int64_t kernel, Generator& gen, const ConvTranspose2dOptions& window = {},
-                  bool bias = true)
-      : ConvTranspose2d(in, out, {kernel, kernel}, gen, window, bias) {}  // a square kernel
-  Tensor forward(const Tensor& x) override;  // (N, in, H, W) -> (N, out, Ho, Wo)
+  // Throws std::invalid_argument on sizes below 1, groups not dividing both
+  // channel counts, an unknown padding_mode or "same" with a stride.
+  ConvNd(const ConvOptions<D>& options, Generator& gen);
+  // PyTorch's three required arguments, the rest default.
+  ConvNd(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size, Generator& gen)
+      : ConvNd(ConvOptions<D>(in_channels, out_channels, kernel_size), gen) {}
+  Tensor forward(const Tensor& x) override;  // (N, in, *spatial) -> (N, out, *spatial')
+  // As PyTorch prints it: "Conv2d(3, 8, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), bias=False)"
   std::string type_name() const override;
+  const ConvOptions<D>& options() const { return options_; }  // as constructed
+  Tensor& weight() { return weight_; }                         // (out, in/groups, *kernel)
+  Tensor& bias() { return bias_; }                             // (out), undefined without bias
 
-  const ConvTranspose2dOptions& options() const { return options_; }  // the window
-  Tensor& weight() { return weight_; }  // (in, out/groups, kh, kw)
+ private:
+  ConvOptions<D> options_;
+  Tensor weight_, bias_;
+};
+// torch.nn.Conv1d: (N, in, L) -> (N, out, Lo).
+class Conv1d : public ConvNd<1> {
+ public:
+  using ConvNd<1>::ConvNd;
+};
+// torch.nn.Conv2d: (N, in, H, W) -> (N, out, Ho, Wo).
+class Conv2d : public ConvNd<2> {
+ public:
+  using ConvNd<2>::ConvNd;
+};
+// torch.nn.Conv3d: (N, in, D, H, W) -> (N, out, Do, Ho, Wo).
+class Conv3d : public ConvNd<3> {
+ public:
+  using ConvNd<3>::ConvNd;
+};
+
+// torch.nn.ConvTranspose1d/2d's arguments, in PyTorch's order.
+template <size_t D>
+struct ConvTransposeOptions {
+  // PyTorch's three required arguments
+  ConvTransposeOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+  XG_ARG(int64_t, in_channels);                   // at least 1, divisible by groups
+  XG_ARG(int64_t, out_channels);                  // at least 1, divisible by groups
+  XG_ARG(ExpandingArray<D>, kernel_size);         // at least 1
+  XG_ARG(ExpandingArray<D>, stride) = 1;          // at least 1
+  XG_ARG(ExpandingArray<D>, padding) = 0;         // taken off each side of the output
+  XG_ARG(ExpandingArray<D>, output_padding) = 0;  // added at the end, below the stride or the dilation
+  XG_ARG(int64_t, groups) = 1;                    // channel groups, dividing in and out
+  XG_ARG(bool, bias) = true;                      // a learnable bias (out)
+  XG_ARG(ExpandingArray<D>, dilation) = 1;        // at least 1
+};
+using ConvTranspose1dOptions = ConvTransposeOptions<1>;  // ConvTranspose1d's
+using ConvTranspose2dOptions = ConvTransposeOptions<2>;  // ConvTranspose2d's
+
+// A transposed convolution with weight (in, out/groups, *kernel) and bias
+// (out), initialised as torch.nn.ConvTransposeNd, which takes the fan-in
+// from the weight's second dimension: b = 1/sqrt(out/groups prod(kernel)).
+template <size_t D>
+class ConvTransposeNd : public Module {
+ public:
+  // Throws std::invalid_argument as ConvNd's constructor.
+  ConvTransposeNd(const ConvTransposeOptions<D>& options, Generator& gen);
+  // PyTorch's three required arguments, the rest default.
+  ConvTransposeNd(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size, Generator& gen)
+      : ConvTransposeNd(ConvTransposeOptions<D>(in_channels, out_channels, kernel_size), gen) {}
+  Tensor forward(const Tensor& x) override;  // (N, in, *spatial) -> (N, out, *spatial')
+  std::string type_name() const override;   // as PyTorch prints it
+  const ConvTransposeOptions<D>& options() const { return options_; }  // as constructed
+  Tensor& weight() { return weight_; }  // (in, out/groups, *kernel)
   Tensor& bias() { return bias_; }      // (out), undefined without bias
 
  private:
-  int64_t in_, out_;
-  std::array<int64_t, 2> kernel_;
-  ConvTranspose2dOptions options_;
+  ConvTransposeOptions<D> options_;
   Tensor weight_, bias_;
+};
+// torch.nn.ConvTranspose1d: (N, in, L) -> (N, out, Lo).
+class ConvTranspose1d : public ConvTransposeNd<1> {
+ public:
+  using ConvTransposeNd<1>::ConvTransposeNd;
+};
+// torch.nn.ConvTranspose2d: (N, in, H, W) -> (N, out, Ho, Wo).
+class ConvTranspose2d : public ConvTransposeNd<2> {
+ public:
+  using ConvTransposeNd<2>::ConvTransposeNd;
 };
 
 }  // namespace xg::nn

@@ -1,76 +1,154 @@
 #include "nn/pooling.h"
 
-#include <stdexcept>
+#include <fmt/format.h>
+
+#include "autograd/detail/window.h"
+#include "autograd/require.h"
 
 namespace xg::nn {
 
 namespace {
 
-// Either pooling window with the same kernel, stride and padding on both axes.
-template <class Options>
-Options square(int64_t kernel, int64_t stride, int64_t padding) {
-  Options o;
-  o.kernel = {kernel, kernel};
-  o.stride = {stride, stride};
-  o.padding = {padding, padding};
-  return o;
+// A size as PyTorch's repr prints one given as an int or a tuple: one
+// value when every axis has it, else the tuple.
+template <size_t D>
+std::string repr(const ExpandingArray<D>& a) {
+  return a == ExpandingArray<D>(a[0]) ? std::to_string(a[0]) : window_text(a);
 }
 
-// The window as PyTorch prints it, a stride of 0 shown as the kernel it means.
-std::string window_text(const std::array<int64_t, 2>& kernel, std::array<int64_t, 2> stride,
-                        const std::array<int64_t, 2>& padding) {
-  for (int i = 0; i < 2; ++i)
-    if (stride[i] == 0) stride[i] = kernel[i];
-  return "kernel=" + pair_text(kernel) + ", stride=" + pair_text(stride) + ", padding=" + pair_text(padding);
-}
+const char* layout(size_t D) { return D == 1 ? "(N,C,L)" : D == 2 ? "(N,C,H,W)" : "(N,C,D,H,W)"; }
+const char* python_bool(bool b) { return b ? "True" : "False"; }
 
 }  // namespace
 
-MaxPool2d::MaxPool2d(const Pool2dOptions& window) : options_(window) {}
+template <size_t D>
+MaxPoolNd<D>::MaxPoolNd(const MaxPoolOptions<D>& options) : options_(options) {}
 
-MaxPool2d::MaxPool2d(int64_t kernel, int64_t stride, int64_t padding)
-    : MaxPool2d(square<Pool2dOptions>(kernel, stride, padding)) {}
-
-std::string MaxPool2d::type_name() const {
-  std::string s = "MaxPool2d(" + window_text(options_.kernel, options_.stride, options_.padding);
-  if (options_.dilation != std::array<int64_t, 2>{1, 1}) s += ", dilation=" + pair_text(options_.dilation);
-  return s + (options_.ceil_mode ? ", ceil_mode)" : ")");
+template <size_t D>
+std::string MaxPoolNd<D>::type_name() const {
+  const MaxPoolOptions<D>& o = options_;
+  return fmt::format("MaxPool{}d(kernel_size={}, stride={}, padding={}, dilation={}, ceil_mode={})", D,
+                     repr(o.kernel_size()), repr(o.stride()), repr(o.padding()), repr(o.dilation()),
+                     python_bool(o.ceil_mode()));
 }
 
-Tensor MaxPool2d::forward(const Tensor& x) {
+template <size_t D>
+Tensor MaxPoolNd<D>::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, {4}, -1, "(N,C,H,W)");
-  return max_pool2d(x, options_);
+  require_input(x, {static_cast<int64_t>(D) + 2}, -1, layout(D));
+  if constexpr (D == 1) return max_pool1d(x, options_);
+  if constexpr (D == 2) return max_pool2d(x, options_);
+  if constexpr (D == 3) return max_pool3d(x, options_);
 }
 
-AvgPool2d::AvgPool2d(const AvgPool2dOptions& window) : options_(window) {}
+template <size_t D>
+AvgPoolNd<D>::AvgPoolNd(const AvgPoolOptions<D>& options) : options_(options) {}
 
-AvgPool2d::AvgPool2d(int64_t kernel, int64_t stride, int64_t padding)
-    : AvgPool2d(square<AvgPool2dOptions>(kernel, stride, padding)) {}
-
-std::string AvgPool2d::type_name() const {
-  std::string s = "AvgPool2d(" + window_text(options_.kernel, options_.stride, options_.padding);
-  if (options_.ceil_mode) s += ", ceil_mode";
-  return s + (options_.count_include_pad ? ")" : ", count_include_pad=false)");
+template <size_t D>
+std::string AvgPoolNd<D>::type_name() const {
+  const AvgPoolOptions<D>& o = options_;
+  std::string s = fmt::format("AvgPool{}d(kernel_size={}, stride={}, padding={}", D, repr(o.kernel_size()),
+                              repr(o.stride()), repr(o.padding()));
+  if (o.ceil_mode()) s += ", ceil_mode=True";
+  if (!o.count_include_pad()) s += ", count_include_pad=False";
+  if (o.divisor_override()) s += fmt::format(", divisor_override={}", *o.divisor_override());
+  return s + ")";
 }
 
-Tensor AvgPool2d::forward(const Tensor& x) {
+template <size_t D>
+Tensor AvgPoolNd<D>::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, {4}, -1, "(N,C,H,W)");
-  return avg_pool2d(x, options_);
+  require_input(x, {static_cast<int64_t>(D) + 2}, -1, layout(D));
+  if constexpr (D == 1) return avg_pool1d(x, options_);
+  if constexpr (D == 2) return avg_pool2d(x, options_);
+  if constexpr (D == 3) return avg_pool3d(x, options_);
 }
 
-AdaptiveAvgPool2d::AdaptiveAvgPool2d(std::array<int64_t, 2> output_size) : output_size_(output_size) {
-  if (output_size[0] < 1 || output_size[1] < 1)
-    throw std::invalid_argument("AdaptiveAvgPool2d: output size " + pair_text(output_size) + ": expected each at least 1");
+template <size_t D>
+LPPoolNd<D>::LPPoolNd(const LPPoolOptions<D>& options) : options_(options) {
+  require(options.norm_type() > 0, fmt::format("LPPool{}d: norm_type {}: expected > 0", D, options.norm_type()));
 }
 
-std::string AdaptiveAvgPool2d::type_name() const { return "AdaptiveAvgPool2d(output=" + pair_text(output_size_) + ")"; }
+template <size_t D>
+std::string LPPoolNd<D>::type_name() const {
+  const LPPoolOptions<D>& o = options_;
+  return fmt::format("LPPool{}d(norm_type={:g}, kernel_size={}, stride={}, ceil_mode={})", D, o.norm_type(),
+                     repr(o.kernel_size()), repr(o.stride()), python_bool(o.ceil_mode()));
+}
 
-Tensor AdaptiveAvgPool2d::forward(const Tensor& x) {
+template <size_t D>
+Tensor LPPoolNd<D>::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, {4}, -1, "(N,C,H,W)");
-  return adaptive_avg_pool2d(x, output_size_);
+  require_input(x, {static_cast<int64_t>(D) + 2}, -1, layout(D));
+  if constexpr (D == 1) return lp_pool1d(x, options_);
+  if constexpr (D == 2) return lp_pool2d(x, options_);
 }
+
+template <size_t D, bool Max>
+AdaptivePoolNd<D, Max>::AdaptivePoolNd(ExpandingArray<D> output_size) : output_size_(output_size) {
+  detail::check_at_least(fmt::format("Adaptive{}Pool{}d", Max ? "Max" : "Avg", D), "output_size",
+                         detail::values(output_size), 1);
+}
+
+template <size_t D, bool Max>
+std::string AdaptivePoolNd<D, Max>::type_name() const {
+  return fmt::format("Adaptive{}Pool{}d(output_size={})", Max ? "Max" : "Avg", D,
+                     D == 1 ? std::to_string(output_size_[0]) : window_text(output_size_));
+}
+
+template <size_t D, bool Max>
+Tensor AdaptivePoolNd<D, Max>::forward(const Tensor& x) {
+  const auto named = scope();
+  require_input(x, {static_cast<int64_t>(D) + 2}, -1, layout(D));
+  if constexpr (D == 1) return Max ? adaptive_max_pool1d(x, output_size_[0]) : adaptive_avg_pool1d(x, output_size_[0]);
+  if constexpr (D == 2) return Max ? adaptive_max_pool2d(x, output_size_) : adaptive_avg_pool2d(x, output_size_);
+  if constexpr (D == 3) return Max ? adaptive_max_pool3d(x, output_size_) : adaptive_avg_pool3d(x, output_size_);
+}
+
+template <size_t D>
+MaxUnpoolNd<D>::MaxUnpoolNd(const MaxUnpoolOptions<D>& o) : options_(o) {
+  const std::string name = fmt::format("MaxUnpool{}d", D);
+  detail::check_at_least(name, "kernel_size", detail::values(o.kernel_size()), 1);
+  detail::check_at_least(name, "stride", detail::values(o.stride()), 1);
+  detail::check_at_least(name, "padding", detail::values(o.padding()), 0);
+}
+
+template <size_t D>
+Tensor MaxUnpoolNd<D>::forward(const Tensor& x, const Tensor& indices, const Shape& output_size) {
+  const auto named = scope();
+  require_input(x, {static_cast<int64_t>(D) + 2}, -1, layout(D));
+  Shape out = output_size;
+  const MaxUnpoolOptions<D>& o = options_;
+  if (out.empty())
+    for (size_t i = 0; i < D; ++i)
+      out.push_back((x.size(2 + i) - 1) * o.stride()[i] - 2 * o.padding()[i] + o.kernel_size()[i]);
+  return max_unpool(x, indices, out);
+}
+
+template <size_t D>
+std::string MaxUnpoolNd<D>::type_name() const {
+  const MaxUnpoolOptions<D>& o = options_;
+  auto tuple = [](const ExpandingArray<D>& a) { return D == 1 ? fmt::format("({},)", a[0]) : window_text(a); };
+  return fmt::format("MaxUnpool{}d(kernel_size={}, stride={}, padding={})", D, tuple(o.kernel_size()),
+                     tuple(o.stride()), tuple(o.padding()));
+}
+
+template class MaxPoolNd<1>;
+template class MaxPoolNd<2>;
+template class MaxPoolNd<3>;
+template class AvgPoolNd<1>;
+template class AvgPoolNd<2>;
+template class AvgPoolNd<3>;
+template class LPPoolNd<1>;
+template class LPPoolNd<2>;
+template class AdaptivePoolNd<1, false>;
+template class AdaptivePoolNd<2, false>;
+template class AdaptivePoolNd<3, false>;
+template class AdaptivePoolNd<1, true>;
+template class AdaptivePoolNd<2, true>;
+template class AdaptivePoolNd<3, true>;
+template class MaxUnpoolNd<1>;
+template class MaxUnpoolNd<2>;
+template class MaxUnpoolNd<3>;
 
 }  // namespace xg::nn

@@ -12,26 +12,19 @@ using xgt::leaf;
 
 namespace {
 
-Pool2dOptions max_window(std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
-                         std::array<int64_t, 2> d, bool ceil_mode) {
-  Pool2dOptions o;
-  o.kernel = k;
-  o.stride = s;
-  o.padding = p;
-  o.dilation = d;
-  o.ceil_mode = ceil_mode;
-  return o;
+// A stride of {0, 0} is left unset: the kernel, as PyTorch's stride=None.
+MaxPool2dOptions max_window(std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
+                            std::array<int64_t, 2> d, bool ceil_mode) {
+  MaxPool2dOptions o(k);
+  if (s != std::array<int64_t, 2>{0, 0}) o.stride(s);
+  return o.padding(p).dilation(d).ceil_mode(ceil_mode);
 }
 
 AvgPool2dOptions avg_window(std::array<int64_t, 2> k, std::array<int64_t, 2> s, std::array<int64_t, 2> p,
                             bool ceil_mode, bool count_include_pad) {
-  AvgPool2dOptions o;
-  o.kernel = k;
-  o.stride = s;
-  o.padding = p;
-  o.ceil_mode = ceil_mode;
-  o.count_include_pad = count_include_pad;
-  return o;
+  AvgPool2dOptions o(k);
+  if (s != std::array<int64_t, 2>{0, 0}) o.stride(s);
+  return o.padding(p).ceil_mode(ceil_mode).count_include_pad(count_include_pad);
 }
 
 void check_first_and_second_order(const std::function<Tensor(const std::vector<Tensor>&)>& f, const Tensor& x,
@@ -45,7 +38,7 @@ void check_first_and_second_order(const std::function<Tensor(const std::vector<T
 }  // namespace
 
 TEST_CASE("max_pool2d: gradients and gradients of gradients by finite differences, over windows") {
-  for (const Pool2dOptions& o :
+  for (const MaxPool2dOptions& o :
        {max_window({2, 2}, {0, 0}, {0, 0}, {1, 1}, false), max_window({3, 2}, {2, 1}, {1, 1}, {1, 1}, false),
         max_window({2, 3}, {1, 2}, {1, 0}, {2, 1}, true), max_window({3, 3}, {2, 2}, {1, 1}, {1, 1}, true)}) {
     Tensor x = leaf({2, 2, 5, 6}, 1), s = leaf({2}, 2);
@@ -123,7 +116,7 @@ TEST_CASE("pooling: float32 agrees with float64") {
     REQUIRE(u.size() == v.size());
     for (size_t i = 0; i < u.size(); ++i) CHECK(v[i] == doctest::Approx(u[i]).epsilon(1e-5));
   };
-  const Pool2dOptions mo = max_window({3, 2}, {2, 2}, {1, 1}, {1, 2}, true);
+  const MaxPool2dOptions mo = max_window({3, 2}, {2, 2}, {1, 1}, {1, 2}, true);
   close(max_pool2d(x, mo), max_pool2d(x.to(f32), mo));
   CHECK(bit_equal(max_pool2d_with_indices(x, mo).indices, max_pool2d_with_indices(x.to(f32), mo).indices));
   const AvgPool2dOptions ao = avg_window({3, 3}, {2, 1}, {1, 1}, true, false);
@@ -133,28 +126,28 @@ TEST_CASE("pooling: float32 agrees with float64") {
 
 TEST_CASE("pooling: bad inputs and windows are refused by name, with the accepted range") {
   Tensor x = leaf({1, 2, 6, 6}, 9);
-  const Pool2dOptions k2 = max_window({2, 2}, {0, 0}, {0, 0}, {1, 1}, false);
+  const MaxPool2dOptions k2 = max_window({2, 2}, {0, 0}, {0, 0}, {1, 1}, false);
   CHECK(XG_THROW_MESSAGE(max_pool2d(leaf({2, 6, 6}, 10), k2), ShapeError) ==
         "max_pool2d: expected an (N,C,H,W) input, got (2,6,6)");
   CHECK(XG_THROW_MESSAGE(max_pool2d(x, max_window({0, 2}, {0, 0}, {0, 0}, {1, 1}, false)), std::invalid_argument) ==
-        "max_pool2d: kernel (0,2): expected each at least 1");
+        "max_pool2d: kernel_size (0, 2): expected each at least 1");
   CHECK(XG_THROW_MESSAGE(max_pool2d(x, max_window({2, 2}, {-1, 1}, {0, 0}, {1, 1}, false)), std::invalid_argument) ==
-        "max_pool2d: stride (-1,1): expected each at least 1, or 0 for the kernel");
+        "max_pool2d: stride (-1, 1): expected each at least 1");
   CHECK(XG_THROW_MESSAGE(max_pool2d(x, max_window({2, 2}, {0, 0}, {0, 0}, {1, 0}, false)), std::invalid_argument) ==
-        "max_pool2d: dilation (1,0): expected each at least 1");
+        "max_pool2d: dilation (1, 0): expected each at least 1");
   CHECK(XG_THROW_MESSAGE(max_pool2d(x, max_window({3, 3}, {0, 0}, {2, 0}, {1, 1}, false)), std::invalid_argument) ==
-        "max_pool2d: padding (2,0): expected each from 0 to half the kernel (1,1)");
+        "max_pool2d: padding (2, 0): expected each from 0 to half the kernel (1, 1)");
   CHECK(XG_THROW_MESSAGE(max_pool2d(x, max_window({3, 3}, {0, 0}, {0, 0}, {3, 1}, false)), ShapeError) ==
         "max_pool2d: the padded input 6x6 is smaller than the dilated kernel 7x3");
   CHECK(XG_THROW_MESSAGE(max_pool2d(leaf({1, 1, 2, 2}, 11), max_window({2, 2}, {0, 0}, {1, 1}, {3, 1}, false)),
                          ShapeError) ==
         "max_pool2d: the window of output row 0 covers only padding (input 2, kernel 2, dilation 3, padding 1)");
   CHECK(XG_THROW_MESSAGE(avg_pool2d(x, avg_window({2, 5}, {0, 0}, {1, 3}, false, true)), std::invalid_argument) ==
-        "avg_pool2d: padding (1,3): expected each from 0 to half the kernel (1,2)");
+        "avg_pool2d: padding (1, 3): expected each from 0 to half the kernel (1, 2)");
   CHECK(XG_THROW_MESSAGE(avg_pool2d(x, avg_window({7, 2}, {0, 0}, {0, 0}, false, true)), ShapeError) ==
         "avg_pool2d: the padded input 6x6 is smaller than the kernel 7x2");
   CHECK(XG_THROW_MESSAGE(adaptive_avg_pool2d(x, {0, 3}), std::invalid_argument) ==
-        "adaptive_avg_pool2d: output_size (0,3): expected each at least 1");
+        "adaptive_avg_pool2d: output_size (0, 3): expected each at least 1");
   CHECK(XG_THROW_MESSAGE(adaptive_avg_pool2d(leaf({6, 6}, 12), {2, 2}), ShapeError) ==
         "adaptive_avg_pool2d: expected an (N,C,H,W) input, got (6,6)");
   // ceil_mode lets a kernel overhang a small input, as in PyTorch.
@@ -166,17 +159,17 @@ namespace {
 
 // max_pool2d by its definition, one window at a time: each window's first
 // maximum in row-major order (a NaN beating every number), as a plane index.
-void naive_max_pool(const std::vector<double>& x, const Shape& s, const Pool2dOptions& o, const Shape& out,
+void naive_max_pool(const std::vector<double>& x, const Shape& s, const MaxPool2dOptions& o, const Shape& out,
                     std::vector<double>& values, std::vector<int64_t>& indices) {
   const int64_t H = s[2], W = s[3], Ho = out[2], Wo = out[3];
   for (int64_t p = 0; p < s[0] * s[1]; ++p)
     for (int64_t oh = 0; oh < Ho; ++oh)
       for (int64_t ow = 0; ow < Wo; ++ow) {
         int64_t arg = -1;
-        for (int64_t ki = 0; ki < o.kernel[0]; ++ki)
-          for (int64_t kj = 0; kj < o.kernel[1]; ++kj) {
-            const int64_t h = oh * o.stride[0] - o.padding[0] + ki * o.dilation[0];
-            const int64_t w = ow * o.stride[1] - o.padding[1] + kj * o.dilation[1];
+        for (int64_t ki = 0; ki < o.kernel_size()[0]; ++ki)
+          for (int64_t kj = 0; kj < o.kernel_size()[1]; ++kj) {
+            const int64_t h = oh * o.stride()[0] - o.padding()[0] + ki * o.dilation()[0];
+            const int64_t w = ow * o.stride()[1] - o.padding()[1] + kj * o.dilation()[1];
             if (h < 0 || h >= H || w < 0 || w >= W) continue;
             const double v = x[p * H * W + h * W + w];
             const double b = arg < 0 ? 0 : x[p * H * W + arg];
@@ -208,8 +201,7 @@ TEST_CASE("max_pool2d: the float32 kernels (2x2, whole windows, windows at the e
     std::vector<double> xs = (leaf(k.shape, ++seed, 0, 4)).to_vector();
     for (size_t i = 0; i < xs.size(); ++i) xs[i] = i % 37 == 5 ? std::nan("") : std::floor(xs[i]);
     const Tensor x = from_vector(xs, k.shape, f32);
-    Pool2dOptions o;
-    o.kernel = k.kernel, o.stride = k.stride, o.padding = k.padding, o.dilation = k.dilation;
+    const auto o = MaxPool2dOptions(k.kernel).stride(k.stride).padding(k.padding).dilation(k.dilation);
     for (int threads : {1, 2}) {
       set_num_threads(threads);
       const MaxPool2dResult r = max_pool2d_with_indices(x, o);

@@ -21,7 +21,7 @@ namespace {
 
 struct Case {
   Shape x, w;
-  Conv2dOptions o;
+  Conv2dFuncOptions o;
   bool bias;
   // Relative tolerance against float64. The larger one is for a shape of a
   // real layer, where each weight gradient sums N Ho Wo = 12544 float32
@@ -30,11 +30,13 @@ struct Case {
   double tol = 5e-5;
 };
 
-Conv2dOptions window(std::array<int64_t, 2> s, std::array<int64_t, 2> p, std::array<int64_t, 2> d, int64_t groups = 1,
-                     bool same = false) {
-  Conv2dOptions o;
-  o.stride = s, o.padding = p, o.dilation = d, o.groups = groups, o.same = same;
-  return o;
+Conv2dFuncOptions window(std::array<int64_t, 2> s, std::array<int64_t, 2> p, std::array<int64_t, 2> d,
+                         int64_t groups = 1, bool same = false) {
+  return Conv2dFuncOptions()
+      .stride(s)
+      .padding(same ? ConvPadding<2>("same") : ConvPadding<2>(p))
+      .dilation(d)
+      .groups(groups);
 }
 
 // The windows of a small CNN and a ResNet (3x3 at strides 1 and 2, the 1x1
@@ -93,8 +95,7 @@ TEST_CASE("conv2d float32 on the engine's primitives equals the float64 im2col p
 }
 
 TEST_CASE("conv1d float32 runs on the primitives and equals float64") {
-  Conv1dOptions o;
-  o.stride = 2, o.padding = 1, o.dilation = 2, o.groups = 2;
+  const auto o = Conv1dFuncOptions().stride(2).padding(1).dilation(2).groups(2);
   auto run = [&](Dtype d) {
     Tensor x = leaf({3, 4, 11}, 5).detach().to(d).requires_grad_(), w = leaf({6, 2, 3}, 6).detach().to(d).requires_grad_();
     Tensor b = leaf({6}, 7).detach().to(d).requires_grad_();

@@ -99,10 +99,10 @@ TEST_CASE("torch.nn errors: padding, resampling and rearranging name the sizes")
 }
 
 TEST_CASE("torch.nn errors: the other layers name their arguments") {
-  CHECK(contains(message([] { avg_pool1d(zeros({2, 3}), 2); }), "avg_pool1d: expected an input (N,C,L), got (2,3)"));
+  CHECK(contains(message([] { avg_pool1d(zeros({2, 3}), AvgPool1dOptions(2)); }), "avg_pool1d: expected an input (N,C,L), got (2,3)"));
   CHECK(contains(message([] { adaptive_max_pool2d(zeros({1, 1, 3, 3}), {0, 2}); }),
                  "adaptive_max_pool2d: output_size (0, 2): expected each at least 1"));
-  CHECK(contains(message([] { lp_pool2d(zeros({1, 1, 3, 3}), 0.0, {2, 2}); }), "lp_pool2d: norm_type 0: expected > 0"));
+  CHECK(contains(message([] { lp_pool2d(zeros({1, 1, 3, 3}), LPPool2dOptions(0.0, 2)); }), "lp_pool2d: norm_type 0: expected > 0"));
   CHECK(contains(message([] { instance_norm(zeros({2, 3})); }), "instance_norm: expected an input (N,C,...) with at least one spatial axis"));
   CHECK(contains(message([] { bilinear(zeros({2, 3}), zeros({2, 4}), zeros({5, 3, 2})); }),
                  "bilinear: expected inputs (..., I1) and (..., I2) and a weight (O, I1, I2)"));
@@ -118,12 +118,17 @@ TEST_CASE("torch.nn errors: the other layers name their arguments") {
                  "conv3d: expected an input (N,C,D,H,W) and a weight (O,C/groups,kd,kh,kw) with groups 1"));
   CHECK(contains(message([] { nn::InstanceNorm2d(3, 1e-5, 0.1, false, true); }),
                  "InstanceNorm2d: track_running_stats (running statistics for eval mode) is not built"));
-  CHECK(contains(message([] { nn::AdaptiveMaxPool1d(0); }), "AdaptiveMaxPool1d: output_size 0: expected >= 1"));
+  CHECK(contains(message([] { nn::AdaptiveMaxPool1d(0); }), "AdaptiveMaxPool1d: output_size 0: expected each at least 1"));
   CHECK(contains(message([] { nn::LocalResponseNorm(0); }), "LocalResponseNorm: size 0: expected >= 1"));
   Generator g(1);
   CHECK(contains(message([&] { nn::EmbeddingBag(3, 2, g, "mean", false, 3); }),
                  "EmbeddingBag: padding_idx 3: expected in [0, 3) or -1 for none"));
-  CHECK(contains(message([&] { nn::ConvTranspose1d(3, 4, 2, g, 1, 0, 0, 2); }), "ConvTranspose1d: in 3, out 4, kernel_size 2, groups 2"));
+  CHECK(contains(message([&] { nn::ConvTranspose1d(nn::ConvTranspose1dOptions(3, 4, 2).groups(2), g); }),
+                 "ConvTranspose1d: groups 2: expected at least 1 and dividing in_channels 3 and out_channels 4"));
+  CHECK(contains(message([] { max_pool1d(zeros({1, 1, 4}), MaxPool1dOptions(2).padding(2)); }),
+                 "max_pool1d: padding 2: expected each from 0 to half the kernel 1"));
+  CHECK(contains(message([] { avg_pool3d(zeros({1, 1, 2, 4, 4}), AvgPool3dOptions(3)); }),
+                 "avg_pool3d: the padded input 2x4x4 is smaller than the kernel 3x3x3"));
   CHECK(contains(message([] { nn::Dropout2d(-0.1); }), "Dropout2d: p -0.1: expected in [0, 1]"));
 }
 

@@ -76,11 +76,7 @@ std::vector<TracedOp> trace_of(const std::function<Tensor()>& f) {
 
 TEST_CASE("trace: conv2d is one op with its window, on the direct float32 path and on float64's im2col") {
   Generator g(1);
-  Conv2dOptions o;
-  o.stride = {2, 1};
-  o.padding = {1, 0};
-  o.dilation = {1, 2};
-  o.groups = 2;
+  const auto o = Conv2dFuncOptions().stride({2, 1}).padding({1, 0}).dilation({1, 2}).groups(2);
   for (Dtype d : {f32, f64}) {
     const Tensor x = randn({2, 4, 7, 9}, g, d), w = randn({6, 2, 3, 3}, g, d), b = randn({6}, g, d);
     Tensor y;
@@ -96,8 +92,7 @@ TEST_CASE("trace: conv2d is one op with its window, on the direct float32 path a
     // stride h, w; padding top, left, bottom, right; dilation h, w; groups
     CHECK(t.ints == std::vector<int64_t>{2, 1, 1, 0, 1, 0, 1, 2, 2});
   }
-  Conv2dOptions same;  // an even kernel: the odd zero goes to the bottom and right
-  same.same = true;
+  const auto same = Conv2dFuncOptions().padding("same");  // an even kernel: the odd zero goes to the bottom and right
   const Tensor x = randn({1, 2, 5, 5}, g);
   const auto ops = trace_of([&] { return conv2d(x, randn({3, 2, 4, 2}, g), Tensor(), same); });
   CHECK(ops.back().ints == std::vector<int64_t>{1, 1, 1, 0, 2, 1, 1, 1, 1});
@@ -106,15 +101,9 @@ TEST_CASE("trace: conv2d is one op with its window, on the direct float32 path a
 TEST_CASE("trace: pooling lists its resolved window, batch norm its running statistics") {
   Generator g(2);
   const Tensor x = randn({2, 3, 7, 6}, g);
-  Pool2dOptions p;
-  p.kernel = {3, 2};  // stride 0: the kernel
-  p.padding = {1, 1};
-  p.ceil_mode = true;
+  const auto p = MaxPool2dOptions({3, 2}).padding(1).ceil_mode(true);  // stride: the kernel
   CHECK(trace_of([&] { return max_pool2d(x, p); }).back().ints == std::vector<int64_t>{3, 2, 3, 2, 1, 1, 1, 1, 1});
-  AvgPool2dOptions a;
-  a.kernel = {2, 2};
-  a.stride = {1, 2};
-  a.count_include_pad = false;
+  const auto a = AvgPool2dOptions(2).stride({1, 2}).count_include_pad(false);
   const auto avg = trace_of([&] { return avg_pool2d(x, a); });
   CHECK(avg.back().op == "avg_pool2d");
   CHECK(avg.back().ints == std::vector<int64_t>{2, 2, 1, 2, 0, 0, 0, 0});
@@ -164,7 +153,7 @@ TEST_CASE("export_model: adaptive pooling to a size that does not divide the inp
   std::remove(path.c_str());
   const std::string msg =
       message_of([&] { xo::export_model(pool, {"x", randn({2, 3, 7, 6}, g), {"N", "", "", ""}}, path); });
-  CHECK_MESSAGE(contains(msg, "export_model: adaptive_avg_pool2d (in AdaptiveAvgPool2d(output=3x2) 'layer') from "
+  CHECK_MESSAGE(contains(msg, "export_model: adaptive_avg_pool2d (in AdaptiveAvgPool2d(output_size=(3, 2)) 'layer') from "
                               "(N, 3, 7, 6) to 3x2: ONNX pools equal windows only; the output size must be 1x1 or "
                               "divide the input's fixed height and width"),
                 msg);

@@ -10,16 +10,6 @@
 
 namespace xg::onnx_test {
 
-// Options of a window, for the layers below.
-inline Conv2dOptions conv_window(int64_t stride, int64_t padding, int64_t dilation = 1, int64_t groups = 1) {
-  Conv2dOptions o;
-  o.stride = {stride, stride};
-  o.padding = {padding, padding};
-  o.dilation = {dilation, dilation};
-  o.groups = groups;
-  return o;
-}
-
 // Images (N, 3, 13, 11) -> (N, 10). Odd sizes, so that windows with
 // ceil_mode and padding end off the image: a strided padded convolution
 // with a bias, a grouped dilated one, "same" padding with an even kernel
@@ -31,52 +21,33 @@ inline Conv2dOptions conv_window(int64_t stride, int64_t padding, int64_t dilati
 class VisionZoo : public nn::Module {
  public:
   explicit VisionZoo(Generator& gen) {
-    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(3, 8, 3, gen, conv_window(2, 1)));  // (N,8,7,6)
-    conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(8, 8, 3, gen, conv_window(1, 2, 2, 2), false));
-    Conv2dOptions same;
-    same.same = true;
-    same.dilation = {1, 3};
-    conv3 = register_module("conv3", std::make_shared<nn::Conv2d>(8, 6, std::array<int64_t, 2>{4, 3}, gen, same));
+    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 8, 3).stride(2).padding(1),
+                                                                  gen));  // (N,8,7,6)
+    conv2 = register_module(
+        "conv2",
+        std::make_shared<nn::Conv2d>(nn::Conv2dOptions(8, 8, 3).padding(2).dilation(2).groups(2).bias(false), gen));
+    conv3 = register_module(
+        "conv3", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(8, 6, {4, 3}).padding("same").dilation({1, 3}), gen));
     bn = register_module("bn", std::make_shared<nn::BatchNorm2d>(6));
     gn = register_module("gn", std::make_shared<nn::GroupNorm>(3, 6));
-    Pool2dOptions ceil;
-    ceil.kernel = {3, 2};
-    ceil.stride = {2, 2};
-    ceil.padding = {1, 1};
-    ceil.ceil_mode = true;
-    pool_ceil = register_module("pool_ceil", std::make_shared<nn::MaxPool2d>(ceil));
-    Pool2dOptions dil;
-    dil.kernel = {2, 2};
-    dil.stride = {1, 1};
-    dil.dilation = {2, 1};
-    pool_dil = register_module("pool_dil", std::make_shared<nn::MaxPool2d>(dil));
-    AvgPool2dOptions avg;
-    avg.kernel = {3, 3};
-    avg.stride = {2, 1};
-    avg.padding = {1, 1};
-    avg.ceil_mode = true;
+    pool_ceil = register_module(
+        "pool_ceil", std::make_shared<nn::MaxPool2d>(MaxPool2dOptions({3, 2}).stride(2).padding(1).ceil_mode(true)));
+    pool_dil =
+        register_module("pool_dil", std::make_shared<nn::MaxPool2d>(MaxPool2dOptions(2).stride(1).dilation({2, 1})));
+    auto avg = AvgPool2dOptions(3).stride({2, 1}).padding(1).ceil_mode(true);
     avg_in = register_module("avg_in", std::make_shared<nn::AvgPool2d>(avg));
-    avg.count_include_pad = false;
-    avg_out = register_module("avg_out", std::make_shared<nn::AvgPool2d>(avg));
-    AvgPool2dOptions edge;  // the last window runs off the image: its divisor is clipped there
-    edge.kernel = {3, 3};
-    edge.stride = {2, 2};
-    edge.ceil_mode = true;
-    avg_edge = register_module("avg_edge", std::make_shared<nn::AvgPool2d>(edge));
-    Pool2dOptions late;  // ceil_mode's last window would start in the right padding: dropped
-    late.kernel = {3, 3};
-    late.stride = {3, 3};
-    late.padding = {1, 1};
-    late.ceil_mode = true;
-    pool_late = register_module("pool_late", std::make_shared<nn::MaxPool2d>(late));
-    ConvTranspose2dOptions up;
-    up.stride = {2, 2};
-    up.padding = {1, 0};
-    up.output_padding = {1, 1};
-    up.groups = 2;
-    deconv = register_module("deconv", std::make_shared<nn::ConvTranspose2d>(6, 4, 3, gen, up));
-    pool_to_2 = register_module("pool_to_2", std::make_shared<nn::AdaptiveAvgPool2d>(std::array<int64_t, 2>{2, 2}));
-    pool_to_1 = register_module("pool_to_1", std::make_shared<nn::AdaptiveAvgPool2d>(std::array<int64_t, 2>{1, 1}));
+    avg_out = register_module("avg_out", std::make_shared<nn::AvgPool2d>(avg.count_include_pad(false)));
+    // the last window runs off the image: its divisor is clipped there
+    avg_edge =
+        register_module("avg_edge", std::make_shared<nn::AvgPool2d>(AvgPool2dOptions(3).stride(2).ceil_mode(true)));
+    // ceil_mode's last window would start in the right padding: dropped
+    pool_late = register_module("pool_late",
+                                std::make_shared<nn::MaxPool2d>(MaxPool2dOptions(3).padding(1).ceil_mode(true)));
+    deconv = register_module(
+        "deconv", std::make_shared<nn::ConvTranspose2d>(
+                      nn::ConvTranspose2dOptions(6, 4, 3).stride(2).padding({1, 0}).output_padding(1).groups(2), gen));
+    pool_to_2 = register_module("pool_to_2", std::make_shared<nn::AdaptiveAvgPool2d>(2));
+    pool_to_1 = register_module("pool_to_1", std::make_shared<nn::AdaptiveAvgPool2d>(1));
     fc = register_module("fc", std::make_shared<nn::Linear>(4 * 4 + 6 + 6 + 4 + 6, 10, gen));
   }
   Tensor forward(const Tensor& x) override {
@@ -111,15 +82,10 @@ class VisionZoo : public nn::Module {
 class Conv1dNet : public nn::Module {
  public:
   explicit Conv1dNet(Generator& gen) {
-    Conv1dOptions same;
-    same.same = true;
-    same.dilation = 2;
-    conv1 = register_module("conv1", std::make_shared<nn::Conv1d>(4, 6, 4, gen, same));
-    Conv1dOptions strided;
-    strided.stride = 2;
-    strided.padding = 1;
-    strided.groups = 2;
-    conv2 = register_module("conv2", std::make_shared<nn::Conv1d>(6, 4, 3, gen, strided));
+    conv1 = register_module(
+        "conv1", std::make_shared<nn::Conv1d>(nn::Conv1dOptions(4, 6, 4).padding("same").dilation(2), gen));
+    conv2 = register_module(
+        "conv2", std::make_shared<nn::Conv1d>(nn::Conv1dOptions(6, 4, 3).stride(2).padding(1).groups(2), gen));
     bn = register_module("bn", std::make_shared<nn::BatchNorm1d>(4));
     fc = register_module("fc", std::make_shared<nn::Linear>(4, 5, gen));
   }

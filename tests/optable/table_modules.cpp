@@ -26,26 +26,83 @@ std::vector<int64_t> ints(const json& k, const char* key) {
   const json& v = k.at(key);
   return v.is_array() ? v.get<std::vector<int64_t>>() : std::vector<int64_t>{v.get<int64_t>()};
 }
-// PyTorch's stride=None as 0 (the kernel).
-int64_t opt_int(const json& k, const char* key) { return k.contains(key) && !k.at(key).is_null() ? k.at(key).get<int64_t>() : 0; }
 // A size given as one int or a pair.
 std::array<int64_t, 2> pair(const json& k, const char* key) {
   const std::vector<int64_t> v = ints(k, key);
   return {v.at(0), v.size() > 1 ? v.at(1) : v.at(0)};
 }
-// A (depth, height, width) size: one int, a triple, or None (`fallback` each).
-std::array<int64_t, 3> triple(const json& k, const char* key, int64_t fallback) {
-  if (!k.contains(key) || k.at(key).is_null()) return {fallback, fallback, fallback};
+bool given(const json& k, const char* key) { return k.contains(key) && !k.at(key).is_null(); }
+// A window size of D axes given as one int or D of them; absent: `fallback` on every axis.
+template <size_t D>
+ExpandingArray<D> size(const json& k, const char* key, int64_t fallback) {
+  if (!given(k, key)) return fallback;
   const std::vector<int64_t> v = ints(k, key);
-  return v.size() == 1 ? std::array<int64_t, 3>{v[0], v[0], v[0]} : std::array<int64_t, 3>{v.at(0), v.at(1), v.at(2)};
+  if (v.size() == 1) return v[0];
+  std::array<int64_t, D> a{};
+  for (size_t i = 0; i < D; ++i) a[i] = v.at(i);
+  return a;
 }
-// Unfold's and Fold's dilation, padding and stride.
-Conv2dOptions window(const json& k) {
-  Conv2dOptions o;
-  if (k.contains("dilation")) o.dilation = pair(k, "dilation");
-  if (k.contains("padding")) o.padding = pair(k, "padding");
-  if (k.contains("stride")) o.stride = pair(k, "stride");
-  return o;
+
+// PyTorch's keyword arguments as each options struct (stride=None: the kernel, the default).
+template <size_t D>
+MaxPoolOptions<D> max_pool_options(const json& k) {
+  MaxPoolOptions<D> o(size<D>(k, "kernel_size", 1));
+  if (given(k, "stride")) o.stride(size<D>(k, "stride", 1));
+  return o.padding(size<D>(k, "padding", 0)).dilation(size<D>(k, "dilation", 1)).ceil_mode(flag(k, "ceil_mode", false));
+}
+template <size_t D>
+AvgPoolOptions<D> avg_pool_options(const json& k) {
+  AvgPoolOptions<D> o(size<D>(k, "kernel_size", 1));
+  if (given(k, "stride")) o.stride(size<D>(k, "stride", 1));
+  if (given(k, "divisor_override")) o.divisor_override(k.at("divisor_override").get<int64_t>());
+  return o.padding(size<D>(k, "padding", 0))
+      .ceil_mode(flag(k, "ceil_mode", false))
+      .count_include_pad(flag(k, "count_include_pad", true));
+}
+template <size_t D>
+LPPoolOptions<D> lp_pool_options(const json& k) {
+  LPPoolOptions<D> o(num(k, "norm_type", 2), size<D>(k, "kernel_size", 1));
+  if (given(k, "stride")) o.stride(size<D>(k, "stride", 1));
+  return o.ceil_mode(flag(k, "ceil_mode", false));
+}
+template <size_t D>
+nn::ConvOptions<D> conv_options(const json& k) {
+  auto o = nn::ConvOptions<D>(integer(k, "in_channels", 1), integer(k, "out_channels", 1), size<D>(k, "kernel_size", 1))
+               .stride(size<D>(k, "stride", 1))
+               .dilation(size<D>(k, "dilation", 1))
+               .groups(integer(k, "groups", 1))
+               .bias(flag(k, "bias", true))
+               .padding_mode(k.value("padding_mode", std::string("zeros")));
+  if (given(k, "padding") && k.at("padding").is_string()) return o.padding(k.at("padding").get<std::string>().c_str());
+  return o.padding(size<D>(k, "padding", 0).values());
+}
+template <size_t D>
+nn::ConvTransposeOptions<D> conv_transpose_options(const json& k) {
+  return nn::ConvTransposeOptions<D>(integer(k, "in_channels", 1), integer(k, "out_channels", 1),
+                                     size<D>(k, "kernel_size", 1))
+      .stride(size<D>(k, "stride", 1))
+      .padding(size<D>(k, "padding", 0))
+      .output_padding(size<D>(k, "output_padding", 0))
+      .groups(integer(k, "groups", 1))
+      .bias(flag(k, "bias", true))
+      .dilation(size<D>(k, "dilation", 1));
+}
+template <size_t D>
+MaxUnpoolOptions<D> unpool_options(const json& k) {
+  MaxUnpoolOptions<D> o(size<D>(k, "kernel_size", 1));
+  if (given(k, "stride")) o.stride(size<D>(k, "stride", 1));
+  return o.padding(size<D>(k, "padding", 0));
+}
+// Unfold's and Fold's window.
+template <class Options>
+Options window(Options o, const json& k) {
+  return o.dilation(size<2>(k, "dilation", 1)).padding(size<2>(k, "padding", 0)).stride(size<2>(k, "stride", 1));
+}
+// A module whose forward takes the values and the indices (the unpooling classes).
+template <class M, class Options>
+ModuleCall unpool(const Options& o) {
+  auto m = std::make_shared<M>(o);
+  return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
 }
 
 // The i-th argument, or undefined past those given (an optional mask).
@@ -371,28 +428,10 @@ const std::map<std::string, Factory>& table() {
                            }};
        }},
       // the rest of the layers (a stride of None is 0)
-      {"AvgPool1d",
-       [](const json& k, const Tensors&) {
-         return one<nn::AvgPool1d>(integer(k, "kernel_size", 1), opt_int(k, "stride"), integer(k, "padding", 0),
-                                   flag(k, "ceil_mode", false), flag(k, "count_include_pad", true));
-       }},
-      {"MaxPool1d",
-       [](const json& k, const Tensors&) {
-         return one<nn::MaxPool1d>(integer(k, "kernel_size", 1), opt_int(k, "stride"), integer(k, "padding", 0),
-                                   integer(k, "dilation", 1), flag(k, "ceil_mode", false));
-       }},
-      {"LPPool1d",
-       [](const json& k, const Tensors&) {
-         return one<nn::LPPool1d>(num(k, "norm_type", 2), integer(k, "kernel_size", 1), opt_int(k, "stride"),
-                                  flag(k, "ceil_mode", false));
-       }},
-      {"LPPool2d",
-       [](const json& k, const Tensors&) {
-         return one<nn::LPPool2d>(num(k, "norm_type", 2), pair(k, "kernel_size"),
-                                  k.contains("stride") && !k.at("stride").is_null() ? pair(k, "stride")
-                                                                                     : std::array<int64_t, 2>{0, 0},
-                                  flag(k, "ceil_mode", false));
-       }},
+      {"AvgPool1d", [](const json& k, const Tensors&) { return one<nn::AvgPool1d>(avg_pool_options<1>(k)); }},
+      {"MaxPool1d", [](const json& k, const Tensors&) { return one<nn::MaxPool1d>(max_pool_options<1>(k)); }},
+      {"LPPool1d", [](const json& k, const Tensors&) { return one<nn::LPPool1d>(lp_pool_options<1>(k)); }},
+      {"LPPool2d", [](const json& k, const Tensors&) { return one<nn::LPPool2d>(lp_pool_options<2>(k)); }},
       {"AdaptiveAvgPool1d",
        [](const json& k, const Tensors&) { return one<nn::AdaptiveAvgPool1d>(integer(k, "output_size", 1)); }},
       {"AdaptiveMaxPool1d",
@@ -418,18 +457,16 @@ const std::map<std::string, Factory>& table() {
                                                  integer(k, "out_features", 1), g, flag(k, "bias", true));
          return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
        }},
-      {"Unfold", [](const json& k, const Tensors&) { return one<nn::Unfold>(pair(k, "kernel_size"), window(k)); }},
+      {"Unfold",
+       [](const json& k, const Tensors&) { return one<nn::Unfold>(window(UnfoldOptions(pair(k, "kernel_size")), k)); }},
       {"Fold",
        [](const json& k, const Tensors&) {
-         return one<nn::Fold>(pair(k, "output_size"), pair(k, "kernel_size"), window(k));
+         return one<nn::Fold>(window(FoldOptions(pair(k, "output_size"), pair(k, "kernel_size")), k));
        }},
       {"ConvTranspose1d",
        [](const json& k, const Tensors&) {
          Generator g(0);
-         return one<nn::ConvTranspose1d>(integer(k, "in_channels", 1), integer(k, "out_channels", 1),
-                                         integer(k, "kernel_size", 1), std::ref(g), integer(k, "stride", 1),
-                                         integer(k, "padding", 0), integer(k, "output_padding", 0),
-                                         integer(k, "groups", 1), flag(k, "bias", true), integer(k, "dilation", 1));
+         return one<nn::ConvTranspose1d>(conv_transpose_options<1>(k), std::ref(g));
        }},
       {"Dropout1d", [](const json& k, const Tensors&) { return one<nn::Dropout1d>(num(k, "p", 0.5)); }},
       {"Dropout2d", [](const json& k, const Tensors&) { return one<nn::Dropout2d>(num(k, "p", 0.5)); }},
@@ -469,20 +506,12 @@ const std::map<std::string, Factory>& table() {
          m->insert("shift", zeros({w}));
          return ModuleCall{m, [m](const std::vector<Tensor>& a) { return a.at(0) * (*m)["scale"] + (*m)["shift"]; }};
        }},
-      {"AvgPool3d",
-       [](const json& k, const Tensors&) {
-         return one<nn::AvgPool3d>(triple(k, "kernel_size", 1), triple(k, "stride", 0), triple(k, "padding", 0),
-                                   flag(k, "ceil_mode", false), flag(k, "count_include_pad", true));
-       }},
-      {"MaxPool3d",
-       [](const json& k, const Tensors&) {
-         return one<nn::MaxPool3d>(triple(k, "kernel_size", 1), triple(k, "stride", 0), triple(k, "padding", 0),
-                                   triple(k, "dilation", 1), flag(k, "ceil_mode", false));
-       }},
+      {"AvgPool3d", [](const json& k, const Tensors&) { return one<nn::AvgPool3d>(avg_pool_options<3>(k)); }},
+      {"MaxPool3d", [](const json& k, const Tensors&) { return one<nn::MaxPool3d>(max_pool_options<3>(k)); }},
       {"AdaptiveAvgPool3d",
-       [](const json& k, const Tensors&) { return one<nn::AdaptiveAvgPool3d>(triple(k, "output_size", 1)); }},
+       [](const json& k, const Tensors&) { return one<nn::AdaptiveAvgPool3d>(size<3>(k, "output_size", 1)); }},
       {"AdaptiveMaxPool3d",
-       [](const json& k, const Tensors&) { return one<nn::AdaptiveMaxPool3d>(triple(k, "output_size", 1)); }},
+       [](const json& k, const Tensors&) { return one<nn::AdaptiveMaxPool3d>(size<3>(k, "output_size", 1)); }},
       {"BatchNorm3d",
        [](const json& k, const Tensors&) {
          return one<nn::BatchNorm3d>(integer(k, "num_features", 1), num(k, "eps", 1e-5), num(k, "momentum", 0.1),
@@ -494,21 +523,9 @@ const std::map<std::string, Factory>& table() {
                                            num(k, "k", 1.0));
        }},
       // unpooling, cross-map response norm, bags, Conv3d
-      {"MaxUnpool1d",
-       [](const json& k, const Tensors&) {
-         auto m = std::make_shared<nn::MaxUnpool1d>(ints(k, "kernel_size").at(0), pair(k, "stride")[0]);
-         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
-       }},
-      {"MaxUnpool2d",
-       [](const json& k, const Tensors&) {
-         auto m = std::make_shared<nn::MaxUnpool2d>(pair(k, "kernel_size"), pair(k, "stride"));
-         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
-       }},
-      {"MaxUnpool3d",
-       [](const json& k, const Tensors&) {
-         auto m = std::make_shared<nn::MaxUnpool3d>(triple(k, "kernel_size", 1), triple(k, "stride", 0));
-         return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
-       }},
+      {"MaxUnpool1d", [](const json& k, const Tensors&) { return unpool<nn::MaxUnpool1d>(unpool_options<1>(k)); }},
+      {"MaxUnpool2d", [](const json& k, const Tensors&) { return unpool<nn::MaxUnpool2d>(unpool_options<2>(k)); }},
+      {"MaxUnpool3d", [](const json& k, const Tensors&) { return unpool<nn::MaxUnpool3d>(unpool_options<3>(k)); }},
       {"CrossMapLRN2d",
        [](const json& k, const Tensors&) {
          return one<nn::CrossMapLRN2d>(integer(k, "size", 1), num(k, "alpha", 1e-4), num(k, "beta", 0.75),
@@ -526,10 +543,7 @@ const std::map<std::string, Factory>& table() {
       {"Conv3d",
        [](const json& k, const Tensors&) {
          Generator g(0);
-         return one<nn::Conv3d>(integer(k, "in_channels", 1), integer(k, "out_channels", 1),
-                                triple(k, "kernel_size", 1), std::ref(g), triple(k, "stride", 1),
-                                triple(k, "padding", 0), triple(k, "dilation", 1), integer(k, "groups", 1),
-                                flag(k, "bias", true));
+         return one<nn::Conv3d>(conv_options<3>(k), std::ref(g));
        }},
       // distances
       {"PairwiseDistance",

@@ -31,27 +31,28 @@ Config parse(const std::string& text) {
   return c;
 }
 
-Conv2dOptions conv2d_options(const Config& c, const Tensor& w) {
-  Conv2dOptions o;
-  o.stride = c.stride, o.dilation = c.dilation, o.groups = c.groups;
-  o.same = c.padding[0] == -1;
-  if (!o.same) o.padding = c.padding;
-  return o;
+// A padding of -1 is PyTorch's "same".
+Conv2dFuncOptions conv2d_options(const Config& c) {
+  return Conv2dFuncOptions()
+      .stride(c.stride)
+      .padding(c.padding[0] == -1 ? ConvPadding<2>("same") : ConvPadding<2>(c.padding))
+      .dilation(c.dilation)
+      .groups(c.groups);
 }
 
 Tensor forward(const Config& c, const Tensor& x, const Tensor& w, const Tensor& b) {
-  if (c.kind == "conv2d") return conv2d(x, w, b, conv2d_options(c, w));
-  if (c.kind == "conv1d") {
-    Conv1dOptions o;
-    o.stride = c.stride[1], o.dilation = c.dilation[1], o.groups = c.groups;
-    o.same = c.padding[1] == -1;
-    if (!o.same) o.padding = c.padding[1];
-    return conv1d(x, w, b, o);
-  }
-  ConvTranspose2dOptions o;
-  o.stride = c.stride, o.padding = c.padding, o.dilation = c.dilation, o.groups = c.groups;
-  o.output_padding = c.output_padding;
-  return conv_transpose2d(x, w, b, o);
+  if (c.kind == "conv2d") return conv2d(x, w, b, conv2d_options(c));
+  if (c.kind == "conv1d")
+    return conv1d(x, w, b,
+                  Conv1dFuncOptions()
+                      .stride(c.stride[1])
+                      .padding(c.padding[1] == -1 ? ConvPadding<1>("same") : ConvPadding<1>(c.padding[1]))
+                      .dilation(c.dilation[1])
+                      .groups(c.groups));
+  return conv_transpose2d(
+      x, w, b,
+      ConvTranspose2dFuncOptions().stride(c.stride).padding(c.padding).output_padding(c.output_padding).dilation(
+          c.dilation).groups(c.groups));
 }
 
 bool run_case(const std::string& name, const std::string& text, std::map<std::string, Tensor>& file) {
@@ -74,9 +75,13 @@ bool run_case(const std::string& name, const std::string& text, std::map<std::st
                                                        {"grad w", parity::rel_diff(g[1], get("grad.w"))}};
   if (c.has_bias) diffs.push_back({"grad b", parity::rel_diff(g[2].defined() ? g[2] : zeros(b.shape(), f64), get("grad.b"))});
   if (file.count(name + ".unfold")) {
-    const Conv2dOptions o = conv2d_options(c, w);
-    diffs.push_back({"unfold", parity::rel_diff(unfold2d(get("x"), {w.size(2), w.size(3)}, o), get("unfold"))});
-    diffs.push_back({"fold", parity::rel_diff(fold2d(get("unfold") * 2.0 + 1.0, get("x").shape(), {w.size(2), w.size(3)}, o), get("fold"))});
+    const auto u = UnfoldOptions({w.size(2), w.size(3)}).stride(c.stride).padding(c.padding).dilation(c.dilation);
+    const auto f = FoldOptions({get("x").size(2), get("x").size(3)}, {w.size(2), w.size(3)})
+                       .stride(c.stride)
+                       .padding(c.padding)
+                       .dilation(c.dilation);
+    diffs.push_back({"unfold", parity::rel_diff(unfold2d(get("x"), u), get("unfold"))});
+    diffs.push_back({"fold", parity::rel_diff(fold2d(get("unfold") * 2.0 + 1.0, f), get("fold"))});
   }
   return parity::report("conv_parity", name, text, diffs);
 }

@@ -44,16 +44,18 @@ void pool_case(const std::string& name, std::istringstream& in, File& file, Diff
   in >> kind;
   std::function<Tensor(const std::vector<Tensor>&)> f;
   if (kind == "max") {
-    Pool2dOptions o;
-    in >> o.kernel[0] >> o.kernel[1] >> o.stride[0] >> o.stride[1] >> o.padding[0] >> o.padding[1] >> o.dilation[0] >>
-        o.dilation[1] >> o.ceil_mode;
+    std::array<int64_t, 2> k, s, p, d;
+    bool ceil_mode = false;
+    in >> k[0] >> k[1] >> s[0] >> s[1] >> p[0] >> p[1] >> d[0] >> d[1] >> ceil_mode;
+    const auto o = MaxPool2dOptions(k).stride(s).padding(p).dilation(d).ceil_mode(ceil_mode);
     f = [o](const std::vector<Tensor>& v) { return max_pool2d(v[0], o); };
     const Tensor idx = max_pool2d_with_indices(file.at(name + ".x"), o).indices;
     diffs.push_back({"indices", parity::rel_diff(idx.to(f64), file.at(name + ".indices").to(f64))});
   } else if (kind == "avg") {
-    AvgPool2dOptions o;
-    in >> o.kernel[0] >> o.kernel[1] >> o.stride[0] >> o.stride[1] >> o.padding[0] >> o.padding[1] >> o.ceil_mode >>
-        o.count_include_pad;
+    std::array<int64_t, 2> k, s, p;
+    bool ceil_mode = false, count_include_pad = true;
+    in >> k[0] >> k[1] >> s[0] >> s[1] >> p[0] >> p[1] >> ceil_mode >> count_include_pad;
+    const auto o = AvgPool2dOptions(k).stride(s).padding(p).ceil_mode(ceil_mode).count_include_pad(count_include_pad);
     f = [o](const std::vector<Tensor>& v) { return avg_pool2d(v[0], o); };
   } else {
     std::array<int64_t, 2> size{};

@@ -65,7 +65,7 @@ def pool_case(name, cfg, out, meta):
         meta[name] = " ".join(map(str, ("max", *o["kernel_size"], *s, *o["padding"], *o["dilation"], int(o["ceil_mode"]))))
     elif kind == "avg":
         y = F.avg_pool2d(x, **o)
-        s = o["stride"] or (0, 0)  # 0: the kernel, as stride=None
+        s = o["stride"] or o["kernel_size"]
         meta[name] = " ".join(map(str, ("avg", *o["kernel_size"], *s, *o["padding"], int(o["ceil_mode"]),
                                         int(o["count_include_pad"]))))
     else:

@@ -54,41 +54,42 @@ std::unique_ptr<nn::Module> build_conv(const Spec& s, Generator& gen) {
   const int64_t in = s.one("in"), out = s.one("out");
   const bool bias = s.one("bias") != 0;
   if (s.kind == "Conv2d") {
-    Conv2dOptions o;
-    o.stride = s.two("stride"), o.dilation = s.two("dilation"), o.groups = s.one("groups");
-    o.same = s.has("same");
-    if (!o.same) o.padding = s.two("padding");
-    return std::make_unique<nn::Conv2d>(in, out, s.two("kernel"), gen, o, bias);
+    auto o = nn::Conv2dOptions(in, out, s.two("kernel")).stride(s.two("stride")).dilation(s.two("dilation"));
+    auto padded = s.has("same") ? o.padding("same") : o.padding(s.two("padding"));
+    return std::make_unique<nn::Conv2d>(padded.groups(s.one("groups")).bias(bias), gen);
   }
   if (s.kind == "Conv1d") {
-    Conv1dOptions o;
-    o.stride = s.one("stride"), o.dilation = s.one("dilation"), o.groups = s.one("groups");
-    o.same = s.has("same");
-    if (!o.same) o.padding = s.one("padding");
-    return std::make_unique<nn::Conv1d>(in, out, s.one("kernel"), gen, o, bias);
+    auto o = nn::Conv1dOptions(in, out, s.one("kernel")).stride(s.one("stride")).dilation(s.one("dilation"));
+    auto padded = s.has("same") ? o.padding("same") : o.padding(s.one("padding"));
+    return std::make_unique<nn::Conv1d>(padded.groups(s.one("groups")).bias(bias), gen);
   }
-  if (s.kind == "ConvTranspose2d") {
-    ConvTranspose2dOptions o;
-    o.stride = s.two("stride"), o.padding = s.two("padding"), o.output_padding = s.two("output_padding");
-    o.dilation = s.two("dilation"), o.groups = s.one("groups");
-    return std::make_unique<nn::ConvTranspose2d>(in, out, s.two("kernel"), gen, o, bias);
-  }
+  if (s.kind == "ConvTranspose2d")
+    return std::make_unique<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(in, out, s.two("kernel"))
+                                                     .stride(s.two("stride"))
+                                                     .padding(s.two("padding"))
+                                                     .output_padding(s.two("output_padding"))
+                                                     .dilation(s.two("dilation"))
+                                                     .groups(s.one("groups"))
+                                                     .bias(bias),
+                                                 gen);
   throw std::invalid_argument("vision_layers_parity: no layer " + s.kind);
 }
 
 std::unique_ptr<nn::Module> build(const Spec& s, Generator& gen) {
   if (s.kind.rfind("Conv", 0) == 0) return build_conv(s, gen);
   if (s.kind == "MaxPool2d") {
-    Pool2dOptions o;
-    o.kernel = s.two("kernel"), o.stride = s.two("stride"), o.padding = s.two("padding");
-    o.dilation = s.two("dilation"), o.ceil_mode = s.one("ceil_mode") != 0;
-    return std::make_unique<nn::MaxPool2d>(o);
+    return std::make_unique<nn::MaxPool2d>(MaxPool2dOptions(s.two("kernel"))
+                                               .stride(s.two("stride"))
+                                               .padding(s.two("padding"))
+                                               .dilation(s.two("dilation"))
+                                               .ceil_mode(s.one("ceil_mode") != 0));
   }
   if (s.kind == "AvgPool2d") {
-    AvgPool2dOptions o;
-    o.kernel = s.two("kernel"), o.stride = s.two("stride"), o.padding = s.two("padding");
-    o.ceil_mode = s.one("ceil_mode") != 0, o.count_include_pad = s.one("count_include_pad") != 0;
-    return std::make_unique<nn::AvgPool2d>(o);
+    return std::make_unique<nn::AvgPool2d>(AvgPool2dOptions(s.two("kernel"))
+                                               .stride(s.two("stride"))
+                                               .padding(s.two("padding"))
+                                               .ceil_mode(s.one("ceil_mode") != 0)
+                                               .count_include_pad(s.one("count_include_pad") != 0));
   }
   if (s.kind == "AdaptiveAvgPool2d") return std::make_unique<nn::AdaptiveAvgPool2d>(s.two("output_size"));
   if (s.kind == "Flatten") return std::make_unique<nn::Flatten>(s.one("start_dim"), s.one("end_dim"));
