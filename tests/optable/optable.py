@@ -1244,14 +1244,57 @@ def draw_fold(g, x, s, kinks):
     return [g.new_input((g.r.choice([1, 2]), C * k[0] * k[1], L))]
 
 
-def draw_conv_t1d(g, x, s, kinks):
-    groups = g.r.choice([1, 1, 2])
-    cin, cout = groups * g.r.choice([1, 2]), groups * g.r.choice([1, 2])
-    stride, dil = g.r.choice([1, 2]), g.r.choice([1, 2])
-    s.update(in_channels=cin, out_channels=cout, kernel_size=g.r.randint(1, 3), stride=stride,
-             padding=g.r.randint(0, 1), output_padding=g.r.randint(0, max(stride, dil) - 1), groups=groups,
-             bias=g.r.random() < 0.7, dilation=dil)
-    return [g.new_input((g.r.choice([1, 2]), cin, g.r.randint(1, 4)))]
+def draw_conv(dims, transposed=False):
+    """Conv1d/2d/3d (padding as sizes, "same" or "valid", and each padding_mode)
+    or ConvTranspose1d/2d (output_padding below the stride or the dilation)."""
+    def draw(g, x, s, kinks):
+        groups = g.r.choice([1, 1, 2])
+        cin, cout = groups * g.r.choice([1, 2]), groups * g.r.choice([1, 2])
+        spatial = tuple(g.r.randint(2, 4) for _ in range(dims))
+        k = [g.r.randint(1, n) for n in spatial]
+        s.update(in_channels=cin, out_channels=cout, kernel_size=k, groups=groups, bias=g.r.random() < 0.7,
+                 dilation=[g.r.choice([1, 1, 2]) for _ in range(dims)])
+        if transposed:
+            s["stride"] = [g.r.choice([1, 2]) for _ in range(dims)]
+            s["padding"] = [g.r.randint(0, 1) for _ in range(dims)]
+            s["output_padding"] = [g.r.randint(0, max(st, d) - 1) for st, d in zip(s["stride"], s["dilation"])]
+            if any((n - 1) * st - 2 * p + d * (kk - 1) + op + 1 < 1 for n, st, p, d, kk, op in
+                   zip(spatial, s["stride"], s["padding"], s["dilation"], k, s["output_padding"])):
+                return None
+            return [g.new_input((g.r.choice([1, 2]), cin) + spatial)]
+        s["padding_mode"] = g.r.choice(["zeros", "zeros", "reflect", "replicate", "circular"])
+        form = g.r.choice(["sizes", "sizes", "same", "valid"])
+        if form == "same":
+            s["padding"], s["stride"] = "same", [1] * dims
+            pads = [(d * (kk - 1) // 2, d * (kk - 1) - d * (kk - 1) // 2) for kk, d in zip(k, s["dilation"])]
+        else:
+            s["stride"] = [g.r.choice([1, 2]) for _ in range(dims)]
+            s["padding"] = "valid" if form == "valid" else [g.r.randint(0, 1) for _ in range(dims)]
+            pads = [(0, 0)] * dims if form == "valid" else [(p, p) for p in s["padding"]]
+        if s["padding_mode"] == "reflect" and any(max(p) >= n for p, n in zip(pads, spatial)):
+            return None  # reflection needs the padding below the size
+        if any((kk - 1) * d + 1 > n + sum(p) for kk, d, n, p in zip(k, s["dilation"], spatial, pads)):
+            return None
+        return [g.new_input((g.r.choice([1, 2]), cin) + spatial)]
+    return draw
+
+
+def draw_pool2d(kind):
+    """MaxPool2d or AvgPool2d (with divisor_override) on (N,C,H,W)."""
+    def draw(g, x, s, kinks):
+        H, W = g.r.randint(1, 6), g.r.randint(1, 6)
+        k = [g.r.randint(1, H), g.r.randint(1, W)]
+        s.update(kernel_size=k, stride=g.r.choice([None, [1, 1], [2, 1], [2, 3]]),
+                 padding=[g.r.randint(0, kk // 2) for kk in k], ceil_mode=g.r.random() < 0.3)
+        if kind == "avg":
+            s["count_include_pad"] = g.r.random() < 0.5
+            s["divisor_override"] = g.r.choice([None, None, 1, 3])
+        else:
+            s["dilation"] = [g.r.choice([1, 1, 2]) for _ in range(2)]
+            if any((kk - 1) * d + 1 > n + 2 * p for kk, d, n, p in zip(k, s["dilation"], (H, W), s["padding"])):
+                return None
+        return [g.new_input((g.r.choice([1, 2]), g.r.choice([1, 2]), H, W))]
+    return draw
 
 
 def draw_feature_dropout(rank):
@@ -1259,6 +1302,12 @@ def draw_feature_dropout(rank):
         s["p"] = g.r.choice([0.0, 0.3, 0.5])
         return [g.new_input(tuple(g.r.choice([1, 2, 3]) for _ in range(rank)))]
     return draw
+
+
+CONV_ARGS = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups", "bias",
+             "padding_mode")
+CONV_TRANSPOSE_ARGS = ("in_channels", "out_channels", "kernel_size", "stride", "padding", "output_padding", "groups",
+                       "bias", "dilation")
 
 
 def keep_pool(*names):
@@ -1289,9 +1338,8 @@ MODULES += [
                 keep_pool("kernel_size", "dilation", "padding", "stride")),
     ModuleEntry("Fold", Op("fold", LAYERS, None, draw_fold),
                 keep_pool("output_size", "kernel_size", "dilation", "padding", "stride")),
-    ModuleEntry("ConvTranspose1d", Op("conv_transpose1d", LAYERS, None, draw_conv_t1d),
-                keep("in_channels", "out_channels", "kernel_size", "stride", "padding", "output_padding", "groups",
-                     "bias", "dilation")),
+    ModuleEntry("ConvTranspose1d", Op("conv_transpose1d", LAYERS, None, draw_conv(1, transposed=True)),
+                keep_pool(*CONV_TRANSPOSE_ARGS)),
     ModuleEntry("Dropout1d", Op("dropout1d", LAYERS, None, draw_feature_dropout(3)), keep("p"), eval=True),
     ModuleEntry("Dropout2d", Op("dropout2d", LAYERS, None, draw_feature_dropout(4)), keep("p"), eval=True),
     ModuleEntry("Dropout3d", Op("dropout3d", LAYERS, None, draw_feature_dropout(5)), keep("p"), eval=True),
@@ -1355,6 +1403,7 @@ def draw_pool3d(kind):
                  padding=[g.r.randint(0, kk // 2) for kk in k], ceil_mode=g.r.random() < 0.3)
         if kind == "avg":
             s["count_include_pad"] = g.r.random() < 0.5
+            s["divisor_override"] = g.r.choice([None, None, 5])
         else:
             s["dilation"] = [1, 1, 1]
         return [g.new_input(shape)]
@@ -1386,7 +1435,7 @@ MODULES += [
                 twin=ParameterListTwin),
     ModuleEntry("ParameterDict", Op("parameter_dict", LAYERS, None, draw_rows), keep("width"), twin=ParameterDictTwin),
     ModuleEntry("AvgPool3d", Op("avg_pool3d", LAYERS, None, draw_pool3d("avg")),
-                keep_pool("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad")),
+                keep_pool("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")),
     ModuleEntry("MaxPool3d", Op("max_pool3d", LAYERS, None, draw_pool3d("max")),
                 keep_pool("kernel_size", "stride", "padding", "dilation", "ceil_mode")),
     ModuleEntry("AdaptiveAvgPool3d", Op("adaptive_avg_pool3d", LAYERS, None, draw_pool3d("adaptive")),
@@ -1477,19 +1526,6 @@ def draw_embedding_bag(g, x, s, kinks):
     return [ids, g.add_ids((len(offsets),), offsets), psw]
 
 
-def draw_conv3d(g, x, s, kinks):
-    groups = g.r.choice([1, 1, 2])
-    cin, cout = groups * g.r.choice([1, 2]), groups * g.r.choice([1, 2])
-    spatial = tuple(g.r.randint(2, 4) for _ in range(3))
-    k = [g.r.randint(1, n) for n in spatial]
-    s.update(in_channels=cin, out_channels=cout, kernel_size=k, stride=[g.r.choice([1, 2]) for _ in range(3)],
-             padding=[g.r.randint(0, 1) for _ in range(3)], dilation=[1, g.r.choice([1, 2]), 1], groups=groups,
-             bias=g.r.random() < 0.7)
-    if any((kk - 1) * d + 1 > n + 2 * p for kk, d, n, p in zip(k, s["dilation"], spatial, s["padding"])):
-        return None
-    return [g.new_input((g.r.choice([1, 2]), cin) + spatial)]
-
-
 MODULES += [
     ModuleEntry("MaxUnpool1d", Op("max_unpool1d", LAYERS, None, draw_unpool(1)), keep_pool("kernel_size", "stride"),
                 inputs=lambda g, s, args: args),
@@ -1503,9 +1539,16 @@ MODULES += [
     ModuleEntry("EmbeddingBag", Op("embedding_bag", LAYERS, None, draw_embedding_bag, torch_order=1),
                 keep("num_embeddings", "embedding_dim", "mode", "padding_idx", "include_last_offset"),
                 inputs=lambda g, s, args: args),
-    ModuleEntry("Conv3d", Op("conv3d", LAYERS, None, draw_conv3d),
-                keep_pool("in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups",
-                          "bias")),
+    ModuleEntry("Conv3d", Op("conv3d", LAYERS, None, draw_conv(3)), keep_pool(*CONV_ARGS)),
+    ModuleEntry("Conv2d", Op("conv2d", LAYERS, None, draw_conv(2)), keep_pool(*CONV_ARGS)),
+    ModuleEntry("Conv1d", Op("conv1d", LAYERS, None, draw_conv(1)), keep_pool(*CONV_ARGS)),
+    ModuleEntry("ConvTranspose2d", Op("conv_transpose2d", LAYERS, None, draw_conv(2, transposed=True)),
+                keep_pool(*CONV_TRANSPOSE_ARGS)),
+    ModuleEntry("MaxPool2d", Op("max_pool2d", LAYERS, None, draw_pool2d("max")),
+                keep_pool("kernel_size", "stride", "padding", "dilation", "ceil_mode")),
+    ModuleEntry("AvgPool2d", Op("avg_pool2d", LAYERS, None, draw_pool2d("avg")),
+                keep_pool("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override")),
+    ModuleEntry("AdaptiveAvgPool2d", Op("adaptive_avg_pool2d", LAYERS, None, draw_adaptive(2)), keep_pool("output_size")),
 ]
 MODULES_BY_NAME = {m.cls: m for m in MODULES}
 assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"

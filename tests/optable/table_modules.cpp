@@ -545,6 +545,25 @@ const std::map<std::string, Factory>& table() {
          Generator g(0);
          return one<nn::Conv3d>(conv_options<3>(k), std::ref(g));
        }},
+      {"Conv2d",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         return one<nn::Conv2d>(conv_options<2>(k), std::ref(g));
+       }},
+      {"Conv1d",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         return one<nn::Conv1d>(conv_options<1>(k), std::ref(g));
+       }},
+      {"ConvTranspose2d",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         return one<nn::ConvTranspose2d>(conv_transpose_options<2>(k), std::ref(g));
+       }},
+      {"MaxPool2d", [](const json& k, const Tensors&) { return one<nn::MaxPool2d>(max_pool_options<2>(k)); }},
+      {"AvgPool2d", [](const json& k, const Tensors&) { return one<nn::AvgPool2d>(avg_pool_options<2>(k)); }},
+      {"AdaptiveAvgPool2d",
+       [](const json& k, const Tensors&) { return one<nn::AdaptiveAvgPool2d>(size<2>(k, "output_size", 1)); }},
       // distances
       {"PairwiseDistance",
        [](const json& k, const Tensors&) {
