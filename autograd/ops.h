@@ -249,6 +249,11 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
 // conv_transpose2d on a height of 1 (torch.nn.functional.conv_transpose1d).
 Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
                         const ConvTranspose1dFuncOptions& o = {});
+// (N,C,D,H,W) with weight (C, O/groups, kd, kh, kw) [+ bias (O,)] ->
+// (N,O,Do,Ho,Wo): conv_transpose2d's of each input depth through each
+// kernel depth, summed where they land (torch.nn.functional.conv_transpose3d).
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+                        const ConvTranspose3dFuncOptions& o = {});
 
 // ---- pooling (N, C, then 1 to 3 spatial axes, as PyTorch writes them) -------
 

@@ -164,4 +164,63 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   return out;
 }
 
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose3dFuncOptions& o) {
+  const char* op = "conv_transpose3d";
+  check_defined(x, op);
+  check_defined(weight, op);
+  if (x.dim() != 5 || weight.dim() != 5 || weight.size(0) != x.size(1))
+    throw ShapeError(fmt::format("{}: expected an input (N,C,D,H,W) and a weight (C,O/groups,kd,kh,kw) with the same "
+                                 "C, got {} and {}",
+                                 op, shape_str(x.shape()), shape_str(weight.shape())));
+  const auto s = detail::values(o.stride()), p = detail::values(o.padding()), d = detail::values(o.dilation());
+  const auto out_pad = detail::values(o.output_padding());
+  // The (H, W) part by conv_transpose2d, which checks it; the depth here.
+  detail::check_at_least(op, "stride", s, 1);
+  detail::check_at_least(op, "padding", p, 0);
+  detail::check_at_least(op, "dilation", d, 1);
+  detail::check_at_least(op, "output_padding", out_pad, 0);
+  for (size_t i = 0; i < 3; ++i)
+    require(out_pad[i] < s[i] || out_pad[i] < d[i],
+            fmt::format("{}: output_padding {}: expected each below the stride {} or the dilation {}", op,
+                        window_impl::tuple_text(out_pad), window_impl::tuple_text(s), window_impl::tuple_text(d)));
+  const int64_t D = x.size(2), kd = weight.size(2);
+  const int64_t Do = (D - 1) * s[0] - 2 * p[0] + d[0] * (kd - 1) + out_pad[0] + 1;
+  require(Do >= 1, fmt::format("{}: the output depth {} is below 1 (padding {} too large for the input depth {})", op,
+                               Do, p[0], D));
+  const auto o2 = ConvTranspose2dFuncOptions()
+                      .stride({s[1], s[2]})
+                      .padding({p[1], p[2]})
+                      .output_padding({out_pad[1], out_pad[2]})
+                      .groups(o.groups())
+                      .dilation({d[1], d[2]});
+  // Input depth i through kernel depth j lands on output depth i s - p + j d:
+  // each a 2-D transposed convolution, summed where they meet.
+  std::vector<Tensor> depths(static_cast<size_t>(Do));
+  for (int64_t i = 0; i < D; ++i)
+    for (int64_t j = 0; j < kd; ++j) {
+      const int64_t z = i * s[0] - p[0] + j * d[0];
+      if (z < 0 || z >= Do) continue;
+      const Tensor y = conv_transpose2d(squeeze(slice(x, 2, i, i + 1), 2), squeeze(slice(weight, 2, j, j + 1), 2),
+                                        Tensor(), o2);
+      depths[z] = depths[z].defined() ? depths[z] + y : y;
+    }
+  // A depth no tap reaches (output_padding at the end, or a stride past the kernel) is zeros.
+  Shape plane;
+  for (const Tensor& t : depths)
+    if (t.defined()) plane = t.shape();
+  if (plane.empty()) plane = conv_transpose2d(squeeze(slice(x, 2, 0, 1), 2), squeeze(slice(weight, 2, 0, 1), 2),
+                                              Tensor(), o2).shape();
+  for (Tensor& t : depths)
+    if (!t.defined()) t = zeros(plane, x.dtype());
+  Tensor out = stack(depths, 2);  // (N,O,Do,Ho,Wo)
+  const int64_t O = out.size(1);
+  if (bias.defined()) {
+    if (bias.shape() != Shape{O})
+      throw ShapeError(fmt::format("{}: expected a bias ({},), got {}", op, O, shape_str(bias.shape())));
+    out = out + reshape(bias, {1, O, 1, 1, 1});
+  }
+  return out;
+}
+
 }  // namespace xg

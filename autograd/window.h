@@ -92,7 +92,7 @@ using Conv1dFuncOptions = ConvFuncOptions<1>;  // conv1d's
 using Conv2dFuncOptions = ConvFuncOptions<2>;  // conv2d's
 using Conv3dFuncOptions = ConvFuncOptions<3>;  // conv3d's
 
-// torch.nn.functional.conv_transpose1d/2d's keyword arguments, in its order.
+// torch.nn.functional.conv_transpose1d/2d/3d's keyword arguments, in its order.
 template <size_t D>
 struct ConvTransposeFuncOptions {
   ConvTransposeFuncOptions() = default;
@@ -104,6 +104,7 @@ struct ConvTransposeFuncOptions {
 };
 using ConvTranspose1dFuncOptions = ConvTransposeFuncOptions<1>;  // conv_transpose1d's
 using ConvTranspose2dFuncOptions = ConvTransposeFuncOptions<2>;  // conv_transpose2d's
+using ConvTranspose3dFuncOptions = ConvTransposeFuncOptions<3>;  // conv_transpose3d's
 
 // Max pooling's window (the function's and the module's): output size
 // floor((L + 2 padding - dilation (kernel - 1) - 1) / stride) + 1, rounded

@@ -145,6 +145,7 @@ Tensor ConvTransposeNd<D>::forward(const Tensor& x) {
                      .dilation(o.dilation());
   if constexpr (D == 1) return conv_transpose1d(x, weight_, bias_, f);
   if constexpr (D == 2) return conv_transpose2d(x, weight_, bias_, f);
+  if constexpr (D == 3) return conv_transpose3d(x, weight_, bias_, f);
 }
 
 template class ConvNd<1>;
@@ -152,5 +153,6 @@ template class ConvNd<2>;
 template class ConvNd<3>;
 template class ConvTransposeNd<1>;
 template class ConvTransposeNd<2>;
+template class ConvTransposeNd<3>;
 
 }  // namespace xg::nn

@@ -1,5 +1,5 @@
 // Convolution layers as torch.nn's: Conv1d, Conv2d, Conv3d on (N,C,L),
-// (N,C,H,W) and (N,C,D,H,W); ConvTranspose1d and ConvTranspose2d. Options in
+// (N,C,H,W) and (N,C,D,H,W); ConvTranspose1d/2d/3d. Options in
 // LibTorch's form, PyTorch's arguments in its order:
 //   nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
 //   nn::Conv2d(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false), gen)
@@ -74,7 +74,7 @@ class Conv3d : public ConvNd<3> {
   using ConvNd<3>::ConvNd;
 };
 
-// torch.nn.ConvTranspose1d/2d's arguments, in PyTorch's order.
+// torch.nn.ConvTranspose1d/2d/3d's arguments, in PyTorch's order.
 template <size_t D>
 struct ConvTransposeOptions {
   // PyTorch's three required arguments
@@ -92,6 +92,7 @@ struct ConvTransposeOptions {
 };
 using ConvTranspose1dOptions = ConvTransposeOptions<1>;  // ConvTranspose1d's
 using ConvTranspose2dOptions = ConvTransposeOptions<2>;  // ConvTranspose2d's
+using ConvTranspose3dOptions = ConvTransposeOptions<3>;  // ConvTranspose3d's
 
 // A transposed convolution with weight (in, out/groups, *kernel) and bias
 // (out), initialised as torch.nn.ConvTransposeNd, which takes the fan-in
@@ -123,6 +124,11 @@ class ConvTranspose1d : public ConvTransposeNd<1> {
 class ConvTranspose2d : public ConvTransposeNd<2> {
  public:
   using ConvTransposeNd<2>::ConvTransposeNd;
+};
+// torch.nn.ConvTranspose3d: (N, in, D, H, W) -> (N, out, Do, Ho, Wo).
+class ConvTranspose3d : public ConvTransposeNd<3> {
+ public:
+  using ConvTransposeNd<3>::ConvTransposeNd;
 };
 
 }  // namespace xg::nn

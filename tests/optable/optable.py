@@ -1544,6 +1544,8 @@ MODULES += [
     ModuleEntry("Conv1d", Op("conv1d", LAYERS, None, draw_conv(1)), keep_pool(*CONV_ARGS)),
     ModuleEntry("ConvTranspose2d", Op("conv_transpose2d", LAYERS, None, draw_conv(2, transposed=True)),
                 keep_pool(*CONV_TRANSPOSE_ARGS)),
+    ModuleEntry("ConvTranspose3d", Op("conv_transpose3d", LAYERS, None, draw_conv(3, transposed=True)),
+                keep_pool(*CONV_TRANSPOSE_ARGS)),
     ModuleEntry("MaxPool2d", Op("max_pool2d", LAYERS, None, draw_pool2d("max")),
                 keep_pool("kernel_size", "stride", "padding", "dilation", "ceil_mode")),
     ModuleEntry("AvgPool2d", Op("avg_pool2d", LAYERS, None, draw_pool2d("avg")),

@@ -560,6 +560,11 @@ const std::map<std::string, Factory>& table() {
          Generator g(0);
          return one<nn::ConvTranspose2d>(conv_transpose_options<2>(k), std::ref(g));
        }},
+      {"ConvTranspose3d",
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         return one<nn::ConvTranspose3d>(conv_transpose_options<3>(k), std::ref(g));
+       }},
       {"MaxPool2d", [](const json& k, const Tensors&) { return one<nn::MaxPool2d>(max_pool_options<2>(k)); }},
       {"AvgPool2d", [](const json& k, const Tensors&) { return one<nn::AvgPool2d>(avg_pool_options<2>(k)); }},
       {"AdaptiveAvgPool2d",
