@@ -5,12 +5,8 @@
 // PyTorch's eval-mode logits, float64) and prints the largest difference of
 // xgrad's logits from PyTorch's; exits 1 above 1e-9 relative.
 //   port_resnet18 WEIGHTS.safetensors
-#include <cmath>
-#include <cstdio>
-#include <map>
-#include <string>
-
 #include "autograd/xg.h"
+#include "examples/port_check.h"
 #include "nn/nn.h"
 
 using namespace xg;
@@ -78,36 +74,12 @@ struct ResNet18 : nn::Module {
 // --- end of the model ---
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: port_resnet18 WEIGHTS.safetensors (written by port_resnet18.py)\n");
-    return 2;
-  }
-  try {
-    std::map<std::string, Tensor> file = load_tensors(argv[1]);
-    const Tensor images = file.at("input.images"), want = file.at("output.logits");
-    file.erase("input.images");
-    file.erase("output.logits");
+  return port::check(argc, argv, "port_resnet18", 1e-9, [](const port::Tensors& state, const port::Tensors& inputs) {
     Generator gen(0);
     ResNet18 model(gen, 10);
     model.to(f64);
-    model.load_state_dict(file);  // strict: PyTorch's keys, every one
+    model.load_state_dict(state);  // strict: PyTorch's keys, every one
     model.eval();
-    NoGradGuard no_grad;
-    const Tensor got = model.forward(images);
-    const auto g = got.to_vector(), w = want.to_vector();
-    double diff = 0, scale = 0;
-    for (size_t i = 0; i < g.size() && i < w.size(); ++i) {
-      diff = std::max(diff, std::abs(g[i] - w[i]));
-      scale = std::max(scale, std::abs(w[i]));
-    }
-    std::printf(
-        "port_resnet18: %zu tensors of PyTorch's state dict loaded, %lld parameters; logits %s, largest "
-        "difference from PyTorch's %.2e (relative %.2e)\n",
-        file.size(), static_cast<long long>(model.num_parameters()), shape_str(got.shape()).c_str(), diff,
-        diff / scale);
-    return got.shape() == want.shape() && diff / scale <= 1e-9 ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "port_resnet18: %s\n", e.what());
-    return 1;
-  }
+    return port::Tensors{{"logits", model.forward(inputs.at("images"))}};
+  });
 }

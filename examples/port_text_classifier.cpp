@@ -4,12 +4,8 @@
 // dict, a batch of ids and PyTorch's logits) and prints the largest
 // difference of xgrad's logits from PyTorch's.
 //   port_text_classifier WEIGHTS.safetensors
-#include <cmath>
-#include <cstdio>
-#include <map>
-#include <string>
-
 #include "autograd/xg.h"
+#include "examples/port_check.h"
 #include "nn/nn.h"
 
 using namespace xg;
@@ -22,14 +18,15 @@ struct TextClassifier : nn::Module {
   explicit TextClassifier(Generator& gen, int64_t vocab = 50, int64_t d_model = 32, int64_t nhead = 4,
                           int64_t num_layers = 2, int64_t classes = 3) {
     embed = register_module("embed", std::make_shared<nn::Embedding>(vocab, d_model, gen, /*padding_idx=*/0));
-    auto layer = nn::TransformerLayerOptions(d_model, nhead).dim_feedforward(64).dropout(0.1).activation("gelu")
-                     .batch_first(true).norm_first(true);
+    auto layer = nn::TransformerLayerOptions(d_model, nhead).dim_feedforward(64).dropout(0.1).activation("gelu");
+    layer.batch_first(true).norm_first(true);
     encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(
                                              layer, num_layers, gen, std::make_shared<nn::LayerNorm>(d_model)));
-    head = register_module("head", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-        std::make_shared<nn::Linear>(d_model, d_model, gen), std::make_shared<nn::GELU>(),
-        std::make_shared<nn::Dropout>(0.1, std::make_shared<Generator>(1)),
-        std::make_shared<nn::Linear>(d_model, classes, gen)}));
+    head =
+        register_module("head", std::make_shared<nn::Sequential>(
+                                    std::make_shared<nn::Linear>(d_model, d_model, gen), std::make_shared<nn::GELU>(),
+                                    std::make_shared<nn::Dropout>(0.1, std::make_shared<Generator>(1)),
+                                    std::make_shared<nn::Linear>(d_model, classes, gen)));
   }
   Tensor forward(const Tensor& ids) override {  // (N, S) int64, 0 = padding
     const Tensor pad = eq(ids, 0.0);
@@ -41,33 +38,12 @@ struct TextClassifier : nn::Module {
 // --- end of the model ---
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: port_text_classifier WEIGHTS.safetensors (written by port_text_classifier.py)\n");
-    return 2;
-  }
-  try {
-    std::map<std::string, Tensor> file = load_tensors(argv[1]);
-    const Tensor ids = file.at("input.ids"), want = file.at("output.logits");
-    file.erase("input.ids");
-    file.erase("output.logits");
-    Generator gen(0);
-    TextClassifier model(gen);
-    model.load_state_dict(file);  // strict: PyTorch's keys, every one
-    model.eval();
-    NoGradGuard no_grad;
-    const Tensor got = model.forward(ids);
-    double diff = 0, scale = 0;
-    for (size_t i = 0; i < got.to_vector().size(); ++i) {
-      diff = std::max(diff, std::abs(got.to_vector()[i] - want.to_vector()[i]));
-      scale = std::max(scale, std::abs(want.to_vector()[i]));
-    }
-    std::printf("port_text_classifier: %zu tensors of PyTorch's state dict loaded, %lld parameters; logits %s, "
-                "largest difference from PyTorch's %.2e (relative %.2e)\n",
-                file.size(), static_cast<long long>(model.num_parameters()), shape_str(got.shape()).c_str(), diff,
-                diff / scale);
-    return diff / scale <= 1e-5 ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "port_text_classifier: %s\n", e.what());
-    return 1;
-  }
+  return port::check(argc, argv, "port_text_classifier", 1e-5,
+                     [](const port::Tensors& state, const port::Tensors& inputs) {
+                       Generator gen(0);
+                       TextClassifier model(gen);
+                       model.load_state_dict(state);  // strict: PyTorch's keys, every one
+                       model.eval();
+                       return port::Tensors{{"logits", model.forward(inputs.at("ids"))}};
+                     });
 }
