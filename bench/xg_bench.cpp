@@ -520,9 +520,7 @@ int rnn_mode(const std::map<std::string, std::string>& a) {
   const Precision precision = parse_precision(gets(a, "precision", "f32"));
   const int64_t G = cell == "lstm" ? 4 : 3, GH = G * H;
   Generator gen(1);
-  nn::RNNOptions o;
-  o.input_size = C;
-  o.hidden_size = H;
+  const auto o = nn::RNNOptions(C, H).batch_first(true);
   std::unique_ptr<nn::RNNBase> layer;
   if (cell == "lstm")
     layer = std::make_unique<nn::LSTM>(o, gen);

@@ -90,12 +90,8 @@ RNNSeq2Seq::RNNSeq2Seq(const RNNSeq2SeqConfig& cfg) try : cfg_(cfg), drop_gen_(s
   const int64_t E = cfg.embed, H = cfg.hidden, Hd = 2 * H;
   src_embed_ = register_module("src_embed", std::make_shared<nn::Embedding>(cfg.src_vocab, E, init, cfg.pad_id));
   tgt_embed_ = register_module("tgt_embed", std::make_shared<nn::Embedding>(cfg.tgt_vocab, E, init, cfg.pad_id));
-  nn::RNNOptions eo;
-  eo.input_size = E;
-  eo.hidden_size = H;
-  eo.num_layers = cfg.layers;
-  eo.bidirectional = true;
-  eo.dropout = cfg.dropout;
+  const auto eo =
+      nn::RNNOptions(E, H).num_layers(cfg.layers).batch_first(true).dropout(cfg.dropout).bidirectional(true);
   if (cfg.cell == "lstm") encoder_ = register_module("encoder", std::make_shared<nn::LSTM>(eo, init, drop_gen_));
   else encoder_ = register_module("encoder", std::make_shared<nn::GRU>(eo, init, drop_gen_));
   bridge_ = register_module("bridge", std::make_shared<nn::Linear>(Hd, Hd, init));

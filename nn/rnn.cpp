@@ -56,23 +56,28 @@ Tensor rnn_step(RNNMode mode, const Tensor& x_proj, const Tensor& h, Tensor& c, 
 RNNBase::RNNBase(RNNMode mode, const RNNOptions& o, Generator& gen, std::shared_ptr<Generator> dropout_gen)
     : mode_(mode), opts_(o), drop_gen_(std::move(dropout_gen)), gates_(gates_of(mode)) {
   const char* who = name_of(mode);
-  check_size(who, "input_size", o.input_size);
-  check_size(who, "hidden_size", o.hidden_size);
-  if (o.num_layers < 1 || o.num_layers > 64)
-    throw std::invalid_argument(std::string(who) + ": num_layers " + std::to_string(o.num_layers) + ": expected 1..64");
-  if (!(o.dropout >= 0 && o.dropout < 1))
-    throw std::invalid_argument(std::string(who) + ": dropout " + std::to_string(o.dropout) + ": expected 0 <= p < 1");
-  if (o.dropout > 0 && o.num_layers > 1 && !drop_gen_)
+  check_size(who, "input_size", o.input_size());
+  check_size(who, "hidden_size", o.hidden_size());
+  if (o.num_layers() < 1 || o.num_layers() > 64)
+    throw std::invalid_argument(std::string(who) + ": num_layers " + std::to_string(o.num_layers()) +
+                                ": expected 1..64");
+  if (!(o.dropout() >= 0 && o.dropout() < 1))
+    throw std::invalid_argument(std::string(who) + ": dropout " + std::to_string(o.dropout()) +
+                                ": expected 0 <= p < 1");
+  if (o.dropout() > 0 && o.num_layers() > 1 && !drop_gen_)
     throw std::invalid_argument(std::string(who) + ": dropout between layers needs a dropout generator");
-  const int64_t H = o.hidden_size, D = o.bidirectional ? 2 : 1;
-  for (int64_t k = 0; k < o.num_layers; ++k)
+  if (mode != RNNMode::tanh && mode != RNNMode::relu && o.nonlinearity() != "tanh")
+    throw std::invalid_argument(std::string(who) + ": nonlinearity '" + o.nonlinearity() +
+                                "' is RNN's option; LSTM and GRU have their own gates");
+  const int64_t H = o.hidden_size(), D = o.bidirectional() ? 2 : 1;
+  for (int64_t k = 0; k < o.num_layers(); ++k)
     for (int64_t d = 0; d < D; ++d) {
       const std::string suffix = "_l" + std::to_string(k) + (d == 1 ? "_reverse" : "");
-      const int64_t in = k == 0 ? o.input_size : H * D;
+      const int64_t in = k == 0 ? o.input_size() : H * D;
       std::vector<Tensor> w;
       w.push_back(register_parameter("weight_ih" + suffix, uniform_parameter({gates_ * H, in}, H, gen)));
       w.push_back(register_parameter("weight_hh" + suffix, uniform_parameter({gates_ * H, H}, H, gen)));
-      if (o.bias) {
+      if (o.bias()) {
         w.push_back(register_parameter("bias_ih" + suffix, uniform_parameter({gates_ * H}, H, gen)));
         w.push_back(register_parameter("bias_hh" + suffix, uniform_parameter({gates_ * H}, H, gen)));
       } else {
@@ -83,28 +88,35 @@ RNNBase::RNNBase(RNNMode mode, const RNNOptions& o, Generator& gen, std::shared_
 }
 
 std::string RNNBase::type_name() const {
-  std::string s = std::string(name_of(mode_)) + "(input_size=" + std::to_string(opts_.input_size) +
-                  ", hidden_size=" + std::to_string(opts_.hidden_size) +
-                  ", num_layers=" + std::to_string(opts_.num_layers);
+  std::string s = std::string(name_of(mode_)) + "(input_size=" + std::to_string(opts_.input_size()) +
+                  ", hidden_size=" + std::to_string(opts_.hidden_size()) +
+                  ", num_layers=" + std::to_string(opts_.num_layers());
   if (mode_ == RNNMode::relu) s += ", nonlinearity=relu";
-  if (opts_.bidirectional) s += ", bidirectional";
+  if (opts_.batch_first()) s += ", batch_first";
+  if (opts_.bidirectional()) s += ", bidirectional";
   return s + ")";
 }
 
 namespace {
 
-// Checks the arguments of m.forward(x, h0, lengths, c0): x (B,T,C) not
-// empty, h0 and c0 (L*D,B,H) of x's dtype, c0 for the LSTM only, B lengths
-// in 1..T.
-void check_input(const RNNBase& m, const Tensor& x, const Tensor& h0, const std::vector<int64_t>& lengths,
-                 const Tensor& c0) {
+// The layout the options read: "(T,B,C)" or "(B,T,C)" with C the input size.
+std::string layout_of(const RNNOptions& o) {
+  return (o.batch_first() ? "(B,T," : "(T,B,") + std::to_string(o.input_size()) + ") or unbatched (T," +
+         std::to_string(o.input_size()) + ")";
+}
+
+// Checks the arguments of m.forward(x, h0, lengths, c0), x already (B,T,C)
+// (the input as given is `given`): not empty, h0 and c0 (L*D,B,H) of x's
+// dtype, c0 for the LSTM only, B lengths in 1..T.
+void check_input(const RNNBase& m, const Tensor& given, const Tensor& x, const Tensor& h0,
+                 const std::vector<int64_t>& lengths, const Tensor& c0) {
   const RNNOptions& o = m.options();
-  const int64_t L = o.num_layers, D = o.bidirectional ? 2 : 1, H = o.hidden_size;
-  if (!x.defined() || x.dim() != 3 || x.size(2) != o.input_size)
-    throw ShapeError(m.describe() + ": input of shape " + (x.defined() ? shape_str(x.shape()) : "undefined") +
-                     ": expected (B,T," + std::to_string(o.input_size) + ")");
+  const int64_t L = o.num_layers(), D = o.bidirectional() ? 2 : 1, H = o.hidden_size();
+  if (!x.defined() || x.dim() != 3 || x.size(2) != o.input_size())
+    throw ShapeError(m.describe() + ": input of shape " + (given.defined() ? shape_str(given.shape()) : "undefined") +
+                     ": expected " + layout_of(o));
   const int64_t B = x.size(0), T = x.size(1);
-  if (B < 1 || T < 1) throw ShapeError(m.describe() + ": input of shape " + shape_str(x.shape()) + " is empty");
+  if (B < 1 || T < 1) throw ShapeError(m.describe() + ": input of shape " + shape_str(given.shape()) + " is empty");
   const Shape state_shape{L * D, B, H};
   auto check_state = [&](const Tensor& s, const char* name) {
     if (s.defined() && (s.shape() != state_shape || s.dtype() != x.dtype()))
@@ -127,11 +139,17 @@ void check_input(const RNNBase& m, const Tensor& x, const Tensor& h0, const std:
 
 }  // namespace
 
-RNNOutput RNNBase::forward(const Tensor& x, const Tensor& h0, const std::vector<int64_t>& lengths, const Tensor& c0,
-                           const Tensor& traced_lengths) {
+RNNOutput RNNBase::forward(const Tensor& given, const Tensor& given_h0, const std::vector<int64_t>& lengths,
+                           const Tensor& given_c0, const Tensor& traced_lengths) {
   const auto named = scope();
-  check_input(*this, x, h0, lengths, c0);
-  const int64_t L = opts_.num_layers, D = opts_.bidirectional ? 2 : 1, H = opts_.hidden_size;
+  // Run on (B,T,C) and states (L*D,B,H); the results go back to the input's layout.
+  const bool unbatched = given.defined() && given.dim() == 2;
+  const bool swap = !unbatched && !opts_.batch_first() && given.defined() && given.dim() == 3;
+  auto batched_state = [&](const Tensor& s) { return unbatched && s.defined() && s.dim() == 2 ? unsqueeze(s, 1) : s; };
+  const Tensor x = unbatched ? unsqueeze(given, 0) : swap ? transpose(given, 0, 1) : given;
+  const Tensor h0 = batched_state(given_h0), c0 = batched_state(given_c0);
+  check_input(*this, given, x, h0, lengths, c0);
+  const int64_t L = opts_.num_layers(), D = opts_.bidirectional() ? 2 : 1, H = opts_.hidden_size();
   const int64_t B = x.size(0);
 
   // A direction's initial state, undefined (zeros) when none is given.
@@ -155,17 +173,21 @@ RNNOutput RNNBase::forward(const Tensor& x, const Tensor& h0, const std::vector<
       direction_outputs.push_back(r.output);
     }
     input = D == 1 ? direction_outputs[0] : concat(direction_outputs, 2);  // (B,T,D*H)
-    if (k + 1 < L && opts_.dropout > 0 && is_training()) input = dropout(input, opts_.dropout, true, *drop_gen_);
+    if (k + 1 < L && opts_.dropout() > 0 && is_training()) input = dropout(input, opts_.dropout(), true, *drop_gen_);
   }
   RNNOutput r;
-  r.output = input;
+  r.output = unbatched ? squeeze(input, 0) : swap ? transpose(input, 0, 1) : input;
   r.h_n = stack(h_last, 0);
   if (!c_last.empty()) r.c_n = stack(c_last, 0);
+  if (unbatched) {
+    r.h_n = squeeze(r.h_n, 1);
+    if (r.c_n.defined()) r.c_n = squeeze(r.c_n, 1);
+  }
   return r;
 }
 
-RNN::RNN(const RNNOptions& o, Generator& gen, const std::string& nonlinearity, std::shared_ptr<Generator> dropout_gen)
-    : RNNBase(parse_nonlinearity(nonlinearity, "RNN"), o, gen, std::move(dropout_gen)) {}
+RNN::RNN(const RNNOptions& o, Generator& gen, std::shared_ptr<Generator> dropout_gen)
+    : RNNBase(parse_nonlinearity(o.nonlinearity(), "RNN"), o, gen, std::move(dropout_gen)) {}
 
 LSTM::LSTM(const RNNOptions& o, Generator& gen, std::shared_ptr<Generator> dropout_gen)
     : RNNBase(RNNMode::lstm, o, gen, std::move(dropout_gen)) {}

@@ -1,11 +1,11 @@
 // Recurrent layers as in torch.nn: RNN (tanh or relu), LSTM and GRU, with
-// their cells. Inputs are (B,T,C) like the rest of xgrad (PyTorch's
-// batch_first); states are (L*D,B,H) for L layers and D directions. The
-// parameter names, shapes, gate order (LSTM i, f, g, o; GRU r, z, n) and
-// initialisation are PyTorch's, so a state dict maps 1:1 to torch.nn.LSTM's.
+// their cells. Inputs are (T,B,C) as PyTorch's, or (B,T,C) with
+// batch_first, or unbatched (T,C); states are (L*D,B,H) for L layers and D
+// directions. The parameter names, shapes, gate order (LSTM i, f, g, o; GRU
+// r, z, n) and initialisation are PyTorch's, so a state dict maps 1:1 to
+// torch.nn.LSTM's.
 //
-//   nn::RNNOptions o;  o.input_size = 32;  o.hidden_size = 64;
-//   nn::LSTM lstm(o, gen);
+//   nn::LSTM lstm(nn::RNNOptions(32, 64).batch_first(true), gen);
 //   nn::RNNOutput r = lstm.forward(x, Tensor(), lengths);  // x (B,T,32): r.output (B,T,64), r.h_n, r.c_n (1,B,64)
 #pragma once
 
@@ -21,19 +21,26 @@ namespace xg::nn {
 // Which recurrence a layer or cell runs (xg::recurrence's cell, autograd/ops.h).
 using RNNMode = RecurrentCell;
 
-// The options of RNN, LSTM and GRU (torch.nn.RNN's, batch_first always).
+// The options of RNN, LSTM and GRU: torch.nn.RNN's arguments in LibTorch's
+// form, the sizes in the constructor, the rest as setters with PyTorch's
+// defaults.
 struct RNNOptions {
-  int64_t input_size = 0;   // C
-  int64_t hidden_size = 0;  // H
-  int64_t num_layers = 1;   // L
-  bool bias = true;         // bias_ih and bias_hh in every layer
-  bool bidirectional = false;  // true: a reverse direction too (D = 2)
-  double dropout = 0;  // on each layer's output but the last, in training
+  RNNOptions(int64_t input_size, int64_t hidden_size) : input_size_(input_size), hidden_size_(hidden_size) {}  // C, H
+  XG_ARG(int64_t, input_size);                  // C
+  XG_ARG(int64_t, hidden_size);                 // H
+  XG_ARG(int64_t, num_layers) = 1;              // L
+  XG_ARG(std::string, nonlinearity) = "tanh";   // RNN's: tanh or relu (LSTM and GRU refuse another)
+  XG_ARG(bool, bias) = true;                    // bias_ih and bias_hh in every layer
+  XG_ARG(bool, batch_first) = false;            // inputs and outputs (B,T,C) instead of (T,B,C)
+  XG_ARG(double, dropout) = 0;                  // on each layer's output but the last, in training
+  XG_ARG(bool, bidirectional) = false;          // a reverse direction too (D = 2)
 };
 
 // What a recurrent layer returns.
 struct RNNOutput {
-  Tensor output;  // (B,T,D*H): the last layer's hidden state at every step, zero past a row's length
+  // (T,B,D*H), or (B,T,D*H) with batch_first, or (T,D*H) unbatched: the last
+  // layer's hidden state at every step, zero past a row's length
+  Tensor output;
   Tensor h_n;     // (L*D,B,H): each layer and direction's last state (a row's own, with lengths)
   Tensor c_n;     // (L*D,B,H): the LSTM's last cell states; undefined for RNN and GRU
 };
@@ -52,7 +59,8 @@ class RNNBase : public Module {
   // Checks the options (sizes >= 1, dropout in [0, 1)) and draws every
   // parameter from U(-1/sqrt(H), 1/sqrt(H)) as PyTorch does.
   RNNBase(RNNMode mode, const RNNOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_gen = nullptr);
-  // x (B,T,C); h0 (and c0 for the LSTM) (L*D,B,H), zeros when undefined;
+  // x (T,B,C), (B,T,C) with batch_first, or (T,C) unbatched; h0 (and c0 for
+  // the LSTM) (L*D,B,H) or (L*D,H) unbatched, zeros when undefined;
   // lengths: B values in 1..T (empty: every row is T long). A row's state
   // stops at its own length: outputs past it are zero, and the reverse
   // direction starts at its last element. Throws ShapeError or
@@ -78,9 +86,8 @@ class RNNBase : public Module {
 // torch.nn.RNN: h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (or relu).
 class RNN : public RNNBase {
  public:
-  // nonlinearity "tanh" or "relu" (anything else throws, naming both).
-  RNN(const RNNOptions& options, Generator& gen, const std::string& nonlinearity = "tanh",
-      std::shared_ptr<Generator> dropout_gen = nullptr);
+  // options.nonlinearity() "tanh" or "relu" (anything else throws, naming both).
+  RNN(const RNNOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_gen = nullptr);
 };
 
 // torch.nn.LSTM: gates i, f, g, o; c' = f c + i g, h' = o tanh(c').

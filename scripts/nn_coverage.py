@@ -22,19 +22,10 @@ LEFT_OUT = {"Module", "Container", "RNNBase", "RNNCellBase", "NLLLoss2d"}
 # Classes whose parity with PyTorch another program checks (float64, values
 # and gradients), by the CTest that runs it.
 ELSEWHERE = {
-    "Conv1d": "torch_parity_vision_layers",
-    "Conv2d": "torch_parity_vision_layers",
-    "ConvTranspose2d": "torch_parity_vision_layers",
-    "MaxPool2d": "torch_parity_vision_layers",
-    "AvgPool2d": "torch_parity_vision_layers",
-    "AdaptiveAvgPool2d": "torch_parity_vision_layers",
     "BatchNorm1d": "torch_parity_vision_layers",
     "BatchNorm2d": "torch_parity_vision_layers",
     "GroupNorm": "torch_parity_vision_layers",
     "Flatten": "torch_parity_vision_layers",
-    "RNN": "torch_parity_rnn_lstm_gru",
-    "LSTM": "torch_parity_rnn_lstm_gru",
-    "GRU": "torch_parity_rnn_lstm_gru",
     "Sequential": "nn containers (test_nn_containers.cpp)",
     "ModuleList": "nn containers (test_nn_containers.cpp)",
 }

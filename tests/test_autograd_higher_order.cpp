@@ -438,11 +438,7 @@ TEST_CASE("gradgradcheck: linear_cross_entropy, first gradients with respect to 
 // the first gradient with respect to each alone and each complement too).
 TEST_CASE("gradgradcheck: modules whose backward recomputes (bidirectional LSTM with lengths, LayerNorm, cross-attention)") {
   Generator gen(70);
-  nn::RNNOptions ro;
-  ro.input_size = 2;
-  ro.hidden_size = 2;
-  ro.bidirectional = true;
-  nn::LSTM lstm(ro, gen);
+  nn::LSTM lstm(nn::RNNOptions(2, 2).batch_first(true).bidirectional(true), gen);
   lstm.to(f64);
   Tensor x = leaf({2, 3, 2}, 71);
   std::vector<Tensor> ps = lstm.parameters();

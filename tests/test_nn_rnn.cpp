@@ -7,19 +7,15 @@ using namespace xg;
 
 namespace {
 
+// (B,T,C) inputs, as these tests write them.
 nn::RNNOptions opts(int64_t in, int64_t hidden, int64_t layers = 1, bool bidirectional = false) {
-  nn::RNNOptions o;
-  o.input_size = in;
-  o.hidden_size = hidden;
-  o.num_layers = layers;
-  o.bidirectional = bidirectional;
-  return o;
+  return nn::RNNOptions(in, hidden).num_layers(layers).batch_first(true).bidirectional(bidirectional);
 }
 
 std::unique_ptr<nn::RNNBase> make(nn::RNNMode mode, const nn::RNNOptions& o, Generator& g) {
   switch (mode) {
     case nn::RNNMode::tanh: return std::make_unique<nn::RNN>(o, g);
-    case nn::RNNMode::relu: return std::make_unique<nn::RNN>(o, g, "relu");
+    case nn::RNNMode::relu: return std::make_unique<nn::RNN>(nn::RNNOptions(o).nonlinearity("relu"), g);
     case nn::RNNMode::lstm: return std::make_unique<nn::LSTM>(o, g);
     case nn::RNNMode::gru: return std::make_unique<nn::GRU>(o, g);
   }
@@ -42,10 +38,8 @@ TEST_CASE("nn RNN/LSTM/GRU: PyTorch's parameter names and shapes, gates stacked 
   CHECK(sd.at("bias_hh_l1_reverse").shape() == Shape{12});
   nn::GRU gru(opts(5, 3), g);
   CHECK(gru.state_dict().at("weight_hh_l0").shape() == Shape{9, 3});
-  nn::RNNOptions nobias = opts(5, 3);
-  nobias.bias = false;
-  CHECK(nn::RNN(nobias, g).state_dict().size() == 2);
-  CHECK(lstm.type_name() == "LSTM(input_size=5, hidden_size=3, num_layers=2, bidirectional)");
+  CHECK(nn::RNN(opts(5, 3).bias(false), g).state_dict().size() == 2);
+  CHECK(lstm.type_name() == "LSTM(input_size=5, hidden_size=3, num_layers=2, batch_first, bidirectional)");
   const double bound = 1 / std::sqrt(3.0);
   for (auto& [name, p] : lstm.named_parameters())
     for (double v : p.to_vector()) CHECK(std::abs(v) <= bound);
@@ -132,8 +126,10 @@ TEST_CASE("nn RNN/LSTM/GRU: every parameter gets a gradient") {
 TEST_CASE("nn RNN/LSTM/GRU: bad arguments name the argument and the accepted range") {
   Generator g(1);
   CHECK(XGN_THROW_MESSAGE(nn::LSTM(opts(3, 0), g), std::invalid_argument) == "LSTM: hidden_size 0: expected 1..16777216");
-  CHECK(XGN_THROW_MESSAGE(nn::RNN(opts(3, 4), g, "sigmoid"), std::invalid_argument) ==
+  CHECK(XGN_THROW_MESSAGE(nn::RNN(opts(3, 4).nonlinearity("sigmoid"), g), std::invalid_argument) ==
         "RNN: nonlinearity 'sigmoid': expected tanh or relu");
+  CHECK(XGN_THROW_MESSAGE(nn::LSTM(opts(3, 4).nonlinearity("relu"), g), std::invalid_argument) ==
+        "LSTM: nonlinearity 'relu' is RNN's option; LSTM and GRU have their own gates");
   nn::GRU gru(opts(3, 4), g);
   CHECK(xgnt::contains(XGN_THROW_MESSAGE(gru.forward(zeros({2, 5, 3}), Tensor(), {5, 0}), std::invalid_argument),
                        "lengths[1] = 0: expected 1..5"));
@@ -144,7 +140,7 @@ TEST_CASE("nn RNN/LSTM/GRU: bad arguments name the argument and the accepted ran
   CHECK(xgnt::contains(XGN_THROW_MESSAGE(gru.forward(zeros({2, 5, 3}), zeros({1, 3, 4})), ShapeError),
                        "h0 of shape (1,3,4) and dtype float32: expected (1,2,4) (L*D,B,H)"));
   CHECK(xgnt::contains(XGN_THROW_MESSAGE(gru.forward(zeros({2, 5, 4}), Tensor()), ShapeError),
-                       "input of shape (2,5,4): expected (B,T,3)"));
+                       "input of shape (2,5,4): expected (B,T,3) or unbatched (T,3)"));
   CHECK(xgnt::contains(XGN_THROW_MESSAGE(gru.forward(zeros({2, 5, 3}), Tensor(), {}, zeros({1, 2, 4})),
                                          std::invalid_argument),
                        "c0 is the LSTM's cell state"));
@@ -160,4 +156,24 @@ TEST_CASE("nn rnn_step: an input product that is not (B,G*H) is named with its s
   Tensor undefined;
   CHECK(XG_THROW_MESSAGE(nn::rnn_step(nn::RNNMode::lstm, undefined, h, c, w, Tensor()), ShapeError) ==
         "rnn_step: x_proj of shape undefined: expected (B,G*H)");
+}
+
+TEST_CASE("nn LSTM and GRU: (T,B,C) by default as PyTorch's, (B,T,C) with batch_first, (T,C) unbatched: one result") {
+  for (nn::RNNMode mode : {nn::RNNMode::lstm, nn::RNNMode::gru}) {
+    Generator g1(7), g2(7);
+    auto first = make(mode, opts(3, 4, 2, true), g1);
+    auto second = make(mode, nn::RNNOptions(3, 4).num_layers(2).bidirectional(true), g2);  // batch_first false
+    first->to(f64), second->to(f64);
+    const Tensor x = xgnt::input({2, 5, 3}, 8);  // (B,T,C)
+    const nn::RNNOutput a = first->forward(x, Tensor()), b = second->forward(transpose(x, 0, 1), Tensor());
+    CHECK(b.output.shape() == Shape{5, 2, 8});  // (T,B,D*H)
+    CHECK(max(abs(transpose(b.output, 0, 1) - a.output)).item() == 0.0);
+    CHECK(max(abs(b.h_n - a.h_n)).item() == 0.0);  // states (L*D,B,H) either way
+    // unbatched (T,C): the batch of one, its batch axis taken out
+    const nn::RNNOutput u = second->forward(slice(transpose(x, 0, 1), 1, 1, 2).reshape({5, 3}), Tensor());
+    CHECK(u.output.shape() == Shape{5, 8});
+    CHECK(u.h_n.shape() == Shape{4, 4});
+    // a batch of one row against two: the products may round differently
+    CHECK(max(abs(u.output - slice(b.output, 1, 1, 2).reshape({5, 8}))).item() < 1e-14);
+  }
 }

@@ -50,13 +50,9 @@ json export_graph(nn::Module& m, const std::string& dir, const Graph& g, const s
   return json{{"file", g.file}, {"expect_ops", g.expect_ops}, {"cases", cases}};
 }
 
+// (B,T,C) inputs, as the exported graphs take them.
 nn::RNNOptions options(int64_t in, int64_t hidden, int64_t layers, bool bidirectional) {
-  nn::RNNOptions o;
-  o.input_size = in;
-  o.hidden_size = hidden;
-  o.num_layers = layers;
-  o.bidirectional = bidirectional;
-  return o;
+  return nn::RNNOptions(in, hidden).num_layers(layers).batch_first(true).bidirectional(bidirectional);
 }
 
 // Two layers, both directions, initial states given: (x, h0, c0) -> (output, h_n, c_n).
@@ -94,7 +90,7 @@ json gru_graph(const std::string& dir, Generator& g) {
 
 // Two ReLU layers, one direction, h0 given: (x, h0) -> (output, h_n).
 json rnn_graph(const std::string& dir, Generator& g) {
-  nn::RNN rnn(options(3, 4, 2, false), g, "relu");
+  nn::RNN rnn(options(3, 4, 2, false).nonlinearity("relu"), g);
   Graph gr{"rnn_relu.onnx",
            {{"x", randn({2, 5, 3}, g), {"B", "T", ""}}, {"h0", randn({2, 2, 4}, g), {"", "B", ""}}},
            {"output", "h_n"},

@@ -30,13 +30,9 @@ std::string error_text(const std::function<void()>& f) {
   return "(no error)";
 }
 
+// (B,T,C) inputs, as the exported graphs take them.
 nn::RNNOptions rnn_options(int64_t in, int64_t hidden, int64_t layers, bool bidirectional) {
-  nn::RNNOptions o;
-  o.input_size = in;
-  o.hidden_size = hidden;
-  o.num_layers = layers;
-  o.bidirectional = bidirectional;
-  return o;
+  return nn::RNNOptions(in, hidden).num_layers(layers).batch_first(true).bidirectional(bidirectional);
 }
 
 }  // namespace
@@ -113,7 +109,7 @@ TEST_CASE("export_model: lengths that are a constant of the traced batch are ref
   std::remove(path.c_str());
   const std::string msg =
       error_text([&] { xo::export_model(lstm, with_lengths, {{"x", randn({2, 5, 3}, g), {"B", "T", ""}}}, path); });
-  CHECK_MESSAGE(contains(msg, "export_model: recurrent_layer (in LSTM(input_size=3, hidden_size=4, num_layers=1)) on "
+  CHECK_MESSAGE(contains(msg, "export_model: recurrent_layer (in LSTM(input_size=3, hidden_size=4, num_layers=1, batch_first)) on "
                               "(B, T, 3): its lengths are a constant of the traced batch of 2 rows, and the batch 'B' "
                               "may change"),
                 msg);

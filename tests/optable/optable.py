@@ -792,7 +792,38 @@ class LSTMCellTwin(torch.nn.LSTMCell):
         return torch.cat([h2, c2], -1)
 
 
+def draw_rnn(kind):
+    """RNN, LSTM or GRU on (T,B,C), (B,T,C) with batch_first, or unbatched (T,C)."""
+    def draw(g, x, s, kinks):
+        C, H, T = g.r.randint(1, 3), g.r.randint(1, 3), g.r.randint(1, 4)
+        s.update(input_size=C, hidden_size=H, num_layers=g.r.choice([1, 1, 2]), bias=g.r.random() < 0.8,
+                 batch_first=g.r.random() < 0.5, bidirectional=g.r.random() < 0.5)
+        if kind == "RNN":
+            s["nonlinearity"] = g.r.choice(["tanh", "relu"])
+        B = g.r.choice([1, 2, 3])
+        shape = (T, C) if g.r.random() < 0.2 else (B, T, C) if s["batch_first"] else (T, B, C)
+        return [g.new_input(shape)]
+    return draw
+
+
+def output_only(cls):
+    """torch.nn.RNN, LSTM or GRU returning its output alone, as the table calls xgrad's."""
+    class Twin(cls):
+        def forward(self, x):
+            return super().forward(x)[0]
+    return Twin
+
+
 MODULES += [
+    ModuleEntry("RNN", Op("rnn_module", ACTIVATIONS, None, draw_rnn("RNN")),
+                keep("input_size", "hidden_size", "num_layers", "nonlinearity", "bias", "batch_first",
+                     "bidirectional"), twin=output_only(torch.nn.RNN)),
+    ModuleEntry("LSTM", Op("lstm_module", ACTIVATIONS, None, draw_rnn("LSTM")),
+                keep("input_size", "hidden_size", "num_layers", "bias", "batch_first", "bidirectional"),
+                twin=output_only(torch.nn.LSTM)),
+    ModuleEntry("GRU", Op("gru_module", ACTIVATIONS, None, draw_rnn("GRU")),
+                keep("input_size", "hidden_size", "num_layers", "bias", "batch_first", "bidirectional"),
+                twin=output_only(torch.nn.GRU)),
     ModuleEntry("Linear", Op("linear_module", ACTIVATIONS, None, draw_linear),
                 keep("in_features", "out_features", "bias")),
     ModuleEntry("LayerNorm", Op("layer_norm_module", ACTIVATIONS, None, draw_layer_norm),

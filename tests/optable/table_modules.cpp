@@ -140,6 +140,19 @@ ModuleCall one(A&&... a) {
   return unary(std::make_shared<M>(std::forward<A>(a)...));
 }
 
+// RNN, LSTM or GRU from torch.nn's keyword arguments.
+template <class M>
+ModuleCall recurrent(const json& k) {
+  Generator g(0);
+  return one<M>(nn::RNNOptions(integer(k, "input_size", 1), integer(k, "hidden_size", 1))
+                    .num_layers(integer(k, "num_layers", 1))
+                    .nonlinearity(k.value("nonlinearity", std::string("tanh")))
+                    .bias(flag(k, "bias", true))
+                    .batch_first(flag(k, "batch_first", false))
+                    .bidirectional(flag(k, "bidirectional", false)),
+                std::ref(g));
+}
+
 const std::map<std::string, Factory>& table() {
   static const std::map<std::string, Factory> t = {
       // activations
@@ -304,6 +317,10 @@ const std::map<std::string, Factory>& table() {
        [](const json& k, const Tensors&) {
          return one<nn::Dropout>(num(k, "p", 0.5), std::make_shared<Generator>(0));
        }},
+      // the recurrent layers: forward(x) gives the output alone
+      {"RNN", [](const json& k, const Tensors&) { return recurrent<nn::RNN>(k); }},
+      {"LSTM", [](const json& k, const Tensors&) { return recurrent<nn::LSTM>(k); }},
+      {"GRU", [](const json& k, const Tensors&) { return recurrent<nn::GRU>(k); }},
       {"RNNCell",
        [](const json& k, const Tensors&) {
          Generator g(0);

@@ -230,10 +230,10 @@ bool penalty_case(const CaseFile& c, nn::Module& m, const Tensor& y, const Tenso
 
 // nn::LSTM(bidirectional) with lengths, h0 and c0; y its output.
 bool bilstm_gp(const CaseFile& c, std::istringstream& config) {
-  nn::RNNOptions ro;
+  int64_t input_size = 0, hidden_size = 0;
   std::string lengths_text;
-  config >> ro.input_size >> ro.hidden_size >> lengths_text;
-  ro.bidirectional = true;
+  config >> input_size >> hidden_size >> lengths_text;
+  const auto ro = nn::RNNOptions(input_size, hidden_size).batch_first(true).bidirectional(true);
   std::vector<int64_t> lengths;
   std::istringstream l(lengths_text);
   for (std::string v; std::getline(l, v, ',');) lengths.push_back(std::stoll(v));

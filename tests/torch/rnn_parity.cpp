@@ -21,10 +21,14 @@ namespace {
 bool run_case(const std::string& name, const std::string& config, std::map<std::string, Tensor>& file) {
   std::istringstream in(config);
   std::string kind, nonlinearity, lengths_text;
-  nn::RNNOptions o;
+  int64_t input_size = 0, hidden_size = 0, num_layers = 1;
   int bidirectional = 0;
-  in >> kind >> nonlinearity >> o.input_size >> o.hidden_size >> o.num_layers >> bidirectional >> lengths_text;
-  o.bidirectional = bidirectional != 0;
+  in >> kind >> nonlinearity >> input_size >> hidden_size >> num_layers >> bidirectional >> lengths_text;
+  const auto o = nn::RNNOptions(input_size, hidden_size)
+                     .num_layers(num_layers)
+                     .nonlinearity(kind == "RNN" ? nonlinearity : "tanh")
+                     .batch_first(true)
+                     .bidirectional(bidirectional != 0);
   std::vector<int64_t> lengths;
   if (lengths_text != "-") {
     std::istringstream l(lengths_text);
@@ -34,7 +38,7 @@ bool run_case(const std::string& name, const std::string& config, std::map<std::
   std::unique_ptr<nn::RNNBase> m;
   if (kind == "LSTM") m = std::make_unique<nn::LSTM>(o, gen);
   else if (kind == "GRU") m = std::make_unique<nn::GRU>(o, gen);
-  else m = std::make_unique<nn::RNN>(o, gen, nonlinearity);
+  else m = std::make_unique<nn::RNN>(o, gen);
   m->to(f64);
   std::map<std::string, Tensor> weights;
   const std::string prefix = name + ".param.";
