@@ -426,7 +426,7 @@ Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, co
 // One direction of one recurrent layer on its input, as nn's layers and
 // cells run it: proj = linear(x, w_ih, b_ih), recurrence() on it, and the
 // results a layer returns. An export trace lists it as one op,
-// "recurrent_layer" (ONNX's own RNN, LSTM or GRU), and h_n, c_n as
+// "recurrent_layer", and h_n, c_n as
 // "recurrent_state" of it, so that no per-step internals reach the graph.
 //   x (B,T,C), w_ih (G*H,C), b_ih (G*H) or undefined; w_hh, b_hh as recurrence();
 //   h0 (B,H), c0 (B,H) (LSTM): undefined means zeros
@@ -444,7 +444,7 @@ RecurrentLayerResult recurrent_layer(RecurrentCell cell, const Tensor& x, const 
                                      const Tensor& traced_lengths = Tensor());
 
 // 1 where ids (int64, any shape) equal `id`, else 0, in `dtype`: a padding
-// mask. No gradient (ids have none); traced as one op (ONNX Equal and Cast).
+// mask. No gradient (ids have none); traced as one op.
 Tensor id_mask(const Tensor& ids, int64_t id, Dtype dtype = Dtype::f32);
 
 // What attention() keeps for backward. automatic: the (B,H,T,S) weights

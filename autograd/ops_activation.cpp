@@ -20,14 +20,14 @@ using detail::map;
 namespace {
 
 // y = value(a) elementwise, dy/da = slope(a), an op-built tensor of a's
-// shape. `reals` are the op's attributes for the export trace.
+// shape. `reals` are the op's attributes for a trace.
 template <class F, class S>
 Tensor pointwise(const char* op, const Tensor& a, F value, S slope, std::vector<double> reals = {}) {
   Tensor out = map(check_defined(a, op), value);
   return detail::traced(record(
                             op, out, {a},
                             [a, slope](const Tensor& g) { return std::vector<Tensor>{mul(g, slope(a))}; }, {a}),
-                        [&reals](TracedOp& t) { t.reals = reals; });
+                        [&reals](TracedOp& t) { t.attrs = attr::Params{reals}; });
 }
 
 // A constant mask of a's shape: f(x) at each element, no history.

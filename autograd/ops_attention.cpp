@@ -370,8 +370,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   // For an export trace: heads, causal, kv_length; the scale as computed;
   // the padding mask (if any) as the op's extra tensor.
   const auto attributes = [&](TracedOp& t) {
-    t.ints = {H, o.causal ? 1 : 0, o.kv_length};
-    t.reals = {pl.scale};
+    t.attrs = attr::Attention{H, o.causal, o.kv_length, pl.scale};
     if (o.key_padding_mask.defined()) t.extra = {o.key_padding_mask};
   };
   if (autocast_bf16(q) && records({q, k, v})) {

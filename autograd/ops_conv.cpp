@@ -133,6 +133,17 @@ void check_groups(const char* op, int64_t groups, int64_t C, int64_t O) {
                                 ") and the output channels (" + std::to_string(O) + ")");
 }
 
+// The trace's view of a convolution's window (its kernel is the weight's).
+attr::Window traced_window(const std::vector<detail::WindowAxis>& axes, int64_t groups) {
+  attr::Window t;
+  for (const detail::WindowAxis& a : axes) {
+    t.stride.push_back(a.stride), t.dilation.push_back(a.dilation);
+    t.pad_begin.push_back(a.pad_before), t.pad_end.push_back(a.pad_after);
+  }
+  t.groups = groups;
+  return t;
+}
+
 void check_bias(const char* op, const Tensor& bias, int64_t O) {
   if (bias.defined() && (bias.dim() != 1 || bias.size(0) != O))
     throw ShapeError(std::string(op) + ": expected a bias (" + std::to_string(O) + ",), got " + shape_str(bias.shape()));
@@ -319,11 +330,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   // float64 stays on im2col: the oracle that gradchecks and parity tests read.
   const Tensor y = x.dtype() == f32 && engine::conv_available() ? conv2d_direct(x, weight, bias, w, G)
                                                                 : conv2d_im2col(x, weight, bias, w, G);
-  // Exported as one convolution (ONNX Conv), whichever path computed it.
+  // Traced as one convolution, whichever path computed it.
   return detail::traced(y, [&](TracedOp& t) {
-    t = TracedOp{"conv2d", t.scope, {x, weight, bias}, y,
-                 {w.h.stride, w.w.stride, w.h.pad_before, w.w.pad_before, w.h.pad_after, w.w.pad_after,
-                  w.h.dilation, w.w.dilation, G}, {}, {}};
+    t = TracedOp{"conv2d", t.scope, {x, weight, bias}, y, traced_window({w.h, w.w}, G), {}};
   });
 }
 
@@ -341,11 +350,9 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
                       .dilation({1, a.dilation})
                       .groups(o.groups());
   const Tensor y = squeeze(conv2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, o2), 2);
-  // Exported as one convolution on (N,C,L), so that L may change from run to
-  // run: ints = stride, padding at the start and end, dilation, groups.
+  // Traced as one convolution on (N,C,L), not as the 2-D one it runs.
   return detail::traced(y, [&](TracedOp& t) {
-    t = TracedOp{"conv1d", t.scope, {x, weight, bias}, y, {a.stride, a.pad_before, a.pad_after, a.dilation,
-                 o.groups()}, {}, {}};
+    t = TracedOp{"conv1d", t.scope, {x, weight, bias}, y, traced_window({a}, o.groups()), {}};
   });
 }
 
@@ -412,10 +419,12 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   if (wide)  // rows [padding, padding + out) of the canvas, zeros past it
     folded = pad(folded, {-p[1], p[1] + out[3] - canvas[3], -p[0], p[0] + out[2] - canvas[2]});
   const Tensor y = add_channel_bias("conv_transpose2d", folded, bias);
-  // Exported as one ONNX ConvTranspose, whose weight layout (C, O/groups, kh, kw) is this op's.
+  // Traced as one op, whatever it is composed of.
   return detail::traced(y, [&](TracedOp& t) {
-    t = TracedOp{"conv_transpose2d", t.scope, {x, weight, bias}, y,
-                 {s[0], s[1], p[0], p[1], op[0], op[1], d[0], d[1], G}, {}, {}};
+    attr::Window traced;
+    traced.stride = detail::values(s), traced.pad_begin = traced.pad_end = detail::values(p);
+    traced.dilation = detail::values(d), traced.output_padding = detail::values(op), traced.groups = G;
+    t = TracedOp{"conv_transpose2d", t.scope, {x, weight, bias}, y, traced, {}};
   });
 }
 

@@ -162,7 +162,7 @@ Tensor pow(const Tensor& a, double e) {
                       return std::vector<Tensor>{mul(g, mul(pow(a, e - 1.0), scalar_like(e, a)))};
                     },
                     {a}),
-                [e](TracedOp& t) { t.reals = {e}; });
+                [e](TracedOp& t) { t.attrs = attr::Scalar{e}; });
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) {
@@ -187,7 +187,7 @@ Tensor operator-(const Tensor& a) { return neg(a); }
 Tensor operator+(const Tensor& a, double s) {
   Tensor out = map(check_defined(a, "add"), [s](auto x) { return x + decltype(x)(s); });
   return detail::traced(record("add_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; }),
-                [s](TracedOp& t) { t.reals = {s}; });
+                [s](TracedOp& t) { t.attrs = attr::Scalar{s}; });
 }
 Tensor operator+(double s, const Tensor& a) { return a + s; }
 Tensor operator-(const Tensor& a, double s) { return a + (-s); }
@@ -195,7 +195,7 @@ Tensor operator-(double s, const Tensor& a) { return neg(a) + s; }
 Tensor operator*(const Tensor& a, double s) {
   Tensor out = map(check_defined(a, "mul"), [s](auto x) { return x * decltype(x)(s); });
   return detail::traced(record("mul_scalar", out, {a}, [s](const Tensor& g) { return std::vector<Tensor>{g * s}; }),
-                [s](TracedOp& t) { t.reals = {s}; });
+                [s](TracedOp& t) { t.attrs = attr::Scalar{s}; });
 }
 Tensor operator*(double s, const Tensor& a) { return a * s; }
 Tensor operator/(const Tensor& a, double s) { return a * (1.0 / s); }
@@ -389,11 +389,11 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
       po[o] = pk[off[0]] != 0 ? pa[off[1]] : v;
     });
   });
-  // The export trace reads the fill value and the mask (ONNX Where).
+  // The trace reads the fill value and the mask.
   return detail::traced(
       record("masked_fill", out, {a}, [keep](const Tensor& g) { return std::vector<Tensor>{mul(g, keep)}; }),
       [&](TracedOp& t) {
-        t.reals = {value};
+        t.attrs = attr::Scalar{value};
         t.extra = {mask};
       });
 }

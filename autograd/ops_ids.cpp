@@ -18,7 +18,7 @@ Tensor id_mask(const Tensor& ids, int64_t id, Dtype dtype) {
   // export trace, where the ids are its extra tensor.
   Tensor out = record("id_mask", from_vector(m, ids.shape(), dtype), {}, [](const Tensor&) { return std::vector<Tensor>{}; });
   return detail::traced(out, [&](TracedOp& t) {
-    t.ints = {id};
+    t.attrs = attr::Id{id};
     t.extra = {ids};
   });
 }

@@ -99,11 +99,11 @@ Tensor softmax_impl(const Tensor& a, int64_t axis, bool log_form) {
 
 Tensor softmax(const Tensor& a, int64_t axis) {
   return detail::traced(softmax_impl(a, axis, false),
-                        [&](TracedOp& t) { t.ints = {normalize_axis(axis, a.dim(), "softmax")}; });
+                        [&](TracedOp& t) { t.attrs = attr::Axis{normalize_axis(axis, a.dim(), "softmax")}; });
 }
 Tensor log_softmax(const Tensor& a, int64_t axis) {
   return detail::traced(softmax_impl(a, axis, true),
-                        [&](TracedOp& t) { t.ints = {normalize_axis(axis, a.dim(), "log_softmax")}; });
+                        [&](TracedOp& t) { t.attrs = attr::Axis{normalize_axis(axis, a.dim(), "log_softmax")}; });
 }
 
 namespace {
@@ -291,13 +291,13 @@ Tensor layer_norm_impl(const char* op, const Tensor& x, const Tensor& r, const T
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   return detail::traced(layer_norm_impl("layer_norm", x, Tensor(), weight, bias, eps),
-                        [eps](TracedOp& t) { t.reals = {eps}; });
+                        [eps](TracedOp& t) { t.attrs = attr::Scalar{eps}; });
 }
 
 Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias, double eps) {
   check_defined(residual, "add_layer_norm");
   return detail::traced(layer_norm_impl("add_layer_norm", x, residual, weight, bias, eps),
-                        [eps](TracedOp& t) { t.reals = {eps}; });
+                        [eps](TracedOp& t) { t.attrs = attr::Scalar{eps}; });
 }
 
 namespace {

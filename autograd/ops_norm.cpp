@@ -389,10 +389,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const Normalised r = batch_norm_composed(x, running_mean, running_var, training, eps, across);
   if (!training) {
     const Tensor y = channel_affine(r.y, weight, bias, x);
-    // Exported as one ONNX BatchNormalization reading the running statistics
-    // themselves (initializers under their buffers' names), not constants.
+    // Traced as one op reading the running statistics themselves (so that an
+    // exporter can name them after their buffers), not constants.
     return detail::traced(y, [&](TracedOp& t) {
-      t = TracedOp{"batch_norm", t.scope, {x, running_mean, running_var, weight, bias}, y, {}, {eps}, {}};
+      t = TracedOp{"batch_norm", t.scope, {x, running_mean, running_var, weight, bias}, y, attr::Scalar{eps}, {}};
     });
   }
   {

@@ -30,6 +30,17 @@ std::array<PoolAxis, 2> pool_axes(const char* op, const Shape& x, const detail::
   return {a[0], a[1]};
 }
 
+// The trace's view of a pooling window.
+attr::Window traced_window(const std::array<PoolAxis, 2>& a, bool ceil_mode) {
+  attr::Window w;
+  for (const PoolAxis& x : a) {
+    w.kernel.push_back(x.kernel), w.stride.push_back(x.stride), w.dilation.push_back(x.dilation);
+    w.pad_begin.push_back(x.pad_before), w.pad_end.push_back(x.pad_after);
+  }
+  w.ceil_mode = ceil_mode;
+  return w;
+}
+
 // ---- max_pool2d
 
 // Each window's maximum and its first arg-max in its plane (indices).
@@ -227,11 +238,7 @@ MaxPool2dResult max_pool(const Tensor& x, const MaxPool2dOptions& o) {
         return std::vector<Tensor>{max_pool_scatter(g, indices, in)};
       },
       {m.indices});
-  // Exported as ONNX MaxPool: ints = kernel, stride (resolved), padding, dilation (each h, w), ceil_mode.
-  y = detail::traced(y, [&](TracedOp& t) {
-    t.ints = {a[0].kernel, a[1].kernel, a[0].stride, a[1].stride, a[0].pad_before, a[1].pad_before,
-              a[0].dilation, a[1].dilation, o.ceil_mode() ? 1 : 0};
-  });
+  y = detail::traced(y, [&](TracedOp& t) { t.attrs = traced_window(a, o.ceil_mode()); });
   return {y, m.indices};
 }
 
@@ -344,11 +351,11 @@ Tensor avg_pool2d(const Tensor& x, const AvgPool2dOptions& o) {
   auto w = std::make_shared<AvgWindows>(AvgWindows{"avg_pool2d", "avg_pool2d_backward", x.size(0), x.size(1),
                                                    x.size(2), x.size(3), pool_spans(a[0], o.count_include_pad()),
                                                    pool_spans(a[1], o.count_include_pad()), divisor.value_or(0)});
-  // Exported as ONNX AveragePool: ints = kernel, stride (resolved), padding
-  // (each h, w), ceil_mode, count_include_pad.
   return detail::traced(average_windows(x, w), [&](TracedOp& t) {
-    t.ints = {a[0].kernel, a[1].kernel, a[0].stride, a[1].stride, a[0].pad_before, a[1].pad_before,
-              o.ceil_mode() ? 1 : 0, o.count_include_pad() ? 1 : 0};
+    attr::Window traced = traced_window(a, o.ceil_mode());
+    traced.count_include_pad = o.count_include_pad();
+    traced.divisor_override = divisor.value_or(0);
+    t.attrs = traced;
   });
 }
 
@@ -363,7 +370,9 @@ Tensor adaptive_avg_pool2d(const Tensor& x, ExpandingArray<2> output_size) {
                                                    x.size(1), x.size(2), x.size(3),
                                                    adaptive_spans(x.size(2), output_size[0]),
                                                    adaptive_spans(x.size(3), output_size[1]), 0});
-  return detail::traced(average_windows(x, w), [&](TracedOp& t) { t.ints = {output_size[0], output_size[1]}; });
+  return detail::traced(average_windows(x, w), [&](TracedOp& t) {
+    t.attrs = attr::OutputSize{detail::values(output_size)};
+  });
 }
 
 }  // namespace xg

@@ -79,13 +79,12 @@ void sum_kernel(const T* x, const Shape& s, const ReducePlan& p, T* out) {
   detail::for_each_strided<1>(s, {&outs}, [&](int64_t i, const std::array<int64_t, 1>& off) { out[off[0]] += x[i]; });
 }
 
-// The export trace's attributes of a reduction: the reduced axes, then keepdims.
-std::vector<int64_t> traced_axes(const ReducePlan& p, bool keepdims) {
-  std::vector<int64_t> ints;
+// The trace's attributes of a reduction: the reduced axes and keepdims.
+attr::Axes traced_axes(const ReducePlan& p, bool keepdims) {
+  attr::Axes a{{}, keepdims};
   for (size_t i = 0; i < p.reduced.size(); ++i)
-    if (p.reduced[i]) ints.push_back(static_cast<int64_t>(i));
-  ints.push_back(keepdims ? 1 : 0);
-  return ints;
+    if (p.reduced[i]) a.axes.push_back(static_cast<int64_t>(i));
+  return a;
 }
 
 Tensor sum_forward(const Tensor& a, const ReducePlan& p) {
@@ -117,16 +116,16 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {
   Tensor r = record("sum", out, {a}, [in = a.shape(), keep = p.keep_shape](const Tensor& g) {
     return std::vector<Tensor>{broadcast_to(reshape(g, keep), in)};
   });
-  return detail::traced(r, [&](TracedOp& t) { t.ints = traced_axes(p, keepdims); });
+  return detail::traced(r, [&](TracedOp& t) { t.attrs = traced_axes(p, keepdims); });
 }
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {
   ReducePlan p = plan_reduce(check_defined(a, "mean").shape(), axes, keepdims, "mean");
   if (p.count == 0) throw ShapeError("mean: reducing over zero elements of shape " + shape_str(a.shape()));
   Tensor out = sum(a, axes, keepdims) * (1.0 / static_cast<double>(p.count));
-  // Exported as one op (ReduceMean) rather than as the sum and its scaling.
+  // Traced as one op rather than as the sum and its scaling.
   return detail::traced(out, [&](TracedOp& t) {
-    t = TracedOp{"mean", t.scope, {a}, out, traced_axes(p, keepdims), {}, {}};
+    t = TracedOp{"mean", t.scope, {a}, out, traced_axes(p, keepdims), {}};
   });
 }
 
@@ -183,10 +182,7 @@ Tensor vector_norm(const Tensor& a, double ord, const std::vector<int64_t>& axes
     NoGradGuard no_tape;  // the value; backward below reads it, as PyTorch's does
     out = ord == 2 ? sqrt(sum(a * a, axes, keepdims)) : pow(sum(pow(abs(a), ord), axes, keepdims), 1.0 / ord);
   }
-  std::vector<int64_t> traced_axes;  // the export trace's: the reduced axes, then keepdims
-  for (size_t i = 0; i < p.reduced.size(); ++i)
-    if (p.reduced[i]) traced_axes.push_back(static_cast<int64_t>(i));
-  traced_axes.push_back(keepdims ? 1 : 0);
+  const attr::Axes axes_traced = traced_axes(p, keepdims);
   return detail::traced(record(
       "vector_norm", out, {a},
       [a, out = out.detach(), ord, keep = p.keep_shape](const Tensor& g) {
@@ -198,8 +194,7 @@ Tensor vector_norm(const Tensor& a, double ord, const std::vector<int64_t>& axes
         return std::vector<Tensor>{sign * pow(abs(a), ord - 1) * (gk / (pow(n, ord - 1) + zero))};
       },
       {a, out}), [&](TracedOp& t) {
-        t.ints = traced_axes;
-        t.reals = {ord};
+        t.attrs = attr::Norm{axes_traced.axes, keepdims, ord};
       });
 }
 

@@ -527,12 +527,12 @@ RecurrentLayerResult recurrent_layer(RecurrentCell cell, const Tensor& x, const 
     std::vector<Tensor> lens;
     if (!lengths.empty()) lens.push_back(traced_lengths.defined() ? traced_lengths : from_ints(lengths, {B}));
     t = TracedOp{"recurrent_layer", t.scope, {x, w_ih, w_hh, b_ih, b_hh, h0, c0}, out,
-                 {static_cast<int64_t>(cell), reverse ? 1 : 0}, {}, lens};
+                 attr::Recurrent{static_cast<int>(cell), reverse}, lens};
   });
   const int64_t last = reverse ? 0 : T - 1;  // where the op leaves each row's last state
   const Tensor final_states = reshape(slice(states, 1, last, last + 1), {B, states.size(2)});
   auto state = [&](const Tensor& s, int64_t which) {
-    return detail::traced(s, [&](TracedOp& t) { t = TracedOp{"recurrent_state", t.scope, {r.output}, s, {which}, {}, {}}; });
+    return detail::traced(s, [&](TracedOp& t) { t = TracedOp{"recurrent_state", t.scope, {r.output}, s, attr::RecurrentState{which != 0}, {}}; });
   };
   r.h_n = state(lstm ? slice(final_states, 1, 0, H) : final_states, 0);
   if (lstm) r.c_n = state(slice(final_states, 1, H, 2 * H), 1);

@@ -163,7 +163,7 @@ Tensor permute(const Tensor& a, const std::vector<int64_t>& perm) {
   Tensor out = gather_strided(a, out_shape, 0, strides);
   return detail::traced(
       record("permute", out, {a}, [inv](const Tensor& g) { return std::vector<Tensor>{permute(g, inv)}; }),
-      [&p](TracedOp& t) { t.ints = p; });
+      [&p](TracedOp& t) { t.attrs = attr::Permutation{p}; });
 }
 
 Tensor transpose(const Tensor& a, int64_t axis0, int64_t axis1) {
@@ -191,8 +191,8 @@ Tensor slice(const Tensor& a, int64_t axis, int64_t start, int64_t end, int64_t 
   Tensor r = record("slice", out, {a}, [in = a.shape(), offset, strides](const Tensor& g) {
     return std::vector<Tensor>{scatter_strided_op(g, in, offset, strides)};  // an op: the second order follows
   });
-  // The bounds as given (Python's, which ONNX's Slice reads too): clamped, they would fix the length.
-  return detail::traced(r, [=](TracedOp& t) { t.ints = {ax, start, end, step}; });
+  // The bounds as given (Python's): clamped, they would fix the length in a trace.
+  return detail::traced(r, [=](TracedOp& t) { t.attrs = attr::Slice{ax, start, end, step}; });
 }
 
 Tensor slice_like(const Tensor& a, int64_t axis, const Tensor& like, int64_t like_axis) {
@@ -205,7 +205,7 @@ Tensor slice_like(const Tensor& a, int64_t axis, const Tensor& like, int64_t lik
                      shape_str(a.shape()) + " on axis " + std::to_string(ax));
   // The length as read from `like` in a graph: its extra tensor and axis.
   return detail::traced(slice(a, ax, 0, n), [&](TracedOp& t) {
-    t.ints.push_back(la);
+    std::get<attr::Slice>(t.attrs).like_axis = la;
     t.extra = {like};
   });
 }
@@ -247,7 +247,7 @@ Tensor concat(const std::vector<Tensor>& ts, int64_t axis) {
     }
   });
   return detail::traced(record("concat", out, ts, [sizes, ax](const Tensor& g) { return split(g, sizes, ax); }),
-                        [ax](TracedOp& t) { t.ints = {ax}; });
+                        [ax](TracedOp& t) { t.attrs = attr::Axis{ax}; });
 }
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t axis) {
@@ -333,7 +333,7 @@ Tensor broadcast_like(const Tensor& a, int64_t axis, const Tensor& like, int64_t
   s[ax] = like.shape()[la];
   // The size as read from `like` in a graph: the axes, and `like` as the extra tensor.
   return detail::traced(broadcast_to(a, s), [&](TracedOp& t) {
-    t.ints = {ax, la};
+    t.attrs = attr::BroadcastLike{ax, la};
     t.extra = {like};
   });
 }

@@ -213,7 +213,7 @@ Tensor record(const char* op, Tensor output, const std::vector<Tensor>& inputs, 
   if (g_profile && !g_backward_edges) g_profile->charge("forward", g_scope, op);
   Tensor out = record_on_tape(op, std::move(output), inputs, std::move(backward), saved);
   // The trace lists the tensor returned (a recorded output gets its own impl).
-  if (g_trace) g_trace->push_back(TracedOp{op, g_scope, inputs, out, {}, {}, {}});
+  if (g_trace) g_trace->push_back(TracedOp{op, g_scope, inputs, out, attr::None{}, {}});
   return out;
 }
 

@@ -17,7 +17,7 @@ namespace {
 
 const std::string& x_of(const OpContext& c) { return c.in[0].name; }
 Dtype dtype_of(const OpContext& c) { return c.op.output.dtype(); }
-double real(const OpContext& c, size_t i) { return c.op.reals.at(i); }
+double real(const OpContext& c, size_t i) { return c.op.attr<attr::Params>().values.at(i); }
 
 // One ONNX operator on the input, with float attributes.
 Emitter single(const char* type, std::vector<std::pair<const char*, int>> attrs = {}) {
@@ -102,11 +102,12 @@ Emitter compare(const char* type, bool negate = false) {
 }
 
 // vector_norm (ord 2 or other finite ord > 1; ord 1 and inf are traced as
-// sum/max of abs): ints = the axes then keepdims, reals = {ord}.
+// sum/max of abs).
 Value vector_norm(const OpContext& c) {
-  const std::vector<int64_t>& a = c.op.ints;
-  const std::vector<int64_t> axes(a.begin(), a.end() - 1);
-  const bool keep = a.back() != 0;
+  const attr::Norm& a = c.op.attr<attr::Norm>();
+  const std::vector<int64_t>& axes = a.axes;
+  const bool keep = a.keepdims;
+  const double ord = a.ord;
   const Dtype d = dtype_of(c);
   Dims out;
   const Dims& in = c.in[0].dims;
@@ -115,7 +116,7 @@ Value vector_norm(const OpContext& c) {
     if (!reduced) out.push_back(in[i]);
     else if (keep) out.push_back({1, ""});
   }
-  if (real(c, 0) == 2) {
+  if (ord == 2) {
     return Value{c.b.node("ReduceL2", {x_of(c)},
                           [&](pb::NodeProto& n) {
                             set_ints(n, "axes", axes);
@@ -123,11 +124,11 @@ Value vector_norm(const OpContext& c) {
                           }),
                  out};
   }
-  const std::string p = c.b.scalar(real(c, 0), d);
+  const std::string p = c.b.scalar(ord, d);
   const std::string powered = c.b.node("Pow", {c.b.node("Abs", {x_of(c)}), p});
   const std::string summed =
       c.b.node("ReduceSum", {powered, c.b.ints(axes)}, [&](pb::NodeProto& n) { set_int(n, "keepdims", keep); });
-  return Value{c.b.node("Pow", {summed, c.b.scalar(1.0 / real(c, 0), d)}), out};
+  return Value{c.b.node("Pow", {summed, c.b.scalar(1.0 / ord, d)}), out};
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ Emitter binary(const char* type) {
 // x (op) s for the scalar the op traced (add_scalar, mul_scalar, pow).
 Emitter with_scalar(const char* type) {
   return [type](const OpContext& c) {
-    const std::string s = c.b.scalar(c.op.reals.at(0), c.op.output.dtype());
+    const std::string s = c.b.scalar(c.op.attr<attr::Scalar>().value, c.op.output.dtype());
     return Value{c.b.node(type, {c.in[0].name, s}), c.in[0].dims};
   };
 }
@@ -131,16 +131,16 @@ Value reshape(const OpContext& c) {
 
 Value permute(const OpContext& c) {
   Dims out;
-  for (int64_t a : c.op.ints) out.push_back(c.in[0].dims[a]);
-  const auto perm = c.op.ints;
+  const std::vector<int64_t>& perm = c.op.attr<attr::Permutation>().order;
+  for (int64_t a : perm) out.push_back(c.in[0].dims[a]);
   return Value{c.b.node("Transpose", {c.in[0].name}, [&](pb::NodeProto& n) { set_ints(n, "perm", perm); }), out};
 }
 
-// sum and mean: ints = the reduced axes, then keepdims. In opset 17
-// ReduceSum takes its axes as an input and ReduceMean as an attribute.
+// sum and mean. In opset 17 ReduceSum takes its axes as an input and
+// ReduceMean as an attribute.
 Value reduce(const OpContext& c, bool mean) {
-  const std::vector<int64_t> axes(c.op.ints.begin(), c.op.ints.end() - 1);
-  const bool keep = c.op.ints.back() != 0;
+  const std::vector<int64_t>& axes = c.op.attr<attr::Axes>().axes;
+  const bool keep = c.op.attr<attr::Axes>().keepdims;
   Dims out;
   for (size_t i = 0; i < c.in[0].dims.size(); ++i) {
     const bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end();
@@ -157,7 +157,7 @@ Value reduce(const OpContext& c, bool mean) {
 
 Emitter softmax(const char* type) {
   return [type](const OpContext& c) {
-    const int64_t axis = c.op.ints.at(0);
+    const int64_t axis = c.op.attr<attr::Axis>().axis;
     return Value{c.b.node(type, {c.in[0].name}, [&](pb::NodeProto& n) { set_int(n, "axis", axis); }), c.in[0].dims};
   };
 }
@@ -173,7 +173,7 @@ Value layer_norm(const OpContext& c) {
   const int64_t width = c.op.output.shape().back();
   std::vector<std::string> in{x, w.name.empty() ? c.b.constant(ones({width}, c.op.output.dtype())) : w.name};
   if (!b.name.empty()) in.push_back(b.name);
-  const double eps = c.op.reals.at(0);
+  const double eps = c.op.attr<attr::Scalar>().value;
   return Value{c.b.node("LayerNormalization", in,
                         [&](pb::NodeProto& n) {
                           set_int(n, "axis", -1);
@@ -194,9 +194,10 @@ Value gather_rows(const OpContext& c) {
 // them too. On an axis that may change, the result does too unless its
 // length is fixed by the bounds (a window from the start, or from the end).
 Value slice(const OpContext& c) {
-  const int64_t ax = c.op.ints.at(0), start = c.op.ints.at(1), end = c.op.ints.at(2), step = c.op.ints.at(3);
-  if (c.in.size() > 1) {  // slice_like: the end is the length of the extra tensor's axis ints[4], read at run time
-    const int64_t la = c.op.ints.at(4);
+  const attr::Slice& a = c.op.attr<attr::Slice>();
+  const int64_t ax = a.axis, start = a.start, end = a.end, step = a.step;
+  if (c.in.size() > 1) {  // slice_like: the end is the length of the extra tensor's axis like_axis, read at run time
+    const int64_t la = a.like_axis;
     const std::string n = c.b.node("Shape", {c.in[1].name}, [&](pb::NodeProto& p) {
       set_int(p, "start", la);
       set_int(p, "end", la + 1);
@@ -217,7 +218,7 @@ Value slice(const OpContext& c) {
 }
 
 // broadcast_like (its extra tensor `like`): Expand to a shape whose axis
-// ints[0] is read from like's axis ints[1] at run time, the others fixed.
+// `axis` is read from like's axis `like_axis` at run time, the others fixed.
 // A plain broadcast_to, whose sizes no input gave, expands to constants.
 Value broadcast_to(const OpContext& c) {
   const Shape& s = c.op.output.shape();
@@ -233,7 +234,7 @@ Value broadcast_to(const OpContext& c) {
     }
     return Value{c.b.node("Expand", {c.in[0].name, c.b.ints(target)}), out};
   }
-  const int64_t ax = c.op.ints.at(0), la = c.op.ints.at(1);
+  const int64_t ax = c.op.attr<attr::BroadcastLike>().axis, la = c.op.attr<attr::BroadcastLike>().like_axis;
   const std::string n = c.b.node("Shape", {c.in[1].name}, [&](pb::NodeProto& p) {
     set_int(p, "start", la);
     set_int(p, "end", la + 1);
@@ -250,7 +251,7 @@ Value broadcast_to(const OpContext& c) {
 }
 
 Value concat(const OpContext& c) {
-  const int64_t ax = c.op.ints.at(0);
+  const int64_t ax = c.op.attr<attr::Axis>().axis;
   Dims out = c.in[0].dims, along;
   std::vector<std::string> names;
   for (const Value& v : c.in) {
@@ -273,13 +274,14 @@ Value where(const OpContext& c) {
   return Value{c.b.node("Where", {cond, c.in[0].name, c.in[1].name}), out};
 }
 
-// attention (q (B,T,C), k and v (B,S,C); ints: heads, causal, kv_length;
-// reals: the scale; extra: the key padding mask (B,S)) as the core it
+// attention (q (B,T,C), k and v (B,S,C); extra: the key padding mask
+// (B,S)) as the core it
 // computes, head by head: softmax(scale q k^T, masked scores -1e9) v.
 // A preallocated cache (kv_length > 0) is written in place, which no graph
 // holds: the trace records the concatenating form (MultiHeadAttention::extend_kv).
 Value attention(const OpContext& c) {
-  const int64_t heads = c.op.ints.at(0), kv_length = c.op.ints.at(2);
+  const attr::Attention& a = c.op.attr<attr::Attention>();
+  const int64_t heads = a.heads, kv_length = a.kv_length;
   if (kv_length > 0)
     throw ExportError("export_model: attention" + where_in(c.op) + " reads " + std::to_string(kv_length) +
                       " positions of a preallocated key/value buffer, which is written in place and has no ONNX "
@@ -293,7 +295,7 @@ Value attention(const OpContext& c) {
   const std::string q = heads_of(c.in[0].name, {0, 2, 1, 3});  // (B,H,T,D)
   const std::string k = heads_of(c.in[1].name, {0, 2, 3, 1});  // (B,H,D,S)
   const std::string v = heads_of(c.in[2].name, {0, 2, 1, 3});  // (B,H,S,D)
-  std::string s = c.b.node("Mul", {c.b.node("MatMul", {q, k}), c.b.scalar(c.op.reals.at(0), d)});  // (B,H,T,S)
+  std::string s = c.b.node("Mul", {c.b.node("MatMul", {q, k}), c.b.scalar(a.scale, d)});  // (B,H,T,S)
   const std::string masked = c.b.scalar(-1e9, d);  // as attention() sets masked scores
   if (c.in.size() > 3) {  // padding: (B,S) -> (B,1,1,S), true where masked
     const std::string m = c.b.node("Unsqueeze", {c.in[3].name, c.b.ints({1, 2})});
@@ -301,7 +303,7 @@ Value attention(const OpContext& c) {
         c.b.node("Cast", {m}, [](pb::NodeProto& n) { set_int(n, "to", pb::TensorProto_DataType_BOOL); });
     s = c.b.node("Where", {flag, masked, s});
   }
-  if (c.op.ints.at(1) != 0) {  // causal: query i sees keys j <= i, the lower triangle of a (T,S) of ones
+  if (a.causal) {  // causal: query i sees keys j <= i, the lower triangle of a (T,S) of ones
     const std::string ts = c.b.node("Shape", {s}, [](pb::NodeProto& n) { set_int(n, "start", -2); });
     const std::string ones = c.b.node("Add", {c.b.node("ConstantOfShape", {ts}), c.b.scalar(1.0, f32)});
     const std::string keep = c.b.node("Cast", {c.b.node("Trilu", {ones}, [](pb::NodeProto& n) { set_int(n, "upper", 0); })},
@@ -337,7 +339,9 @@ const std::map<std::string, Emitter>& emitters() {
       {"add", binary("Add")},           {"sub", binary("Sub")},
       {"mul", binary("Mul")},           {"div", binary("Div")},
       {"add_scalar", with_scalar("Add")}, {"mul_scalar", with_scalar("Mul")},
-      {"pow", [](const OpContext& c) { return c.op.reals.empty() ? binary("Pow")(c) : with_scalar("Pow")(c); }},
+      {"pow", [](const OpContext& c) {
+         return std::holds_alternative<attr::Scalar>(c.op.attrs) ? with_scalar("Pow")(c) : binary("Pow")(c);
+       }},
       {"neg", unary("Neg")},
       {"exp", unary("Exp")},            {"log", unary("Log")},
       {"sqrt", unary("Sqrt")},          {"abs", unary("Abs")},

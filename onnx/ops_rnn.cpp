@@ -88,13 +88,13 @@ void check_lengths(const OpContext& c) {
                     "graph's inputs (traced_lengths)");
 }
 
-// recurrent_layer (x, w_ih, w_hh, b_ih, b_hh, h0, c0; extra: lengths;
-// ints = cell, reverse): x (B,T,C) as (T,B,C) through the operator, its Y
+// recurrent_layer (x, w_ih, w_hh, b_ih, b_hh, h0, c0; extra: lengths):
+// x (B,T,C) as (T,B,C) through the operator, its Y
 // (T,1,B,H) back to (B,T,H). Y_h and Y_c, squeezed to (B,H), are named
 // after the output (OUT_h_n, OUT_c_n) for recurrent_state to find.
 Value recurrent_layer(const OpContext& c) {
-  const auto cell = static_cast<RecurrentCell>(c.op.ints.at(0));
-  const bool reverse = c.op.ints.at(1) != 0, lstm = cell == RecurrentCell::lstm;
+  const auto cell = static_cast<RecurrentCell>(c.op.attr<attr::Recurrent>().cell);
+  const bool reverse = c.op.attr<attr::Recurrent>().reverse, lstm = cell == RecurrentCell::lstm;
   const int64_t H = c.op.inputs[2].size(1), G = c.op.inputs[2].size(0) / H;
   const char* type = lstm ? "LSTM" : cell == RecurrentCell::gru ? "GRU" : "RNN";
   std::vector<std::string> in{c.b.node("Transpose", {c.in[0].name}, [](pb::NodeProto& n) { set_ints(n, "perm", {1, 0, 2}); }),
@@ -120,27 +120,27 @@ Value recurrent_layer(const OpContext& c) {
   return Value{y, {c.in[0].dims[0], c.in[0].dims[1], {H, ""}}};
 }
 
-// recurrent_state (the layer's output; ints = 0 for h_n, 1 for c_n): the
-// operator's last state, which recurrent_layer named after its output.
+// recurrent_state (the layer's output): the operator's last state h_n or
+// c_n, which recurrent_layer named after its output.
 Value recurrent_state(const OpContext& c) {
   const Value& layer = c.in[0];
-  return Value{layer.name + (c.op.ints.at(0) == 0 ? "_h_n" : "_c_n"), {layer.dims[0], layer.dims[2]}};
+  return Value{layer.name + (c.op.attr<attr::RecurrentState>().cell_state ? "_c_n" : "_h_n"), {layer.dims[0], layer.dims[2]}};
 }
 
 // What the recurrent encoder-decoder's graphs need besides the layers.
 
-// masked_fill (x; extra: the mask; reals = the value): Where on the mask as booleans.
+// masked_fill (x; extra: the mask): Where on the mask as booleans.
 Value masked_fill(const OpContext& c) {
   const std::string cond = c.b.node("Cast", {c.in[1].name}, [](pb::NodeProto& n) {
     set_int(n, "to", pb::TensorProto_DataType_BOOL);
   });
-  const std::string fill = c.b.scalar(c.op.reals.at(0), c.op.output.dtype());
+  const std::string fill = c.b.scalar(c.op.attr<attr::Scalar>().value, c.op.output.dtype());
   return Value{c.b.node("Where", {cond, fill, c.in[0].name}), c.in[0].dims};
 }
 
-// id_mask (extra: the int64 ids; ints = the id): Equal, then Cast to the mask's dtype.
+// id_mask (extra: the int64 ids): Equal to the id, then Cast to the mask's dtype.
 Value id_mask(const OpContext& c) {
-  const std::string eq = c.b.node("Equal", {c.in[0].name, c.b.constant(from_ints({c.op.ints.at(0)}, {}))});
+  const std::string eq = c.b.node("Equal", {c.in[0].name, c.b.constant(from_ints({c.op.attr<attr::Id>().id}, {}))});
   const auto to = onnx_type(c.op.output.dtype());
   return Value{c.b.node("Cast", {eq}, [&](pb::NodeProto& n) { set_int(n, "to", to); }), c.in[0].dims};
 }

@@ -40,44 +40,35 @@ Dims window_dims(const OpContext& c, const std::vector<int64_t>& kernel, const s
   return out;
 }
 
-// conv2d: ints = stride h, w; padding top, left, bottom, right; dilation h, w; groups.
-Value conv2d(const OpContext& c) {
-  const std::vector<int64_t>& a = c.op.ints;
-  const std::vector<int64_t> kernel{c.in[1].dims[2].size, c.in[1].dims[3].size}, stride{a[0], a[1]},
-      pads{a[2], a[3], a[4], a[5]}, dilation{a[6], a[7]};
+// ONNX's pads: every axis's begin, then every axis's end.
+std::vector<int64_t> onnx_pads(const attr::Window& w) {
+  std::vector<int64_t> pads = w.pad_begin;
+  pads.insert(pads.end(), w.pad_end.begin(), w.pad_end.end());
+  return pads;
+}
+
+// conv2d and conv1d (the kernel is the weight's).
+Value conv(const OpContext& c) {
+  const attr::Window& w = c.op.attr<attr::Window>();
+  std::vector<int64_t> kernel;
+  for (size_t i = 2; i < c.in[1].dims.size(); ++i) kernel.push_back(c.in[1].dims[i].size);
+  const std::vector<int64_t> pads = onnx_pads(w);
   std::vector<std::string> in{c.in[0].name, c.in[1].name};
   if (!c.in[2].name.empty()) in.push_back(c.in[2].name);
   const std::string y = c.b.node("Conv", in, [&](pb::NodeProto& n) {
     set_ints(n, "kernel_shape", kernel);
-    set_ints(n, "strides", stride);
+    set_ints(n, "strides", w.stride);
     set_ints(n, "pads", pads);
-    set_ints(n, "dilations", dilation);
-    set_int(n, "group", a[8]);
+    set_ints(n, "dilations", w.dilation);
+    set_int(n, "group", w.groups);
   });
-  return Value{y, window_dims(c, kernel, stride, pads, dilation)};
+  return Value{y, window_dims(c, kernel, w.stride, pads, w.dilation)};
 }
 
-// conv1d on (N, C, L): ints = stride, padding at the start and end, dilation, groups.
-Value conv1d(const OpContext& c) {
-  const std::vector<int64_t>& a = c.op.ints;
-  const std::vector<int64_t> kernel{c.in[1].dims[2].size}, stride{a[0]}, pads{a[1], a[2]}, dilation{a[3]};
-  std::vector<std::string> in{c.in[0].name, c.in[1].name};
-  if (!c.in[2].name.empty()) in.push_back(c.in[2].name);
-  const std::string y = c.b.node("Conv", in, [&](pb::NodeProto& n) {
-    set_ints(n, "kernel_shape", kernel);
-    set_ints(n, "strides", stride);
-    set_ints(n, "pads", pads);
-    set_ints(n, "dilations", dilation);
-    set_int(n, "group", a[4]);
-  });
-  return Value{y, window_dims(c, kernel, stride, pads, dilation)};
-}
-
-// conv_transpose2d: ints = stride h, w; padding h, w; output_padding h, w;
-// dilation h, w; groups. The output's spatial axes are fixed: a transposed
+// conv_transpose2d. The output's spatial axes are fixed: a transposed
 // window's size is no single axis of the input's.
 Value conv_transpose2d(const OpContext& c) {
-  const std::vector<int64_t>& a = c.op.ints;
+  const attr::Window& w = c.op.attr<attr::Window>();
   for (size_t i = 2; i < 4; ++i)
     if (!c.in[0].dims[i].sym.empty())
       throw ExportError("export_model: conv_transpose2d" + in_module(c.op) + " on " + dims_str(c.in[0].dims) +
@@ -86,51 +77,53 @@ Value conv_transpose2d(const OpContext& c) {
   if (!c.in[2].name.empty()) in.push_back(c.in[2].name);
   const std::string y = c.b.node("ConvTranspose", in, [&](pb::NodeProto& n) {
     set_ints(n, "kernel_shape", {c.in[1].dims[2].size, c.in[1].dims[3].size});
-    set_ints(n, "strides", {a[0], a[1]});
-    set_ints(n, "pads", {a[2], a[3], a[2], a[3]});
-    set_ints(n, "output_padding", {a[4], a[5]});
-    set_ints(n, "dilations", {a[6], a[7]});
-    set_int(n, "group", a[8]);
+    set_ints(n, "strides", w.stride);
+    set_ints(n, "pads", onnx_pads(w));
+    set_ints(n, "output_padding", w.output_padding);
+    set_ints(n, "dilations", w.dilation);
+    set_int(n, "group", w.groups);
   });
   const Shape& s = c.op.output.shape();
   return Value{y, {c.in[0].dims[0], {s[1], ""}, {s[2], ""}, {s[3], ""}}};
 }
 
-// max_pool2d: ints = kernel h, w; stride h, w; padding h, w; dilation h, w; ceil_mode.
 Value max_pool2d(const OpContext& c) {
-  const std::vector<int64_t>& a = c.op.ints;
-  const std::vector<int64_t> kernel{a[0], a[1]}, stride{a[2], a[3]}, pads{a[4], a[5], a[4], a[5]}, dilation{a[6], a[7]};
+  const attr::Window& w = c.op.attr<attr::Window>();
+  const std::vector<int64_t> pads = onnx_pads(w);
   const std::string y = c.b.node("MaxPool", {c.in[0].name}, [&](pb::NodeProto& n) {
-    set_ints(n, "kernel_shape", kernel);
-    set_ints(n, "strides", stride);
+    set_ints(n, "kernel_shape", w.kernel);
+    set_ints(n, "strides", w.stride);
     set_ints(n, "pads", pads);
-    set_ints(n, "dilations", dilation);
-    set_int(n, "ceil_mode", a[8]);
+    set_ints(n, "dilations", w.dilation);
+    set_int(n, "ceil_mode", w.ceil_mode ? 1 : 0);
   });
-  return Value{y, window_dims(c, kernel, stride, pads, dilation)};
+  return Value{y, window_dims(c, w.kernel, w.stride, pads, w.dilation)};
 }
 
-// avg_pool2d: ints = kernel h, w; stride h, w; padding h, w; ceil_mode; count_include_pad.
+// avg_pool2d; ONNX's AveragePool has no divisor_override: refused.
 Value avg_pool2d(const OpContext& c) {
-  const std::vector<int64_t>& a = c.op.ints;
-  const std::vector<int64_t> kernel{a[0], a[1]}, stride{a[2], a[3]}, pads{a[4], a[5], a[4], a[5]};
+  const attr::Window& w = c.op.attr<attr::Window>();
+  if (w.divisor_override)
+    throw ExportError("export_model: avg_pool2d" + in_module(c.op) + " with divisor_override " +
+                      std::to_string(w.divisor_override) + ": ONNX's AveragePool divides by the window's size");
+  const std::vector<int64_t> pads = onnx_pads(w);
   const std::string y = c.b.node("AveragePool", {c.in[0].name}, [&](pb::NodeProto& n) {
-    set_ints(n, "kernel_shape", kernel);
-    set_ints(n, "strides", stride);
+    set_ints(n, "kernel_shape", w.kernel);
+    set_ints(n, "strides", w.stride);
     set_ints(n, "pads", pads);
-    set_int(n, "ceil_mode", a[6]);
-    set_int(n, "count_include_pad", a[7]);
+    set_int(n, "ceil_mode", w.ceil_mode ? 1 : 0);
+    set_int(n, "count_include_pad", w.count_include_pad ? 1 : 0);
   });
-  return Value{y, window_dims(c, kernel, stride, pads, {1, 1})};
+  return Value{y, window_dims(c, w.kernel, w.stride, pads, {1, 1})};
 }
 
-// adaptive_avg_pool2d (ints = the output's height and width): to 1x1 it is
+// adaptive_avg_pool2d (to the output's height and width): to 1x1 it is
 // GlobalAveragePool; to a size that divides the input's, AveragePool with
 // equal windows side by side. Other sizes average windows of unequal
 // sizes, which no ONNX pooling writes: refused.
 Value adaptive_avg_pool2d(const OpContext& c) {
   const Dims& x = c.in[0].dims;
-  const int64_t oh = c.op.ints.at(0), ow = c.op.ints.at(1);
+  const int64_t oh = c.op.attr<attr::OutputSize>().size.at(0), ow = c.op.attr<attr::OutputSize>().size.at(1);
   const Dims out{x[0], x[1], {oh, ""}, {ow, ""}};
   if (oh == 1 && ow == 1) return Value{c.b.node("GlobalAveragePool", {c.in[0].name}), out};
   const bool fixed = x[2].sym.empty() && x[3].sym.empty();
@@ -155,7 +148,7 @@ Value batch_norm(const OpContext& c) {
   const Dtype d = c.op.output.dtype();
   const std::string scale = c.in[3].name.empty() ? c.b.constant(ones({C}, d)) : c.in[3].name;
   const std::string shift = c.in[4].name.empty() ? c.b.constant(zeros({C}, d)) : c.in[4].name;
-  const double eps = c.op.reals.at(0);
+  const double eps = c.op.attr<attr::Scalar>().value;
   const std::string y = c.b.node("BatchNormalization", {c.in[0].name, scale, shift, c.in[1].name, c.in[2].name},
                                  [&](pb::NodeProto& n) { set_float(n, "epsilon", eps); });
   return Value{y, c.in[0].dims};
@@ -164,8 +157,8 @@ Value batch_norm(const OpContext& c) {
 }  // namespace
 
 void add_vision_emitters(std::map<std::string, Emitter>& table) {
-  table["conv2d"] = conv2d;
-  table["conv1d"] = conv1d;
+  table["conv2d"] = conv;
+  table["conv1d"] = conv;
   table["conv_transpose2d"] = conv_transpose2d;
   table["max_pool2d"] = max_pool2d;
   table["avg_pool2d"] = avg_pool2d;

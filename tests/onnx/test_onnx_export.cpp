@@ -83,12 +83,14 @@ TEST_CASE("trace: lists each op with its output and attributes, only while alive
   CHECK_FALSE(tracing());
   REQUIRE(ops.size() == 3);  // permute, sum, and the scaling relabelled as the mean
   CHECK(ops[0].op == "permute");
-  CHECK(ops[0].ints == std::vector<int64_t>{1, 0});
+  CHECK(ops[0].attr<attr::Permutation>().order == std::vector<int64_t>{1, 0});
   CHECK(ops[0].inputs[0].impl() == x.impl());
   CHECK(ops[1].op == "sum");
-  CHECK(ops[1].ints == std::vector<int64_t>{1, 1});  // axis 1 (normalised), keepdims
+  CHECK(ops[1].attr<attr::Axes>().axes == std::vector<int64_t>{1});  // axis 1 (normalised)
+  CHECK(ops[1].attr<attr::Axes>().keepdims);
   CHECK(ops[2].op == "mean");
-  CHECK(ops[2].ints == std::vector<int64_t>{1, 1});
+  CHECK(ops[2].attr<attr::Axes>().axes == std::vector<int64_t>{1});
+  CHECK(ops[2].attr<attr::Axes>().keepdims);
   CHECK(ops[2].inputs[0].impl() == ops[0].output.impl());
   Tensor after = x * 2.0;  // nothing listed once the guard is gone
   CHECK(ops.size() == 3);

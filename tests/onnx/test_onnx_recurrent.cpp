@@ -58,7 +58,8 @@ TEST_CASE("trace: a recurrent layer is one op per direction from its own input a
   for (int d = 0; d < 2; ++d) {
     const TracedOp& t = *layers[static_cast<size_t>(d)];
     const std::string suffix = d == 0 ? "_l0" : "_l0_reverse";
-    CHECK(t.ints == std::vector<int64_t>{static_cast<int64_t>(RecurrentCell::lstm), d});
+    CHECK(static_cast<RecurrentCell>(t.attr<attr::Recurrent>().cell) == RecurrentCell::lstm);
+    CHECK(t.attr<attr::Recurrent>().reverse == (d == 1));
     REQUIRE(t.inputs.size() == 7);
     CHECK(t.inputs[0].impl() == x.impl());
     CHECK(t.inputs[1].impl() == params.at("weight_ih" + suffix).impl());
@@ -71,8 +72,8 @@ TEST_CASE("trace: a recurrent layer is one op per direction from its own input a
   }
   REQUIRE(states.size() == 4);  // h_n and c_n of each direction, read off the layer's output
   CHECK(states[0]->inputs[0].impl() == layers[0]->output.impl());
-  CHECK(states[0]->ints == std::vector<int64_t>{0});
-  CHECK(states[1]->ints == std::vector<int64_t>{1});
+  CHECK_FALSE(states[0]->attr<attr::RecurrentState>().cell_state);
+  CHECK(states[1]->attr<attr::RecurrentState>().cell_state);
   CHECK(r.output.shape() == Shape{2, 5, 8});
 }
 

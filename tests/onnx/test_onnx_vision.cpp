@@ -89,25 +89,41 @@ TEST_CASE("trace: conv2d is one op with its window, on the direct float32 path a
     CHECK(t.inputs[0].impl() == x.impl());
     CHECK(t.inputs[1].impl() == w.impl());
     CHECK(t.inputs[2].impl() == b.impl());
-    // stride h, w; padding top, left, bottom, right; dilation h, w; groups
-    CHECK(t.ints == std::vector<int64_t>{2, 1, 1, 0, 1, 0, 1, 2, 2});
+    const attr::Window& a = t.attr<attr::Window>();
+    CHECK(a.stride == std::vector<int64_t>{2, 1});
+    CHECK(a.pad_begin == std::vector<int64_t>{1, 0});
+    CHECK(a.pad_end == std::vector<int64_t>{1, 0});
+    CHECK(a.dilation == std::vector<int64_t>{1, 2});
+    CHECK(a.groups == 2);
   }
   const auto same = Conv2dFuncOptions().padding("same");  // an even kernel: the odd zero goes to the bottom and right
   const Tensor x = randn({1, 2, 5, 5}, g);
   const auto ops = trace_of([&] { return conv2d(x, randn({3, 2, 4, 2}, g), Tensor(), same); });
-  CHECK(ops.back().ints == std::vector<int64_t>{1, 1, 1, 0, 2, 1, 1, 1, 1});
+  CHECK(ops.back().attr<attr::Window>().pad_begin == std::vector<int64_t>{1, 0});
+  CHECK(ops.back().attr<attr::Window>().pad_end == std::vector<int64_t>{2, 1});
 }
 
 TEST_CASE("trace: pooling lists its resolved window, batch norm its running statistics") {
   Generator g(2);
   const Tensor x = randn({2, 3, 7, 6}, g);
   const auto p = MaxPool2dOptions({3, 2}).padding(1).ceil_mode(true);  // stride: the kernel
-  CHECK(trace_of([&] { return max_pool2d(x, p); }).back().ints == std::vector<int64_t>{3, 2, 3, 2, 1, 1, 1, 1, 1});
+  const attr::Window mp = trace_of([&] { return max_pool2d(x, p); }).back().attr<attr::Window>();
+  CHECK(mp.kernel == std::vector<int64_t>{3, 2});
+  CHECK(mp.stride == std::vector<int64_t>{3, 2});
+  CHECK(mp.pad_begin == std::vector<int64_t>{1, 1});
+  CHECK(mp.dilation == std::vector<int64_t>{1, 1});
+  CHECK(mp.ceil_mode);
   const auto a = AvgPool2dOptions(2).stride({1, 2}).count_include_pad(false);
   const auto avg = trace_of([&] { return avg_pool2d(x, a); });
   CHECK(avg.back().op == "avg_pool2d");
-  CHECK(avg.back().ints == std::vector<int64_t>{2, 2, 1, 2, 0, 0, 0, 0});
-  CHECK(trace_of([&] { return adaptive_avg_pool2d(x, {7, 2}); }).back().ints == std::vector<int64_t>{7, 2});
+  const attr::Window& ap = avg.back().attr<attr::Window>();
+  CHECK(ap.kernel == std::vector<int64_t>{2, 2});
+  CHECK(ap.stride == std::vector<int64_t>{1, 2});
+  CHECK(ap.pad_begin == std::vector<int64_t>{0, 0});
+  CHECK_FALSE(ap.ceil_mode);
+  CHECK_FALSE(ap.count_include_pad);
+  CHECK(trace_of([&] { return adaptive_avg_pool2d(x, {7, 2}); }).back().attr<attr::OutputSize>().size ==
+        std::vector<int64_t>{7, 2});
   nn::BatchNorm2d bn(3, 1e-3);
   bn.eval();
   const auto ops = trace_of([&] { return bn.forward(x); });
@@ -119,7 +135,7 @@ TEST_CASE("trace: pooling lists its resolved window, batch norm its running stat
   for (const auto& [name, b] : bn.named_buffers()) buffers[name] = b;
   CHECK(t.inputs[1].impl() == buffers.at("running_mean").impl());  // the buffer itself: named in the graph
   CHECK(t.inputs[2].impl() == buffers.at("running_var").impl());
-  CHECK(t.reals == std::vector<double>{1e-3});
+  CHECK(t.attr<attr::Scalar>().value == 1e-3);
   bn.train();  // training normalises with the batch's statistics: composed ops, no batch_norm entry
   for (const TracedOp& op : trace_of([&] { return bn.forward(x); })) CHECK(op.op != "batch_norm");
 }
@@ -144,6 +160,21 @@ TEST_CASE("export_model: batch norm reads its running statistics by name; withou
   const auto types = node_types(read_model(path));
   CHECK_FALSE(types.count("BatchNormalization"));
   CHECK(types.count("ReduceMean"));
+}
+
+TEST_CASE("export_model: average pooling with divisor_override is refused (ONNX's AveragePool has none)") {
+  Generator g(5);
+  Single pool(std::make_shared<nn::AvgPool2d>(AvgPool2dOptions(2).divisor_override(3)));
+  const std::string path = tmp_file("divisor.onnx");
+  std::remove(path.c_str());
+  const std::string msg =
+      message_of([&] { xo::export_model(pool, {"x", randn({2, 3, 6, 6}, g), {"N", "", "", ""}}, path); });
+  CHECK_MESSAGE(contains(msg, "export_model: avg_pool2d (in AvgPool2d(kernel_size=2, stride=2, padding=0, "
+                              "divisor_override=3) 'layer') with divisor_override 3: ONNX's AveragePool divides by "
+                              "the window's size"),
+                msg);
+  std::ifstream none(path);
+  CHECK_FALSE(none.good());
 }
 
 TEST_CASE("export_model: adaptive pooling to a size that does not divide the input's is refused") {
