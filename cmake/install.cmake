@@ -1,6 +1,7 @@
-# cmake --install: headers under include/xgrad, libxgrad.a, a CMake package
-# (find_package(xgrad) -> target xgrad::xgrad), xgrad.pc for pkg-config; and
-# cpack -G DEB: a libxgrad-dev package that apt installs.
+# cmake --install: headers under include/xgrad, libxgrad.a and
+# libxgrad_onnx.a, a CMake package (find_package(xgrad) -> targets
+# xgrad::xgrad and xgrad::onnx), xgrad.pc for pkg-config, the program
+# xg_export; and cpack -G DEB: a libxgrad-dev package that apt installs.
 include(CMakePackageConfigHelpers)
 set(XG_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/xgrad)
 
@@ -9,6 +10,11 @@ install(TARGETS xgrad EXPORT xgradTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LI
 # them the one that includes <mpi.h>).
 install(DIRECTORY autograd data engine nn optim models distributed train
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad FILES_MATCHING PATTERN "*.h" PATTERN "detail" EXCLUDE)
+# The exporter: libxgrad_onnx as the target xgrad::onnx, and its headers
+# (xg_export, the program, is installed by apps/xg_export).
+set_target_properties(xgrad_onnx PROPERTIES EXPORT_NAME onnx)
+install(TARGETS xgrad_onnx EXPORT xgradTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY onnx DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xgrad FILES_MATCHING PATTERN "*.h" PATTERN "detail" EXCLUDE)
 install(EXPORT xgradTargets NAMESPACE xgrad:: DESTINATION ${XG_CMAKE_DIR})
 configure_package_config_file(cmake/xgradConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/xgradConfig.cmake
                               INSTALL_DESTINATION ${XG_CMAKE_DIR})
@@ -41,7 +47,7 @@ set(CPACK_PACKAGE_CONTACT "xgrad developers <xgrad@localhost>")
 set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION libdevel)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, zlib1g-dev, pkg-config")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas-dev, libfmt-dev, zlib1g-dev, pkg-config, libonnx-dev, libprotobuf-dev")
 if(XG_GEMM STREQUAL "onednn")
   string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libdnnl-dev, libgomp1")
 endif()

@@ -1,5 +1,6 @@
 // xg_export CHECKPOINT OUTDIR: a shipped model's checkpoint (seq2seq, g2p:
-// the Transformer; char_lm: the GPT) written as ONNX graphs into OUTDIR,
+// the Transformer or the recurrent model; char_lm: the GPT; vision: the
+// CNN, ResNet or ViT) written as ONNX graphs into OUTDIR (created if needed),
 // with a manifest.json naming the family, each graph's inputs and outputs
 // (names, dtypes, axes) and the vocabulary. docs/onnx.md says how to decode
 // with them in ONNX Runtime. Exit codes: 0 written, 1 an error (nothing
@@ -13,8 +14,12 @@ int main(int argc, char** argv) {
   std::string checkpoint, outdir;
   auto setup = [&](CLI::App& app) {
     app.description("Writes a checkpoint's model as ONNX graphs and a manifest.json into OUTDIR.");
-    app.add_option("CHECKPOINT", checkpoint, "a checkpoint written by seq2seq, g2p or char_lm train")->required();
-    app.add_option("OUTDIR", outdir, "an existing folder; its files of the same names are replaced")->required();
+    app.add_option("CHECKPOINT", checkpoint, "a checkpoint written by train_tasks, g2p, char_lm or vision train")
+        ->required();
+    app.add_option("OUTDIR", outdir,
+                   "a folder, created if it does not exist (its parent must); its files of the same names are "
+                   "replaced")
+        ->required();
   };
   const xg::cli::Parsed parsed = xg::cli::parse_with("xg_export", argc, argv, setup, [] {});
   return xg::cli::run_program("xg_export", argc, argv, parsed, 1, [&] {

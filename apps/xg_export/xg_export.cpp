@@ -148,7 +148,8 @@ Exported write_into(const std::string& checkpoint, const std::string& outdir, co
 
 }  // namespace
 
-Exported export_checkpoint(const std::string& checkpoint, const std::string& outdir) {
+// Into an existing folder.
+Exported export_into(const std::string& checkpoint, const std::string& outdir) {
   train::check_outputs({{"OUTDIR", outdir, /*folder=*/true}});
   const std::string tmp = outdir + "/.xg_export.tmp." + std::to_string(::getpid());
   fs::create_directory(tmp);
@@ -159,6 +160,26 @@ Exported export_checkpoint(const std::string& checkpoint, const std::string& out
   } catch (...) {
     std::error_code ignored;
     fs::remove_all(tmp, ignored);
+    throw;
+  }
+}
+
+Exported export_checkpoint(const std::string& checkpoint, const std::string& given) {
+  std::string outdir = given;
+  while (outdir.size() > 1 && outdir.back() == '/') outdir.pop_back();
+  std::error_code ec;
+  if (outdir.empty() || fs::exists(outdir, ec)) return export_into(checkpoint, outdir);
+  // A new OUTDIR: written whole under another name beside it, then renamed
+  // into place, so that a failed export leaves no folder behind.
+  train::check_outputs({{"OUTDIR", outdir, /*folder=*/false}});  // its parent exists and can be written
+  const std::string staging = outdir + ".xg_export.new." + std::to_string(::getpid());
+  fs::create_directory(staging);
+  try {
+    Exported e = export_into(checkpoint, staging);
+    fs::rename(staging, outdir);
+    return e;
+  } catch (...) {
+    fs::remove_all(staging, ec);
     throw;
   }
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs xgrad from BUILD_DIR into a temporary prefix, then builds and runs
-# tests/consumer/main.cpp twice, out of tree: with find_package(xgrad) and with
+# tests/consumer/main.cpp twice, out of tree (with find_package, also
+# export.cpp through xgrad::onnx and the installed xg_export): with find_package(xgrad) and with
 # `pkg-config --cflags --libs xgrad`; with "deb", packs the .deb (cpack), unpacks
 # it into a temporary root (dpkg-deb -x, no root needed) and builds against that;
 # with "headers", compiles one file including every installed header with
@@ -29,6 +30,8 @@ case $how in
   cmake)
     cmake -S "$here" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
     cmake --build "$work/build" >/dev/null
+    "$work/build/consumer_export" "$work/model.onnx"
+    "$work/prefix/bin/xg_export" --help | head -n 1
     "$work/build/consumer" ;;
   headers)
     inc=$work/prefix/include/xgrad
