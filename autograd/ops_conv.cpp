@@ -127,10 +127,10 @@ namespace {
 
 // The groups of a convolution with C input and O output channels.
 void check_groups(const char* op, int64_t groups, int64_t C, int64_t O) {
-  if (groups < 1 || C % groups != 0 || O % groups != 0)
-    throw std::invalid_argument(std::string(op) + ": groups " + std::to_string(groups) +
-                                " must be at least 1 and divide both the input channels (" + std::to_string(C) +
-                                ") and the output channels (" + std::to_string(O) + ")");
+  require(groups >= 1 && C % groups == 0 && O % groups == 0,
+          fmt::format("{}: groups {} must be at least 1 and divide both the input channels ({}) and the output "
+                      "channels ({})",
+                      op, groups, C, O));
 }
 
 // The trace's view of a convolution's window (its kernel is the weight's).

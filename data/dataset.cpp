@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "autograd/require.h"
+
 namespace xg::data {
 
 namespace {
@@ -24,11 +26,11 @@ void to_unit(const uint8_t* in, int64_t n, float* out) {
 
 TensorDataset::TensorDataset(Tensor inputs, std::vector<int64_t> targets)
     : inputs_(std::move(inputs)), targets_(std::move(targets)) {
-  if (!inputs_.defined() || inputs_.dim() < 1 || inputs_.size(0) != static_cast<int64_t>(targets_.size()))
-    throw std::invalid_argument("TensorDataset: expected inputs (N, ...) with N = the number of targets (" +
-                                std::to_string(targets_.size()) + "), got " +
-                                (inputs_.defined() ? shape_str(inputs_.shape()) : std::string("undefined inputs")));
-  if (inputs_.dtype() == i64) throw std::invalid_argument("TensorDataset: inputs must be float32 or float64");
+  require(inputs_.defined() && inputs_.dim() >= 1 && inputs_.size(0) == static_cast<int64_t>(targets_.size()),
+          "expected inputs (N, ...) with N = the number of targets (" + std::to_string(targets_.size()) + "), got " +
+              (inputs_.defined() ? shape_str(inputs_.shape()) : std::string("undefined inputs")),
+          "TensorDataset: ");
+  require(inputs_.dtype() != i64, "TensorDataset: inputs must be float32 or float64");
   inputs_ = inputs_.detach();
 }
 
@@ -45,20 +47,19 @@ ByteImageDataset::ByteImageDataset(std::vector<uint8_t> pixels, Shape image_shap
     : pixels_(std::move(pixels)), image_shape_(std::move(image_shape)), targets_(std::move(targets)) {
   const bool chw = image_shape_.size() == 3 &&
                    std::all_of(image_shape_.begin(), image_shape_.end(), [](int64_t d) { return d > 0; });
-  if (!chw)
-    throw std::invalid_argument("ByteImageDataset: expected an image shape (C,H,W) of positive sizes, got " +
-                                shape_str(image_shape_));
+  require(chw, "ByteImageDataset: expected an image shape (C,H,W) of positive sizes, got " + shape_str(image_shape_));
   image_size_ = image_shape_[0] * image_shape_[1] * image_shape_[2];
-  if (pixels_.size() != targets_.size() * static_cast<size_t>(image_size_))
-    throw std::invalid_argument("ByteImageDataset: " + std::to_string(pixels_.size()) + " bytes are not " +
-                                std::to_string(targets_.size()) + " images (one per target) of " +
-                                shape_str(image_shape_));
+  require(pixels_.size() == targets_.size() * static_cast<size_t>(image_size_),
+          std::to_string(pixels_.size()) + " bytes are not " + std::to_string(targets_.size()) +
+              " images (one per target) of " + shape_str(image_shape_),
+          "ByteImageDataset: ");
 }
 
 Tensor ByteImageDataset::images(int64_t begin, int64_t end) const {
-  if (begin < 0 || begin >= end || end > size())
-    throw std::invalid_argument("ByteImageDataset::images: [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                ") is not a range of images within [0, " + std::to_string(size()) + ")");
+  require(begin >= 0 && begin < end && end <= size(),
+          "[" + std::to_string(begin) + ", " + std::to_string(end) + ") is not a range of images within [0, " +
+              std::to_string(size()) + ")",
+          "ByteImageDataset::images: ");
   Shape shape{end - begin};
   shape.insert(shape.end(), image_shape_.begin(), image_shape_.end());
   Tensor out = empty(shape, f32);
@@ -74,20 +75,20 @@ Example ByteImageDataset::get(int64_t index) const {
 
 Subset::Subset(std::shared_ptr<const Dataset> dataset, std::vector<int64_t> indices)
     : dataset_(std::move(dataset)), indices_(std::move(indices)) {
-  if (!dataset_) throw std::invalid_argument("Subset: the dataset is null");
+  require(dataset_ != nullptr, "Subset: the dataset is null");
   const int64_t n = dataset_->size();
   for (int64_t i : indices_)
-    if (i < 0 || i >= n)
-      throw std::invalid_argument("Subset: index " + std::to_string(i) + " is outside the dataset's [0, " +
-                                  std::to_string(n) + ")");
+    require(i >= 0 && i < n,
+            "index " + std::to_string(i) + " is outside the dataset's [0, " + std::to_string(n) + ")", "Subset: ");
 }
 
 std::shared_ptr<Subset> Subset::range(std::shared_ptr<const Dataset> dataset, int64_t begin, int64_t end) {
-  if (!dataset) throw std::invalid_argument("Subset: the dataset is null");
+  require(dataset != nullptr, "Subset: the dataset is null");
   end = std::min(end, dataset->size());
-  if (begin < 0 || begin >= end)
-    throw std::invalid_argument("Subset::range: [" + std::to_string(begin) + ", " + std::to_string(end) +
-                                ") holds no example of a dataset of " + std::to_string(dataset->size()));
+  require(begin >= 0 && begin < end,
+          "[" + std::to_string(begin) + ", " + std::to_string(end) + ") holds no example of a dataset of " +
+              std::to_string(dataset->size()),
+          "Subset::range: ");
   std::vector<int64_t> indices(static_cast<size_t>(end - begin));
   std::iota(indices.begin(), indices.end(), begin);
   return std::make_shared<Subset>(std::move(dataset), std::move(indices));

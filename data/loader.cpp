@@ -12,6 +12,7 @@
 #include <thread>
 #include <utility>
 
+#include "autograd/require.h"
 #include "data/hash.h"
 
 namespace xg::data {
@@ -33,22 +34,29 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int64_t
 }
 
 void check_options(const Dataset& d, const LoaderOptions& o) {
-  auto refuse = [](const std::string& what) { throw std::invalid_argument("DataLoader: " + what); };
+  const char* who = "DataLoader: ";
   const int64_t n = d.size();
-  if (n < 1) refuse("the dataset is empty");
-  if (o.world < 1 || o.rank < 0 || o.rank >= o.world)
-    refuse("rank " + std::to_string(o.rank) + " of world " + std::to_string(o.world) +
-           ": expected world >= 1 and 0 <= rank < world");
-  if (o.batch_size < o.world || o.batch_size > n)
-    refuse("batch_size " + std::to_string(o.batch_size) + ": expected in [" + std::to_string(o.world) + ", " +
-           std::to_string(n) + "] (at least one example per process, at most the dataset's " + std::to_string(n) +
-           ")");
+  require(n >= 1, "the dataset is empty", who);
+  require(o.world >= 1 && o.rank >= 0 && o.rank < o.world,
+          "rank " + std::to_string(o.rank) + " of world " + std::to_string(o.world) +
+              ": expected world >= 1 and 0 <= rank < world",
+          who);
+  require(o.batch_size >= o.world && o.batch_size <= n,
+          "batch_size " + std::to_string(o.batch_size) + ": expected in [" + std::to_string(o.world) + ", " +
+              std::to_string(n) + "] (at least one example per process, at most the dataset's " + std::to_string(n) +
+              ")",
+          who);
   const int64_t last = n % o.batch_size;
-  if (!o.drop_last && last != 0 && last < o.world)
-    refuse("the last batch of an epoch holds " + std::to_string(last) + " examples, fewer than the " +
-           std::to_string(o.world) + " processes: set drop_last or another batch_size");
-  if (o.prefetch < 0 || o.prefetch > 64)
-    refuse("prefetch " + std::to_string(o.prefetch) + ": expected in [0, 64]");
+  require(o.drop_last || last == 0 || last >= o.world,
+          "the last batch of an epoch holds " + std::to_string(last) + " examples, fewer than the " +
+              std::to_string(o.world) + " processes: set drop_last or another batch_size",
+          who);
+  require(o.prefetch >= 0 && o.prefetch <= 64, "prefetch " + std::to_string(o.prefetch) + ": expected in [0, 64]", who);
+}
+
+// Steps count from 1 (the message built only when refused: batch() runs every step).
+void check_step(int64_t step) {
+  if (step < 1) require(false, "DataLoader: step " + std::to_string(step) + ": expected at least 1");
 }
 
 // Copies one example's input into row `row` of a batch.
@@ -105,7 +113,7 @@ struct DataLoader::Prefetcher {
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, const LoaderOptions& options, Transform transform)
     : dataset_(std::move(dataset)), options_(options), transform_(std::move(transform)),
       order_(std::make_unique<OrderCache>()) {
-  if (!dataset_) throw std::invalid_argument("DataLoader: the dataset is null");
+  require(dataset_ != nullptr, "DataLoader: the dataset is null");
   check_options(*dataset_, options_);
   const int64_t n = dataset_->size(), b = options_.batch_size;
   batches_per_epoch_ = options_.drop_last ? n / b : (n + b - 1) / b;
@@ -126,7 +134,7 @@ DataLoader::~DataLoader() {
 }
 
 std::vector<int64_t> DataLoader::indices(int64_t step) const {
-  if (step < 1) throw std::invalid_argument("DataLoader: step " + std::to_string(step) + ": expected at least 1");
+  check_step(step);
   const int64_t epoch = (step - 1) / batches_per_epoch_, k = (step - 1) % batches_per_epoch_;
   const std::shared_ptr<const std::vector<int64_t>> order = epoch_order_of(epoch);
   const int64_t begin = k * options_.batch_size;
@@ -181,7 +189,7 @@ Batch DataLoader::load(int64_t step) const {
 }
 
 Batch DataLoader::batch(int64_t step) {
-  if (step < 1) throw std::invalid_argument("DataLoader: step " + std::to_string(step) + ": expected at least 1");
+  check_step(step);
   if (!prefetcher_) return load(step);
   Prefetcher& p = *prefetcher_;
   std::unique_lock<std::mutex> lock(p.m);
@@ -217,7 +225,7 @@ void for_each_batch(std::shared_ptr<const Dataset> dataset, int64_t batch_size,
   o.batch_size = dataset ? std::min(batch_size, dataset->size()) : batch_size;
   o.shuffle = false;
   o.prefetch = 0;
-  if (batch_size < 1) throw std::invalid_argument("for_each_batch: batch_size " + std::to_string(batch_size) + ": expected at least 1");
+  require(batch_size >= 1, "for_each_batch: batch_size " + std::to_string(batch_size) + ": expected at least 1");
   DataLoader loader(std::move(dataset), o, std::move(transform));
   for (int64_t s = 1; s <= loader.batches_per_epoch(); ++s) f(loader.batch(s));
 }

@@ -6,6 +6,10 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
+
+#include "autograd/require.h"
+
 namespace xg::data {
 
 namespace {
@@ -51,10 +55,9 @@ Transform compose(std::vector<Transform> transforms) {
 }
 
 Transform random_crop(std::array<int64_t, 2> size, int64_t padding) {
-  if (size[0] < 1 || size[1] < 1 || padding < 0)
-    throw std::invalid_argument("random_crop: size (" + std::to_string(size[0]) + "," + std::to_string(size[1]) +
-                                ") and padding " + std::to_string(padding) +
-                                ": expected a size of at least 1 and a padding of at least 0");
+  require(size[0] >= 1 && size[1] >= 1 && padding >= 0,
+          "random_crop: size (" + std::to_string(size[0]) + "," + std::to_string(size[1]) + ") and padding " +
+              std::to_string(padding) + ": expected a size of at least 1 and a padding of at least 0");
   return [size, padding](const Tensor& x, Generator& gen) {
     const auto chw_ = chw(x, "random_crop");
     const int64_t C = chw_[0], H = chw_[1], W = chw_[2];
@@ -83,8 +86,7 @@ Transform random_crop(std::array<int64_t, 2> size, int64_t padding) {
 }
 
 Transform random_horizontal_flip(double p) {
-  if (!(p >= 0 && p <= 1))
-    throw std::invalid_argument("random_horizontal_flip: p " + std::to_string(p) + ": expected in [0, 1]");
+  require(p >= 0 && p <= 1, "random_horizontal_flip: p " + std::to_string(p) + ": expected in [0, 1]");
   return [p](const Tensor& x, Generator& gen) {
     const auto chw_ = chw(x, "random_horizontal_flip");
     const int64_t C = chw_[0], H = chw_[1], W = chw_[2];
@@ -98,11 +100,10 @@ Transform random_horizontal_flip(double p) {
 }
 
 Transform normalize(std::vector<double> mean, std::vector<double> std) {
-  if (mean.empty() || mean.size() != std.size())
-    throw std::invalid_argument("normalize: expected one mean and one std per channel, got " +
-                                std::to_string(mean.size()) + " and " + std::to_string(std.size()));
-  for (double s : std)
-    if (!(s > 0)) throw std::invalid_argument("normalize: every std must be positive, got " + std::to_string(s));
+  require(!mean.empty() && mean.size() == std.size(),
+          "normalize: expected one mean and one std per channel, got " + std::to_string(mean.size()) + " and " +
+              std::to_string(std.size()));
+  for (double s : std) require(s > 0, "normalize: every std must be positive, got " + std::to_string(s));
   return [mean = std::move(mean), std = std::move(std)](const Tensor& x, Generator&) {
     const auto chw_ = chw(x, "normalize");
     const int64_t C = chw_[0], H = chw_[1], W = chw_[2];
@@ -119,10 +120,11 @@ Transform normalize(std::vector<double> mean, std::vector<double> std) {
 }
 
 Transform random_erasing(double p, std::array<double, 2> scale, std::array<double, 2> ratio, double value) {
-  if (!(p >= 0 && p <= 1) || !(scale[0] > 0 && scale[0] <= scale[1] && scale[1] <= 1) ||
-      !(ratio[0] > 0 && ratio[0] <= ratio[1]))
-    throw std::invalid_argument("random_erasing: expected p in [0, 1], 0 < scale[0] <= scale[1] <= 1 and "
-                                "0 < ratio[0] <= ratio[1]");
+  require(p >= 0 && p <= 1 && scale[0] > 0 && scale[0] <= scale[1] && scale[1] <= 1 && ratio[0] > 0 &&
+              ratio[0] <= ratio[1],
+          fmt::format("random_erasing: p {}, scale ({}, {}), ratio ({}, {}): expected p in [0, 1], 0 < scale[0] <= "
+                      "scale[1] <= 1 and 0 < ratio[0] <= ratio[1]",
+                      p, scale[0], scale[1], ratio[0], ratio[1]));
   return [=](const Tensor& x, Generator& gen) {
     const auto chw_ = chw(x, "random_erasing");
     const int64_t C = chw_[0], H = chw_[1], W = chw_[2];

@@ -18,13 +18,6 @@ void check_fits_in_memory(double params) {
                                 std::to_string(static_cast<int64_t>(ram / 1e9)) + " GB");
 }
 
-void require_heads_divide(int64_t d_model, int64_t heads, const std::string& prefix, const std::string& d_name,
-                          const std::string& h_name) {
-  if (d_model <= 0 || heads <= 0 || d_model % heads != 0)
-    throw std::invalid_argument(prefix + d_name + " " + std::to_string(d_model) + " must be a positive multiple of " + h_name +
-                                " " + std::to_string(heads));
-}
-
 void out_of_memory(const std::string& what, double parameters) {
   throw std::runtime_error("out of memory building " + what + " (" + std::to_string(static_cast<int64_t>(parameters)) +
                            " parameters)");

@@ -26,13 +26,6 @@ struct ModelLimits {
 // training state (parameters, gradients and two Adam moments: 16 bytes a
 // parameter) exceeds this machine's memory: allocation would otherwise
 // succeed and the machine page until it runs out.
-// The attention models' shape rule, written once: d_model a positive
-// multiple of heads. Throws std::invalid_argument "PREFIX D_NAME V must be
-// a positive multiple of H_NAME W" (the names as the caller's reader knows
-// them: "d_model", or a program's "--d-model").
-void require_heads_divide(int64_t d_model, int64_t heads, const std::string& prefix = "",
-                          const std::string& d_name = "d_model", const std::string& h_name = "heads");
-
 // validate() of a configuration read from checkpoint `path`, its refusal
 // as a FormatError naming the file.
 template <class Config>

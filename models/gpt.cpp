@@ -15,7 +15,7 @@ void GPTConfig::validate() const {
   need(vocab > 0, "vocab must be positive, got " + std::to_string(vocab));
   need(max_len > 0, "max_len must be positive, got " + std::to_string(max_len));
   need(layers > 0, "layers must be positive, got " + std::to_string(layers));
-  require_heads_divide(d_model, heads, "GPTConfig: ");
+  nn::require_heads_divide(d_model, heads, "GPTConfig: ");
   need(d_ff > 0, "d_ff must be positive, got " + std::to_string(d_ff));
   need(dropout >= 0 && dropout < 1, "dropout must be in [0, 1), got " + std::to_string(dropout));
 }

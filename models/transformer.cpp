@@ -14,7 +14,7 @@ void TransformerConfig::validate() const {
   auto need = [](bool ok, const std::string& what) { require(ok, what, "TransformerConfig: "); };
   need(src_vocab > 0 && tgt_vocab > 0, "vocabulary sizes must be positive");
   need(layers > 0, "layers must be positive, got " + std::to_string(layers));
-  require_heads_divide(d_model, heads, "TransformerConfig: ");
+  nn::require_heads_divide(d_model, heads, "TransformerConfig: ");
   need(d_ff > 0, "d_ff must be positive");
   need(dropout >= 0 && dropout < 1, "dropout must be in [0, 1), got " + std::to_string(dropout));
   need(max_len > 0, "max_len must be positive");

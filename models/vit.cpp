@@ -16,7 +16,7 @@ void ViTConfig::validate() const {
   need(in_channels > 0, "in_channels must be positive, got " + std::to_string(in_channels));
   need(classes > 0, "classes must be positive, got " + std::to_string(classes));
   need(layers > 0, "layers must be positive, got " + std::to_string(layers));
-  require_heads_divide(d_model, heads, "ViTConfig: ");
+  nn::require_heads_divide(d_model, heads, "ViTConfig: ");
   need(d_ff > 0, "d_ff must be positive, got " + std::to_string(d_ff));
   need(dropout >= 0 && dropout < 1, "dropout must be in [0, 1), got " + std::to_string(dropout));
 }

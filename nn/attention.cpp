@@ -10,12 +10,17 @@
 
 namespace xg::nn {
 
+void require_heads_divide(int64_t d_model, int64_t heads, const std::string& prefix, const std::string& d_name,
+                          const std::string& h_name) {
+  if (d_model <= 0 || heads <= 0 || d_model % heads != 0)
+    throw std::invalid_argument(prefix + d_name + " " + std::to_string(d_model) + " must be a positive multiple of " +
+                                h_name + " " + std::to_string(heads));
+}
+
 MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t heads, double dropout, Generator& init_gen,
                                        std::shared_ptr<Generator> dropout_gen, bool bias)
     : d_model_(d_model), heads_(heads), head_dim_(0), dropout_(dropout), dropout_gen_(std::move(dropout_gen)) {
-  if (d_model <= 0 || heads <= 0 || d_model % heads != 0)
-    throw std::invalid_argument("MultiHeadAttention: d_model " + std::to_string(d_model) +
-                                " must be a positive multiple of heads " + std::to_string(heads));
+  require_heads_divide(d_model, heads, "MultiHeadAttention: ");
   if (!(dropout >= 0.0 && dropout < 1.0))
     throw std::invalid_argument("MultiHeadAttention: dropout " + std::to_string(dropout) + " is outside [0, 1)");
   if (dropout > 0.0 && !dropout_gen_)

@@ -3,12 +3,21 @@
 // D = C / H head width.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <string>
 
 #include "nn/linear.h"
 #include "nn/module.h"
 
 namespace xg::nn {
+
+// The attention layers' shape rule, written once: d_model a positive
+// multiple of heads. Throws std::invalid_argument "PREFIX D_NAME V must be
+// a positive multiple of H_NAME W" (the names as the caller's reader knows
+// them: "d_model", PyTorch's "embed_dim", or a program's "--d-model").
+void require_heads_divide(int64_t d_model, int64_t heads, const std::string& prefix = "",
+                          const std::string& d_name = "d_model", const std::string& h_name = "heads");
 
 // Attention with learned projections: the query, key and value projected
 // (w_q, w_k, w_v), split into H heads of width D, attended (xg::attention),

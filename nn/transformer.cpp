@@ -7,6 +7,7 @@
 
 #include "autograd/ops.h"
 #include "autograd/require.h"
+#include "nn/attention.h"
 #include "nn/init.h"
 
 namespace xg::nn {
@@ -82,8 +83,7 @@ MultiheadAttention::MultiheadAttention(const MultiheadAttentionOptions& o, Gener
                                        std::shared_ptr<Generator> dropout_gen)
     : options_(o) {
   const int64_t E = o.embed_dim(), H = o.num_heads();
-  require(E >= 1 && H >= 1 && E % H == 0,
-          fmt::format("MultiheadAttention: embed_dim {} must be a positive multiple of num_heads {}", E, H));
+  require_heads_divide(E, H, "MultiheadAttention: ", "embed_dim", "num_heads");
   require(o.dropout() >= 0 && o.dropout() < 1,
           fmt::format("MultiheadAttention: dropout {}: expected in [0, 1)", o.dropout()));
   in_proj_weight_ = &register_parameter("in_proj_weight", empty({3 * E, E}));

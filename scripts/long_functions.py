@@ -4,7 +4,7 @@
 Usage: long_functions.py ROOT [--top N] [--max LINES] [FOLDER...]
 
 Scans the C++ files (*.h, *.cpp, ...) under ROOT/FOLDER (default: engine autograd
-nn optim models distributed train onnx apps) for function definitions: free
+data nn optim models distributed train onnx apps) for function definitions: free
 functions, member functions defined in their class or out of line,
 constructors (with member-initializer lists, braced or not, and
 function-try-blocks), operators, and function-like macros followed by a body
@@ -29,7 +29,7 @@ all). NAME is qualified with the enclosing namespaces and classes, without
 the project namespace xg.
 
 With --max LINES it lists instead every function of the library folders
-(engine autograd nn optim models distributed train onnx, not apps; or the
+(engine autograd data nn optim models distributed train onnx, not apps; or the
 FOLDERs given) longer than LINES whose comment directly above the signature
 (the comment lines right above its first line, the template line if any)
 does not give a reason, "(long: REASON)" or "long (REASON)", for example
@@ -49,7 +49,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from sources import FOLDERS, source_files  # noqa: E402
 
-LIBRARY = ("engine", "autograd", "nn", "optim", "models", "distributed", "train", "onnx")
+LIBRARY = ("engine", "autograd", "data", "nn", "optim", "models", "distributed", "train", "onnx")
 PROJECT_NAMESPACE = "xg"  # left out of the names: every library name is in it
 
 # A reason for a long function in the comment above it: "(long: REASON)" or

@@ -3,7 +3,7 @@ scripts/long_functions.py): the library's folders and apps/."""
 import os
 import sys
 
-FOLDERS = ("engine", "autograd", "nn", "optim", "models", "distributed", "train", "onnx", "apps")
+FOLDERS = ("engine", "autograd", "data", "nn", "optim", "models", "distributed", "train", "onnx", "apps")
 SUFFIXES = (".h", ".cpp")
 
 

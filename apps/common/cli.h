@@ -33,6 +33,7 @@
 #include "autograd/autocast.h"
 #include "autograd/serialize.h"
 #include "models/seq2seq_model.h"
+#include "nn/attention.h"
 #include "train/loop.h"
 
 namespace xg::cli {
@@ -241,7 +242,7 @@ CLI::Option* add_threads(CLI::App& app, int64_t& threads);
 // d_model a multiple of heads, as the option names say it.
 template <class Config>
 void check_heads(const Config& c) {
-  models::require_heads_divide(c.d_model, c.heads, "", "--d-model", "--heads");
+  nn::require_heads_divide(c.d_model, c.heads, "", "--d-model", "--heads");
 }
 
 // A program's main() around `body`: prints `parsed`'s message and returns its
