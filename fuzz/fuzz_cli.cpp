@@ -1,5 +1,6 @@
-// libFuzzer harness: the command lines of train_tasks (XG_FUZZ_CLI=train) or
-// decode (=decode), parsed exactly as the programs parse them. The input is
+// libFuzzer harness: the command lines of train_tasks, decode
+// (XG_FUZZ_DECODE) or vision (XG_FUZZ_VISION: train, evaluate, predict,
+// picture), parsed exactly as the programs parse them. The input is
 // split at NUL bytes into argv. Every outcome must be a run, --help (exit 0)
 // or a usage error (exit 2) with a message.
 #include <cstddef>
@@ -8,11 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "apps/seq2seq/cli.h"
 #include "apps/common/cli.h"
+#include "apps/seq2seq/cli.h"
+#include "apps/vision/cli.h"
 
 #ifndef XG_FUZZ_DECODE
 #define XG_FUZZ_DECODE 0
+#endif
+#ifndef XG_FUZZ_VISION
+#define XG_FUZZ_VISION 0
 #endif
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -30,7 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   xg::cli::Parsed p;
-  if (XG_FUZZ_DECODE) {
+  if (XG_FUZZ_VISION) {
+    xg::vision::VisionCommand cmd;
+    p = xg::vision::parse_vision_command(static_cast<int>(argv.size()), argv.data(), cmd);
+  } else if (XG_FUZZ_DECODE) {
     xg::seq2seq::DecodeCommand cmd;
     p = xg::seq2seq::parse_decode_command(static_cast<int>(argv.size()), argv.data(), cmd);
   } else {

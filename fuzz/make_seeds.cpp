@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  for (const char* h : {"", "/tensor_loader", "/module_loader", "/optim_loader", "/cli_train", "/cli_decode", "/cmudict",
+  for (const char* h : {"", "/tensor_loader", "/module_loader", "/optim_loader", "/cli_train", "/cli_decode", "/cli_vision", "/cmudict",
                         "/fortunes", "/idx"})
     ::mkdir((dir + h).c_str(), 0755);
 
@@ -108,6 +108,11 @@ int main(int argc, char** argv) {
   put(dir + "/cli_decode/beam", args({"--checkpoint", "c.safetensors", "--beam", "4", "--alpha", "0.6", "--max-len",
                                       "20", "--threads", "1", "3 4 5", "6 7"}));
   put(dir + "/cli_decode/greedy", args({"--checkpoint=c", "3"}));
+  put(dir + "/cli_vision/train", args({"train", "--model", "resnet", "--steps", "10", "--batch", "32", "--lr", "0.1",
+                                       "--precision", "bf16", "--time-limit", "60", "--checkpoint", "v.safetensors"}));
+  put(dir + "/cli_vision/vit", args({"train", "--model=vit", "--patch=7", "--d-model=16", "--heads=2"}));
+  put(dir + "/cli_vision/evaluate", args({"evaluate", "--checkpoint", "v.safetensors", "--threads", "1"}));
+  put(dir + "/cli_vision/help", args({"--help"}));
   // CMUdict in Festival's format (the real file's first entries, a stressed
   // vowel, a word with two pronunciations) and fortune files.
   put(dir + "/cmudict/entries",
