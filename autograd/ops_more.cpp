@@ -205,14 +205,18 @@ Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bia
                                         Tensor(), o2);
       depths[z] = depths[z].defined() ? depths[z] + y : y;
     }
-  // A depth no tap reaches (output_padding at the end, or a stride past the kernel) is zeros.
-  Shape plane;
+  // A depth no tap reaches (output_padding at the end, or a stride past the
+  // kernel) is zeros; when no depth is reached at all, zeros made from a
+  // plane of the inputs, so that the output still depends on them (as
+  // PyTorch's does, its gradient zero).
+  Tensor plane;
   for (const Tensor& t : depths)
-    if (t.defined()) plane = t.shape();
-  if (plane.empty()) plane = conv_transpose2d(squeeze(slice(x, 2, 0, 1), 2), squeeze(slice(weight, 2, 0, 1), 2),
-                                              Tensor(), o2).shape();
+    if (t.defined()) plane = t;
+  const bool none_reached = !plane.defined();
+  if (none_reached)
+    plane = conv_transpose2d(squeeze(slice(x, 2, 0, 1), 2), squeeze(slice(weight, 2, 0, 1), 2), Tensor(), o2) * 0.0;
   for (Tensor& t : depths)
-    if (!t.defined()) t = zeros(plane, x.dtype());
+    if (!t.defined()) t = none_reached ? plane : zeros(plane.shape(), x.dtype());
   Tensor out = stack(depths, 2);  // (N,O,Do,Ho,Wo)
   const int64_t O = out.size(1);
   if (bias.defined()) {

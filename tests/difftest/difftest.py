@@ -179,13 +179,16 @@ def forward(op, s, a, third_order=False):
 def like_xgrad(op, s, a, out):
     """The result with xgrad's storage semantics, which a program can tell
     apart (a gradient with respect to it, an in-place write to its input):
-    an op that changes nothing returns its input itself (reshape to the same
-    shape, an identity permutation, broadcast_to the same shape, dropout at
-    p = 0); reshape, squeeze and unsqueeze share storage; every other op
+    an op that changes nothing returns its input itself (reshape, flatten or
+    unflatten to the same shape, an identity permutation, broadcast_to the
+    same shape, dropout at p = 0); reshape, squeeze and unsqueeze share
+    storage; every other op
     makes a new tensor, never a view."""
     x = a[0] if a else None
     d = max(x.dim(), 1) if x is not None else 1
     same = {"reshape": lambda: tuple(out.shape) == tuple(x.shape),
+            "flatten": lambda: tuple(out.shape) == tuple(x.shape),  # a reshape in xgrad
+            "unflatten": lambda: tuple(out.shape) == tuple(x.shape),
             "broadcast_to": lambda: tuple(out.shape) == tuple(x.shape),
             "permute": lambda: [p % d for p in s["perm"]] == list(range(x.dim())),
             "transpose": lambda: s["dim0"] % d == s["dim1"] % d,

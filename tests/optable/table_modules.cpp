@@ -8,6 +8,7 @@
 
 #include "nn/nn.h"
 #include "table_ops.h"
+#include "window_options.h"
 
 namespace xg::optable {
 
@@ -31,40 +32,6 @@ std::array<int64_t, 2> pair(const json& k, const char* key) {
   const std::vector<int64_t> v = ints(k, key);
   return {v.at(0), v.size() > 1 ? v.at(1) : v.at(0)};
 }
-bool given(const json& k, const char* key) { return k.contains(key) && !k.at(key).is_null(); }
-// A window size of D axes given as one int or D of them; absent: `fallback` on every axis.
-template <size_t D>
-ExpandingArray<D> size(const json& k, const char* key, int64_t fallback) {
-  if (!given(k, key)) return fallback;
-  const std::vector<int64_t> v = ints(k, key);
-  if (v.size() == 1) return v[0];
-  std::array<int64_t, D> a{};
-  for (size_t i = 0; i < D; ++i) a[i] = v.at(i);
-  return a;
-}
-
-// PyTorch's keyword arguments as each options struct (stride=None: the kernel, the default).
-template <size_t D>
-MaxPoolOptions<D> max_pool_options(const json& k) {
-  MaxPoolOptions<D> o(size<D>(k, "kernel_size", 1));
-  if (given(k, "stride")) o.stride(size<D>(k, "stride", 1));
-  return o.padding(size<D>(k, "padding", 0)).dilation(size<D>(k, "dilation", 1)).ceil_mode(flag(k, "ceil_mode", false));
-}
-template <size_t D>
-AvgPoolOptions<D> avg_pool_options(const json& k) {
-  AvgPoolOptions<D> o(size<D>(k, "kernel_size", 1));
-  if (given(k, "stride")) o.stride(size<D>(k, "stride", 1));
-  if (given(k, "divisor_override")) o.divisor_override(k.at("divisor_override").get<int64_t>());
-  return o.padding(size<D>(k, "padding", 0))
-      .ceil_mode(flag(k, "ceil_mode", false))
-      .count_include_pad(flag(k, "count_include_pad", true));
-}
-template <size_t D>
-LPPoolOptions<D> lp_pool_options(const json& k) {
-  LPPoolOptions<D> o(num(k, "norm_type", 2), size<D>(k, "kernel_size", 1));
-  if (given(k, "stride")) o.stride(size<D>(k, "stride", 1));
-  return o.ceil_mode(flag(k, "ceil_mode", false));
-}
 template <size_t D>
 nn::ConvOptions<D> conv_options(const json& k) {
   auto o = nn::ConvOptions<D>(integer(k, "in_channels", 1), integer(k, "out_channels", 1), size<D>(k, "kernel_size", 1))
@@ -86,17 +53,6 @@ nn::ConvTransposeOptions<D> conv_transpose_options(const json& k) {
       .groups(integer(k, "groups", 1))
       .bias(flag(k, "bias", true))
       .dilation(size<D>(k, "dilation", 1));
-}
-template <size_t D>
-MaxUnpoolOptions<D> unpool_options(const json& k) {
-  MaxUnpoolOptions<D> o(size<D>(k, "kernel_size", 1));
-  if (given(k, "stride")) o.stride(size<D>(k, "stride", 1));
-  return o.padding(size<D>(k, "padding", 0));
-}
-// Unfold's and Fold's window.
-template <class Options>
-Options window(Options o, const json& k) {
-  return o.dilation(size<2>(k, "dilation", 1)).padding(size<2>(k, "padding", 0)).stride(size<2>(k, "stride", 1));
 }
 // A module whose forward takes the values and the indices (the unpooling classes).
 template <class M, class Options>

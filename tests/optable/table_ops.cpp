@@ -1,6 +1,7 @@
 // The ops of tests/optable/optable.py as xg_difftest runs them: one line per
 // entry, its attributes read by PyTorch's keyword names.
 #include "table_ops.h"
+#include "window_options.h"
 
 #include <cmath>
 #include <functional>
@@ -120,6 +121,64 @@ const std::map<std::string, Fn>& table() {
        [](const json& s, const Args& a) { return pixel_unshuffle(a(0), s.at("downscale_factor").get<int64_t>()); }},
       {"channel_shuffle",
        [](const json& s, const Args& a) { return channel_shuffle(a(0), s.at("groups").get<int64_t>()); }},
+      // windows: convolution, pooling, unfold and fold
+      {"conv1d", [](const json& s, const Args& a) { return conv1d(a(0), a(1), a(2), conv_func_options<1>(s)); }},
+      {"conv2d", [](const json& s, const Args& a) { return conv2d(a(0), a(1), a(2), conv_func_options<2>(s)); }},
+      {"conv3d", [](const json& s, const Args& a) { return conv3d(a(0), a(1), a(2), conv_func_options<3>(s)); }},
+      {"conv_transpose1d",
+       [](const json& s, const Args& a) { return conv_transpose1d(a(0), a(1), a(2), conv_transpose_func_options<1>(s)); }},
+      {"conv_transpose2d",
+       [](const json& s, const Args& a) { return conv_transpose2d(a(0), a(1), a(2), conv_transpose_func_options<2>(s)); }},
+      {"conv_transpose3d",
+       [](const json& s, const Args& a) { return conv_transpose3d(a(0), a(1), a(2), conv_transpose_func_options<3>(s)); }},
+      {"max_pool1d", [](const json& s, const Args& a) { return max_pool1d(a(0), max_pool_options<1>(s)); }},
+      {"max_pool2d", [](const json& s, const Args& a) { return max_pool2d(a(0), max_pool_options<2>(s)); }},
+      {"max_pool3d", [](const json& s, const Args& a) { return max_pool3d(a(0), max_pool_options<3>(s)); }},
+      {"avg_pool1d", [](const json& s, const Args& a) { return avg_pool1d(a(0), avg_pool_options<1>(s)); }},
+      {"avg_pool2d", [](const json& s, const Args& a) { return avg_pool2d(a(0), avg_pool_options<2>(s)); }},
+      {"avg_pool3d", [](const json& s, const Args& a) { return avg_pool3d(a(0), avg_pool_options<3>(s)); }},
+      {"lp_pool1d", [](const json& s, const Args& a) { return lp_pool1d(a(0), lp_pool_options<1>(s)); }},
+      {"lp_pool2d", [](const json& s, const Args& a) { return lp_pool2d(a(0), lp_pool_options<2>(s)); }},
+      {"adaptive_avg_pool1d",
+       [](const json& s, const Args& a) { return adaptive_avg_pool1d(a(0), size<1>(s, "output_size", 1)[0]); }},
+      {"adaptive_avg_pool2d",
+       [](const json& s, const Args& a) { return adaptive_avg_pool2d(a(0), size<2>(s, "output_size", 1)); }},
+      {"adaptive_avg_pool3d",
+       [](const json& s, const Args& a) { return adaptive_avg_pool3d(a(0), size<3>(s, "output_size", 1)); }},
+      {"adaptive_max_pool1d",
+       [](const json& s, const Args& a) { return adaptive_max_pool1d(a(0), size<1>(s, "output_size", 1)[0]); }},
+      {"adaptive_max_pool2d",
+       [](const json& s, const Args& a) { return adaptive_max_pool2d(a(0), size<2>(s, "output_size", 1)); }},
+      {"adaptive_max_pool3d",
+       [](const json& s, const Args& a) { return adaptive_max_pool3d(a(0), size<3>(s, "output_size", 1)); }},
+      {"unfold",
+       [](const json& s, const Args& a) { return unfold2d(a(0), window(UnfoldOptions(size<2>(s, "kernel_size", 1)), s)); }},
+      {"fold",
+       [](const json& s, const Args& a) {
+         return fold2d(a(0), window(FoldOptions(size<2>(s, "output_size", 1), size<2>(s, "kernel_size", 1)), s));
+       }},
+      // the rest of the layers as functions
+      {"std",
+       [](const json& s, const Args& a) {
+         return xg::std(a(0), s.at("axes").get<std::vector<int64_t>>(), s.at("correction").get<int64_t>(),
+                        s.at("keepdims").get<bool>());
+       }},
+      {"flatten",
+       [](const json& s, const Args& a) {
+         return flatten(a(0), s.at("start_dim").get<int64_t>(), s.at("end_dim").get<int64_t>());
+       }},
+      {"unflatten",
+       [](const json& s, const Args& a) {
+         return unflatten(a(0), s.at("dim").get<int64_t>(), s.at("sizes").get<Shape>());
+       }},
+      {"group_norm",
+       [](const json& s, const Args& a) { return group_norm(a(0), s.at("groups").get<int64_t>(), a(1), a(2), num(s, "eps")); }},
+      {"instance_norm", [](const json& s, const Args& a) { return instance_norm(a(0), a(1), a(2), num(s, "eps")); }},
+      {"local_response_norm",
+       [](const json& s, const Args& a) {
+         return local_response_norm(a(0), s.at("size").get<int64_t>(), num(s, "alpha"), num(s, "beta"), num(s, "k"));
+       }},
+      {"bilinear", [](const json& s, const Args& a) { return bilinear(a(0), a(1), a(2), a(3)); }},
       // losses
       {"l1_loss", [](const json& s, const Args& a) { return l1_loss(a(0), a(1), reduction_of(s)); }},
       {"mse_loss", [](const json& s, const Args& a) { return mse_loss(a(0), a(1), reduction_of(s)); }},
