@@ -350,7 +350,9 @@ def close(a, b):
 
 # PyTorch 1.13's own failures on programs that are well defined: no oracle
 # (the program is reported as skipped, and counted, never as an agreement).
-TORCH_BUGS = ("ZeroTensors are immutable",)
+# "output_padding is not supported for non-transposed convolutions": the
+# third derivative of conv_transpose3d with an output_padding (seed 436221).
+TORCH_BUGS = ("ZeroTensors are immutable", "output_padding is not supported for non-transposed convolutions")
 SKIP = "skipped: "
 
 
