@@ -356,37 +356,6 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
   });
 }
 
-namespace {
-
-// The output length of a transposed convolution along each axis, its
-// options checked: (in - 1) stride - 2 padding + dilation (k - 1) + output_padding + 1.
-template <size_t D>
-std::vector<int64_t> transposed_sizes(const char* op, const std::vector<int64_t>& in,
-                                      const std::vector<int64_t>& kernel, const ConvTransposeFuncOptions<D>& o) {
-  const auto s = detail::values(o.stride()), p = detail::values(o.padding()), d = detail::values(o.dilation());
-  const auto op_ = detail::values(o.output_padding());
-  detail::check_at_least(op, "stride", s, 1);
-  detail::check_at_least(op, "padding", p, 0);
-  detail::check_at_least(op, "dilation", d, 1);
-  detail::check_at_least(op, "output_padding", op_, 0);
-  std::vector<int64_t> out;
-  for (size_t i = 0; i < in.size(); ++i) {
-    // The output rows past the last input row's reach are never written: they
-    // are output_padding, which PyTorch keeps below the stride or the dilation.
-    require(op_[i] < s[i] || op_[i] < d[i],
-            fmt::format("{}: output_padding {}: expected each below the stride {} or the dilation {}", op,
-                        window_impl::tuple_text(op_), window_impl::tuple_text(s), window_impl::tuple_text(d)));
-    out.push_back((in[i] - 1) * s[i] - 2 * p[i] + d[i] * (kernel[i] - 1) + op_[i] + 1);
-  }
-  for (int64_t n : out)
-    if (n < 1)
-      throw ShapeError(fmt::format("{}: the output size {} is below 1 (padding {} too large for the input {})", op,
-                                   detail::sizes_text(out), window_impl::tuple_text(p), detail::sizes_text(in)));
-  return out;
-}
-
-}  // namespace
-
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const ConvTranspose2dFuncOptions& o) {
   check_defined(x, "conv_transpose2d");
@@ -397,7 +366,7 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bia
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), G = o.groups();
   const int64_t kh = weight.size(2), kw = weight.size(3), O = weight.size(1) * G;
   check_groups("conv_transpose2d", G, C, O);
-  const auto sizes = transposed_sizes("conv_transpose2d", {H, W}, {kh, kw}, o);
+  const auto sizes = detail::transposed_sizes("conv_transpose2d", {H, W}, {kh, kw}, o);
   const Shape out{N, O, sizes[0], sizes[1]};
   const auto &s = o.stride(), &p = o.padding(), &d = o.dilation(), &op = o.output_padding();
   // An output_padding at or past the stride (PyTorch allows it below the
@@ -442,7 +411,7 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
                       .output_padding({0, o.output_padding()[0]})
                       .groups(o.groups())
                       .dilation({1, o.dilation()[0]});
-  transposed_sizes("conv_transpose1d", {x.size(2)}, {weight.size(2)}, o);
+  detail::transposed_sizes("conv_transpose1d", {x.size(2)}, {weight.size(2)}, o);
   return squeeze(conv_transpose2d(unsqueeze(x, 2), unsqueeze(weight, 2), bias, o2), 2);
 }
 

@@ -175,19 +175,9 @@ Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bia
                                  op, shape_str(x.shape()), shape_str(weight.shape())));
   const auto s = detail::values(o.stride()), p = detail::values(o.padding()), d = detail::values(o.dilation());
   const auto out_pad = detail::values(o.output_padding());
-  // The (H, W) part by conv_transpose2d, which checks it; the depth here.
-  detail::check_at_least(op, "stride", s, 1);
-  detail::check_at_least(op, "padding", p, 0);
-  detail::check_at_least(op, "dilation", d, 1);
-  detail::check_at_least(op, "output_padding", out_pad, 0);
-  for (size_t i = 0; i < 3; ++i)
-    require(out_pad[i] < s[i] || out_pad[i] < d[i],
-            fmt::format("{}: output_padding {}: expected each below the stride {} or the dilation {}", op,
-                        window_impl::tuple_text(out_pad), window_impl::tuple_text(s), window_impl::tuple_text(d)));
   const int64_t D = x.size(2), kd = weight.size(2);
-  const int64_t Do = (D - 1) * s[0] - 2 * p[0] + d[0] * (kd - 1) + out_pad[0] + 1;
-  require(Do >= 1, fmt::format("{}: the output depth {} is below 1 (padding {} too large for the input depth {})", op,
-                               Do, p[0], D));
+  const int64_t Do = detail::transposed_sizes(op, {D, x.size(3), x.size(4)},
+                                              {kd, weight.size(3), weight.size(4)}, o)[0];  // checks every axis
   const auto o2 = ConvTranspose2dFuncOptions()
                       .stride({s[1], s[2]})
                       .padding({p[1], p[2]})

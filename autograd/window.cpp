@@ -61,6 +61,28 @@ WindowSpec conv_spec(const std::string& op, const std::vector<int64_t>& kernel, 
   return s;
 }
 
+std::vector<int64_t> transposed_sizes(const std::string& op, const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& kernel, const std::vector<int64_t>& s,
+                                      const std::vector<int64_t>& p, const std::vector<int64_t>& op_,
+                                      const std::vector<int64_t>& d) {
+  check_at_least(op, "stride", s, 1);
+  check_at_least(op, "padding", p, 0);
+  check_at_least(op, "dilation", d, 1);
+  check_at_least(op, "output_padding", op_, 0);
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    require(op_[i] < s[i] || op_[i] < d[i],
+            fmt::format("{}: output_padding {}: expected each below the stride {} or the dilation {}", op,
+                        tuple_text(op_), tuple_text(s), tuple_text(d)));
+    out.push_back((in[i] - 1) * s[i] - 2 * p[i] + d[i] * (kernel[i] - 1) + op_[i] + 1);
+  }
+  for (int64_t n : out)
+    if (n < 1)
+      throw ShapeError(fmt::format("{}: the output size {} is below 1 (padding {} too large for the input {})", op,
+                                   sizes_text(out), tuple_text(p), sizes_text(in)));
+  return out;
+}
+
 std::vector<WindowAxis> window_axes(const std::string& op, const std::vector<int64_t>& spatial, const WindowSpec& s) {
   const size_t D = spatial.size();
   check_at_least(op, "kernel_size", s.kernel, 1);

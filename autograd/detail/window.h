@@ -64,6 +64,21 @@ WindowSpec spec_of(const AvgPoolOptions<D>& o) {
           o.ceil_mode(), true};
 }
 
+// A transposed convolution's output length along each axis, its options
+// checked (each message naming op): (in - 1) stride - 2 padding + dilation
+// (kernel - 1) + output_padding + 1, output_padding below the stride or the
+// dilation (the rows past the last input's reach are never written).
+std::vector<int64_t> transposed_sizes(const std::string& op, const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                                      const std::vector<int64_t>& padding, const std::vector<int64_t>& output_padding,
+                                      const std::vector<int64_t>& dilation);
+template <size_t D>
+std::vector<int64_t> transposed_sizes(const std::string& op, const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& kernel, const ConvTransposeFuncOptions<D>& o) {
+  return transposed_sizes(op, in, kernel, values(o.stride()), values(o.padding()), values(o.output_padding()),
+                          values(o.dilation()));
+}
+
 // The axes' lengths and windows as text: "3x4".
 std::string sizes_text(const std::vector<int64_t>& v);
 // Refuses an option with a value below `lo`, naming the op, the option, its
