@@ -134,37 +134,37 @@ Value vector_norm(const OpContext& c) {
 }  // namespace
 
 void add_activation_emitters(std::map<std::string, Emitter>& t) {
-  t["leaky_relu"] = single("LeakyRelu", {{"alpha", 0}});
-  t["hardtanh"] = hardtanh;
-  t["elu"] = single("Elu", {{"alpha", 0}});
-  t["selu"] = single("Selu", {{"alpha", 0}, {"gamma", 1}});
-  t["celu"] = single("Celu", {{"alpha", 0}});
-  t["hardsigmoid"] = [](const OpContext& c) {
+  add_emitter(t, "leaky_relu", single("LeakyRelu", {{"alpha", 0}}));
+  add_emitter(t, "hardtanh", hardtanh);
+  add_emitter(t, "elu", single("Elu", {{"alpha", 0}}));
+  add_emitter(t, "selu", single("Selu", {{"alpha", 0}, {"gamma", 1}}));
+  add_emitter(t, "celu", single("Celu", {{"alpha", 0}}));
+  add_emitter(t, "hardsigmoid", [](const OpContext& c) {
     return Value{c.b.node("HardSigmoid", {x_of(c)},
                           [](pb::NodeProto& n) {
                             set_float(n, "alpha", 1.0 / 6);
                             set_float(n, "beta", 0.5);
                           }),
                  c.in[0].dims};
-  };
-  t["hardswish"] = single("HardSwish");
-  t["softplus"] = softplus;
-  t["softshrink"] = [](const OpContext& c) { return shrink(c, true); };
-  t["hardshrink"] = [](const OpContext& c) { return shrink(c, false); };
-  t["threshold"] = threshold;
-  t["silu"] = silu;
-  t["mish"] = mish;
-  t["logsigmoid"] = logsigmoid;
-  t["gelu_tanh"] = gelu_tanh;
-  t["log1p"] = log1p;
-  t["expm1"] = expm1;
-  t["gt"] = compare("Greater");
-  t["ge"] = compare("GreaterOrEqual");
-  t["lt"] = compare("Less");
-  t["le"] = compare("LessOrEqual");
-  t["eq"] = compare("Equal");
-  t["ne"] = compare("Equal", true);
-  t["vector_norm"] = vector_norm;
+  });
+  add_emitter(t, "hardswish", single("HardSwish"));
+  add_emitter(t, "softplus", softplus);
+  add_emitter(t, "softshrink", [](const OpContext& c) { return shrink(c, true); });
+  add_emitter(t, "hardshrink", [](const OpContext& c) { return shrink(c, false); });
+  add_emitter(t, "threshold", threshold);
+  add_emitter(t, "silu", silu);
+  add_emitter(t, "mish", mish);
+  add_emitter(t, "logsigmoid", logsigmoid);
+  add_emitter(t, "gelu_tanh", gelu_tanh);
+  add_emitter(t, "log1p", log1p);
+  add_emitter(t, "expm1", expm1);
+  add_emitter(t, "gt", compare("Greater"));
+  add_emitter(t, "ge", compare("GreaterOrEqual"));
+  add_emitter(t, "lt", compare("Less"));
+  add_emitter(t, "le", compare("LessOrEqual"));
+  add_emitter(t, "eq", compare("Equal"));
+  add_emitter(t, "ne", compare("Equal", true));
+  add_emitter(t, "vector_norm", vector_norm);
 }
 
 }  // namespace xg::onnx::detail

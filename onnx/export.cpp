@@ -20,7 +20,7 @@
 //
 // From the trace: the ops the outputs need are found by walking back from
 // them through tensor identities (TensorImpl), in the order they ran; each
-// becomes nodes through its emitter (onnx/ops.cpp), which also says which of
+// becomes nodes through its emitter (onnx/emit_*.cpp), which also says which of
 // its output's axes may change (batch, length), so that reshapes keep those
 // to the runtime. Parameters and buffers become initializers under their
 // dotted names; any other tensor an op read that no traced op made is a

@@ -1,5 +1,5 @@
 // Private to onnx/*.cpp: the graph being built, as ONNX's generated protobuf
-// classes, and the per-op emitters (onnx/ops.cpp) that map a traced op to
+// classes, and the per-op emitters (onnx/emit_*.cpp) that map a traced op to
 // ONNX nodes.
 #pragma once
 
@@ -71,12 +71,19 @@ struct OpContext {
 // Emits the nodes of one op and returns its output (name and axes).
 using Emitter = std::function<Value(const OpContext&)>;
 const std::map<std::string, Emitter>& emitters();  // by record()'s op name
-// The emitters of images (onnx/ops_vision.cpp) and of recurrent layers
-// (onnx/ops_rnn.cpp), added to the table above.
+// Adds op's emitter to the table; a second emitter for one op throws
+// std::logic_error naming it (the result may not depend on which came first).
+void add_emitter(std::map<std::string, Emitter>& table, const std::string& op, Emitter e);
+// The emitters of each family, one file each (onnx/emit_*.cpp), added to the
+// table above: the core ops (emit_core.cpp), images (emit_vision.cpp),
+// recurrent layers and what the recurrent models need besides
+// (emit_recurrent.cpp), activations, comparisons and vector norms
+// (emit_activation.cpp).
 void add_vision_emitters(std::map<std::string, Emitter>& table);
 void add_recurrent_emitters(std::map<std::string, Emitter>& table);
-// Activations, comparisons and vector norms (onnx/emit_activation.cpp).
 void add_activation_emitters(std::map<std::string, Emitter>& table);
+// " (in SCOPE)" for an op a module ran, "" otherwise: how every export error names the module.
+std::string in_module(const TracedOp& op);
 
 pb::TensorProto_DataType onnx_type(Dtype d);
 

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 
+#include "onnx/detail/graph.h"
 #include "onnx/export.h"
 #include "tests/helpers.h"
 #include "tests/onnx/models.h"
@@ -239,4 +240,15 @@ TEST_CASE("export_model: ops the outputs do not need (a loss) are left out, unma
   };
   const std::string msg = error_of([&] { xo::export_model(mlp, loss_too, {{"x", randn({3, 8}, g), {"B", ""}}}, path); });
   CHECK_MESSAGE(contains(msg, "export_model: op 'cross_entropy' has no ONNX mapping yet"), msg);
+}
+
+TEST_CASE("onnx emitters: one per op; a second emitter for an op is refused by name") {
+  std::map<std::string, xg::onnx::detail::Emitter> table;
+  const xg::onnx::detail::Emitter none = [](const xg::onnx::detail::OpContext&) { return xg::onnx::detail::Value{}; };
+  xg::onnx::detail::add_emitter(table, "conv2d", none);
+  CHECK(XG_THROW_MESSAGE(xg::onnx::detail::add_emitter(table, "conv2d", none), std::logic_error) ==
+        "onnx: two emitters for the op 'conv2d'");
+  // The table every export reads was built without a clash, and holds every family's ops.
+  const auto& all = xg::onnx::detail::emitters();
+  for (const char* op : {"conv2d", "recurrent_layer", "leaky_relu", "attention"}) CHECK(all.count(op) == 1);
 }

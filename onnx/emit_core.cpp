@@ -15,7 +15,7 @@ namespace xg::onnx::detail {
 namespace {
 
 // " (in Linear(in=4, out=3) 'fc1')", or "" when no module ran the op.
-std::string where_in(const TracedOp& op) { return op.scope.empty() ? "" : " (in " + op.scope + ")"; }
+
 
 // The name of an axis made of several: "B*T", "T*16".
 std::string product_sym(const Dims& ds) {
@@ -119,7 +119,7 @@ Value reshape(const OpContext& c) {
   }
   if (any_dynamic(mid)) {
     if (ro - p - q != 1)
-      throw ExportError("export_model: reshape " + dims_str(x) + " -> " + shape_str(s) + where_in(c.op) +
+      throw ExportError("export_model: reshape " + dims_str(x) + " -> " + shape_str(s) + in_module(c.op) +
                         " makes " + std::to_string(ro - p - q) + " axes from " + dims_str(mid) +
                         ", which may change from run to run; Reshape can leave only one to the runtime (-1): "
                         "reshape so that at most one axis is made from the changing ones");
@@ -283,7 +283,7 @@ Value attention(const OpContext& c) {
   const attr::Attention& a = c.op.attr<attr::Attention>();
   const int64_t heads = a.heads, kv_length = a.kv_length;
   if (kv_length > 0)
-    throw ExportError("export_model: attention" + where_in(c.op) + " reads " + std::to_string(kv_length) +
+    throw ExportError("export_model: attention" + in_module(c.op) + " reads " + std::to_string(kv_length) +
                       " positions of a preallocated key/value buffer, which is written in place and has no ONNX "
                       "form; export the concatenating cache (MultiHeadAttention::extend_kv does so under a trace)");
   const Dtype d = c.op.output.dtype();
@@ -333,9 +333,16 @@ Dims broadcast(const Dims& a, const Dims& b) {
   return out;
 }
 
+std::string in_module(const TracedOp& op) { return op.scope.empty() ? "" : " (in " + op.scope + ")"; }
+
+void add_emitter(std::map<std::string, Emitter>& table, const std::string& op, Emitter e) {
+  if (!table.emplace(op, std::move(e)).second)
+    throw std::logic_error("onnx: two emitters for the op '" + op + "'");
+}
+
 const std::map<std::string, Emitter>& emitters() {
   static const std::map<std::string, Emitter> table = [] {
-    std::map<std::string, Emitter> t = {
+    const std::vector<std::pair<std::string, Emitter>> core = {
       {"add", binary("Add")},           {"sub", binary("Sub")},
       {"mul", binary("Mul")},           {"div", binary("Div")},
       {"add_scalar", with_scalar("Add")}, {"mul_scalar", with_scalar("Mul")},
@@ -358,6 +365,8 @@ const std::map<std::string, Emitter>& emitters() {
       // The shipped models' ops (the Transformer's and the GPT's decoding).
       {"attention", attention},         {"broadcast_to", broadcast_to},
     };
+    std::map<std::string, Emitter> t;
+    for (const auto& [op, e] : core) add_emitter(t, op, e);
     add_vision_emitters(t);
     add_recurrent_emitters(t);
     add_activation_emitters(t);

@@ -14,7 +14,6 @@ namespace xg::onnx::detail {
 namespace {
 
 // " (in Conv2d(...) 'conv1')", or "" when no module ran the op.
-std::string in_module(const TracedOp& op) { return op.scope.empty() ? "" : " (in " + op.scope + ")"; }
 
 // One spatial axis of a window's output: fixed when its input is; on an
 // axis that may change, the same name when the window keeps the size
@@ -157,13 +156,13 @@ Value batch_norm(const OpContext& c) {
 }  // namespace
 
 void add_vision_emitters(std::map<std::string, Emitter>& table) {
-  table["conv2d"] = conv;
-  table["conv1d"] = conv;
-  table["conv_transpose2d"] = conv_transpose2d;
-  table["max_pool2d"] = max_pool2d;
-  table["avg_pool2d"] = avg_pool2d;
-  table["adaptive_avg_pool2d"] = adaptive_avg_pool2d;
-  table["batch_norm"] = batch_norm;
+  add_emitter(table, "conv2d", conv);
+  add_emitter(table, "conv1d", conv);
+  add_emitter(table, "conv_transpose2d", conv_transpose2d);
+  add_emitter(table, "max_pool2d", max_pool2d);
+  add_emitter(table, "avg_pool2d", avg_pool2d);
+  add_emitter(table, "adaptive_avg_pool2d", adaptive_avg_pool2d);
+  add_emitter(table, "batch_norm", batch_norm);
 }
 
 }  // namespace xg::onnx::detail

@@ -81,7 +81,7 @@ void recurrent_attributes(pb::NodeProto& n, RecurrentCell cell, int64_t H, bool 
 // batch may change, since another batch would read them.
 void check_lengths(const OpContext& c) {
   if (c.in.size() <= 7 || c.in[7].name.rfind("const_", 0) != 0 || c.in[0].dims[0].sym.empty()) return;
-  throw ExportError("export_model: recurrent_layer" + (c.op.scope.empty() ? "" : " (in " + c.op.scope + ")") +
+  throw ExportError("export_model: recurrent_layer" + in_module(c.op) +
                     " on " + dims_str(c.in[0].dims) + ": its lengths are a constant of the traced batch of " +
                     std::to_string(c.in[0].dims[0].size) + " rows, and the batch '" + c.in[0].dims[0].sym +
                     "' may change: fix the batch, or give the layer its lengths as a tensor computed from the "
@@ -148,11 +148,10 @@ Value id_mask(const OpContext& c) {
 }  // namespace
 
 void add_recurrent_emitters(std::map<std::string, Emitter>& table) {
-  table["recurrent_layer"] = recurrent_layer;
-  table["recurrent_state"] = recurrent_state;
-  // Ops other graphs may map as well: an entry already there is kept.
-  table.emplace("masked_fill", masked_fill);
-  table.emplace("id_mask", id_mask);
+  add_emitter(table, "recurrent_layer", recurrent_layer);
+  add_emitter(table, "recurrent_state", recurrent_state);
+  add_emitter(table, "masked_fill", masked_fill);
+  add_emitter(table, "id_mask", id_mask);
 }
 
 }  // namespace xg::onnx::detail
