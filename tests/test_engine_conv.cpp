@@ -5,8 +5,10 @@
 // and with the batch split across one and two threads; bf16 against float64
 // on operands rounded to bf16; which of oneDNN's kernels run them; results
 // kept in oneDNN's blocked layout between layers.
+#include <functional>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "autograd/detail/impl.h"
@@ -387,4 +389,48 @@ TEST_CASE("results kept blocked between layers: a residual chain in float32 equa
   sum(ye).backward();
   CHECK(e.grad().shape() == Shape{0, 16, 5, 5});
   CHECK(w.grad().to_vector() == std::vector<double>(16 * 16 * 9, 0.0));
+}
+
+TEST_CASE("the other windows' bf16 paths under Autocast: conv1d, conv3d and the transposed convolutions") {
+  // conv1d and conv3d run conv2d's bf16 primitives, the transposed ones the
+  // bf16 products: on operands exact in bf16 they equal float64 (float32
+  // sums), and on others they differ from float32 by bf16's rounding.
+  xgt::Bf16Products on;
+  using Op = std::function<Tensor(const Tensor&, const Tensor&)>;
+  const std::vector<std::tuple<const char*, Shape, Shape, Op>> cases{
+      {"conv1d", {2, 4, 9}, {6, 2, 3},
+       [](const Tensor& x, const Tensor& w) { return conv1d(x, w, Tensor(), Conv1dFuncOptions().padding(1).groups(2)); }},
+      {"conv3d", {1, 2, 4, 5, 5}, {3, 2, 2, 3, 3},
+       [](const Tensor& x, const Tensor& w) { return conv3d(x, w, Tensor(), Conv3dFuncOptions().stride({1, 2, 1})); }},
+      {"conv_transpose1d", {2, 4, 6}, {4, 3, 3},
+       [](const Tensor& x, const Tensor& w) {
+         return conv_transpose1d(x, w, Tensor(), ConvTranspose1dFuncOptions().stride(2));
+       }},
+      {"conv_transpose2d", {1, 4, 5, 4}, {4, 3, 3, 2},
+       [](const Tensor& x, const Tensor& w) {
+         return conv_transpose2d(x, w, Tensor(), ConvTranspose2dFuncOptions().stride(2).padding(1));
+       }},
+      {"conv_transpose3d", {1, 2, 3, 4, 4}, {2, 3, 2, 2, 2},
+       [](const Tensor& x, const Tensor& w) { return conv_transpose3d(x, w); }}};
+  for (const auto& [name, xs, ws, op] : cases) {
+    CAPTURE(name);
+    const Tensor x = bf16_rounded(leaf(xs, 40)), w = bf16_rounded(leaf(ws, 41));
+    Tensor y16;
+    {
+      Autocast scope(xg::bf16);
+      y16 = op(x.to(f32), w.to(f32));
+    }
+    CHECK(y16.dtype() == f32);
+    xgt::check_close({y16.to(f64)}, {op(x, w)}, 1e-5);
+    // Operands not exact in bf16: rounded, so the result moves off float32's.
+    const Tensor xr = leaf(xs, 42).to(f32), wr = leaf(ws, 43).to(f32);
+    Tensor yr;
+    {
+      Autocast scope(xg::bf16);
+      yr = op(xr, wr);
+    }
+    const double off = max(abs(yr - op(xr, wr))).item(), scale = max(abs(op(xr, wr))).item();
+    CHECK(off > 1e-6 * scale);
+    CHECK(off < 2e-2 * scale);
+  }
 }
