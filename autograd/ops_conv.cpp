@@ -42,11 +42,6 @@ Window window_of(const char* op, const Shape& x, const detail::WindowSpec& s) {
   return {x[0], x[1], a[0], a[1]};
 }
 
-WindowSpec unfold_spec(const UnfoldOptions& o) {
-  return {detail::values(o.kernel_size()), detail::values(o.stride()), detail::values(o.padding()),
-          detail::values(o.dilation()), {}, false, false};
-}
-
 // Calls f(column element index, input element index) for every element of
 // a window that falls inside the input, image n by image n (in parallel
 // over images and channels: no two calls of one (n, c) share an input).
@@ -102,7 +97,7 @@ Tensor fold_window(const Tensor& cols, const Window& w) {
 
 Tensor unfold2d(const Tensor& x, const UnfoldOptions& o) {
   check_defined(x, "unfold2d");
-  return unfold_window(x, window_of("unfold2d", x.shape(), unfold_spec(o)));
+  return unfold_window(x, window_of("unfold2d", x.shape(), detail::spec_of_columns(o)));
 }
 
 Tensor fold2d(const Tensor& cols, const FoldOptions& o) {
@@ -114,9 +109,7 @@ Tensor fold2d(const Tensor& cols, const FoldOptions& o) {
     throw ShapeError(fmt::format("fold2d: columns {}: expected a dimension 1 divisible by the kernel's {} taps",
                                  shape_str(cols.shape()), k));
   const Shape image{cols.size(0), cols.size(1) / k, o.output_size()[0], o.output_size()[1]};
-  const WindowSpec spec{detail::values(o.kernel_size()), detail::values(o.stride()), detail::values(o.padding()),
-                        detail::values(o.dilation()), {}, false, false};
-  const Window w = window_of("fold2d", image, spec);
+  const Window w = window_of("fold2d", image, detail::spec_of_columns(o));
   if (cols.shape() != Shape{w.N, w.rows(), w.cols()})
     throw ShapeError(fmt::format("fold2d: expected columns ({},{},{}) for the output size ({}, {}), got {}", w.N,
                                  w.rows(), w.cols(), image[2], image[3], shape_str(cols.shape())));
@@ -133,13 +126,9 @@ void check_groups(const char* op, int64_t groups, int64_t C, int64_t O) {
                       op, groups, C, O));
 }
 
-// The trace's view of a convolution's window (its kernel is the weight's).
+// The trace's view of a convolution's window and groups.
 attr::Window traced_window(const std::vector<detail::WindowAxis>& axes, int64_t groups) {
-  attr::Window t;
-  for (const detail::WindowAxis& a : axes) {
-    t.stride.push_back(a.stride), t.dilation.push_back(a.dilation);
-    t.pad_begin.push_back(a.pad_before), t.pad_end.push_back(a.pad_after);
-  }
+  attr::Window t = detail::traced_window(axes);
   t.groups = groups;
   return t;
 }

@@ -32,11 +32,7 @@ std::array<PoolAxis, 2> pool_axes(const char* op, const Shape& x, const detail::
 
 // The trace's view of a pooling window.
 attr::Window traced_window(const std::array<PoolAxis, 2>& a, bool ceil_mode) {
-  attr::Window w;
-  for (const PoolAxis& x : a) {
-    w.kernel.push_back(x.kernel), w.stride.push_back(x.stride), w.dilation.push_back(x.dilation);
-    w.pad_begin.push_back(x.pad_before), w.pad_end.push_back(x.pad_after);
-  }
+  attr::Window w = detail::traced_window({a[0], a[1]});
   w.ceil_mode = ceil_mode;
   return w;
 }

@@ -61,7 +61,7 @@ struct Params {
 };
 // conv1d, conv2d, conv_transpose2d, max_pool2d, avg_pool2d; one value per spatial axis
 struct Window {
-  std::vector<int64_t> kernel;          // pooling's; a convolution's is its weight's
+  std::vector<int64_t> kernel;          // the window's (a convolution's is its weight's last sizes)
   std::vector<int64_t> stride;          // between windows
   std::vector<int64_t> pad_begin;       // implicit positions before each axis (a transposed convolution's: taken off)
   std::vector<int64_t> pad_end;         // and after

@@ -39,6 +39,15 @@ void check_at_least(const std::string& op, const char* name, const std::vector<i
     require(x >= lo, fmt::format("{}: {} {}: expected each at least {}", op, name, tuple_text(v), lo));
 }
 
+attr::Window traced_window(const std::vector<WindowAxis>& axes) {
+  attr::Window w;
+  for (const WindowAxis& a : axes) {
+    w.kernel.push_back(a.kernel), w.stride.push_back(a.stride), w.dilation.push_back(a.dilation);
+    w.pad_begin.push_back(a.pad_before), w.pad_end.push_back(a.pad_after);
+  }
+  return w;
+}
+
 namespace {
 
 // Floor division (the numerator may be negative).

@@ -191,5 +191,11 @@ template <size_t D>
 std::string window_text(const ExpandingArray<D>& a) {
   return window_impl::tuple_text({a.values().begin(), a.values().end()});
 }
+// A size as Python prints a tuple: "(2, 3)", and "(4,)" for one axis
+// (PyTorch's module reprs after _single, _pair, _triple).
+template <size_t D>
+std::string tuple_repr(const ExpandingArray<D>& a) {
+  return D == 1 ? "(" + std::to_string(a[0]) + ",)" : window_text(a);
+}
 
 }  // namespace xg

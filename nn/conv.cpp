@@ -32,15 +32,6 @@ void init_uniform(Tensor& weight, Tensor& bias, int64_t fan_in, Generator& gen) 
   if (bias.defined()) uniform_(bias, gen, -bound, bound);
 }
 
-// A size as PyTorch's repr prints it: "(3, 3)", "(4,)".
-template <size_t D>
-std::string repr(const ExpandingArray<D>& a) {
-  return D == 1 ? "(" + std::to_string(a[0]) + ",)" : window_text(a);
-}
-
-// (N, C, *spatial) of the layer's rank: "(N,C,L)", "(N,C,H,W)", "(N,C,D,H,W)".
-const char* layout(size_t D) { return D == 1 ? "(N,C,L)" : D == 2 ? "(N,C,H,W)" : "(N,C,D,H,W)"; }
-
 // The layer's weight (a, b, *kernel), its parameter, and the fan-in b prod(kernel).
 template <size_t D>
 Tensor& make_weight(Module& m, Tensor& weight, int64_t a, int64_t b, const ExpandingArray<D>& kernel,
@@ -83,10 +74,10 @@ template <size_t D>
 std::string ConvNd<D>::type_name() const {
   const ConvOptions<D>& o = options_;
   std::string s = fmt::format("Conv{}d({}, {}, kernel_size={}, stride={}", D, o.in_channels(), o.out_channels(),
-                              repr(o.kernel_size()), repr(o.stride()));
+                              tuple_repr(o.kernel_size()), tuple_repr(o.stride()));
   if (o.padding().same()) s += ", padding=same";
-  else if (o.padding().size() != ExpandingArray<D>(0)) s += ", padding=" + repr(o.padding().size());
-  if (o.dilation() != ExpandingArray<D>(1)) s += ", dilation=" + repr(o.dilation());
+  else if (o.padding().size() != ExpandingArray<D>(0)) s += ", padding=" + tuple_repr(o.padding().size());
+  if (o.dilation() != ExpandingArray<D>(1)) s += ", dilation=" + tuple_repr(o.dilation());
   if (o.groups() != 1) s += fmt::format(", groups={}", o.groups());
   if (!o.bias()) s += ", bias=False";
   if (o.padding_mode() != "zeros") s += ", padding_mode=" + o.padding_mode();
@@ -96,7 +87,7 @@ std::string ConvNd<D>::type_name() const {
 template <size_t D>
 Tensor ConvNd<D>::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, {static_cast<int64_t>(D) + 2}, options_.in_channels(), layout(D));
+  require_input(x, {static_cast<int64_t>(D) + 2}, options_.in_channels(), batch_layout(D));
   const ConvOptions<D>& o = options_;
   auto f = ConvFuncOptions<D>().stride(o.stride()).padding(o.padding()).dilation(o.dilation()).groups(o.groups());
   if (o.padding_mode() == "zeros") return convolve(x, weight_, bias_, f);
@@ -124,10 +115,10 @@ template <size_t D>
 std::string ConvTransposeNd<D>::type_name() const {
   const ConvTransposeOptions<D>& o = options_;
   std::string s = fmt::format("ConvTranspose{}d({}, {}, kernel_size={}, stride={}", D, o.in_channels(),
-                              o.out_channels(), repr(o.kernel_size()), repr(o.stride()));
-  if (o.padding() != ExpandingArray<D>(0)) s += ", padding=" + repr(o.padding());
-  if (o.output_padding() != ExpandingArray<D>(0)) s += ", output_padding=" + repr(o.output_padding());
-  if (o.dilation() != ExpandingArray<D>(1)) s += ", dilation=" + repr(o.dilation());
+                              o.out_channels(), tuple_repr(o.kernel_size()), tuple_repr(o.stride()));
+  if (o.padding() != ExpandingArray<D>(0)) s += ", padding=" + tuple_repr(o.padding());
+  if (o.output_padding() != ExpandingArray<D>(0)) s += ", output_padding=" + tuple_repr(o.output_padding());
+  if (o.dilation() != ExpandingArray<D>(1)) s += ", dilation=" + tuple_repr(o.dilation());
   if (o.groups() != 1) s += fmt::format(", groups={}", o.groups());
   return s + (o.bias() ? ")" : ", bias=False)");
 }
@@ -135,7 +126,7 @@ std::string ConvTransposeNd<D>::type_name() const {
 template <size_t D>
 Tensor ConvTransposeNd<D>::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, {static_cast<int64_t>(D) + 2}, options_.in_channels(), layout(D));
+  require_input(x, {static_cast<int64_t>(D) + 2}, options_.in_channels(), batch_layout(D));
   const ConvTransposeOptions<D>& o = options_;
   const auto f = ConvTransposeFuncOptions<D>()
                      .stride(o.stride())

@@ -204,6 +204,8 @@ Tensor Module::forward(const Tensor&) {
   throw std::logic_error(describe() + " has no single-input forward(x)");
 }
 
-std::string pair_text(const std::array<int64_t, 2>& a) { return std::to_string(a[0]) + "x" + std::to_string(a[1]); }
+const char* batch_layout(size_t spatial_axes) {
+  return spatial_axes == 1 ? "(N,C,L)" : spatial_axes == 2 ? "(N,C,H,W)" : "(N,C,D,H,W)";
+}
 
 }  // namespace xg::nn

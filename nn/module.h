@@ -149,7 +149,8 @@ class EvalGuard {
   bool was_;
 };
 
-// "3x3": a window's (height, width) pair as layers print it.
-std::string pair_text(const std::array<int64_t, 2>& a);
+// A batch with 1, 2 or 3 spatial axes as layers name it in their input
+// checks: "(N,C,L)", "(N,C,H,W)", "(N,C,D,H,W)".
+const char* batch_layout(size_t spatial_axes);
 
 }  // namespace xg::nn

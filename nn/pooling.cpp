@@ -16,7 +16,6 @@ std::string repr(const ExpandingArray<D>& a) {
   return a == ExpandingArray<D>(a[0]) ? std::to_string(a[0]) : window_text(a);
 }
 
-const char* layout(size_t D) { return D == 1 ? "(N,C,L)" : D == 2 ? "(N,C,H,W)" : "(N,C,D,H,W)"; }
 const char* python_bool(bool b) { return b ? "True" : "False"; }
 
 }  // namespace
@@ -35,7 +34,7 @@ std::string MaxPoolNd<D>::type_name() const {
 template <size_t D>
 Tensor MaxPoolNd<D>::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, {static_cast<int64_t>(D) + 2}, -1, layout(D));
+  require_input(x, {static_cast<int64_t>(D) + 2}, -1, batch_layout(D));
   if constexpr (D == 1) return max_pool1d(x, options_);
   if constexpr (D == 2) return max_pool2d(x, options_);
   if constexpr (D == 3) return max_pool3d(x, options_);
@@ -58,7 +57,7 @@ std::string AvgPoolNd<D>::type_name() const {
 template <size_t D>
 Tensor AvgPoolNd<D>::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, {static_cast<int64_t>(D) + 2}, -1, layout(D));
+  require_input(x, {static_cast<int64_t>(D) + 2}, -1, batch_layout(D));
   if constexpr (D == 1) return avg_pool1d(x, options_);
   if constexpr (D == 2) return avg_pool2d(x, options_);
   if constexpr (D == 3) return avg_pool3d(x, options_);
@@ -79,7 +78,7 @@ std::string LPPoolNd<D>::type_name() const {
 template <size_t D>
 Tensor LPPoolNd<D>::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, {static_cast<int64_t>(D) + 2}, -1, layout(D));
+  require_input(x, {static_cast<int64_t>(D) + 2}, -1, batch_layout(D));
   if constexpr (D == 1) return lp_pool1d(x, options_);
   if constexpr (D == 2) return lp_pool2d(x, options_);
 }
@@ -99,7 +98,7 @@ std::string AdaptivePoolNd<D, Max>::type_name() const {
 template <size_t D, bool Max>
 Tensor AdaptivePoolNd<D, Max>::forward(const Tensor& x) {
   const auto named = scope();
-  require_input(x, {static_cast<int64_t>(D) + 2}, -1, layout(D));
+  require_input(x, {static_cast<int64_t>(D) + 2}, -1, batch_layout(D));
   if constexpr (D == 1) return Max ? adaptive_max_pool1d(x, output_size_[0]) : adaptive_avg_pool1d(x, output_size_[0]);
   if constexpr (D == 2) return Max ? adaptive_max_pool2d(x, output_size_) : adaptive_avg_pool2d(x, output_size_);
   if constexpr (D == 3) return Max ? adaptive_max_pool3d(x, output_size_) : adaptive_avg_pool3d(x, output_size_);
@@ -116,7 +115,7 @@ MaxUnpoolNd<D>::MaxUnpoolNd(const MaxUnpoolOptions<D>& o) : options_(o) {
 template <size_t D>
 Tensor MaxUnpoolNd<D>::forward(const Tensor& x, const Tensor& indices, const Shape& output_size) {
   const auto named = scope();
-  require_input(x, {static_cast<int64_t>(D) + 2}, -1, layout(D));
+  require_input(x, {static_cast<int64_t>(D) + 2}, -1, batch_layout(D));
   Shape out = output_size;
   const MaxUnpoolOptions<D>& o = options_;
   if (out.empty())
@@ -128,9 +127,8 @@ Tensor MaxUnpoolNd<D>::forward(const Tensor& x, const Tensor& indices, const Sha
 template <size_t D>
 std::string MaxUnpoolNd<D>::type_name() const {
   const MaxUnpoolOptions<D>& o = options_;
-  auto tuple = [](const ExpandingArray<D>& a) { return D == 1 ? fmt::format("({},)", a[0]) : window_text(a); };
-  return fmt::format("MaxUnpool{}d(kernel_size={}, stride={}, padding={})", D, tuple(o.kernel_size()),
-                     tuple(o.stride()), tuple(o.padding()));
+  return fmt::format("MaxUnpool{}d(kernel_size={}, stride={}, padding={})", D, tuple_repr(o.kernel_size()),
+                     tuple_repr(o.stride()), tuple_repr(o.padding()));
 }
 
 template class MaxPoolNd<1>;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/trace.h"
 #include "autograd/window.h"
 
 namespace xg::detail {
@@ -63,6 +64,15 @@ WindowSpec spec_of(const AvgPoolOptions<D>& o) {
   return {values(o.kernel_size()), values(o.stride()), values(o.padding()), std::vector<int64_t>(D, 1), {},
           o.ceil_mode(), true};
 }
+// unfold's and fold's (UnfoldOptions, FoldOptions: the same four sizes).
+template <class Options>
+WindowSpec spec_of_columns(const Options& o) {
+  return {values(o.kernel_size()), values(o.stride()), values(o.padding()), values(o.dilation()), {}, false, false};
+}
+
+// A trace's view of the axes: kernel, stride, padding before and after,
+// dilation (the caller adds groups, ceil_mode and the rest).
+attr::Window traced_window(const std::vector<WindowAxis>& axes);
 
 // A transposed convolution's output length along each axis, its options
 // checked (each message naming op): (in - 1) stride - 2 padding + dilation

@@ -27,11 +27,6 @@ std::vector<int64_t> ints(const json& k, const char* key) {
   const json& v = k.at(key);
   return v.is_array() ? v.get<std::vector<int64_t>>() : std::vector<int64_t>{v.get<int64_t>()};
 }
-// A size given as one int or a pair.
-std::array<int64_t, 2> pair(const json& k, const char* key) {
-  const std::vector<int64_t> v = ints(k, key);
-  return {v.at(0), v.size() > 1 ? v.at(1) : v.at(0)};
-}
 template <size_t D>
 nn::ConvOptions<D> conv_options(const json& k) {
   auto o = nn::ConvOptions<D>(integer(k, "in_channels", 1), integer(k, "out_channels", 1), size<D>(k, "kernel_size", 1))
@@ -410,7 +405,7 @@ const std::map<std::string, Factory>& table() {
       {"AdaptiveMaxPool1d",
        [](const json& k, const Tensors&) { return one<nn::AdaptiveMaxPool1d>(integer(k, "output_size", 1)); }},
       {"AdaptiveMaxPool2d",
-       [](const json& k, const Tensors&) { return one<nn::AdaptiveMaxPool2d>(pair(k, "output_size")); }},
+       [](const json& k, const Tensors&) { return one<nn::AdaptiveMaxPool2d>(size<2>(k, "output_size", 1)); }},
       {"InstanceNorm1d",
        [](const json& k, const Tensors&) {
          return one<nn::InstanceNorm1d>(integer(k, "num_features", 1), num(k, "eps", 1e-5), 0.1, flag(k, "affine", false));
@@ -431,10 +426,10 @@ const std::map<std::string, Factory>& table() {
          return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
        }},
       {"Unfold",
-       [](const json& k, const Tensors&) { return one<nn::Unfold>(window(UnfoldOptions(pair(k, "kernel_size")), k)); }},
+       [](const json& k, const Tensors&) { return one<nn::Unfold>(window(UnfoldOptions(size<2>(k, "kernel_size", 1)), k)); }},
       {"Fold",
        [](const json& k, const Tensors&) {
-         return one<nn::Fold>(window(FoldOptions(pair(k, "output_size"), pair(k, "kernel_size")), k));
+         return one<nn::Fold>(window(FoldOptions(size<2>(k, "output_size", 1), size<2>(k, "kernel_size", 1)), k));
        }},
       {"ConvTranspose1d",
        [](const json& k, const Tensors&) {
