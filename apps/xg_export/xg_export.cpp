@@ -165,10 +165,12 @@ Exported export_into(const std::string& checkpoint, const std::string& outdir) {
 }
 
 Exported export_checkpoint(const std::string& checkpoint, const std::string& given) {
+  // An empty path would put the files at the root: check_outputs skips empty paths (optional outputs).
+  if (given.empty()) throw std::runtime_error("OUTDIR is empty: expected a folder");
   std::string outdir = given;
   while (outdir.size() > 1 && outdir.back() == '/') outdir.pop_back();
   std::error_code ec;
-  if (outdir.empty() || fs::exists(outdir, ec)) return export_into(checkpoint, outdir);
+  if (fs::exists(outdir, ec)) return export_into(checkpoint, outdir);
   // A new OUTDIR: written whole under another name beside it, then renamed
   // into place, so that a failed export leaves no folder behind.
   train::check_outputs({{"OUTDIR", outdir, /*folder=*/false}});  // its parent exists and can be written
