@@ -129,6 +129,15 @@ TEST_CASE("torch.nn errors: the other layers name their arguments") {
                  "max_pool1d: padding 2: expected each from 0 to half the kernel 1"));
   CHECK(contains(message([] { avg_pool3d(zeros({1, 1, 2, 4, 4}), AvgPool3dOptions(3)); }),
                  "avg_pool3d: the padded input 2x4x4 is smaller than the kernel 3x3x3"));
+  CHECK(contains(message([] { avg_pool2d(zeros({1, 1, 4, 4}), AvgPool2dOptions(2).divisor_override(0)); }),
+                 "avg_pool2d: divisor_override 0: expected at least 1"));
+  CHECK(contains(message([] { conv_transpose3d(zeros({1, 2, 3, 3, 3}), zeros({3, 1, 2, 2, 2})); }),
+                 "conv_transpose3d: expected an input (N,C,D,H,W) and a weight (C,O/groups,kd,kh,kw) with the same C"));
+  CHECK(contains(message([] {
+                   conv_transpose3d(zeros({1, 2, 2, 3, 3}), zeros({2, 1, 2, 2, 2}), Tensor(),
+                                    ConvTranspose3dFuncOptions().stride(2).output_padding({2, 0, 0}));
+                 }),
+                 "conv_transpose3d: output_padding (2, 0, 0): expected each below the stride (2, 2, 2) or the dilation"));
   CHECK(contains(message([] { nn::Dropout2d(-0.1); }), "Dropout2d: p -0.1: expected in [0, 1]"));
 }
 
