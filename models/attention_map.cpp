@@ -16,13 +16,13 @@ std::vector<Tensor> cross_attention(Transformer& model, const std::vector<int64_
   nn::EvalGuard eval(model);
   std::vector<int64_t> tgt_in{bos};
   tgt_in.insert(tgt_in.end(), out.begin(), out.end());
-  for (size_t i = 0; i < model.decoder->size(); ++i)
-    model.decoder->at<DecoderLayer>(i)->cross_attn->set_store_attention(true);
+  const size_t layers = model.decoder->layers->size();
+  for (size_t i = 0; i < layers; ++i) model.decoder_layer(i).multihead_attn->set_store_attention(true);
   model.forward(Batch{src, 1, static_cast<int64_t>(src.size())},
                 Batch{tgt_in, 1, static_cast<int64_t>(tgt_in.size())});
   std::vector<Tensor> maps;
-  for (size_t i = 0; i < model.decoder->size(); ++i) {
-    auto& attn = *model.decoder->at<DecoderLayer>(i)->cross_attn;
+  for (size_t i = 0; i < layers; ++i) {
+    auto& attn = *model.decoder_layer(i).multihead_attn;
     Tensor w = attn.attention_weights(false);  // (1, H, T, S)
     maps.push_back(w.reshape({w.size(1), w.size(2), w.size(3)}));
     attn.set_store_attention(false);

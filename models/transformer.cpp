@@ -1,6 +1,7 @@
 #include "models/transformer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 
@@ -33,78 +34,6 @@ double TransformerConfig::parameter_count() const {
   return static_cast<double>(layers) * (encoder + decoder) + embeddings + (pre_norm ? 2 * norm : 0);
 }
 
-// ---- layers -------------------------------------------------------------------
-
-EncoderLayer::EncoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop)
-    : pre_norm_(cfg.pre_norm) {
-  self_attn = register_module("self_attn",
-                              std::make_shared<nn::MultiHeadAttention>(cfg.d_model, cfg.heads, cfg.dropout, init, drop));
-  ff = register_module("ff", std::make_shared<nn::PositionwiseFeedForward>(cfg.d_model, cfg.d_ff, cfg.dropout, init, drop));
-  norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(cfg.d_model));
-  norm2 = register_module("norm2", std::make_shared<nn::LayerNorm>(cfg.d_model));
-  drop1 = register_module("drop1", std::make_shared<nn::Dropout>(cfg.dropout, drop));
-  drop2 = register_module("drop2", std::make_shared<nn::Dropout>(cfg.dropout, drop));
-}
-
-Tensor EncoderLayer::forward(const Tensor& x, const Tensor& src_pad) {
-  const auto named = scope();
-  if (pre_norm_) {  // x + f(norm(x))
-    Tensor n = norm1->forward(x);
-    Tensor h = x + drop1->forward(self_attn->forward(n, n, n, src_pad));
-    return h + drop2->forward(ff->forward(norm2->forward(h)));
-  }
-  // the paper: norm(x + f(x))
-  Tensor h = norm1->forward(x, drop1->forward(self_attn->forward(x, x, x, src_pad)));
-  return norm2->forward(h, drop2->forward(ff->forward(h)));
-}
-
-DecoderLayer::DecoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop)
-    : pre_norm_(cfg.pre_norm) {
-  self_attn = register_module("self_attn",
-                              std::make_shared<nn::MultiHeadAttention>(cfg.d_model, cfg.heads, cfg.dropout, init, drop));
-  cross_attn = register_module(
-      "cross_attn", std::make_shared<nn::MultiHeadAttention>(cfg.d_model, cfg.heads, cfg.dropout, init, drop));
-  ff = register_module("ff", std::make_shared<nn::PositionwiseFeedForward>(cfg.d_model, cfg.d_ff, cfg.dropout, init, drop));
-  norm1 = register_module("norm1", std::make_shared<nn::LayerNorm>(cfg.d_model));
-  norm2 = register_module("norm2", std::make_shared<nn::LayerNorm>(cfg.d_model));
-  norm3 = register_module("norm3", std::make_shared<nn::LayerNorm>(cfg.d_model));
-  drop1 = register_module("drop1", std::make_shared<nn::Dropout>(cfg.dropout, drop));
-  drop2 = register_module("drop2", std::make_shared<nn::Dropout>(cfg.dropout, drop));
-  drop3 = register_module("drop3", std::make_shared<nn::Dropout>(cfg.dropout, drop));
-}
-
-Tensor DecoderLayer::forward(const Tensor& y, const Tensor& memory, const Tensor& tgt_pad, const Tensor& src_pad) {
-  const auto named = scope();
-  if (pre_norm_) {
-    Tensor n = norm1->forward(y);
-    Tensor h = y + drop1->forward(self_attn->forward(n, n, n, tgt_pad, /*causal=*/true));
-    Tensor n2 = norm2->forward(h);
-    h = h + drop2->forward(cross_attn->forward(n2, memory, memory, src_pad));
-    return h + drop3->forward(ff->forward(norm3->forward(h)));
-  }
-  Tensor h = norm1->forward(y, drop1->forward(self_attn->forward(y, y, y, tgt_pad, /*causal=*/true)));
-  h = norm2->forward(h, drop2->forward(cross_attn->forward(h, memory, memory, src_pad)));
-  return norm3->forward(h, drop3->forward(ff->forward(h)));
-}
-
-Tensor DecoderLayer::forward_step(const Tensor& y, nn::MultiHeadAttention::KVCache& self_kv,
-                                  const nn::MultiHeadAttention::KVCache& cross_kv, const Tensor& src_pad) {
-  const auto named = scope();
-  // As forward(), with the causal self-attention reading the cache: the new
-  // position sees every earlier one, which is exactly what the mask allowed.
-  if (pre_norm_) {
-    Tensor n = norm1->forward(y);
-    self_attn->extend_kv(self_kv, n, n);
-    Tensor h = y + drop1->forward(self_attn->attend(n, self_kv));
-    h = h + drop2->forward(cross_attn->attend(norm2->forward(h), cross_kv, src_pad));
-    return h + drop3->forward(ff->forward(norm3->forward(h)));
-  }
-  self_attn->extend_kv(self_kv, y, y);
-  Tensor h = norm1->forward(y, drop1->forward(self_attn->attend(y, self_kv)));
-  h = norm2->forward(h, drop2->forward(cross_attn->attend(h, cross_kv, src_pad)));
-  return norm3->forward(h, drop3->forward(ff->forward(h)));
-}
-
 // ---- model ----------------------------------------------------------------------
 
 Transformer::Transformer(const TransformerConfig& cfg) try : cfg_(cfg) {
@@ -116,16 +45,16 @@ Transformer::Transformer(const TransformerConfig& cfg) try : cfg_(cfg) {
   tgt_embed = cfg.tie_weights ? src_embed
                               : register_module("tgt_embed", std::make_shared<nn::Embedding>(cfg.tgt_vocab, cfg.d_model, init));
   pos = register_module("pos", std::make_shared<nn::PositionalEncoding>(cfg.d_model, cfg.max_len, cfg.dropout, drop_gen_));
-  encoder = register_module("encoder", std::make_shared<nn::ModuleList>());
-  decoder = register_module("decoder", std::make_shared<nn::ModuleList>());
-  for (int64_t i = 0; i < cfg.layers; ++i) {
-    encoder->push_back(std::make_shared<EncoderLayer>(cfg, init, drop_gen_));
-    decoder->push_back(std::make_shared<DecoderLayer>(cfg, init, drop_gen_));
-  }
-  if (cfg.pre_norm) {
-    enc_norm = register_module("enc_norm", std::make_shared<nn::LayerNorm>(cfg.d_model));
-    dec_norm = register_module("dec_norm", std::make_shared<nn::LayerNorm>(cfg.d_model));
-  }
+  const auto layer = nn::TransformerLayerOptions(cfg.d_model, cfg.heads)
+                         .dim_feedforward(cfg.d_ff)
+                         .dropout(cfg.dropout)
+                         .batch_first(true)
+                         .norm_first(cfg.pre_norm);
+  auto final_norm = [&] { return cfg.pre_norm ? std::make_shared<nn::LayerNorm>(cfg.d_model) : nullptr; };
+  encoder = register_module("encoder",
+                            std::make_shared<nn::TransformerEncoder>(layer, cfg.layers, init, final_norm(), drop_gen_));
+  decoder = register_module("decoder",
+                            std::make_shared<nn::TransformerDecoder>(layer, cfg.layers, init, final_norm(), drop_gen_));
   if (!cfg.tie_weights)
     out_proj = register_module("out_proj", std::make_shared<nn::Linear>(cfg.d_model, cfg.tgt_vocab, init));
   // As in the reference implementations: Glorot-uniform for every matrix.
@@ -175,17 +104,14 @@ Tensor Transformer::encode(const Batch& src) { return encode(ids_of(src), paddin
 
 Tensor Transformer::encode(const Tensor& src, const Tensor& src_pad) {
   const auto named = scope();
-  Tensor x = embed(*src_embed, src);  // (B,S,C)
-  for (size_t i = 0; i < encoder->size(); ++i) x = encoder->at<EncoderLayer>(i)->forward(x, src_pad);
-  return cfg_.pre_norm ? enc_norm->forward(x) : x;
+  return encoder->forward(embed(*src_embed, src), Tensor(), src_pad);  // (B,S,C)
 }
 
 Tensor Transformer::decode_hidden(const Batch& tgt, const Tensor& memory, const Tensor& src_pad) {
   Tensor tgt_pad = padding_mask(tgt);
-  Tensor y = embed(*tgt_embed, ids_of(tgt));  // (B,T,C)
-  for (size_t i = 0; i < decoder->size(); ++i) y = decoder->at<DecoderLayer>(i)->forward(y, memory, tgt_pad, src_pad);
-  if (cfg_.pre_norm) y = dec_norm->forward(y);
-  return y;
+  // (B,T,C)
+  return decoder->forward(embed(*tgt_embed, ids_of(tgt)), memory, Tensor(), Tensor(), tgt_pad, src_pad,
+                          /*tgt_is_causal=*/true);
 }
 
 Tensor Transformer::decode(const Batch& tgt, const Tensor& memory, const Tensor& src_pad) {
@@ -210,8 +136,8 @@ DecodeState Transformer::start_decode(const Tensor& src, Tensor* memory_out) {
   st.src_pad = padding_mask(src);
   Tensor memory = encode(src, st.src_pad);  // (B,S,C)
   if (memory_out) *memory_out = memory;
-  for (size_t i = 0; i < decoder->size(); ++i) {
-    st.cross_kv.push_back(decoder->at<DecoderLayer>(i)->cross_attn->project_kv(memory, memory));
+  for (size_t i = 0; i < decoder->layers->size(); ++i) {
+    st.cross_kv.push_back(decoder_layer(i).multihead_attn->project_kv(memory, memory));
     st.self_kv.emplace_back();
     st.self_kv.back().reserve = cfg_.max_len;  // the most positions decode_step allows
   }
@@ -239,9 +165,9 @@ Tensor Transformer::step(DecodeState& st, const Tensor& tokens, const Tensor& po
                      (tokens.defined() ? shape_str(tokens.shape()) : std::string("undefined")));
   // (B,1,C) at the position given
   Tensor y = pos->forward_at(tgt_embed->forward(tokens) * std::sqrt(static_cast<double>(cfg_.d_model)), position);
-  for (size_t i = 0; i < decoder->size(); ++i)
-    y = decoder->at<DecoderLayer>(i)->forward_step(y, st.self_kv[i], st.cross_kv[i], st.src_pad);
-  if (cfg_.pre_norm) y = dec_norm->forward(y);
+  for (size_t i = 0; i < decoder->layers->size(); ++i)
+    y = decoder_layer(i).forward_step(y, st.self_kv[i], st.cross_kv[i], st.src_pad);
+  if (decoder->norm) y = decoder->norm->forward(y);
   Tensor logits = cfg_.tie_weights ? linear(y, tgt_embed->weight()) : out_proj->forward(y);  // (B,1,V)
   return reshape(logits, {b, -1});
 }
@@ -279,11 +205,80 @@ Tensor Transformer::loss(const Batch& src, const Batch& tgt_in, const Batch& tgt
   return linear_cross_entropy(y, out_proj->weight(), out_proj->bias(), tgt_out.ids, cfg_.pad_id, label_smoothing);
 }
 
-// ---- decoding ----------------------------------------------------------------------
+// ---- the layout before nn's layers ------------------------------------------------
 
 namespace {
 
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+std::vector<std::string> split_dots(const std::string& s) {
+  std::vector<std::string> parts;
+  size_t at = 0;
+  for (size_t dot; (dot = s.find('.', at)) != std::string::npos; at = dot + 1) parts.push_back(s.substr(at, dot - at));
+  parts.push_back(s.substr(at));
+  return parts;
+}
+
+// One earlier key under the model, split at its dots: today's key, or "" when
+// it is a piece of a packed projection (*slot, 0..2 for w_q, w_k, w_v, is set
+// and *packed names the packed key).
+std::string today_key(std::vector<std::string> p, int* slot, std::string* packed) {
+  if (p[0] == "enc_norm" || p[0] == "dec_norm") {
+    p[0] = p[0] == "enc_norm" ? "encoder.norm" : "decoder.norm";
+  } else if ((p[0] == "encoder" || p[0] == "decoder") && p.size() >= 4 && all_digits(p[1])) {
+    p[1] = "layers." + p[1];
+    if (p[2] == "ff") p.erase(p.begin() + 2);  // ff.linear1 -> linear1
+    else if (p[2] == "cross_attn") p[2] = "multihead_attn";
+    if ((p[2] == "self_attn" || p[2] == "multihead_attn") && p.size() == 5) {
+      const std::string names[] = {"w_q", "w_k", "w_v"};
+      for (int i = 0; i < 3; ++i)
+        if (p[3] == names[i]) {
+          *slot = i;
+          *packed = p[0] + "." + p[1] + "." + p[2] + ".in_proj_" + p[4];
+          return "";
+        }
+      if (p[3] == "w_o") p[3] = "out_proj";
+    }
+  } else {
+    return "";
+  }
+  std::string key = p[0];
+  for (size_t i = 1; i < p.size(); ++i) key += "." + p[i];
+  return key;
+}
+
 }  // namespace
+
+void Transformer::upgrade_state_dict(std::map<std::string, Tensor>& state, const std::string& prefix) const {
+  NoGradGuard no_grad;
+  std::map<std::string, Tensor> out;
+  std::map<std::string, std::array<std::pair<std::string, Tensor>, 3>> packed;  // in_proj key -> (old key, tensor) of q, k, v
+  bool earlier = false;
+  for (const auto& [key, t] : state) {
+    const bool mine = key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0;
+    int slot = -1;
+    std::string in_proj;
+    const std::string now = mine ? today_key(split_dots(key.substr(prefix.size())), &slot, &in_proj) : "";
+    if (slot >= 0) packed[prefix + in_proj][slot] = {key, t};
+    else out[now.empty() ? key : prefix + now] = t;
+    earlier = earlier || slot >= 0 || (!now.empty() && prefix + now != key);
+  }
+  if (!earlier) return;
+  for (auto& [key, parts] : packed) {
+    const bool whole = std::all_of(parts.begin(), parts.end(), [](const auto& p) { return p.second.defined(); }) &&
+                       parts[0].second.shape() == parts[1].second.shape() &&
+                       parts[1].second.shape() == parts[2].second.shape();
+    if (whole) out[key] = concat({parts[0].second, parts[1].second, parts[2].second}, 0);  // (3C, C) or (3C)
+    else  // left as they were: load_state_dict names them
+      for (auto& [old, t] : parts)
+        if (!old.empty()) out[old] = t;
+  }
+  state = std::move(out);
+}
+
+// ---- decoding ----------------------------------------------------------------------
 
 std::vector<std::vector<int64_t>> greedy_decode(Transformer& model, const Batch& src, int64_t bos, int64_t eos,
                                                 int64_t max_len) {

@@ -2,6 +2,7 @@
 // from the public nn/ API, exactly as a user's model would be.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,65 +50,26 @@ struct Batch {
   int64_t at(int64_t r, int64_t c) const { return ids[r * cols + c]; }  // the id at row r, column c (unchecked)
 };
 
-// The paper's encoder layer: self-attention, then the feed-forward block,
-// each with dropout and a residual connection, normalised after (post-norm)
-// or before (pre_norm).
-class EncoderLayer : public nn::Module {
- public:
-  // Weights drawn from `init`; every dropout layer draws from `drop`.
-  EncoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop);
-  // x (B,S,C), src_pad (B,S) nonzero = padding -> (B,S,C)
-  Tensor forward(const Tensor& x, const Tensor& src_pad);
-  std::string type_name() const override { return "EncoderLayer"; }  // "EncoderLayer"
-
-  // The sublayers: norm1 and drop1 go with self_attn, norm2 and drop2 with ff.
-  std::shared_ptr<nn::MultiHeadAttention> self_attn;
-  std::shared_ptr<nn::PositionwiseFeedForward> ff;
-  std::shared_ptr<nn::LayerNorm> norm1, norm2;
-  std::shared_ptr<nn::Dropout> drop1, drop2;
-
- private:
-  bool pre_norm_;
-};
-
-// The paper's decoder layer: causal self-attention, attention to the encoder
-// memory, then the feed-forward block, each with dropout and a residual
-// connection, normalised as in EncoderLayer.
-class DecoderLayer : public nn::Module {
- public:
-  // Weights drawn from `init`; every dropout layer draws from `drop`.
-  DecoderLayer(const TransformerConfig& cfg, Generator& init, std::shared_ptr<Generator> drop);
-  // y (B,T,C), memory (B,S,C), masks (B,T) and (B,S) -> (B,T,C)
-  Tensor forward(const Tensor& y, const Tensor& memory, const Tensor& tgt_pad, const Tensor& src_pad);
-  std::string type_name() const override { return "DecoderLayer"; }  // "DecoderLayer"
-  // One new position y (B,1,C) against cached keys/values: appends to
-  // `self_kv`, reads `cross_kv` (the projected memory) -> (B,1,C).
-  Tensor forward_step(const Tensor& y, nn::MultiHeadAttention::KVCache& self_kv,
-                      const nn::MultiHeadAttention::KVCache& cross_kv, const Tensor& src_pad);
-
-  // The sublayers: norm1 and drop1 go with self_attn, norm2 and drop2 with
-  // cross_attn, norm3 and drop3 with ff.
-  std::shared_ptr<nn::MultiHeadAttention> self_attn, cross_attn;
-  std::shared_ptr<nn::PositionwiseFeedForward> ff;
-  std::shared_ptr<nn::LayerNorm> norm1, norm2, norm3;
-  std::shared_ptr<nn::Dropout> drop1, drop2, drop3;
-
- private:
-  bool pre_norm_;
-};
-
 // Incremental decoding: the source mask and each decoder layer's cached keys
 // and values, so that each step runs the decoder on one new position only.
 struct DecodeState {
   Tensor src_pad;  // (B,S)
   // Per decoder layer: the keys and values of the positions decoded so far
   // (self_kv) and of the memory (cross_kv).
-  std::vector<nn::MultiHeadAttention::KVCache> self_kv, cross_kv;  // one per decoder layer
+  std::vector<nn::KVCache> self_kv, cross_kv;  // one per decoder layer
   int64_t pos = 0;  // target positions decoded so far
 };
 
 // The encoder-decoder model: embeddings scaled by sqrt(C) plus the positional
-// encoding, N encoder and N decoder layers, and the output projection.
+// encoding, torch.nn's encoder and decoder (nn::TransformerEncoder and
+// nn::TransformerDecoder, batch first, ReLU, post-norm or norm_first; the
+// final norms only with pre_norm, as the paper's post-norm model has none),
+// and the output projection. Its state-dict keys are therefore PyTorch's
+// below encoder. and decoder. (encoder.layers.0.self_attn.in_proj_weight,
+// decoder.layers.1.multihead_attn.out_proj.bias, encoder.norm.weight, ...);
+// a state dict of the layout before, with its own layer classes
+// (encoder.0.self_attn.w_q.weight, decoder.0.cross_attn..., encoder.0.ff.linear1...,
+// enc_norm...), still loads: load_state_dict rewrites it (upgrade_state_dict).
 class Transformer : public nn::Module {
  public:
   explicit Transformer(const TransformerConfig& cfg);  // cfg.validate()d; weights drawn from cfg.seed
@@ -147,13 +109,19 @@ class Transformer : public nn::Module {
   Tensor loss(const Batch& src, const Batch& tgt_in, const Batch& tgt_out, double label_smoothing);
 
   // The submodules, registered under these names: embeddings, positional
-  // encoding, the layers (ModuleLists of EncoderLayer and DecoderLayer), the
-  // final norms (pre-norm only, else null) and the output projection.
+  // encoding, the encoder and decoder stacks (their final norm, `norm`,
+  // pre-norm only) and the output projection.
   std::shared_ptr<nn::Embedding> src_embed, tgt_embed;  // the same module when tied
   std::shared_ptr<nn::PositionalEncoding> pos;
-  std::shared_ptr<nn::ModuleList> encoder, decoder;
-  std::shared_ptr<nn::LayerNorm> enc_norm, dec_norm;  // pre-norm only
-  std::shared_ptr<nn::Linear> out_proj;                // untied only
+  std::shared_ptr<nn::TransformerEncoder> encoder;  // encoder->layers: nn::TransformerEncoderLayer each
+  std::shared_ptr<nn::TransformerDecoder> decoder;  // decoder->layers: nn::TransformerDecoderLayer each
+  std::shared_ptr<nn::Linear> out_proj;             // untied only
+  // Decoder layer i.
+  nn::TransformerDecoderLayer& decoder_layer(size_t i) { return *decoder->layers->at<nn::TransformerDecoderLayer>(i); }
+
+ protected:
+  // The layout before nn's Transformer layers: see the class comment.
+  void upgrade_state_dict(std::map<std::string, Tensor>& state, const std::string& prefix) const override;
 
  private:
   Tensor embed(nn::Embedding& e, const Tensor& ids);         // ids (B,L) int64 -> (B,L,C)

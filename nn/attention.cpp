@@ -91,41 +91,45 @@ void write_positions(Tensor& dst, int64_t at, const Tensor& src) {
 }
 }  // namespace
 
-void MultiHeadAttention::extend_kv(KVCache& cache, const Tensor& key, const Tensor& value) {
-  KVCache step = project_kv(key, value);
-  if (cache.k.defined() && cache.k.size(0) != step.k.size(0))
-    throw ShapeError(describe() + ".extend_kv: cache holds " + std::to_string(cache.k.size(0)) +
-                     " rows, new keys " + shape_str(key.shape()));
-  const int64_t add = step.len;
+void append_kv(KVCache& cache, const Tensor& k_new, const Tensor& v_new, const std::string& who) {
+  if (cache.k.defined() && cache.k.size(0) != k_new.size(0))
+    throw ShapeError(who + ": the key/value cache holds " + std::to_string(cache.k.size(0)) + " rows, new keys " +
+                     shape_str(k_new.shape()));
+  const int64_t add = k_new.size(1);
   // Differentiable, and what an export trace records (autograd/trace.h: a
   // write in place is no op of the graph): concatenate the positions in use
   // (O(T^2 C) over a decode).
-  if (tracing() || (grad_enabled() && (!step.k.is_leaf() || step.k.requires_grad()))) {
+  if (tracing() || (grad_enabled() && (!k_new.is_leaf() || k_new.requires_grad()))) {
     if (!cache.k.defined()) {
-      cache.k = step.k, cache.v = step.v, cache.len = add;
+      cache.k = k_new, cache.v = v_new, cache.len = add;
       return;
     }
     Tensor k = cache.len == cache.k.size(1) ? cache.k : slice(cache.k, 1, 0, cache.len);
     Tensor v = cache.len == cache.v.size(1) ? cache.v : slice(cache.v, 1, 0, cache.len);
-    cache.k = concat({k, step.k}, 1);  // (B,S+S',C)
-    cache.v = concat({v, step.v}, 1);
+    cache.k = concat({k, k_new}, 1);  // (B,S+S',C)
+    cache.v = concat({v, v_new}, 1);
     cache.len += add;
     return;
   }
   const int64_t have = cache.length(), need = have + add;
   if (!cache.k.defined() || need > cache.k.size(1)) {
     const int64_t cap = std::max({need, cache.reserve, cache.k.defined() ? 2 * cache.k.size(1) : int64_t(0)});
-    const int64_t B = step.k.size(0), C = step.k.size(2);
-    Tensor k = empty({B, cap, C}, step.k.dtype()), v = empty({B, cap, C}, step.v.dtype());
+    const int64_t B = k_new.size(0), C = k_new.size(2);
+    Tensor k = empty({B, cap, C}, k_new.dtype()), v = empty({B, cap, C}, v_new.dtype());
     if (have > 0) {
       write_positions(k, 0, slice(cache.k, 1, 0, have).detach());
       write_positions(v, 0, slice(cache.v, 1, 0, have).detach());
     }
     cache.k = k, cache.v = v;
   }
-  write_positions(cache.k, have, step.k.detach());
-  write_positions(cache.v, have, step.v.detach());
+  write_positions(cache.k, have, k_new.detach());
+  write_positions(cache.v, have, v_new.detach());
   cache.len = need;
+}
+
+void MultiHeadAttention::extend_kv(KVCache& cache, const Tensor& key, const Tensor& value) {
+  KVCache step = project_kv(key, value);
+  append_kv(cache, step.k, step.v, describe() + ".extend_kv");
 }
 
 Tensor MultiHeadAttention::attend(const Tensor& query, const KVCache& kv, const Tensor& key_padding_mask,

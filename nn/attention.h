@@ -19,6 +19,28 @@ namespace xg::nn {
 void require_heads_divide(int64_t d_model, int64_t heads, const std::string& prefix = "",
                           const std::string& d_name = "d_model", const std::string& h_name = "heads");
 
+// Projected keys and values kept for incremental decoding, by both attention
+// layers (MultiHeadAttention, MultiheadAttention). Self-attention's cache is
+// preallocated: k and v are (B,capacity,C) buffers of which the first `len`
+// positions hold keys and values; append_kv writes the new positions in
+// place (capacity `reserve` at the first call, doubled when full), so a
+// decode of T steps copies O(T C), not O(T^2 C). Under grad mode with keys
+// that require grad, or under an export trace, it concatenates instead, so
+// gradients reach the projections and the graph records the growth. A caller
+// must not keep a tensor of an earlier step's cache and expect it unchanged:
+// the buffer is shared and written in place (its version is bumped, so
+// backward through it throws rather than use the new values).
+struct KVCache {
+  Tensor k;  // (B,capacity,C), head h in columns [h*D, (h+1)*D)
+  Tensor v;  // (B,capacity,C)
+  int64_t len = 0;      // positions in use
+  int64_t reserve = 0;  // capacity to allocate at the first append (0: what it needs)
+  int64_t length() const { return k.defined() ? len : 0; }  // len, or 0 before any keys
+};
+// Appends projected keys and values k, v (B,S',C) to `cache`; `who` names
+// the layer in the error when the batch sizes differ (ShapeError).
+void append_kv(KVCache& cache, const Tensor& k, const Tensor& v, const std::string& who);
+
 // Attention with learned projections: the query, key and value projected
 // (w_q, w_k, w_v), split into H heads of width D, attended (xg::attention),
 // and the heads projected back (w_o).
@@ -38,25 +60,10 @@ class MultiHeadAttention : public Module {
                  const Tensor& key_padding_mask = Tensor(), bool causal = false);
   Tensor forward(const Tensor& x) override;  // self-attention, no masks
 
-  // Incremental decoding. Keys and values projected once and kept:
-  // cross-attention projects the encoder memory once per input,
+  // Incremental decoding (see KVCache): keys and values projected once and
+  // kept. Cross-attention projects the encoder memory once per input;
   // self-attention appends one position per decoding step.
-  // Self-attention's cache is preallocated: k and v are (B,capacity,C)
-  // buffers of which the first `len` positions hold keys and values; extend_kv
-  // writes the new positions in place (capacity `reserve` at the first call,
-  // doubled when full), so a decode of T steps copies O(T C), not O(T^2 C).
-  // Under grad mode with projections that require grad it concatenates
-  // instead, so gradients reach w_k and w_v. A caller must not keep a tensor
-  // of an earlier step's cache and expect it unchanged: the buffer is shared
-  // and written in place (its version is bumped, so backward through it
-  // throws rather than use the new values).
-  struct KVCache {
-    Tensor k;  // (B,capacity,C), head h in columns [h*D, (h+1)*D)
-    Tensor v;  // (B,capacity,C)
-    int64_t len = 0;      // positions in use
-    int64_t reserve = 0;  // capacity to allocate at the first extend_kv (0: what it needs)
-    int64_t length() const { return k.defined() ? len : 0; }  // len, or 0 before any keys
-  };
+  using KVCache = nn::KVCache;
   KVCache project_kv(const Tensor& key, const Tensor& value);  // (B,S,C) each
   void extend_kv(KVCache& cache, const Tensor& key, const Tensor& value);  // appends (B,S',C) positions
   // query (B,T,C) against cached keys and values -> (B,T,C). forward() is

@@ -144,7 +144,18 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return out;
 }
 
-LoadResult Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+void Module::upgrade_tree(std::map<std::string, Tensor>& state, const std::string& prefix) const {
+  upgrade_state_dict(state, prefix);
+  for (const auto& [name, child] : children_) child->upgrade_tree(state, prefix + name + ".");
+}
+
+std::map<std::string, Tensor> Module::upgrade(std::map<std::string, Tensor> state) const {
+  upgrade_tree(state, "");
+  return state;
+}
+
+LoadResult Module::load_state_dict(const std::map<std::string, Tensor>& given, bool strict) {
+  const std::map<std::string, Tensor> state = upgrade(given);
   std::map<std::string, Tensor> own = state_dict();
   LoadResult result;
   std::vector<std::string> problems;

@@ -1,5 +1,5 @@
 // xg::nn::Module: a tree of named parameters, buffers and child modules.
-// Every parameter gets a dotted path ("decoder.1.self_attn.w_q.weight")
+// Every parameter gets a dotted path ("decoder.layers.1.self_attn.in_proj_weight")
 // used by named_parameters(), state dicts and error messages.
 #pragma once
 
@@ -82,6 +82,12 @@ class Module {
   // offending key and both shapes. Returns the keys missing from `state` and
   // those of `state` the model does not have (empty when strict).
   LoadResult load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  // `state` with the keys of an earlier layout of this tree rewritten into
+  // today's (and tensors merged where parameters were, such as three
+  // projections into one in_proj_weight) by each module's
+  // upgrade_state_dict, parents first; load_state_dict loads through it. A
+  // state dict in today's layout comes back unchanged.
+  std::map<std::string, Tensor> upgrade(std::map<std::string, Tensor> state) const;
   // safetensors file (atomic write). load() throws xg::FormatError naming the
   // file, and the key on a mismatch with this module.
   void save(const std::string& path) const;
@@ -116,7 +122,17 @@ class Module {
   void require_input(const Tensor& x, const std::vector<int64_t>& ranks, int64_t channels, const std::string& layout,
                      int64_t side = 0) const;
 
+ protected:
+  // Rewrites, in `state`, the keys under `prefix` (this module's path with
+  // its dot, as the state dict being loaded names it) that an earlier layout
+  // of this module wrote: PyTorch's _load_from_state_dict upgrade. The
+  // default changes nothing.
+  virtual void upgrade_state_dict(std::map<std::string, Tensor>& state, const std::string& prefix) const {
+    (void)state, (void)prefix;
+  }
+
  private:
+  void upgrade_tree(std::map<std::string, Tensor>& state, const std::string& prefix) const;
   struct Entry {
     std::string name;
     Tensor tensor;

@@ -1,6 +1,7 @@
 #include "nn/transformer.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include <fmt/format.h>
@@ -27,8 +28,11 @@ std::shared_ptr<Generator> dropout_source(std::shared_ptr<Generator> given, Gene
   return given ? std::move(given) : std::make_shared<Generator>(gen.engine()());
 }
 
-// A padding mask (N, S) of any dtype as 1 where nonzero, in `dtype`.
+// A padding mask (N, S) as flags in `dtype`, 1 where nonzero. A mask
+// already in `dtype` is passed as it is (the fused op and masked_fill read
+// nonzero as a flag), so that an export trace sees the caller's tensor.
 Tensor padding_flags(const Tensor& mask, Dtype dtype) {
+  if (mask.dtype() == dtype) return mask;
   Tensor m = ne(mask.detach(), 0.0);
   return m.dtype() == dtype ? m : m.to(dtype);
 }
@@ -98,9 +102,21 @@ std::string MultiheadAttention::type_name() const {
   return fmt::format("MultiheadAttention(embed_dim={}, num_heads={})", options_.embed_dim(), options_.num_heads());
 }
 
+Tensor MultiheadAttention::project(const Tensor& x, int64_t part) const {
+  const int64_t E = options_.embed_dim();
+  const Tensor& W = *in_proj_weight_;
+  const Tensor& b = *in_proj_bias_;
+  return linear(x, slice(W, 0, part * E, (part + 1) * E), b.defined() ? slice(b, 0, part * E, (part + 1) * E) : Tensor());
+}
+
+namespace {
+// x in the module's layout -> batch first.
+Tensor batch_first_of(const Tensor& x, bool batch_first) { return batch_first ? x : transpose(x, 0, 1); }
+}  // namespace
+
 MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                                            const Tensor& key_padding_mask, bool need_weights,
-                                            const Tensor& attn_mask, bool average_weights) {
+                                                     const Tensor& key_padding_mask, bool need_weights,
+                                                     const Tensor& attn_mask, bool average_weights, bool is_causal) {
   const auto named = scope();
   const int64_t E = options_.embed_dim(), H = options_.num_heads();
   for (const Tensor* t : {&query, &key, &value})
@@ -111,9 +127,9 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
                                    key.defined() ? shape_str(key.shape()) : "undefined",
                                    value.defined() ? shape_str(value.shape()) : "undefined"));
   const bool bf = options_.batch_first();
-  const Tensor q = bf ? query : transpose(query, 0, 1);  // (N,L,E)
-  const Tensor k = bf ? key : transpose(key, 0, 1);      // (N,S,E)
-  const Tensor v = bf ? value : transpose(value, 0, 1);  // (N,S,E)
+  const Tensor q = batch_first_of(query, bf);  // (N,L,E)
+  const Tensor k = batch_first_of(key, bf);    // (N,S,E)
+  const Tensor v = batch_first_of(value, bf);  // (N,S,E)
   const int64_t N = q.size(0), S = k.size(1);
   if (k.size(0) != N || v.shape() != k.shape())
     throw ShapeError(fmt::format("{}: key {} and value {} must match each other and the query's batch {}", describe(),
@@ -121,32 +137,86 @@ MultiheadAttentionOutput MultiheadAttention::forward(const Tensor& query, const 
   if (key_padding_mask.defined() && key_padding_mask.shape() != Shape{N, S})
     throw ShapeError(fmt::format("{}: key_padding_mask {} must be (N, S) = ({}, {})", describe(),
                                  shape_str(key_padding_mask.shape()), N, S));
-  const Tensor& W = *in_proj_weight_;
-  const Tensor& b = *in_proj_bias_;
-  auto project = [&](const Tensor& x, int64_t i) {  // rows [iE, (i+1)E) of in_proj: q, k or v
-    return linear(x, slice(W, 0, i * E, (i + 1) * E), b.defined() ? slice(b, 0, i * E, (i + 1) * E) : Tensor());
-  };
-  const Tensor Q = project(q, 0), K = project(k, 1), V = project(v, 2);
-  const double p = is_training() ? options_.dropout() : 0.0;
+  if (is_causal && !attn_mask.defined() && q.size(1) != S)
+    throw ShapeError(fmt::format("{}: is_causal needs as many queries as keys, got L={} and S={}", describe(),
+                                 q.size(1), S));
+  const Tensor Q = project(q, 0);
   Tensor out, weights;
-  if (!attn_mask.defined()) {  // the fused op: heads, key padding and dropout in one
-    AttentionOptions o;
-    o.heads = H;
-    if (key_padding_mask.defined()) o.key_padding_mask = padding_flags(key_padding_mask, Q.dtype());
-    o.dropout = p;
-    o.gen = dropout_gen_.get();
-    Tensor w;
-    if (need_weights) o.weights = &w;
-    out = attention(Q, K, V, o);
-    weights = w;
+  Tensor* keep = need_weights || store_attention_ ? &weights : nullptr;
+  if (!attn_mask.defined()) {  // the fused op: heads, masks and dropout in one
+    out = attend_projected(Q, KVCache{project(k, 1), project(v, 2), S}, key_padding_mask, is_causal, keep);
   } else {  // an additive mask: composed, as PyTorch computes it
-    out = masked_attention(Q, K, V, H, attn_mask, key_padding_mask, p, *dropout_gen_, need_weights ? &weights : nullptr,
+    const double p = is_training() ? options_.dropout() : 0.0;
+    out = masked_attention(Q, project(k, 1), project(v, 2), H, attn_mask, key_padding_mask, p, *dropout_gen_, keep,
                            describe());
+    if (store_attention_) attention_ = weights;
   }
-  out = out_proj->forward(out);
-  if (!bf) out = transpose(out, 0, 1);
-  if (need_weights && average_weights) weights = mean(weights, {1});
+  out = batch_first_of(out_proj->forward(out), bf);
+  if (!need_weights) weights = Tensor();
+  else if (average_weights) weights = mean(weights, {1});
   return {out, weights};
+}
+
+Tensor MultiheadAttention::attend_projected(const Tensor& Q, const KVCache& kv, const Tensor& key_padding_mask,
+                                            bool is_causal, Tensor* weights) {
+  AttentionOptions o;
+  o.heads = options_.num_heads();
+  if (key_padding_mask.defined()) o.key_padding_mask = padding_flags(key_padding_mask, Q.dtype());
+  o.causal = is_causal;
+  o.kv_length = kv.len < kv.k.size(1) ? kv.len : 0;
+  o.dropout = is_training() ? options_.dropout() : 0.0;
+  o.gen = dropout_gen_.get();
+  o.weights = weights;
+  Tensor out = attention(Q, kv.k, kv.v, o);  // (N,L,E)
+  if (store_attention_ && weights) attention_ = *weights;
+  return out;
+}
+
+KVCache MultiheadAttention::project_kv(const Tensor& key, const Tensor& value) {
+  const auto named = scope();
+  const int64_t E = options_.embed_dim();
+  if (!key.defined() || !value.defined() || key.dim() != 3 || key.size(2) != E || key.shape() != value.shape())
+    throw ShapeError(fmt::format("{}.project_kv: expected key and value ({}, {}, E={}) alike, got {} and {}",
+                                 describe(), options_.batch_first() ? "N" : "S", options_.batch_first() ? "S" : "N",
+                                 E, key.defined() ? shape_str(key.shape()) : "undefined",
+                                 value.defined() ? shape_str(value.shape()) : "undefined"));
+  const bool bf = options_.batch_first();
+  KVCache kv{project(batch_first_of(key, bf), 1), project(batch_first_of(value, bf), 2)};
+  kv.len = kv.k.size(1);
+  return kv;
+}
+
+void MultiheadAttention::extend_kv(KVCache& cache, const Tensor& key, const Tensor& value) {
+  KVCache step = project_kv(key, value);
+  append_kv(cache, step.k, step.v, describe() + ".extend_kv");
+}
+
+Tensor MultiheadAttention::attend(const Tensor& query, const KVCache& kv, const Tensor& key_padding_mask,
+                                  bool is_causal) {
+  const auto named = scope();
+  const int64_t E = options_.embed_dim();
+  const bool bf = options_.batch_first();
+  if (!query.defined() || query.dim() != 3 || query.size(2) != E)
+    throw ShapeError(fmt::format("{}.attend: expected query ({}, {}, E={}), got {}", describe(), bf ? "N" : "L",
+                                 bf ? "L" : "N", E, query.defined() ? shape_str(query.shape()) : "undefined"));
+  const Tensor q = batch_first_of(query, bf);  // (N,L,E)
+  const int64_t N = q.size(0), S = kv.length();
+  if (!kv.k.defined() || kv.k.size(0) != N || kv.len < 1 || kv.len > kv.k.size(1))
+    throw ShapeError(fmt::format("{}.attend: the key/value cache does not match query {}", describe(),
+                                 shape_str(query.shape())));
+  if (key_padding_mask.defined() && key_padding_mask.shape() != Shape{N, S})
+    throw ShapeError(fmt::format("{}.attend: key_padding_mask {} must be (N, S) = ({}, {})", describe(),
+                                 shape_str(key_padding_mask.shape()), N, S));
+  Tensor weights;
+  Tensor out = attend_projected(project(q, 0), kv, key_padding_mask, is_causal, store_attention_ ? &weights : nullptr);
+  return batch_first_of(out_proj->forward(out), bf);
+}
+
+Tensor MultiheadAttention::attention_weights(bool average_heads) const {
+  if (!attention_.defined())
+    throw std::logic_error(describe() + ": no attention weights stored (call set_store_attention(true) "
+                           "before forward)");
+  return average_heads ? mean(attention_, {1}) : attention_;
 }
 
 // ---- the layers -------------------------------------------------------------------------
@@ -174,10 +244,11 @@ Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
   return dropout2->forward(linear2->forward(dropout->forward(activate(options_.activation(), linear1->forward(x)))));
 }
 
-Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask) {
+Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
+                                        bool is_causal) {
   const auto named = scope();
   auto sa = [&](const Tensor& x) {
-    return dropout1->forward(self_attn->forward(x, x, x, src_key_padding_mask, false, src_mask).output);
+    return dropout1->forward(self_attn->forward(x, x, x, src_key_padding_mask, false, src_mask, true, is_causal).output);
   };
   Tensor x = src;
   if (options_.norm_first()) {
@@ -217,15 +288,23 @@ Tensor TransformerDecoderLayer::feed_forward(const Tensor& x) {
 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
                                         const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
-                                        const Tensor& memory_key_padding_mask) {
+                                        const Tensor& memory_key_padding_mask, bool tgt_is_causal,
+                                        bool memory_is_causal) {
   const auto named = scope();
   auto sa = [&](const Tensor& x) {
-    return dropout1->forward(self_attn->forward(x, x, x, tgt_key_padding_mask, false, tgt_mask).output);
+    return dropout1->forward(
+        self_attn->forward(x, x, x, tgt_key_padding_mask, false, tgt_mask, true, tgt_is_causal).output);
   };
   auto mha = [&](const Tensor& x) {
     return dropout2->forward(
-        multihead_attn->forward(x, memory, memory, memory_key_padding_mask, false, memory_mask).output);
+        multihead_attn->forward(x, memory, memory, memory_key_padding_mask, false, memory_mask, true, memory_is_causal)
+            .output);
   };
+  return sublayers(tgt, sa, mha);
+}
+
+Tensor TransformerDecoderLayer::sublayers(const Tensor& tgt, const std::function<Tensor(const Tensor&)>& sa,
+                                          const std::function<Tensor(const Tensor&)>& mha) {
   Tensor x = tgt;
   if (options_.norm_first()) {
     x = x + sa(norm1->forward(x));
@@ -235,6 +314,21 @@ Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory,
   x = norm1->forward(x + sa(x));
   x = norm2->forward(x + mha(x));
   return norm3->forward(x + feed_forward(x));
+}
+
+Tensor TransformerDecoderLayer::forward_step(const Tensor& tgt, KVCache& self_kv, const KVCache& cross_kv,
+                                             const Tensor& memory_key_padding_mask) {
+  const auto named = scope();
+  // As forward(), with the causal self-attention reading the cache: the new
+  // positions see every earlier one, which is exactly what the mask allowed.
+  auto sa = [&](const Tensor& x) {
+    self_attn->extend_kv(self_kv, x, x);
+    return dropout1->forward(self_attn->attend(x, self_kv));
+  };
+  auto mha = [&](const Tensor& x) {
+    return dropout2->forward(multihead_attn->attend(x, cross_kv, memory_key_padding_mask));
+  };
+  return sublayers(tgt, sa, mha);
 }
 
 // ---- stacks --------------------------------------------------------------------------------
@@ -269,11 +363,12 @@ std::string TransformerEncoder::type_name() const {
   return "TransformerEncoder(num_layers=" + std::to_string(layers->size()) + ")";
 }
 
-Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask) {
+Tensor TransformerEncoder::forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask,
+                                   bool is_causal) {
   const auto named = scope();
   Tensor x = src;
   for (size_t i = 0; i < layers->size(); ++i)
-    x = layers->at<TransformerEncoderLayer>(i)->forward(x, mask, src_key_padding_mask);
+    x = layers->at<TransformerEncoderLayer>(i)->forward(x, mask, src_key_padding_mask, is_causal);
   return norm ? norm->forward(x) : x;
 }
 
@@ -291,12 +386,13 @@ std::string TransformerDecoder::type_name() const {
 
 Tensor TransformerDecoder::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,
                                    const Tensor& memory_mask, const Tensor& tgt_key_padding_mask,
-                                   const Tensor& memory_key_padding_mask) {
+                                   const Tensor& memory_key_padding_mask, bool tgt_is_causal,
+                                   bool memory_is_causal) {
   const auto named = scope();
   Tensor x = tgt;
   for (size_t i = 0; i < layers->size(); ++i)
     x = layers->at<TransformerDecoderLayer>(i)->forward(x, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
-                                                        memory_key_padding_mask);
+                                                        memory_key_padding_mask, tgt_is_causal, memory_is_causal);
   return norm ? norm->forward(x) : x;
 }
 
@@ -331,10 +427,12 @@ std::string Transformer::type_name() const {
 
 Tensor Transformer::forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask, const Tensor& tgt_mask,
                             const Tensor& memory_mask, const Tensor& src_key_padding_mask,
-                            const Tensor& tgt_key_padding_mask, const Tensor& memory_key_padding_mask) {
+                            const Tensor& tgt_key_padding_mask, const Tensor& memory_key_padding_mask,
+                            bool src_is_causal, bool tgt_is_causal, bool memory_is_causal) {
   const auto named = scope();
-  const Tensor memory = encoder->forward(src, src_mask, src_key_padding_mask);
-  return decoder->forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask);
+  const Tensor memory = encoder->forward(src, src_mask, src_key_padding_mask, src_is_causal);
+  return decoder->forward(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask,
+                          tgt_is_causal, memory_is_causal);
 }
 
 }  // namespace xg::nn

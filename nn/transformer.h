@@ -15,11 +15,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "autograd/options.h"
+#include "nn/attention.h"
 #include "nn/dropout.h"
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
@@ -52,7 +54,7 @@ struct MultiheadAttentionOutput {
   Tensor weights;  // undefined unless need_weights
 };
 
-// torch.nn.MultiheadAttention.
+// torch.nn.MultiheadAttention, with xgrad's incremental decoding beside it.
 class MultiheadAttention : public Module {
  public:
   // in_proj_weight xavier-uniform, the biases 0, out_proj.weight as Linear's.
@@ -60,22 +62,52 @@ class MultiheadAttention : public Module {
                      std::shared_ptr<Generator> dropout_gen = nullptr);
   // Attention of query (L, N, E) over key and value (S, N, E) (batch first:
   // (N, L, E), (N, S, E)) with the masks above; average_weights averages the
-  // returned weights over heads.
+  // returned weights over heads. is_causal (PyTorch 2's argument): query i
+  // sees keys j <= i only, with no (L, S) mask tensor; given an attn_mask
+  // too, the mask is applied (is_causal is then PyTorch's hint).
   MultiheadAttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
-                          const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
-                          const Tensor& attn_mask = Tensor(), bool average_weights = true);
+                                   const Tensor& key_padding_mask = Tensor(), bool need_weights = true,
+                                   const Tensor& attn_mask = Tensor(), bool average_weights = true,
+                                   bool is_causal = false);
   std::string type_name() const override;  // "MultiheadAttention(embed_dim=8, num_heads=2)"
   const MultiheadAttentionOptions& options() const { return options_; }  // as given
   Tensor& in_proj_weight() { return *in_proj_weight_; }  // (3E, E): the q, k and v projections stacked
   Tensor& in_proj_bias() { return *in_proj_bias_; }      // (3E), undefined without bias
   std::shared_ptr<Linear> out_proj;                      // E -> E
 
+  // Incremental decoding (PyTorch's module has none): keys and values
+  // projected once into a KVCache (nn/attention.h), batch first (N, S, E)
+  // whatever the module's layout. Cross-attention projects the memory once;
+  // self-attention appends one position per decoding step. key and value
+  // come in the module's layout.
+  KVCache project_kv(const Tensor& key, const Tensor& value);
+  void extend_kv(KVCache& cache, const Tensor& key, const Tensor& value);  // appends their positions
+  // query (L, N, E) (or batch first) over the cached keys and values -> the
+  // output in the query's layout; forward() without attn_mask is project_kv
+  // followed by this.
+  Tensor attend(const Tensor& query, const KVCache& kv, const Tensor& key_padding_mask = Tensor(),
+                bool is_causal = false);
+  // When on, forward and attend keep the attention weights (N, H, L, S),
+  // before dropout and detached: how to read a layer's attention inside a
+  // Transformer, whose layers ask for none.
+  void set_store_attention(bool on) { store_attention_ = on; }
+  // (N, L, S) averaged over heads, or (N, H, L, S). Throws std::logic_error
+  // if nothing was stored.
+  Tensor attention_weights(bool average_heads = true) const;
+
  private:
+  Tensor project(const Tensor& x, int64_t part) const;  // x (N, *, E) by rows [part*E, (part+1)*E) of in_proj
+  // The heads' context (N, L, E) of a projected query Q (N, L, E) over kv,
+  // before out_proj; `weights`, if given, receives (N, H, L, S).
+  Tensor attend_projected(const Tensor& Q, const KVCache& kv, const Tensor& key_padding_mask, bool is_causal,
+                          Tensor* weights);
   MultiheadAttentionOptions options_;
   Tensor no_bias_;
   Tensor* in_proj_weight_;
   Tensor* in_proj_bias_ = &no_bias_;
   std::shared_ptr<Generator> dropout_gen_;
+  bool store_attention_ = false;
+  Tensor attention_;  // (N, H, L, S)
 };
 
 // The options of TransformerEncoderLayer and TransformerDecoderLayer, in
@@ -101,8 +133,10 @@ class TransformerEncoderLayer : public Module {
   TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen,
                           std::shared_ptr<Generator> dropout_gen = nullptr);
   // src (S, N, E) or (N, S, E); src_mask (S, S) added to the scores;
-  // src_key_padding_mask (N, S) nonzero at padding.
-  Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = Tensor());
+  // src_key_padding_mask (N, S) nonzero at padding; is_causal as
+  // MultiheadAttention's (PyTorch 2's argument).
+  Tensor forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask = Tensor(),
+                 bool is_causal = false);
   Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }  // no masks
   std::string type_name() const override;  // "TransformerEncoderLayer(d_model=8, nhead=2)"
   const TransformerLayerOptions& options() const { return options_; }  // as given
@@ -125,10 +159,20 @@ class TransformerDecoderLayer : public Module {
   TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen,
                           std::shared_ptr<Generator> dropout_gen = nullptr);
   // tgt (T, N, E) over memory (S, N, E) (or batch first); tgt_mask (T, T)
-  // and memory_mask (T, S) added to the scores; the padding masks (N, T), (N, S).
+  // and memory_mask (T, S) added to the scores; the padding masks (N, T),
+  // (N, S); tgt_is_causal and memory_is_causal as MultiheadAttention's
+  // is_causal (PyTorch 2's arguments).
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
-                 const Tensor& memory_key_padding_mask = Tensor());
+                 const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
+                 bool memory_is_causal = false);
+  // Incremental decoding (PyTorch has none): the next positions tgt (1, N, E)
+  // (or batch first) appended to self_kv, the causal self-attention's cache,
+  // attending to cross_kv, multihead_attn's projection of the memory
+  // (project_kv) -> (1, N, E). The same values as forward() with
+  // tgt_is_causal on the whole prefix, at its last positions.
+  Tensor forward_step(const Tensor& tgt, KVCache& self_kv, const KVCache& cross_kv,
+                      const Tensor& memory_key_padding_mask = Tensor());
   std::string type_name() const override;  // "TransformerDecoderLayer(d_model=8, nhead=2)"
   const TransformerLayerOptions& options() const { return options_; }  // as given
 
@@ -140,6 +184,11 @@ class TransformerDecoderLayer : public Module {
 
  private:
   Tensor feed_forward(const Tensor& x);
+  // The three sublayers with their residuals and norms (post-norm or
+  // norm_first) around the self-attention `sa` and the attention to the
+  // memory `mha`: forward's and forward_step's one arrangement.
+  Tensor sublayers(const Tensor& tgt, const std::function<Tensor(const Tensor&)>& sa,
+                   const std::function<Tensor(const Tensor&)>& mha);
   TransformerLayerOptions options_;
 };
 
@@ -152,7 +201,8 @@ class TransformerEncoder : public Module {
   TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers, Generator& gen,
                      std::shared_ptr<LayerNorm> norm = nullptr, std::shared_ptr<Generator> dropout_gen = nullptr);
   // As TransformerEncoderLayer::forward, through every layer, then the norm.
-  Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = Tensor());
+  Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = Tensor(),
+                 bool is_causal = false);
   Tensor forward(const Tensor& src) override { return forward(src, Tensor()); }  // no masks
   std::string type_name() const override;  // "TransformerEncoder(num_layers=2)"
 
@@ -169,7 +219,8 @@ class TransformerDecoder : public Module {
   // As TransformerDecoderLayer::forward, through every layer, then the norm.
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
-                 const Tensor& memory_key_padding_mask = Tensor());
+                 const Tensor& memory_key_padding_mask = Tensor(), bool tgt_is_causal = false,
+                 bool memory_is_causal = false);
   std::string type_name() const override;  // "TransformerDecoder(num_layers=2)"
 
   std::shared_ptr<ModuleList> layers;  // "layers.0", ...: TransformerDecoderLayer each
@@ -197,11 +248,13 @@ class Transformer : public Module {
  public:
   // `gen` initialises; `dropout_gen` (or one seeded from gen) draws the dropout masks.
   Transformer(const TransformerOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_gen = nullptr);
-  // src (S, N, E) and tgt (T, N, E) (or batch first) -> (T, N, E); masks as the layers'.
+  // src (S, N, E) and tgt (T, N, E) (or batch first) -> (T, N, E); masks
+  // and the is_causal flags as the layers'.
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = Tensor(),
                  const Tensor& tgt_mask = Tensor(), const Tensor& memory_mask = Tensor(),
                  const Tensor& src_key_padding_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
-                 const Tensor& memory_key_padding_mask = Tensor());
+                 const Tensor& memory_key_padding_mask = Tensor(), bool src_is_causal = false,
+                 bool tgt_is_causal = false, bool memory_is_causal = false);
   std::string type_name() const override;  // "Transformer(d_model=512, nhead=8)"
 
   std::shared_ptr<TransformerEncoder> encoder;  // "encoder"

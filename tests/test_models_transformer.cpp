@@ -2,8 +2,11 @@
 // decoding, and every parameter receiving a gradient.
 #include <cmath>
 #include <map>
+#include <string>
+#include <vector>
 #include "models/transformer.h"
 #include "tests/helpers.h"
+#include "tests/transformer_layout.h"
 
 using namespace xg;
 using models::Batch;
@@ -57,14 +60,16 @@ TEST_CASE("transformer: one backward gives every parameter a non-zero gradient")
   for (auto& [name, p] : m.named_parameters()) {
     CAPTURE(name);
     REQUIRE(p.grad().defined());
-    double norm = 0;
-    for (double g : p.grad().to_vector()) norm += g * g;
     // A key bias adds the same amount to a whole softmax row: its gradient is
-    // zero by construction (as in PyTorch). Every other parameter must learn.
-    const std::string suffix = "w_k.bias";
-    const bool key_bias = name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    if (key_bias) CHECK(std::sqrt(norm) < 1e-12);
-    else CHECK(norm > 1e-20);
+    // zero by construction (as in PyTorch): rows [C, 2C) of in_proj_bias.
+    // Every other parameter must learn.
+    const std::vector<double> g = p.grad().to_vector();
+    const bool in_proj_bias = name.size() > 12 && name.compare(name.size() - 12, 12, "in_proj_bias") == 0;
+    const size_t c = g.size() / 3;
+    double norm = 0, key_norm = 0;
+    for (size_t i = 0; i < g.size(); ++i) (in_proj_bias && i >= c && i < 2 * c ? key_norm : norm) += g[i] * g[i];
+    CHECK(std::sqrt(key_norm) < 1e-12);
+    CHECK(norm > 1e-20);
   }
 }
 
@@ -72,7 +77,7 @@ TEST_CASE("transformer: tied weights share one tensor, names are dotted paths") 
   Transformer tied(tiny(false, true)), untied(tiny(false, false));
   CHECK(tied.num_parameters() < untied.num_parameters());
   bool found = false;
-  for (auto& [name, p] : tied.named_parameters()) found = found || name == "decoder.1.cross_attn.w_q.weight";
+  for (auto& [name, p] : tied.named_parameters()) found = found || name == "decoder.layers.1.multihead_attn.in_proj_weight";
   CHECK(found);
 }
 
@@ -294,15 +299,10 @@ TEST_CASE("transformer: configuration and input errors are clear") {
   CHECK(xgt::contains(msg, "9"));
   models::DecodeState st = m.start_decode(src_batch());
   CHECK(xgt::contains(XG_THROW_MESSAGE(m.decode_step(st, {1}), std::invalid_argument), "1 tokens for a state of 2 rows"));
-  nn::MultiHeadAttention::KVCache other = m.decoder->at<models::DecoderLayer>(0)->cross_attn->project_kv(
-      ones({3, 4, 8}), ones({3, 4, 8}));
-  CHECK(xgt::contains(XG_THROW_MESSAGE(m.decoder->at<models::DecoderLayer>(0)->cross_attn->attend(ones({2, 1, 8}), other),
-                                       ShapeError),
-                      "(2,1,8)"));
-  CHECK(xgt::contains(XG_THROW_MESSAGE(m.decoder->at<models::DecoderLayer>(0)->cross_attn->project_kv(ones({2, 4, 5}),
-                                                                                                     ones({2, 4, 5})),
-                                       ShapeError),
-                      "(2,4,5)"));
+  nn::MultiheadAttention& cross = *m.decoder_layer(0).multihead_attn;
+  nn::KVCache other = cross.project_kv(ones({3, 4, 8}), ones({3, 4, 8}));
+  CHECK(xgt::contains(XG_THROW_MESSAGE(cross.attend(ones({2, 1, 8}), other), ShapeError), "(2,1,8)"));
+  CHECK(xgt::contains(XG_THROW_MESSAGE(cross.project_kv(ones({2, 4, 5}), ones({2, 4, 5})), ShapeError), "(2,4,5)"));
   Batch toolong{std::vector<int64_t>(20, 3), 1, 20};
   CHECK(xgt::contains(XG_THROW_MESSAGE(m.forward(toolong, Batch{{1}, 1, 1}), std::invalid_argument), "max_len"));
 }
@@ -322,5 +322,35 @@ TEST_CASE("transformer: parameter_count() equals the built model's count, tied o
       CAPTURE(tie);
       CAPTURE(pre);
       CHECK(c.parameter_count() == static_cast<double>(models::Transformer(c).num_parameters()));
+    }
+}
+
+TEST_CASE("transformer: a state dict of the earlier layout (w_q, ff.linear1, cross_attn, enc_norm) loads unchanged") {
+  for (bool pre : {false, true})
+    for (bool tie : {true, false}) {
+      CAPTURE(pre);
+      CAPTURE(tie);
+      TransformerConfig c = tiny(pre, tie);
+      Transformer a(c);
+      c.seed = 11;
+      Transformer b(c);  // other weights
+      const auto old = xgt::earlier_layout(a.state_dict(), c.d_model);
+      CHECK(old.count("decoder.1.cross_attn.w_v.bias"));
+      CHECK(old.count("encoder.0.ff.linear2.weight"));
+      CHECK(old.count("enc_norm.weight") == (pre ? 1u : 0u));
+      CHECK(b.upgrade(old).size() == a.state_dict().size());
+      const nn::LoadResult r = b.load_state_dict(old);  // strict
+      CHECK(r.missing_keys.empty());
+      a.eval(), b.eval();
+      NoGradGuard ng;
+      CHECK(b.forward(src_batch(), tgt_in()).to_vector() == a.forward(src_batch(), tgt_in()).to_vector());
+      // today's layout comes back unchanged
+      CHECK(b.upgrade(a.state_dict()).size() == a.state_dict().size());
+      // a piece missing is named, not loaded half
+      auto broken = old;
+      broken.erase("encoder.1.self_attn.w_k.weight");
+      const std::string msg = XG_THROW_MESSAGE(b.load_state_dict(broken), std::invalid_argument);
+      CHECK(xgt::contains(msg, "missing key 'encoder.layers.1.self_attn.in_proj_weight'"));
+      CHECK(xgt::contains(msg, "unexpected key 'encoder.1.self_attn.w_q.weight'"));
     }
 }

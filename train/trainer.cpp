@@ -232,6 +232,25 @@ double read_seconds(const Metadata& meta, const std::string& path) {
 
 }  // namespace
 
+namespace {
+// A checkpoint whose model is in an earlier layout of its parameters (one
+// that Module::upgrade rewrites) loads for inference, but a run cannot resume
+// from it: the optimiser's state and the averages are kept per parameter of
+// that layout.
+void refuse_earlier_layout(const nn::Module& model, const std::map<std::string, Tensor>& all, const std::string& path) {
+  std::map<std::string, Tensor> weights;
+  for (const auto& [name, t] : all)
+    if (name.rfind("model.", 0) == 0) weights.emplace(name.substr(6), t);
+  const std::map<std::string, Tensor> today = model.upgrade(weights);
+  for (const auto& [name, t] : weights)
+    if (!today.count(name))
+      throw FormatError(fmt::format("checkpoint {} holds the model in an earlier layout of its parameters ({}): it "
+                                    "loads for decoding, evaluation and export, but training cannot resume from it "
+                                    "(the optimiser's state is kept per parameter of that layout)",
+                                    path, name));
+}
+}  // namespace
+
 std::vector<Tensor> Trainer::take_average(std::map<std::string, Tensor>& all, int64_t averaged,
                                           const std::string& path) const {
   // average.NAME for every parameter once a snapshot is in it, none before.
@@ -300,6 +319,7 @@ void Trainer::load(const std::string& path, bool allow_non_finite) {
   if (averaged > due)
     throw FormatError(fmt::format("checkpoint {}: averaged={}, more snapshots than the {} due by step {}", path,
                                   averaged, due, step));
+  refuse_earlier_layout(job_.model(), all, path);
   std::vector<Tensor> average = take_average(all, averaged, path);
   const SplitState state = split_state(all, path);
   Generator* drop = job_.dropout_generator();

@@ -372,7 +372,7 @@ TEST_CASE("g2p: the scored model is the mean of 8 snapshots over the last part o
   CHECK(rewrite([](auto& t, auto&) { t.erase("average.out_proj.bias"); }) ==
         "checkpoint " + ck + ": averaged=2 but average.out_proj.bias is missing");
   CHECK(rewrite([](auto&, auto& meta) { meta["averaged"] = "0"; }) ==
-        "checkpoint " + ck + ": average.dec_norm.bias with averaged=0");
+        "checkpoint " + ck + ": average.decoder.layers.0.linear1.bias with averaged=0");
   CHECK(rewrite([](auto&, auto& meta) { meta["train_seconds"] = "-1"; }) ==
         "checkpoint " + ck + ": train_seconds '-1' is not a number of seconds >= 0");
   std::remove(mid.c_str());

@@ -7,6 +7,7 @@
 #include "autograd/autograd.h"
 #include "autograd/serialize.h"
 #include "tests/helpers.h"
+#include "tests/transformer_layout.h"
 
 using namespace xg;
 using namespace xg::seq2seq;
@@ -141,6 +142,34 @@ TEST_CASE("train: resuming with another task or model names only the keys that d
   CHECK(info.task.task == Task::copy);
 }
 
+TEST_CASE("train: a checkpoint of the earlier parameter layout decodes as it did, and refuses to resume by name") {
+  set_num_threads(1);
+  Seq2SeqOptions o = small(Task::copy);
+  const std::string dir = XG_TEST_TMPDIR, today = dir + "/layout_today.safetensors", old = dir + "/layout_old.safetensors";
+  {
+    Seq2SeqJob job(o);
+    Trainer t(job, recipe());
+    for (int i = 0; i < 5; ++i) t.step();
+    t.save(today);
+  }
+  std::map<std::string, std::string> meta;
+  const auto tensors = load_tensors(today, &meta);
+  const auto earlier = xgt::earlier_layout(tensors, o.model.d_model, "model.");
+  REQUIRE(earlier.count("model.decoder.0.cross_attn.w_k.weight"));
+  save_tensors(old, earlier, meta);
+  Decoder a(today), b(old);
+  for (const char* line : {"3 4 5", "7 6 5 4 3"}) {
+    CHECK(a.decode(a.parse(line)) == b.decode(b.parse(line)));
+    CHECK(a.decode(a.parse(line), 3) == b.decode(b.parse(line), 3));  // beam 3
+  }
+  Seq2SeqJob job(o);
+  Trainer t(job, recipe());
+  const std::string msg = XG_THROW_MESSAGE(t.load(old), FormatError);
+  CHECK(xgt::contains(msg, "checkpoint " + old + " holds the model in an earlier layout of its parameters (decoder.0."));
+  CHECK(xgt::contains(msg, "training cannot resume from it"));
+  CHECK(t.steps_done() == 0);
+}
+
 TEST_CASE("train: a NaN injected into a weight mid-training stops the step, named by step or by op") {
   set_num_threads(1);
   Seq2SeqOptions o = small(Task::copy);
@@ -150,7 +179,7 @@ TEST_CASE("train: a NaN injected into a weight mid-training stops the step, name
   for (int i = 0; i < 3; ++i) t.step();
   Tensor w;
   for (auto& [name, p] : job.model().named_parameters())
-    if (name == "decoder.0.self_attn.w_q.weight") w = p;
+    if (name == "decoder.layers.0.self_attn.in_proj_weight") w = p;
   REQUIRE(w.defined());
   w.detach().set({0, 0}, std::nan(""));
   const std::map<std::string, Tensor> before = job.model().state_dict();
@@ -172,9 +201,10 @@ TEST_CASE("train: a NaN injected into a weight mid-training stops the step, name
   Trainer ta(job_a, ra);
   ta.step();
   for (auto& [name, p] : job_a.model().named_parameters())
-    if (name == "decoder.0.self_attn.w_q.weight") p.detach().set({0, 0}, std::nan(""));
+    if (name == "decoder.layers.0.self_attn.in_proj_weight") p.detach().set({0, 0}, std::nan(""));
   m = XG_THROW_MESSAGE(ta.step(), AnomalyError);
-  CHECK(m.find("linear (in Linear(in=32, out=32) 'decoder.0.self_attn.w_q')") != std::string::npos);
+  // the weight's slice for the query projection is the first op to hold the NaN
+  CHECK(m.find("slice (in MultiheadAttention(embed_dim=32, num_heads=2) 'decoder.layers.0.self_attn')") != std::string::npos);
   CHECK(!anomaly_enabled());  // the guard ended with the step
 }
 

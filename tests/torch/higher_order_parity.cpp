@@ -133,7 +133,7 @@ bool transformer(const CaseFile& c, std::istringstream& config) {
   cfg.max_len = 32;
   models::Transformer model(cfg);
   model.to(f64);
-  model.load_state_dict(c.group("param"));  // strict: PyTorch's names are exactly ours
+  model.load_state_dict(c.group("param"));  // strict: the names of PyTorch's layers are exactly ours
   const models::Batch src = batch(c.get("src")), tgt_in = batch(c.get("tgt_in")), tgt_out = batch(c.get("tgt_out"));
   auto loss_fn = [&] { return model.loss(src, tgt_in, tgt_out, smoothing); };
   std::vector<std::string> names;

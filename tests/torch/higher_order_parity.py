@@ -26,8 +26,9 @@
 # recomputation (recurrence, layer_norm, attention, linear_cross_entropy);
 # each first gradient is taken with respect to x alone, so the other inputs'
 # terms of the second order come only from the graph of that gradient.
-# The Transformer is written out functionally with torch ops, as
-# models/transformer.cpp computes it (post-norm, tied embeddings, dropout 0).
+# The Transformer is PyTorch's TransformerEncoderLayer and
+# TransformerDecoderLayer under models::Transformer's embedding, positional
+# encoding and tied projection (post-norm, dropout 0).
 #   python3 higher_order_parity.py OUT.safetensors
 import math
 import sys
@@ -98,43 +99,31 @@ TGT_IN = [[1, 4, 9, 2, 7], [1, 10, 3, 0, 0], [1, 6, 2, 8, 0]]
 TGT_OUT = [[4, 9, 2, 7, 2], [10, 3, 2, 0, 0], [6, 2, 8, 2, 0]]
 
 
-def transformer_shapes():
-    """xgrad's parameter names and shapes for layers=1 (tied embeddings, post-norm)."""
-    shapes = {"src_embed.weight": (V, C)}
-
-    def attention(prefix):
-        for w in ("w_q", "w_k", "w_v", "w_o"):
-            shapes[f"{prefix}.{w}.weight"], shapes[f"{prefix}.{w}.bias"] = (C, C), (C,)
-
-    def block(prefix, attentions, norms):
-        for a in attentions:
-            attention(f"{prefix}.{a}")
-        shapes[f"{prefix}.ff.linear1.weight"], shapes[f"{prefix}.ff.linear1.bias"] = (FF, C), (FF,)
-        shapes[f"{prefix}.ff.linear2.weight"], shapes[f"{prefix}.ff.linear2.bias"] = (C, FF), (C,)
-        for n in range(1, norms + 1):
-            shapes[f"{prefix}.norm{n}.weight"], shapes[f"{prefix}.norm{n}.bias"] = (C,), (C,)
-
-    block("encoder.0", ["self_attn"], 2)
-    block("decoder.0", ["self_attn", "cross_attn"], 3)
-    return shapes
-
-
-def transformer_weights():
-    """Glorot-uniform matrices (as the model's own initialisation), biases in
-    nn::Linear's range, layer norms off their identity so that they count."""
+def transformer_modules():
+    """PyTorch's own layers for models::Transformer with layers=1 (post-norm,
+    batch first, ReLU, dropout 0), under the model's keys: {name: parameter}
+    and the two layers. Glorot-uniform matrices (as the model's own
+    initialisation), biases in nn::Linear's range, layer norms off their
+    identity so that they count."""
     torch.manual_seed(sum(map(ord, "transformer")))
-    weights = {}
-    for pname, shape in transformer_shapes().items():
-        if len(shape) == 2:
-            bound = math.sqrt(6 / (shape[0] + shape[1]))
-            weights[pname] = (torch.rand(*shape, **D64) * 2 - 1) * bound
-        elif ".norm" in pname:
-            base = 1.0 if pname.endswith(".weight") else 0.0
-            weights[pname] = base + 0.1 * torch.randn(*shape, **D64)
-        else:
-            fan_in = FF if ".linear2." in pname else C
-            weights[pname] = (torch.rand(*shape, **D64) * 2 - 1) / math.sqrt(fan_in)
-    return weights
+    enc = torch.nn.TransformerEncoderLayer(C, H, FF, dropout=0.0, batch_first=True, **D64)
+    dec = torch.nn.TransformerDecoderLayer(C, H, FF, dropout=0.0, batch_first=True, **D64)
+    embedding = torch.nn.Parameter(torch.empty(V, C, **D64))
+    params = {"src_embed.weight": embedding}
+    params.update({"encoder.layers.0." + n: w for n, w in enc.named_parameters()})
+    params.update({"decoder.layers.0." + n: w for n, w in dec.named_parameters()})
+    with torch.no_grad():
+        for pname, w in params.items():
+            if w.dim() == 2:
+                bound = math.sqrt(6 / (w.shape[0] + w.shape[1]))
+                w.copy_((torch.rand(*w.shape, **D64) * 2 - 1) * bound)
+            elif ".norm" in pname:
+                base = 1.0 if pname.endswith(".weight") else 0.0
+                w.copy_(base + 0.1 * torch.randn(*w.shape, **D64))
+            else:
+                fan_in = FF if ".linear2." in pname else C
+                w.copy_((torch.rand(*w.shape, **D64) * 2 - 1) / math.sqrt(fan_in))
+    return params, enc, dec
 
 
 def positional_encoding(length):
@@ -144,52 +133,26 @@ def positional_encoding(length):
     return torch.where(c % 2 == 0, torch.sin(angle), torch.cos(angle))  # (L,C)
 
 
-def transformer_loss(P, src, tgt_in, tgt_out):
-    def linear(x, prefix):
-        return F.linear(x, P[prefix + ".weight"], P[prefix + ".bias"])
-
-    def norm(x, prefix):
-        return F.layer_norm(x, (C,), P[prefix + ".weight"], P[prefix + ".bias"], 1e-5)
-
-    def attention(prefix, q_in, kv_in, key_pad, causal):
-        B, T, S, D = q_in.shape[0], q_in.shape[1], kv_in.shape[1], C // H
-        q = linear(q_in, prefix + ".w_q").view(B, T, H, D).transpose(1, 2)  # (B,H,T,D)
-        k = linear(kv_in, prefix + ".w_k").view(B, S, H, D).transpose(1, 2)
-        v = linear(kv_in, prefix + ".w_v").view(B, S, H, D).transpose(1, 2)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(D)  # (B,H,T,S)
-        masked = key_pad[:, None, None, :].expand(B, H, T, S)
-        if causal:
-            masked = masked | torch.ones(T, S, dtype=torch.bool).triu(1)
-        w = torch.softmax(scores.masked_fill(masked, float("-inf")), dim=-1)
-        return linear((w @ v).transpose(1, 2).reshape(B, T, C), prefix + ".w_o")
-
-    def feed_forward(x, prefix):
-        return linear(torch.relu(linear(x, prefix + ".linear1")), prefix + ".linear2")
-
+def transformer_loss(P, enc, dec, src, tgt_in, tgt_out):
     E = P["src_embed.weight"]
 
     def embed(ids):
         return E[ids] * math.sqrt(C) + positional_encoding(ids.shape[1])
 
     src_pad, tgt_pad = src == PAD, tgt_in == PAD
-    x = embed(src)  # encoder, post-norm: norm(x + f(x))
-    h = norm(x + attention("encoder.0.self_attn", x, x, src_pad, False), "encoder.0.norm1")
-    memory = norm(h + feed_forward(h, "encoder.0.ff"), "encoder.0.norm2")
-    y = embed(tgt_in)  # decoder
-    h = norm(y + attention("decoder.0.self_attn", y, y, tgt_pad, True), "decoder.0.norm1")
-    h = norm(h + attention("decoder.0.cross_attn", h, memory, src_pad, False), "decoder.0.norm2")
-    y = norm(h + feed_forward(h, "decoder.0.ff"), "decoder.0.norm3")
+    T = tgt_in.shape[1]
+    causal = torch.full((T, T), float("-inf"), **D64).triu(1)
+    memory = enc(embed(src), src_key_padding_mask=src_pad)
+    y = dec(embed(tgt_in), memory, tgt_mask=causal, tgt_key_padding_mask=tgt_pad, memory_key_padding_mask=src_pad)
     logits = y @ E.T  # tied output projection, (B,T,V)
     return F.cross_entropy(logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=PAD, label_smoothing=SMOOTHING)
 
 
 def transformer_case(name, kind, out, meta):
-    P = transformer_weights()
-    for p in P.values():
-        p.requires_grad_()
+    P, enc, dec = transformer_modules()
     src, tgt_in, tgt_out = (torch.tensor(b, dtype=torch.int64) for b in (SRC, TGT_IN, TGT_OUT))
     names = list(P)
-    loss = transformer_loss(P, src, tgt_in, tgt_out)
+    loss = transformer_loss(P, enc, dec, src, tgt_in, tgt_out)
     grads = torch.autograd.grad(loss, [P[n] for n in names], create_graph=True)
     if kind == "gp":
         total = loss + 0.5 * sum((g * g).sum() for g in grads)
