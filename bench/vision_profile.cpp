@@ -97,13 +97,13 @@ int run(const Args& a) {
                           : a.layout == "blocked" ? engine::ConvLayout::blocked
                                                   : engine::ConvLayout::automatic);
   vision::VisionOptions o;
-  o.model = a.model;
+  o.model = models::image_kind(a.model, "--model");
   o.batch_size = a.batch;
   const vision::Classifier c = vision::build_classifier(o);
   data::LoaderOptions lo;
   lo.batch_size = a.batch, lo.seed = 1, lo.drop_last = true;
   data::DataLoader loader(vision::load_fashion_mnist(o.data, true), lo, vision::train_transform(true));
-  const train::TrainOptions recipe = vision::default_recipe(a.model);
+  const train::TrainOptions recipe = vision::default_recipe(o.model);
   optim::AdamOptions ao;
   ao.lr = recipe.lr, ao.weight_decay = recipe.weight_decay;
   optim::AdamW opt(optim::weight_decay_groups(c.module->named_parameters(), recipe.weight_decay), optim::AdamWOptions(ao));

@@ -4,9 +4,7 @@
 #include <memory>
 
 #include "autograd/ops.h"
-#include "models/cnn.h"
-#include "models/resnet.h"
-#include "models/vit.h"
+#include "models/image_model.h"
 #include "nn/module.h"
 #include "onnx/export.h"
 
@@ -37,26 +35,9 @@ GraphSignature export_vision(nn::Module& model, int64_t channels, int64_t height
 
 GraphSignature export_vision_checkpoint(const Metadata& metadata, const std::map<std::string, Tensor>& weights,
                                         const std::string& path, const std::string& outdir, int64_t side) {
-  const auto kind = metadata.find("model");
-  const std::string model = kind == metadata.end() ? "" : kind->second;
-  std::shared_ptr<nn::Module> m;
-  int64_t channels = 0, image = side;
-  if (model == "cnn") {
-    const auto c = models::CNNConfig::from_metadata(metadata, path);
-    m = std::make_shared<models::CNN>(c), channels = c.in_channels, image = c.image;
-  } else if (model == "resnet") {
-    const auto c = models::ResNetConfig::from_metadata(metadata, path);
-    m = std::make_shared<models::ResNet>(c), channels = c.in_channels;
-  } else if (model == "vit") {
-    const auto c = models::ViTConfig::from_metadata(metadata, path);
-    m = std::make_shared<models::ViT>(c), channels = c.in_channels, image = c.image;
-  } else {
-    throw FormatError("checkpoint " + path + ": metadata 'model' " +
-                      (kind == metadata.end() ? std::string("is missing") : "'" + model + "'") +
-                      ": expected resnet, vit or cnn");
-  }
-  m->load_state_dict(weights);
-  return export_vision(*m, channels, image, image, outdir);
+  const models::ImageModel m = models::load_image_model(metadata, weights, path);
+  const int64_t image = m.config.image_side() > 0 ? m.config.image_side() : side;
+  return export_vision(*m.module, m.config.in_channels(), image, image, outdir);
 }
 
 }  // namespace xg::onnx

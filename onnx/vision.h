@@ -1,5 +1,5 @@
-// The image classifiers of models/ (CNN, ResNet plain and pre-activation;
-// docs/onnx.md says which others) as one ONNX graph each: images (N, C, H, W)
+// The image classifiers of models/ (models/image_model.h: the CNN, the
+// ResNet plain and pre-activation, the ViT) as one ONNX graph each: images (N, C, H, W)
 // float32 in, logits (N, classes) out, the batch N left to the runtime.
 #pragma once
 
@@ -25,11 +25,11 @@ GraphSignature export_vision(nn::Module& model, int64_t channels, int64_t height
 
 // The classifier a vision checkpoint describes, exported as export_vision
 // does: `metadata` names it ("model": resnet, vit or cnn) with its cfg.*
-// keys (models' from_metadata), `weights` is its state dict. The CNN and
+// keys, `weights` is its state dict (models::load_image_model). The CNN and
 // the ViT fix their image size; a ResNet takes any, exported at `side` x
 // `side` (the Fashion-MNIST of apps/vision: 28). Throws FormatError naming
-// `path` for a model or key it cannot read, as export_model does otherwise
-// (the ViT is refused naming its first op with no mapping).
+// `path` for a model, key or weight it cannot read, as export_model does
+// otherwise.
 GraphSignature export_vision_checkpoint(const Metadata& metadata, const std::map<std::string, Tensor>& weights,
                                         const std::string& path, const std::string& outdir, int64_t side = 28);
 

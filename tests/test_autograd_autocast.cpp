@@ -185,7 +185,7 @@ TEST_CASE("autocast: linear's bf16 saved inputs take half the bytes of float32 o
   CHECK(bf16_bytes == 512 * 256 * 4 + 512 * 256 * 2);
 }
 
-TEST_CASE("autocast: products that save the same tensor share one bf16 copy; a write to it makes a new one") {
+TEST_CASE("autocast: products that save the same tensor share one bf16 copy, a write to it makes a new one") {
   xgt::Bf16Products bf16_products;
   Generator g(8);
   Tensor wq = randn({128, 128}, g).requires_grad_(), wk = randn({128, 128}, g).requires_grad_(),
@@ -223,7 +223,7 @@ TEST_CASE("autocast: products that save the same tensor share one bf16 copy; a w
   CHECK(bit_equal(wq.grad(), ref));
 }
 
-TEST_CASE("autocast: attention saves bf16 copies of q, k and v; the gradients stay within bf16 rounding of float32") {
+TEST_CASE("autocast: attention saves bf16 copies of q, k and v, the gradients stay within bf16 rounding of float32") {
   xgt::Bf16Products bf16_products;
   Generator g(9);
   const int64_t B = 4, T = 12, C = 64;

@@ -345,7 +345,7 @@ TEST_CASE("gradgradcheck: the fused recurrence, every cell, direction, lengths a
   }
 }
 
-TEST_CASE("hvp equals finite differences of gradients; jvp equals finite differences of values") {
+TEST_CASE("hvp equals finite differences of gradients, jvp equals finite differences of values") {
   Generator gen(40);
   Tensor w1 = randn({6, 4}, gen, f64, 0, 0.5).requires_grad_(), b1 = randn({6}, gen, f64).requires_grad_();
   Tensor w2 = randn({3, 6}, gen, f64, 0, 0.5).requires_grad_();

@@ -222,7 +222,7 @@ TEST_CASE("image transforms: crop, flip, normalise and erase as torchvision's, r
         "random_crop: expected a float (C,H,W) image, got (4,)");
 }
 
-TEST_CASE("IDX files: plain and gzip read alike; malformed ones are refused with the reason") {
+TEST_CASE("IDX files: plain and gzip read alike, malformed ones are refused with the reason") {
   const std::string idx = std::string("\0\0\x08\x02\0\0\0\x02\0\0\0\x03", 12) + "abcdef";
   const data::IdxArray a = data::parse_idx(idx, "t.idx");
   CHECK(a.shape == std::vector<int64_t>{2, 3});

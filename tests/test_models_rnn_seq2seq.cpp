@@ -60,7 +60,7 @@ TEST_CASE("rnn seq2seq: padding in the source changes nothing for the other rows
   REQUIRE(w.shape() == Shape{1, 4, 2});
 }
 
-TEST_CASE("rnn seq2seq: the configuration round-trips through checkpoint metadata; bad values are named") {
+TEST_CASE("rnn seq2seq: the configuration round-trips through checkpoint metadata, bad values are named") {
   RNNSeq2SeqConfig c = tiny("gru", "concat", 2);
   const RNNSeq2SeqConfig back = RNNSeq2SeqConfig::from_metadata(c.to_metadata(), "x.safetensors");
   CHECK(back.to_metadata() == c.to_metadata());
@@ -169,7 +169,7 @@ TEST_CASE("rnn seq2seq: parameter_count() equals the built model's, every cell a
       }
 }
 
-TEST_CASE("rnn seq2seq: beam search with beam 1 equals greedy decoding; beam 0 is refused") {
+TEST_CASE("rnn seq2seq: beam search with beam 1 equals greedy decoding, beam 0 is refused") {
   RNNSeq2Seq m(tiny("gru", "general"));
   const std::vector<int64_t> src{3, 4, 5};
   const auto greedy = models::greedy_decode(m, Batch{src, 1, 3}, models::kBos, models::kEos, 6)[0];

@@ -65,7 +65,7 @@ TEST_CASE("nn AdditiveAttention: gradcheck in float64, with a key padding mask")
       att.parameters(), {q, k, v});
 }
 
-TEST_CASE("nn attend: a row whose keys are all padded gets uniform weights; bad shapes are named") {
+TEST_CASE("nn attend: a row whose keys are all padded gets uniform weights, bad shapes are named") {
   Tensor scores = xgnt::input({1, 2, 3}, 1), values = xgnt::input({1, 3, 2}, 2);
   const nn::AttentionOutput a = nn::attend(scores, values, ones({1, 3}, f64));
   for (double w : a.weights.to_vector()) CHECK(w == doctest::Approx(1.0 / 3));

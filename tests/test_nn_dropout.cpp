@@ -50,7 +50,7 @@ TEST_CASE("nn Dropout: p outside (0, 1) throws") {
   CHECK_THROWS_AS(nn::Dropout(0.2, nullptr), std::invalid_argument);
 }
 
-TEST_CASE("nn Dropout2d: whole channels dropped with probability p, the rest scaled by 1/(1-p); eval: the input") {
+TEST_CASE("nn Dropout2d: whole channels dropped with probability p, the rest scaled by 1/(1-p), eval: the input") {
   nn::Dropout2d drop(0.25, std::make_shared<Generator>(4));
   const Tensor x = ones({64, 32, 3, 3});
   const Tensor y = drop.forward(x);

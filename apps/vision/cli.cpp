@@ -8,7 +8,7 @@ namespace xg::vision {
 using namespace train;
 using namespace cli;
 
-VisionCommand::VisionCommand() : train(default_recipe("resnet")) {
+VisionCommand::VisionCommand() : train(default_recipe(models::ImageKind::resnet)) {
   loop.eval_every = 500;
   loop.log_every = 100;
 }
@@ -18,7 +18,8 @@ namespace {
 // --model and each model's own options.
 void add_vision_model_options(CLI::App& t, VisionOptions& o) {
   using L = OptionLimits;
-  add_word(t, "--model", o.model, kModels, "resnet: He et al.'s CIFAR ResNet; vit: a Vision Transformer; cnn: 2 conv + 2 FC");
+  add_choice(t, "--model", o.model, models::image_kinds(),
+             "resnet: He et al.'s CIFAR ResNet; vit: a Vision Transformer; cnn: 2 conv + 2 FC");
   add_int(t, "--depth", o.resnet.depth, 8, 1202, "--model resnet: layers, 6n+2 (20, 32, 44, 56, 110)");
   add_int(t, "--width", o.resnet.width, 1, 1024, "--model resnet: channels of the first stage");
   add_flag(t, "--preact", o.resnet.preact, "--model resnet: the pre-activation variant");
@@ -55,7 +56,7 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
     add_real(t, "--erase", o.erase, 0, 1,
              "probability of random erasing of a training image after crop, flip and normalisation: a box of 2-33% of "
              "it set to 0, the data's mean (torchvision's RandomErasing; 0: off)")
-        ->default_str(fmt::format("{:g} (resnet), {:g} (vit, cnn)", default_erase("resnet"), default_erase("vit")));
+        ->default_str(fmt::format("{:g} (resnet), {:g} (vit, cnn)", default_erase(models::ImageKind::resnet), default_erase(models::ImageKind::vit)));
     add_smoothing(t, o.label_smoothing);
     add_flag(t, "--sync-bn", o.sync_bn,
              "under mpirun: batch norm over every process's images, so that N processes train as one");
@@ -64,8 +65,8 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
                       "the clock ends still ends its cosine; its warm-up counts places of --steps too, so give "
                       "--steps near the steps this time allows; 0: --steps only");
     t.get_option("--min-lr-ratio")
-        ->default_str(fmt::format("{:g} (resnet, vit), {:g} (cnn)", default_recipe("resnet").min_lr_ratio,
-                                  default_recipe("cnn").min_lr_ratio));
+        ->default_str(fmt::format("{:g} (resnet, vit), {:g} (cnn)", default_recipe(models::ImageKind::resnet).min_lr_ratio,
+                                  default_recipe(models::ImageKind::cnn).min_lr_ratio));
     add_threads(t, cmd.threads);
     add_loop_options(t, cmd.loop, "continue from --checkpoint when that file exists (same options, else an error)");
     for (const char* name : {"evaluate", "predict", "picture"}) {
@@ -101,7 +102,7 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
     o.augment = !no_augment;
     o.seed = cmd.train.seed;
     check_loop_options(cmd.loop);
-    if (o.model == "vit") check_heads(o.vit);
+    if (o.model == models::ImageKind::vit) check_heads(o.vit);
     check_train_options(cmd.train, words);
     o.validate(true);
   };

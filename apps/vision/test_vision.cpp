@@ -48,10 +48,7 @@ TEST_CASE("vision: Fashion-MNIST files are found, read and refused by name") {
 
 TEST_CASE("vision: options are checked by name, and accuracy agrees with the confusion matrix") {
   VisionOptions o;
-  o.model = "mlp";
-  CHECK(XG_THROW_MESSAGE(o.validate(), std::invalid_argument) ==
-        "VisionOptions: model 'mlp': expected resnet, vit or cnn");
-  o.model = "cnn";
+  o.model = models::ImageKind::cnn;
   o.erase = 1.5;
   CHECK(XG_THROW_MESSAGE(o.validate(), std::invalid_argument) ==
         "VisionOptions: erase 1.5: expected a probability from 0 to 1");
@@ -63,7 +60,7 @@ TEST_CASE("vision: options are checked by name, and accuracy agrees with the con
   o.erase = 0;
   o.cnn.hidden = 8;
   const Classifier c = build_classifier(o);
-  CHECK(c.config.at("model") == "cnn");
+  CHECK(c.config.to_metadata().at("model") == "cnn");
   Generator g(1);
   std::vector<int64_t> labels;
   for (int64_t i = 0; i < 40; ++i) labels.push_back(i % 10);
@@ -135,7 +132,7 @@ TEST_CASE("vision: the step's loss is the label-smoothed cross-entropy of its ba
   write(dir + "/t10k-labels-idx1-ubyte", labels(4));
   VisionOptions o;
   o.data = dir;
-  o.model = "cnn";
+  o.model = models::ImageKind::cnn;
   o.cnn.hidden = 8;
   o.cnn.dropout = 0;
   o.augment = false;

@@ -19,8 +19,6 @@ void VisionOptions::validate(bool option_names) const {
   auto need = [option_names](bool ok, const std::string& what) {
     require(ok, what, option_names ? "" : "VisionOptions: ");
   };
-  need(std::find(kModels.begin(), kModels.end(), model) != kModels.end(),
-       "model '" + model + "': expected resnet, vit or cnn");
   need(batch_size >= 1, fmt::format("batch_size {}: expected at least 1", batch_size));
   train::check_batch_per_process(batch_size, "image");
   need(eval_images >= 0, fmt::format("eval_images {}: expected 0 (all) or more", eval_images));
@@ -30,25 +28,29 @@ void VisionOptions::validate(bool option_names) const {
        option_names ? fmt::format("--erase {:g} is an augmentation, and --no-augment turns them off", erase)
                     : fmt::format("erase {}: random erasing is an augmentation, and augment is off", erase));
   apps::check_label_smoothing(label_smoothing, option_names ? "" : "VisionOptions: ");
-  if (model == "resnet") resnet.validate();
-  if (model == "vit") vit.validate();
-  if (model == "cnn") cnn.validate();
+  model_config().validate();
 }
 
-train::TrainOptions default_recipe(const std::string& model) {
+models::ImageModelConfig VisionOptions::model_config() const {
+  models::ImageModelConfig c = models::ImageModelConfig::choose(model, resnet, vit, cnn);
+  c.set_seed(seed);
+  return c;
+}
+
+train::TrainOptions default_recipe(models::ImageKind model) {
   train::TrainOptions o;
   o.steps = 5000;
   o.schedule = "warmup_cosine";
-  o.lr = model == "vit" ? 1e-3 : 2e-3;
+  o.lr = model == models::ImageKind::vit ? 1e-3 : 2e-3;
   o.warmup = 200;
   o.weight_decay = 0.05;
   o.clip_norm = 1.0;
   o.clock_schedule = true;  // a --time-limit run still ends its cosine
-  if (model != "cnn") o.min_lr_ratio = 0;
+  if (model != models::ImageKind::cnn) o.min_lr_ratio = 0;
   return o;
 }
 
-double default_erase(const std::string& model) { return model == "resnet" ? 0.5 : 0.0; }
+double default_erase(models::ImageKind model) { return model == models::ImageKind::resnet ? 0.5 : 0.0; }
 
 data::Transform eval_transform() { return data::normalize({kPixelMean}, {kPixelStd}); }
 
@@ -61,55 +63,11 @@ data::Transform train_transform(bool augment, double erase) {
   return data::compose(std::move(steps));
 }
 
-namespace {
-
-Classifier make_classifier(const std::string& kind, const models::ResNetConfig& r, const models::ViTConfig& v,
-                           const models::CNNConfig& c) {
-  Classifier out;
-  out.kind = kind;
-  if (kind == "resnet") {
-    out.module = std::make_shared<models::ResNet>(r);
-    out.config = r.to_metadata();
-  } else if (kind == "vit") {
-    auto vit = std::make_shared<models::ViT>(v);
-    out.vit = vit.get();
-    out.dropout = &vit->dropout_generator();
-    out.module = vit;
-    out.config = v.to_metadata();
-  } else {
-    auto cnn = std::make_shared<models::CNN>(c);
-    out.dropout = &cnn->dropout_generator();
-    out.module = cnn;
-    out.config = c.to_metadata();
-  }
-  out.config["model"] = kind;
-  return out;
-}
-
-}  // namespace
-
-Classifier build_classifier(const VisionOptions& o) {
-  models::ResNetConfig r = o.resnet;
-  models::ViTConfig v = o.vit;
-  models::CNNConfig c = o.cnn;
-  r.seed = v.seed = c.seed = o.seed;
-  return make_classifier(o.model, r, v, c);
-}
+Classifier build_classifier(const VisionOptions& o) { return models::make_image_model(o.model_config()); }
 
 Classifier load_classifier(const std::string& checkpoint) {
   train::InferenceCheckpoint ck = train::load_for_inference(checkpoint, "vision", "vision train");
-  const std::string kind = train::metadata_string(ck.metadata, "model", checkpoint);
-  if (std::find(kModels.begin(), kModels.end(), kind) == kModels.end())
-    throw FormatError("checkpoint " + checkpoint + ": model " + quote_text(kind) + " is not resnet, vit or cnn");
-  models::ResNetConfig r;
-  models::ViTConfig v;
-  models::CNNConfig c;
-  if (kind == "resnet") r = models::ResNetConfig::from_metadata(ck.metadata, checkpoint);
-  if (kind == "vit") v = models::ViTConfig::from_metadata(ck.metadata, checkpoint);
-  if (kind == "cnn") c = models::CNNConfig::from_metadata(ck.metadata, checkpoint);
-  Classifier out = make_classifier(kind, r, v, c);
-  out.module->load_state_dict(ck.weights);
-  return out;
+  return models::load_image_model(ck.metadata, ck.weights, checkpoint);
 }
 
 std::vector<std::string> TestResult::confusion_lines() const {
@@ -155,7 +113,7 @@ VisionJob::VisionJob(const VisionOptions& o)
 
 std::string VisionJob::describe() {
   std::string model = classifier_.module->type_name();
-  const double dropout = opts_.model == "vit" ? opts_.vit.dropout : opts_.model == "cnn" ? opts_.cnn.dropout : 0.0;
+  const double dropout = classifier_.config.dropout();
   return fmt::format("data={} ({} train / {} test images{}) | {} | batch {}", opts_.data, train_data_->size(),
                      test_data_->size(),
                      !opts_.augment ? "" : opts_.erase > 0 ? fmt::format(", crop, flip and erasing p={:g}", opts_.erase) : ", crop and flip",
@@ -200,7 +158,7 @@ std::string VisionJob::final_line(const train::RunSummary& run) const {
 // What must match for a run to continue another: the model and what
 // decides the data (the trainer adds the schedule's keys).
 Metadata VisionJob::identity() const {
-  Metadata m = classifier_.config;
+  Metadata m = classifier_.config.to_metadata();
   m["seed"] = std::to_string(opts_.seed);
   m["batch"] = std::to_string(opts_.batch_size);
   m["train_images"] = std::to_string(opts_.train_images);

@@ -15,20 +15,15 @@
 
 #include "apps/vision/fashion_mnist.h"
 #include "data/data.h"
-#include "models/cnn.h"
-#include "models/resnet.h"
-#include "models/vit.h"
+#include "models/image_model.h"
 #include "train/trainer.h"
 
 namespace xg::vision {
 
-// The models the program trains, by the word --model takes.
-inline const std::vector<std::string> kModels = {"resnet", "vit", "cnn"};
-
 struct VisionOptions {
   std::string data = kFashionMnistDir;  // the IDX files (fashion_mnist.h)
-  std::string model = "resnet";         // resnet | vit | cnn
-  models::ResNetConfig resnet;          // each model's configuration; in_channels 1, classes 10
+  models::ImageKind model = models::ImageKind::resnet;  // the family trained (--model resnet | vit | cnn)
+  models::ResNetConfig resnet;          // each family's configuration; in_channels 1, classes 10
   models::ViTConfig vit;
   models::CNNConfig cnn;
   int64_t batch_size = 128;   // images a step, split over processes under mpirun
@@ -42,25 +37,23 @@ struct VisionOptions {
   // Throws std::invalid_argument naming the first bad field; with
   // `option_names`, as the vision program's options name them (--erase).
   void validate(bool option_names = false) const;
+  // The chosen family's configuration, seeded with `seed`.
+  models::ImageModelConfig model_config() const;
 };
 
-// AdamW with a warm-up and a cosine: the recipe of `model` ("resnet", ...).
+// AdamW with a warm-up and a cosine: the recipe of `model`.
 // The ResNet's and the ViT's cosine end at 0, the CNN's at lr / 10.
-train::TrainOptions default_recipe(const std::string& model);
+train::TrainOptions default_recipe(models::ImageKind model);
 // The random-erasing probability of `model`'s recipe (VisionOptions::erase):
 // 0.5 for the ResNet, 0 for the others.
-double default_erase(const std::string& model);
+double default_erase(models::ImageKind model);
 
-// A classifier of one of kModels, with what identifies it in a checkpoint.
-struct Classifier {
-  std::string kind;                     // "resnet", "vit" or "cnn"
-  std::shared_ptr<nn::Module> module;   // forward: (N,1,28,28) normalised -> (N,10) logits
-  models::ViT* vit = nullptr;           // the module as a ViT, when it is one
-  Metadata config;                      // the model's configuration keys and "model"
-  Generator* dropout = nullptr;         // the model's dropout generator, if it has dropout
-};
+// The program's classifier: forward (N,1,28,28) normalised -> (N,10) logits.
+using Classifier = models::ImageModel;
+// The classifier of the options (models::make_image_model of model_config()).
 Classifier build_classifier(const VisionOptions& o);
-// The classifier a checkpoint of VisionJob holds, its weights loaded.
+// The classifier a checkpoint of VisionJob holds, its weights loaded
+// (train::load_for_inference, then models::load_image_model).
 Classifier load_classifier(const std::string& checkpoint);
 
 // Accuracy and confusion of a classifier on images (eval mode, no gradient).

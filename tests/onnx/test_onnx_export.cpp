@@ -242,7 +242,7 @@ TEST_CASE("export_model: ops the outputs do not need (a loss) are left out, unma
   CHECK_MESSAGE(contains(msg, "export_model: op 'cross_entropy' has no ONNX mapping yet"), msg);
 }
 
-TEST_CASE("onnx emitters: one per op; a second emitter for an op is refused by name") {
+TEST_CASE("onnx emitters: one per op, a second emitter for an op is refused by name") {
   std::map<std::string, xg::onnx::detail::Emitter> table;
   const xg::onnx::detail::Emitter none = [](const xg::onnx::detail::OpContext&) { return xg::onnx::detail::Value{}; };
   xg::onnx::detail::add_emitter(table, "conv2d", none);

@@ -123,7 +123,7 @@ TEST_CASE("export_model: lengths that are a constant of the traced batch are ref
   CHECK(written.good());
 }
 
-TEST_CASE("id_mask: 1 where the ids equal the id; int64 ids only") {
+TEST_CASE("id_mask: 1 where the ids equal the id, int64 ids only") {
   const Tensor m = id_mask(from_ints({0, 3, 0, 5}, {2, 2}), 0);
   CHECK(m.dtype() == f32);
   CHECK(m.to_vector() == std::vector<double>{1, 0, 1, 0});

@@ -140,7 +140,7 @@ TEST_CASE("trace: pooling lists its resolved window, batch norm its running stat
   for (const TracedOp& op : trace_of([&] { return bn.forward(x); })) CHECK(op.op != "batch_norm");
 }
 
-TEST_CASE("export_model: batch norm reads its running statistics by name; without them, the batch's") {
+TEST_CASE("export_model: batch norm reads its running statistics by name, without them, the batch's") {
   Generator g(3);
   Single with(std::make_shared<nn::BatchNorm2d>(4));
   with.train();  // exported in eval mode whatever the mode
@@ -230,7 +230,7 @@ TEST_CASE("export_vision: one graph with the batch left to the runtime, and its 
   CHECK_MESSAGE(contains(wrong, "export_model: the forward failed on the example inputs (images (2,3,8,8))"), wrong);
 }
 
-TEST_CASE("export_vision_checkpoint: the model its metadata names, with its weights; other models refused") {
+TEST_CASE("export_vision_checkpoint: the model its metadata names, with its weights, other models refused") {
   models::CNNConfig c;
   c.image = 8, c.channels1 = 2, c.channels2 = 3, c.hidden = 5, c.classes = 4;
   models::CNN trained(c);
@@ -259,7 +259,7 @@ TEST_CASE("export_vision_checkpoint: the model its metadata names, with its weig
   const xo::GraphSignature rg = xo::export_vision_checkpoint(rmeta, resnet.state_dict(), "r.safetensors", dir, 12);
   CHECK(rg.inputs[0].axes == std::vector<std::string>{"N", "3", "12", "12"});
   CHECK(rg.outputs[0].axes == std::vector<std::string>{"N", "5"});
-  models::ViTConfig v;  // its blocks' attention does not export yet: refused by name, no file written
+  models::ViTConfig v;
   v.image = 8, v.patch = 4, v.d_model = 8, v.heads = 2, v.layers = 1, v.d_ff = 8;
   models::ViT vit(v);
   Metadata vmeta = v.to_metadata();
@@ -267,13 +267,16 @@ TEST_CASE("export_vision_checkpoint: the model its metadata names, with its weig
   const std::string vdir = dir + "/vit_export";
   std::remove((vdir + "/model.onnx").c_str());
   REQUIRE(std::system(("mkdir -p '" + vdir + "'").c_str()) == 0);
-  std::string msg = message_of([&] { xo::export_vision_checkpoint(vmeta, vit.state_dict(), "v.safetensors", vdir); });
-  CHECK_MESSAGE(contains(msg, "has no ONNX mapping yet"), msg);
-  CHECK_FALSE(file_exists(vdir + "/model.onnx"));
+  const xo::GraphSignature vg = xo::export_vision_checkpoint(vmeta, vit.state_dict(), "v.safetensors", vdir);
+  CHECK(vg.inputs[0].axes == std::vector<std::string>{"N", "1", "8", "8"});  // the ViT's own image size
+  CHECK(file_exists(vdir + "/model.onnx"));
   meta["model"] = "mlp";
-  msg = message_of([&] { xo::export_vision_checkpoint(meta, trained.state_dict(), "ck.safetensors", dir); });
-  CHECK(msg == "checkpoint ck.safetensors: metadata 'model' 'mlp': expected resnet, vit or cnn");
+  std::string msg = message_of([&] { xo::export_vision_checkpoint(meta, trained.state_dict(), "ck.safetensors", dir); });
+  CHECK(msg == "checkpoint ck.safetensors: metadata 'model' 'mlp': expected one of resnet, vit, cnn");
   meta.erase("model");
   msg = message_of([&] { xo::export_vision_checkpoint(meta, trained.state_dict(), "ck.safetensors", dir); });
-  CHECK(msg == "checkpoint ck.safetensors: metadata 'model' is missing: expected resnet, vit or cnn");
+  CHECK(msg == "checkpoint ck.safetensors: metadata 'model' is missing: expected one of resnet, vit, cnn");
+  // a CNN's weights under a ResNet's metadata
+  msg = message_of([&] { xo::export_vision_checkpoint(rmeta, trained.state_dict(), "ck.safetensors", dir); });
+  CHECK(contains(msg, "checkpoint ck.safetensors: load_state_dict into"));
 }

@@ -1,0 +1,120 @@
+#include "models/image_model.h"
+
+#include <stdexcept>
+
+#include "autograd/serialize.h"
+
+namespace xg::models {
+
+const std::vector<std::pair<std::string, ImageKind>>& image_kinds() {
+  static const std::vector<std::pair<std::string, ImageKind>> kinds = {
+      {"resnet", ImageKind::resnet}, {"vit", ImageKind::vit}, {"cnn", ImageKind::cnn}};
+  return kinds;
+}
+
+const std::string& image_kind_word(ImageKind kind) {
+  for (const auto& [word, k] : image_kinds())
+    if (k == kind) return word;
+  throw std::logic_error("image_kind_word: a kind with no word");
+}
+
+namespace {
+std::string kind_words() {
+  std::string words;
+  for (const auto& [word, kind] : image_kinds()) words += (words.empty() ? "" : ", ") + word;
+  return words;
+}
+}  // namespace
+
+ImageKind image_kind(const std::string& word, const std::string& what) {
+  for (const auto& [w, kind] : image_kinds())
+    if (w == word) return kind;
+  throw std::invalid_argument(what + " " + quote_text(word) + ": expected one of " + kind_words());
+}
+
+ImageModelConfig ImageModelConfig::choose(ImageKind kind, const ResNetConfig& resnet, const ViTConfig& vit,
+                                          const CNNConfig& cnn) {
+  if (kind == ImageKind::vit) return vit;
+  if (kind == ImageKind::cnn) return cnn;
+  return resnet;
+}
+
+ImageKind ImageModelConfig::kind() const {
+  return vit() ? ImageKind::vit : cnn() ? ImageKind::cnn : ImageKind::resnet;
+}
+
+Metadata ImageModelConfig::to_metadata() const {
+  Metadata m = std::visit([](const auto& c) { return c.to_metadata(); }, family);
+  m["model"] = image_kind_word(kind());
+  return m;
+}
+
+ImageModelConfig ImageModelConfig::from_metadata(const Metadata& m, const std::string& path) {
+  const auto it = m.find("model");
+  if (it == m.end()) throw FormatError("checkpoint " + path + ": metadata 'model' is missing: expected one of " + kind_words());
+  ImageKind kind;
+  try {
+    kind = image_kind(it->second, "checkpoint " + path + ": metadata 'model'");
+  } catch (const std::invalid_argument& e) {
+    throw FormatError(e.what());
+  }
+  if (kind == ImageKind::vit) return ViTConfig::from_metadata(m, path);
+  if (kind == ImageKind::cnn) return CNNConfig::from_metadata(m, path);
+  return ResNetConfig::from_metadata(m, path);
+}
+
+void ImageModelConfig::validate() const {
+  std::visit([](const auto& c) { c.validate(); }, family);
+}
+
+void ImageModelConfig::set_seed(uint64_t seed) {
+  std::visit([seed](auto& c) { c.seed = seed; }, family);
+}
+
+int64_t ImageModelConfig::in_channels() const {
+  return std::visit([](const auto& c) { return c.in_channels; }, family);
+}
+
+int64_t ImageModelConfig::image_side() const {
+  if (const ViTConfig* v = vit()) return v->image;
+  if (const CNNConfig* c = cnn()) return c->image;
+  return 0;
+}
+
+double ImageModelConfig::dropout() const {
+  if (const ViTConfig* v = vit()) return v->dropout;
+  if (const CNNConfig* c = cnn()) return c->dropout;
+  return 0;
+}
+
+ImageModel make_image_model(const ImageModelConfig& config) {
+  config.validate();
+  ImageModel out;
+  out.config = config;
+  if (const ViTConfig* v = config.vit()) {
+    auto vit = std::make_shared<ViT>(*v);
+    out.vit = vit.get();
+    out.dropout = &vit->dropout_generator();
+    out.module = vit;
+  } else if (const CNNConfig* c = config.cnn()) {
+    auto cnn = std::make_shared<CNN>(*c);
+    out.dropout = &cnn->dropout_generator();
+    out.module = cnn;
+  } else {
+    out.module = std::make_shared<ResNet>(*config.resnet());
+  }
+  return out;
+}
+
+ImageModel load_image_model(const Metadata& metadata, const std::map<std::string, Tensor>& weights,
+                            const std::string& path) {
+  ImageModel m = make_image_model(ImageModelConfig::from_metadata(metadata, path));
+  try {
+    m.module->load_state_dict(weights);
+  } catch (const std::invalid_argument& e) {
+    throw FormatError("checkpoint " + path + ": " + e.what());
+  }
+  return m;
+}
+
+}  // namespace xg::models
