@@ -103,7 +103,7 @@ class GPT : public nn::Module {
   // The step with tensors: tokens (B,1) int64 at position (1,) int64,
   // appended to the cache -> logits (B,V); cache.pos is not read or
   // advanced. step(cache, tokens) runs it, and the ONNX step graph is traced
-  // from it (onnx/models.h): one code path.
+  // from it (onnx/gpt.h): one code path.
   Tensor step(Cache& cache, const Tensor& tokens, const Tensor& position);
   // prefill with the prompt (B,T) as an int64 tensor -> logits (B,V);
   // cache.pos is not advanced. prefill(cache, prompt) runs it, and the ONNX

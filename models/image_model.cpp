@@ -1,10 +1,20 @@
 #include "models/image_model.h"
 
+#include <cmath>
 #include <stdexcept>
 
 #include "autograd/serialize.h"
+#include "nn/init.h"
 
 namespace xg::models {
+
+void init_convolutions_fan_out(nn::Module& m, Generator& gen) {
+  for (auto& [name, p] : m.named_parameters()) {
+    if (p.dim() != 4) continue;
+    const double fan_out = static_cast<double>(nn::init::fans(p).second);
+    nn::init::normal_(p, gen, 0.0, std::sqrt(2.0 / fan_out));
+  }
+}
 
 const std::vector<std::pair<std::string, ImageKind>>& image_kinds() {
   static const std::vector<std::pair<std::string, ImageKind>> kinds = {

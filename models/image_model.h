@@ -22,6 +22,12 @@
 
 namespace xg::models {
 
+// What the three share: torchvision's initialisation of convolutions. Every
+// 4-D parameter of `m` (the convolution weights) drawn again from
+// N(0, sqrt(2 / fan_out)), fan_out = out kh kw: kaiming_normal_(mode="fan_out",
+// nonlinearity="relu").
+void init_convolutions_fan_out(nn::Module& m, Generator& gen);
+
 // The three families.
 enum class ImageKind { resnet, vit, cnn };
 // Their words, as a program's --model and a checkpoint's "model" key spell

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "autograd/require.h"
-#include "models/vision.h"
+#include "models/image_model.h"
 
 namespace xg::models {
 

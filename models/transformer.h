@@ -93,7 +93,7 @@ class Transformer : public nn::Module {
   // Runs the encoder and projects its output for every cross-attention.
   DecodeState start_decode(const Batch& src);
   // The same of src ids (B,S) int64: what start_decode(Batch) runs, and
-  // what the ONNX encoder graph is traced from (onnx/models.h). `memory`,
+  // what the ONNX encoder graph is traced from (onnx/transformer.h). `memory`,
   // if given, receives the encoder's output (B,S,C).
   DecodeState start_decode(const Tensor& src, Tensor* memory = nullptr);
   // Feeds one token per row at position state.pos -> logits (B,V) of the next token.
@@ -101,7 +101,7 @@ class Transformer : public nn::Module {
   // One decoding step with tensors: tokens (B,1) int64 at position (1,)
   // int64, appended to state's self-attention caches -> logits (B,V);
   // state.pos is not read or advanced. decode_step runs it, and the ONNX
-  // decoder-step graph is traced from it (onnx/models.h): one code path.
+  // decoder-step graph is traced from it (onnx/transformer.h): one code path.
   Tensor step(DecodeState& state, const Tensor& tokens, const Tensor& position);
   // Keeps rows `rows` of the state, in that order (beam search).
   static void select_rows(DecodeState& state, const std::vector<int64_t>& rows);

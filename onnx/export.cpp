@@ -31,6 +31,7 @@
 #include <onnx/checker.h>
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <set>
 #include <unordered_map>
@@ -39,6 +40,7 @@
 #include "autograd/serialize.h"
 #include "nn/module.h"
 #include "onnx/detail/graph.h"
+#include "onnx/graph_info.h"
 
 namespace xg::onnx {
 
@@ -306,6 +308,38 @@ std::vector<std::string> exported_ops() {
   std::vector<std::string> ops;
   for (const auto& kv : detail::emitters()) ops.push_back(kv.first);
   return ops;
+}
+
+namespace {
+
+std::string dtype_of(int32_t t) {
+  if (t == detail::pb::TensorProto_DataType_FLOAT) return "float32";
+  if (t == detail::pb::TensorProto_DataType_DOUBLE) return "float64";
+  if (t == detail::pb::TensorProto_DataType_INT64) return "int64";
+  return "type " + std::to_string(t);
+}
+
+std::vector<ValueSignature> values_of(const google::protobuf::RepeatedPtrField<detail::pb::ValueInfoProto>& list) {
+  std::vector<ValueSignature> out;
+  for (const auto& v : list) {
+    ValueSignature s{v.name(), dtype_of(v.type().tensor_type().elem_type()), {}};
+    for (const auto& d : v.type().tensor_type().shape().dim())
+      s.axes.push_back(d.has_dim_param() ? d.dim_param() : std::to_string(d.dim_value()));
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace
+
+GraphSignature read_signature(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  detail::pb::ModelProto m;
+  if (!f || !m.ParseFromIstream(&f))
+    throw ExportError("read_signature: " + path + " cannot be read as an ONNX model");
+  const size_t slash = path.find_last_of('/');
+  return {slash == std::string::npos ? path : path.substr(slash + 1), values_of(m.graph().input()),
+          values_of(m.graph().output())};
 }
 
 }  // namespace xg::onnx

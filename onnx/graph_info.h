@@ -21,4 +21,8 @@ struct GraphSignature {
   std::vector<ValueSignature> inputs, outputs;
 };
 
+// The inputs and outputs declared by the ONNX model at `path`; ExportError
+// naming the file if it cannot be read or parsed as one.
+GraphSignature read_signature(const std::string& path);
+
 }  // namespace xg::onnx

@@ -14,9 +14,10 @@
 #include "models/rnn_seq2seq.h"
 #include "models/seq2seq.h"
 #include "models/seq2seq_model.h"
-#include "onnx/models.h"
+#include "onnx/gpt.h"
+#include "onnx/image_model.h"
 #include "onnx/rnn_seq2seq.h"
-#include "onnx/vision.h"
+#include "onnx/transformer.h"
 #include "train/checkpoint.h"
 
 namespace xg::xg_export {
@@ -90,7 +91,7 @@ Written char_lm(const train::InferenceCheckpoint& ck, const std::string& path, c
 // An image classifier (apps/vision): one graph, images in, logits out; the
 // classes are ids 0..classes-1 (Fashion-MNIST's names are the application's).
 Written vision(const train::InferenceCheckpoint& ck, const std::string& path, const std::string& dir) {
-  onnx::GraphSignature g = onnx::export_vision_checkpoint(ck.metadata, ck.weights, path, dir);
+  onnx::GraphSignature g = onnx::export_image_checkpoint(ck.metadata, ck.weights, path, dir);
   const std::string classes = g.outputs.at(0).axes.back();
   return {"vision", {g}, {{"classes", std::stoll(classes)}}, json::object()};
 }

@@ -1,5 +1,5 @@
 // Exports the image models into OUTDIR: the shipped CNN and ResNets (plain
-// and pre-activation) through onnx::export_vision, and the test models of
+// and pre-activation) through onnx::export_image_model, and the test models of
 // tests/onnx/vision_models.h through export_model; writes OUTDIR/cases.json
 // with, for each model, inputs at several batch sizes (and lengths) and
 // xgrad's outputs on them (eval mode), and the ONNX operators its graph must
@@ -14,7 +14,7 @@
 #include "models/resnet.h"
 #include "models/vit.h"
 #include "onnx/export.h"
-#include "onnx/vision.h"
+#include "onnx/image_model.h"
 #include "tests/onnx/vision_models.h"
 
 using namespace xg;
@@ -38,13 +38,13 @@ json cases_of(nn::Module& m, const std::string& in, const std::string& out, cons
   return cases;
 }
 
-// A shipped classifier through export_vision, into its own folder (the
+// A shipped classifier through export_image_model, into its own folder (the
 // function names its file model.onnx), on images (N, C, side, side).
 json shipped(nn::Module& m, const std::string& dir, const std::string& name, int64_t channels, int64_t side,
              const std::vector<std::string>& ops, Generator& g) {
   const std::string sub = dir + "/" + name;
   if (std::system(("mkdir -p '" + sub + "'").c_str()) != 0) throw std::runtime_error("cannot create " + sub);
-  const onnx::GraphSignature info = onnx::export_vision(m, channels, side, side, sub);
+  const onnx::GraphSignature info = onnx::export_image_model(m, channels, side, side, sub);
   std::vector<Tensor> xs;
   for (int64_t n : {1, 2, 5}) xs.push_back(randn({n, channels, side, side}, g));
   return json{{"file", name + "/" + info.file},

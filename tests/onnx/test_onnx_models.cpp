@@ -1,4 +1,4 @@
-// The shipped models' graphs (onnx/models.h): what each graph declares, the
+// The shipped models' graphs (onnx/transformer.h, onnx/gpt.h): what each graph declares, the
 // cache forms behind them, and the refusals. Their values are checked by
 // ONNX Runtime against xgrad's decoders (tests/onnx/run_decode.js).
 #include <doctest/doctest.h>
@@ -10,7 +10,8 @@
 #include "models/gpt.h"
 #include "models/transformer.h"
 #include "onnx/export.h"
-#include "onnx/models.h"
+#include "onnx/gpt.h"
+#include "onnx/transformer.h"
 #include "tests/helpers.h"
 
 using namespace xg;

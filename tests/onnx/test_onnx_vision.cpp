@@ -14,7 +14,7 @@
 #include "models/resnet.h"
 #include "models/vit.h"
 #include "onnx/export.h"
-#include "onnx/vision.h"
+#include "onnx/image_model.h"
 #include "tests/helpers.h"
 #include "tests/onnx/vision_models.h"
 
@@ -206,12 +206,12 @@ TEST_CASE("export_model: a transposed convolution on an image whose size may cha
   CHECK_FALSE(file_exists(path));
 }
 
-TEST_CASE("export_vision: one graph with the batch left to the runtime, and its manifest entry") {
+TEST_CASE("export_image_model: one graph with the batch left to the runtime, and its manifest entry") {
   models::CNNConfig c;
   c.image = 8, c.channels1 = 2, c.channels2 = 3, c.hidden = 5, c.classes = 4;
   models::CNN cnn(c);
   const std::string dir = XG_TEST_TMPDIR;
-  const xo::GraphSignature info = xo::export_vision(cnn, 1, 8, 8, dir);
+  const xo::GraphSignature info = xo::export_image_model(cnn, 1, 8, 8, dir);
   CHECK(info.file == "model.onnx");
   REQUIRE(info.inputs.size() == 1);
   REQUIRE(info.outputs.size() == 1);
@@ -223,14 +223,14 @@ TEST_CASE("export_vision: one graph with the batch left to the runtime, and its 
   ::onnx::ModelProto m = read_model(dir + "/model.onnx");
   CHECK(m.graph().input(0).name() == "images");
   CHECK(m.graph().output(0).type().tensor_type().shape().dim(0).dim_param() == "N");
-  const std::string msg = message_of([&] { xo::export_vision(cnn, 1, 0, 8, dir); });
-  CHECK_MESSAGE(contains(msg, "export_vision: images (N, 1, 0, 8): expected channels, height and width each at least 1"),
+  const std::string msg = message_of([&] { xo::export_image_model(cnn, 1, 0, 8, dir); });
+  CHECK_MESSAGE(contains(msg, "export_image_model: images (N, 1, 0, 8): expected channels, height and width each at least 1"),
                 msg);
-  const std::string wrong = message_of([&] { xo::export_vision(cnn, 3, 8, 8, dir); });  // the CNN reads 1 channel
+  const std::string wrong = message_of([&] { xo::export_image_model(cnn, 3, 8, 8, dir); });  // the CNN reads 1 channel
   CHECK_MESSAGE(contains(wrong, "export_model: the forward failed on the example inputs (images (2,3,8,8))"), wrong);
 }
 
-TEST_CASE("export_vision_checkpoint: the model its metadata names, with its weights, other models refused") {
+TEST_CASE("export_image_checkpoint: the model its metadata names, with its weights, other models refused") {
   models::CNNConfig c;
   c.image = 8, c.channels1 = 2, c.channels2 = 3, c.hidden = 5, c.classes = 4;
   models::CNN trained(c);
@@ -238,7 +238,7 @@ TEST_CASE("export_vision_checkpoint: the model its metadata names, with its weig
   Metadata meta = c.to_metadata();
   meta["model"] = "cnn";
   const std::string dir = XG_TEST_TMPDIR;
-  const xo::GraphSignature g = xo::export_vision_checkpoint(meta, trained.state_dict(), "ck.safetensors", dir);
+  const xo::GraphSignature g = xo::export_image_checkpoint(meta, trained.state_dict(), "ck.safetensors", dir);
   CHECK(g.inputs[0].axes == std::vector<std::string>{"N", "1", "8", "8"});
   ::onnx::ModelProto m = read_model(dir + "/model.onnx");
   const Tensor want = trained.state_dict().at("conv1.weight");
@@ -256,7 +256,7 @@ TEST_CASE("export_vision_checkpoint: the model its metadata names, with its weig
   models::ResNet resnet(r);
   Metadata rmeta = r.to_metadata();
   rmeta["model"] = "resnet";
-  const xo::GraphSignature rg = xo::export_vision_checkpoint(rmeta, resnet.state_dict(), "r.safetensors", dir, 12);
+  const xo::GraphSignature rg = xo::export_image_checkpoint(rmeta, resnet.state_dict(), "r.safetensors", dir, 12);
   CHECK(rg.inputs[0].axes == std::vector<std::string>{"N", "3", "12", "12"});
   CHECK(rg.outputs[0].axes == std::vector<std::string>{"N", "5"});
   models::ViTConfig v;
@@ -267,16 +267,16 @@ TEST_CASE("export_vision_checkpoint: the model its metadata names, with its weig
   const std::string vdir = dir + "/vit_export";
   std::remove((vdir + "/model.onnx").c_str());
   REQUIRE(std::system(("mkdir -p '" + vdir + "'").c_str()) == 0);
-  const xo::GraphSignature vg = xo::export_vision_checkpoint(vmeta, vit.state_dict(), "v.safetensors", vdir);
+  const xo::GraphSignature vg = xo::export_image_checkpoint(vmeta, vit.state_dict(), "v.safetensors", vdir);
   CHECK(vg.inputs[0].axes == std::vector<std::string>{"N", "1", "8", "8"});  // the ViT's own image size
   CHECK(file_exists(vdir + "/model.onnx"));
   meta["model"] = "mlp";
-  std::string msg = message_of([&] { xo::export_vision_checkpoint(meta, trained.state_dict(), "ck.safetensors", dir); });
+  std::string msg = message_of([&] { xo::export_image_checkpoint(meta, trained.state_dict(), "ck.safetensors", dir); });
   CHECK(msg == "checkpoint ck.safetensors: metadata 'model' 'mlp': expected one of resnet, vit, cnn");
   meta.erase("model");
-  msg = message_of([&] { xo::export_vision_checkpoint(meta, trained.state_dict(), "ck.safetensors", dir); });
+  msg = message_of([&] { xo::export_image_checkpoint(meta, trained.state_dict(), "ck.safetensors", dir); });
   CHECK(msg == "checkpoint ck.safetensors: metadata 'model' is missing: expected one of resnet, vit, cnn");
   // a CNN's weights under a ResNet's metadata
-  msg = message_of([&] { xo::export_vision_checkpoint(rmeta, trained.state_dict(), "ck.safetensors", dir); });
+  msg = message_of([&] { xo::export_image_checkpoint(rmeta, trained.state_dict(), "ck.safetensors", dir); });
   CHECK(contains(msg, "checkpoint ck.safetensors: load_state_dict into"));
 }

@@ -21,16 +21,16 @@ namespace xg::onnx {
 // weights as they are) and returns what a manifest says of it: input
 // "images" (N, C, H, W) float32, output "logits" (N, classes) float32.
 // Throws as export_model does (ExportError naming an op with no mapping).
-GraphSignature export_vision(nn::Module& model, int64_t channels, int64_t height, int64_t width, const std::string& outdir);
+GraphSignature export_image_model(nn::Module& model, int64_t channels, int64_t height, int64_t width, const std::string& outdir);
 
-// The classifier a vision checkpoint describes, exported as export_vision
+// The classifier a vision checkpoint describes, exported as export_image_model
 // does: `metadata` names it ("model": resnet, vit or cnn) with its cfg.*
 // keys, `weights` is its state dict (models::load_image_model). The CNN and
 // the ViT fix their image size; a ResNet takes any, exported at `side` x
 // `side` (the Fashion-MNIST of apps/vision: 28). Throws FormatError naming
 // `path` for a model, key or weight it cannot read, as export_model does
 // otherwise.
-GraphSignature export_vision_checkpoint(const Metadata& metadata, const std::map<std::string, Tensor>& weights,
+GraphSignature export_image_checkpoint(const Metadata& metadata, const std::map<std::string, Tensor>& weights,
                                         const std::string& path, const std::string& outdir, int64_t side = 28);
 
 }  // namespace xg::onnx

@@ -1,5 +1,5 @@
-// export_vision: an image classifier's forward as one graph, the batch dynamic.
-#include "onnx/vision.h"
+// export_image_model: an image classifier's forward as one graph, the batch dynamic.
+#include "onnx/image_model.h"
 
 #include <memory>
 
@@ -10,9 +10,9 @@
 
 namespace xg::onnx {
 
-GraphSignature export_vision(nn::Module& model, int64_t channels, int64_t height, int64_t width, const std::string& outdir) {
+GraphSignature export_image_model(nn::Module& model, int64_t channels, int64_t height, int64_t width, const std::string& outdir) {
   if (channels < 1 || height < 1 || width < 1)
-    throw std::invalid_argument("export_vision: images (N, " + std::to_string(channels) + ", " +
+    throw std::invalid_argument("export_image_model: images (N, " + std::to_string(channels) + ", " +
                                 std::to_string(height) + ", " + std::to_string(width) +
                                 "): expected channels, height and width each at least 1");
   Generator gen(1);
@@ -33,11 +33,11 @@ GraphSignature export_vision(nn::Module& model, int64_t channels, int64_t height
   return info;
 }
 
-GraphSignature export_vision_checkpoint(const Metadata& metadata, const std::map<std::string, Tensor>& weights,
+GraphSignature export_image_checkpoint(const Metadata& metadata, const std::map<std::string, Tensor>& weights,
                                         const std::string& path, const std::string& outdir, int64_t side) {
   const models::ImageModel m = models::load_image_model(metadata, weights, path);
   const int64_t image = m.config.image_side() > 0 ? m.config.image_side() : side;
-  return export_vision(*m.module, m.config.in_channels(), image, image, outdir);
+  return export_image_model(*m.module, m.config.in_channels(), image, image, outdir);
 }
 
 }  // namespace xg::onnx
