@@ -14,6 +14,11 @@ namespace xg::models {
 
 // Token ids: 0 padding, 1 begin, 2 end; symbols are 3 .. vocab-1.
 constexpr int64_t kPad = 0, kBos = 1, kEos = 2, kFirstSymbol = 3;
+// The applications' decoders stop a source's output after
+// kOutputPerSourceToken * |src| + kOutputExtra tokens unless told otherwise
+// (and never past the model's positions): apps/common's output_limit, and
+// what xg_export's manifest tells a runtime.
+constexpr int64_t kOutputPerSourceToken = 2, kOutputExtra = 5;
 
 // A (source, target) pair of token sequences.
 struct Example {

@@ -70,6 +70,18 @@ class RNNModel : public Adapter<RNNSeq2Seq> {
 
 }  // namespace
 
+const std::vector<std::pair<std::string, Seq2SeqKind>>& seq2seq_kinds() {
+  static const std::vector<std::pair<std::string, Seq2SeqKind>> kinds = {{"transformer", Seq2SeqKind::transformer},
+                                                                         {"rnn", Seq2SeqKind::rnn}};
+  return kinds;
+}
+
+const std::string& seq2seq_kind_word(Seq2SeqKind kind) {
+  for (const auto& [word, k] : seq2seq_kinds())
+    if (k == kind) return word;
+  throw std::logic_error("seq2seq_kind_word: a kind with no word");
+}
+
 Seq2SeqConfig Seq2SeqConfig::choose(Seq2SeqKind kind, const TransformerConfig& transformer,
                                     const RNNSeq2SeqConfig& rnn) {
   if (kind == Seq2SeqKind::rnn) return rnn;

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -48,6 +49,9 @@ class Seq2SeqModel {
 // The two families. Their words ("transformer", "rnn") are those of the
 // programs' --model and of a checkpoint's cfg.model, and are read there only.
 enum class Seq2SeqKind { transformer, rnn };
+// Their words, in this order: transformer, rnn.
+const std::vector<std::pair<std::string, Seq2SeqKind>>& seq2seq_kinds();
+const std::string& seq2seq_kind_word(Seq2SeqKind kind);  // "transformer" or "rnn"
 
 // Either family's configuration, as a run or a checkpoint has it.
 struct Seq2SeqConfig {

@@ -191,7 +191,7 @@ void add_model_options(CLI::App& app, Config& c, const std::string& layers_help)
 // options: call take_shared_rnn_options after parsing.
 template <class TransformerConfig, class RNNConfig>
 void add_seq2seq_model_options(CLI::App& app, models::Seq2SeqKind& kind, TransformerConfig& t, RNNConfig& r) {
-  add_choice(app, "--model", kind, {{"transformer", models::Seq2SeqKind::transformer}, {"rnn", models::Seq2SeqKind::rnn}},
+  add_choice(app, "--model", kind, models::seq2seq_kinds(),
            "the encoder-decoder: the Transformer, or a recurrent one with attention (--cell, --attention, --embed, "
            "--hidden; --layers sets its encoder layers)");
   add_model_options(app, t, "encoder and decoder layers (N); with --model rnn, the encoder's layers");

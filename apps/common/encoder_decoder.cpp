@@ -24,7 +24,8 @@ train::StepLoss EncoderDecoderJob::shard_loss(std::vector<models::Example> batch
 }
 
 int64_t output_limit(const models::Seq2SeqConfig& config, size_t src_len, int64_t max_len) {
-  const int64_t limit = max_len > 0 ? max_len : static_cast<int64_t>(src_len) * 2 + 5;
+  const int64_t limit =
+      max_len > 0 ? max_len : static_cast<int64_t>(src_len) * models::kOutputPerSourceToken + models::kOutputExtra;
   return std::min(limit, config.max_positions() - 1);
 }
 

@@ -166,6 +166,24 @@ Metadata VisionJob::identity() const {
   m["erase"] = fmt::format("{}", opts_.erase);
   m["smoothing"] = fmt::format("{}", opts_.label_smoothing);
   m["sync_bn"] = opts_.sync_bn ? "1" : "0";
+  for (const auto& [key, value] : input_metadata()) m[key] = value;
+  return m;
+}
+
+Metadata input_metadata() {
+  std::string classes;
+  for (const char* c : kClassNames) classes += (classes.empty() ? "" : ",") + std::string(c);
+  return {{"input.layout", "NCHW"},
+          {"input.scale", fmt::format("{}", 1.0 / 255)},
+          {"input.mean", fmt::format("{}", kPixelMean)},
+          {"input.std", fmt::format("{}", kPixelStd)},
+          {"classes", classes}};
+}
+
+Metadata VisionJob::identity_defaults() const {
+  Metadata m = input_metadata();  // written since the manifest carries them; their values never changed
+  m["erase"] = "0";               // runs saved before --erase and --smoothing existed had neither
+  m["smoothing"] = "0";
   return m;
 }
 

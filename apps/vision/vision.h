@@ -79,8 +79,8 @@ class VisionJob : public train::Job {
   train::Evaluation evaluate(train::EvalStage stage, int64_t step) override;
   std::string final_line(const train::RunSummary& run) const override;
   std::string kind() const override { return "vision"; }
-  // Runs saved before --erase and --smoothing existed had neither.
-  Metadata identity_defaults() const override { return {{"erase", "0"}, {"smoothing", "0"}}; }
+  // Keys that checkpoints written before them lack, with the value they meant.
+  Metadata identity_defaults() const override;
   std::string item_unit() const override { return "img"; }
   Metadata identity() const override;
   const Classifier& classifier() const { return classifier_; }
@@ -91,6 +91,13 @@ class VisionJob : public train::Job {
   Classifier classifier_;
   std::unique_ptr<data::DataLoader> loader_;  // made at the first step, for that step's shard
 };
+
+// What a model's input is, as checkpoint metadata (for xg_export's manifest,
+// so that a runtime can prepare images without this program):
+// input.layout NCHW, input.scale 1/255 (bytes to [0, 1]), input.mean and
+// input.std (kPixelMean, kPixelStd: x = (scale * byte - mean) / std), and
+// classes, the class names by label joined by ','.
+Metadata input_metadata();
 
 // The normalisation every image gets, and the training augmentation: crop
 // and flip, then with erase > 0 random erasing of that probability.

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -30,12 +32,32 @@ namespace fs = std::filesystem;
 // What a family's exporter gives back for the manifest.
 struct Written {
   std::string family;
+  std::string model;  // the manifest's config.model: the model's word within its family
   std::vector<onnx::GraphSignature> graphs;
   json vocabulary;  // how ids map to symbols, as the application stores it
   json tokens;      // special ids (padding, BOS, EOS), when the family has them
+  json usage;       // how to run the graphs: "decoding" (the length rule) or "preprocessing"
 };
 // A family's exporter: the checkpoint (read for inference), its path, the folder to write into.
 using Exporter = std::function<Written(const train::InferenceCheckpoint&, const std::string&, const std::string&)>;
+
+// A metadata value as a JSON number when the whole of it is one, else as text.
+json number_or_text(const std::string& v) {
+  if (v.empty()) return v;
+  char* end = nullptr;
+  const long long i = std::strtoll(v.c_str(), &end, 10);
+  if (*end == '\0') return i;
+  const double d = std::strtod(v.c_str(), &end);
+  if (*end == '\0' && std::isfinite(d)) return d;
+  return v;
+}
+
+// metadata value `key` of `path` as a finite number, or a FormatError naming both.
+double number(const std::string& v, const std::string& key, const std::string& path) {
+  const json n = number_or_text(v);
+  if (!n.is_number()) throw FormatError(fmt::format("checkpoint {}: {} '{}' is not a number", path, key, v));
+  return n.get<double>();
+}
 
 std::vector<std::string> words(const std::string& s) {
   std::istringstream in(s);
@@ -50,14 +72,23 @@ Written encoder_decoder(const train::InferenceCheckpoint& ck, const std::string&
   models::Seq2SeqConfig config = models::Seq2SeqConfig::from_metadata(ck.metadata, path);
   config.set_pad_id(models::kPad);  // as the applications' decoders build it
   const json tokens = {{"pad", models::kPad}, {"bos", models::kBos}, {"eos", models::kEos}};
+  // The applications' decoders' rule (apps/common/encoder_decoder.h, output_limit): at most
+  // per_source_token * |src| + extra tokens, and never past at_most; decoding ends at eos.
+  const json usage = {{"decoding",
+                       {{"end", models::kEos},
+                        {"max_tokens",
+                         {{"per_source_token", models::kOutputPerSourceToken},
+                          {"extra", models::kOutputExtra},
+                          {"at_most", config.max_positions() - 1}}}}}};
+  const std::string word = models::seq2seq_kind_word(config.kind());
   if (const models::RNNSeq2SeqConfig* r = config.rnn()) {
     models::RNNSeq2Seq model(*r);
     model.load_state_dict(ck.weights);
-    return {"rnn_seq2seq", onnx::export_rnn_seq2seq(model, dir), vocabulary, tokens};
+    return {"rnn_seq2seq", word, onnx::export_rnn_seq2seq(model, dir), vocabulary, tokens, usage};
   }
   models::Transformer model(*config.transformer());
   model.load_state_dict(ck.weights);
-  return {"transformer", onnx::export_transformer(model, dir), vocabulary, tokens};
+  return {"transformer", word, onnx::export_transformer(model, dir), vocabulary, tokens, usage};
 }
 
 Written seq2seq(const train::InferenceCheckpoint& ck, const std::string& path, const std::string& dir) {
@@ -85,15 +116,33 @@ Written char_lm(const train::InferenceCheckpoint& ck, const std::string& path, c
   if (static_cast<int64_t>(bytes.size()) != model.config().vocab)
     throw FormatError(fmt::format("checkpoint {}: cfg.vocab {} but the stored vocabulary has {} characters", path,
                                   model.config().vocab, bytes.size()));
-  return {"gpt", onnx::export_gpt(model, dir), {{"bytes", bytes}}, json::object()};  // id i is the byte bytes[i]
+  return {"gpt", "gpt", onnx::export_gpt(model, dir), {{"bytes", bytes}}, json::object(), json::object()};  // id i is the byte bytes[i]
 }
 
 // An image classifier (apps/vision): one graph, images in, logits out; the
-// classes are ids 0..classes-1 (Fashion-MNIST's names are the application's).
+// classes are ids 0..classes-1, named as the checkpoint names them; its
+// input as the checkpoint describes it (apps/vision's input_metadata). A
+// checkpoint written before it recorded them exports without them.
 Written vision(const train::InferenceCheckpoint& ck, const std::string& path, const std::string& dir) {
   onnx::GraphSignature g = onnx::export_image_checkpoint(ck.metadata, ck.weights, path, dir);
-  const std::string classes = g.outputs.at(0).axes.back();
-  return {"vision", {g}, {{"classes", std::stoll(classes)}}, json::object()};
+  const int64_t classes = std::stoll(g.outputs.at(0).axes.back());
+  json vocabulary = {{"classes", classes}}, usage = json::object();
+  const auto& m = ck.metadata;
+  if (m.count("classes")) {
+    std::vector<std::string> names;
+    std::stringstream in(m.at("classes"));
+    for (std::string name; std::getline(in, name, ',');) names.push_back(name);
+    if (static_cast<int64_t>(names.size()) != classes)
+      throw FormatError(fmt::format("checkpoint {}: {} class names for {} classes", path, names.size(), classes));
+    vocabulary["names"] = names;
+  }
+  if (m.count("input.layout") && m.count("input.scale") && m.count("input.mean") && m.count("input.std"))
+    usage["preprocessing"] = {{"layout", m.at("input.layout")},
+                              {"scale", number(m.at("input.scale"), "input.scale", path)},
+                              {"mean", number(m.at("input.mean"), "input.mean", path)},
+                              {"std", number(m.at("input.std"), "input.std", path)},
+                              {"rule", "x = (scale * pixel - mean) / std"}};
+  return {"vision", train::metadata_string(m, "model", path), {g}, vocabulary, json::object(), usage};
 }
 
 // By the checkpoint's metadata "kind" (train::Job::kind()).
@@ -106,7 +155,7 @@ const std::map<std::string, Exporter>& families() {
 json signature_json(const onnx::ValueSignature& v) { return {{"name", v.name}, {"dtype", v.dtype}, {"axes", v.axes}}; }
 
 json manifest(const Written& w, const std::string& kind, const std::string& checkpoint, const Metadata& meta) {
-  json graphs = json::array(), config = json::object();
+  json graphs = json::array(), config = {{"model", w.model}};
   for (const onnx::GraphSignature& g : w.graphs) {
     json in = json::array(), out = json::array();
     for (const auto& v : g.inputs) in.push_back(signature_json(v));
@@ -114,9 +163,11 @@ json manifest(const Written& w, const std::string& kind, const std::string& chec
     graphs.push_back({{"file", g.file}, {"inputs", in}, {"outputs", out}});
   }
   for (const auto& [key, value] : meta)
-    if (key.rfind("cfg.", 0) == 0) config[key.substr(4)] = value;
-  return {{"family", w.family}, {"kind", kind},      {"checkpoint", checkpoint}, {"opset", 17},
-          {"config", config},   {"tokens", w.tokens}, {"vocabulary", w.vocabulary}, {"graphs", graphs}};
+    if (key.rfind("cfg.", 0) == 0 && key != "cfg.model") config[key.substr(4)] = number_or_text(value);
+  json out = {{"family", w.family}, {"kind", kind},      {"checkpoint", checkpoint}, {"opset", 17},
+              {"config", config},   {"tokens", w.tokens}, {"vocabulary", w.vocabulary}, {"graphs", graphs}};
+  for (const auto& [key, value] : w.usage.items()) out[key] = value;
+  return out;
 }
 
 // The checkpoint's metadata "kind", read with the checks every reader makes.

@@ -16,8 +16,11 @@ async function main() {
   }
   const sources = words.join(' ').split(',').map(s => s.trim().split(/\s+/).map(Number));
   const decoder = await Seq2SeqDecoder.load(dir);
-  // As the applications allow: twice the longest source plus 5, below the positions.
-  const limit = Math.min(2 * Math.max(...sources.map(s => s.length)) + 5, Number(decoder.manifest.config.max_len) - 1);
+  // The applications' rule, as the manifest states it: a number of tokens per
+  // source token plus a few, never past the model's positions.
+  const rule = decoder.manifest.decoding.max_tokens;
+  const longest = Math.max(...sources.map(s => s.length));
+  const limit = Math.min(rule.per_source_token * longest + rule.extra, rule.at_most);
   const outputs = await decoder.greedy(sources, limit);
   sources.forEach((s, i) => console.log(`${s.join(' ')} -> ${outputs[i].join(' ')}`));
 }
