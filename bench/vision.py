@@ -12,6 +12,7 @@
 #       [--erase P] [--min-lr-ratio F] [--smoothing E] [--seed N]
 import argparse
 import gzip
+import json
 import math
 import os
 import sys
@@ -26,13 +27,18 @@ from vision_models_parity import CNN, ResNet, ViT  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
 MODELS = ("cnn", "resnet", "vit")  # as `vision train --model`
-# Each model's random erasing and cosine end, as apps/vision's default_erase
-# and default_recipe: the ResNet erases with probability 0.5; the ResNet and
-# the ViT end at 0, the CNN at a tenth.
-ERASE = {"cnn": 0.0, "resnet": 0.5, "vit": 0.0}
-MIN_LR_RATIO = {"cnn": 0.1, "resnet": 0.0, "vit": 0.0}
-DROPOUT = {"cnn": 0.25, "resnet": 0.0, "vit": 0.0}  # models::CNNConfig's and ViTConfig's
-MEAN, STD = 0.2860, 0.3530  # apps/vision/fashion_mnist.h
+# The recipe and preprocessing, from the file `vision` embeds
+# (apps/vision/recipe.json): each model's learning rate, cosine end, random
+# erasing and dropout; the schedule; the pixels' mean and deviation.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "apps", "vision", "recipe.json")) as f:
+    RECIPE = json.load(f)
+LR = {m: r["lr"] for m, r in RECIPE["models"].items()}
+ERASE = {m: r["erase"] for m, r in RECIPE["models"].items()}
+MIN_LR_RATIO = {m: r["min_lr_ratio"] for m, r in RECIPE["models"].items()}
+DROPOUT = {m: r["dropout"] for m, r in RECIPE["models"].items()}
+MEAN, STD = RECIPE["input"]["mean"], RECIPE["input"]["std"]
+STEPS, WARMUP = RECIPE["schedule"]["steps"], RECIPE["schedule"]["warmup"]
+WEIGHT_DECAY, CLIP_NORM = RECIPE["schedule"]["weight_decay"], RECIPE["schedule"]["clip_norm"]
 
 
 def idx(path):
@@ -150,11 +156,11 @@ def evaluate(model, x, y):
 
 def build(name, lr=None, dropout=None, seed=1):
     """The model `vision train --model NAME` trains (with its defaults, or
-    `dropout`) and its AdamW, at lr or the recipe's: 1e-3 for the ViT, 2e-3
-    otherwise; its initialisation drawn from `seed`."""
+    `dropout`) and its AdamW, at lr or the recipe's (LR); its initialisation
+    drawn from `seed`."""
     p = DROPOUT[name] if dropout is None else dropout
     if lr is None:
-        lr = 1e-3 if name == "vit" else 2e-3
+        lr = LR[name]
     torch.manual_seed(seed)
     if name == "cnn":
         model = DropoutCNN(p, image=28, in_channels=1, classes=10, channels1=32, channels2=64, hidden=128)
@@ -170,17 +176,17 @@ def build(name, lr=None, dropout=None, seed=1):
 
     decay = [p for n, p in model.named_parameters() if decayed(n, p)]
     other = [p for n, p in model.named_parameters() if not decayed(n, p)]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": other, "weight_decay": 0.0}], lr=lr)
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": WEIGHT_DECAY}, {"params": other, "weight_decay": 0.0}], lr=lr)
     return model, opt
 
 
 def train_step(model, opt, x, y, gen, bf16, p_erase=0.0, smoothing=0.0):
-    """One step of the recipe on images x (N,1,28,28) in [0, 1]: augment, forward, backward, clip at 1, AdamW."""
+    """One step of the recipe on images x (N,1,28,28) in [0, 1]: augment, forward, backward, clip, AdamW."""
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         loss = F.cross_entropy(model(augment(x, gen, p_erase)), y, label_smoothing=smoothing)
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP_NORM)
     opt.step()
     return loss
 
@@ -189,10 +195,10 @@ def main():
     a = argparse.ArgumentParser()
     a.add_argument("--model", default="cnn", choices=MODELS)
     a.add_argument("--time-limit", type=float, default=600)
-    a.add_argument("--steps", type=int, default=100000)
+    a.add_argument("--steps", type=int, default=STEPS)
     a.add_argument("--threads", type=int, default=2)
     a.add_argument("--batch", type=int, default=128)
-    a.add_argument("--lr", type=float, default=None, help="default: 1e-3 for the ViT, 2e-3 otherwise (vision's recipe)")
+    a.add_argument("--lr", type=float, default=None, help="default: the model's, LR (vision's recipe)")
     a.add_argument("--bf16", action="store_true")
     a.add_argument("--seed", type=int, default=1, help="the initialisation's and the data's (vision train --seed)")
     a.add_argument("--erase", type=float, default=None, help="probability of random erasing (default: the model's, ERASE)")
@@ -238,7 +244,7 @@ def main():
         at += o.batch
         position = max(step, o.steps * trained / o.time_limit)
         for g in opt.param_groups:
-            g["lr"] = lr_at(position, o.steps, 200, lr, o.min_lr_ratio)
+            g["lr"] = lr_at(position, o.steps, WARMUP, lr, o.min_lr_ratio)
         loss = train_step(model, opt, xtr[ids], ytr[ids], gen, o.bf16, o.erase, o.smoothing)
         step += 1
         trained += time.perf_counter() - start

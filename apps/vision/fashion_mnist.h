@@ -16,8 +16,6 @@ inline const char* const kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 // The classes by label, as the dataset's README names them.
 inline const std::array<const char*, 10> kClassNames = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                                                         "Sandal",      "Shirt",   "Sneaker",  "Bag",   "Ankle boot"};
-// The training set's mean and standard deviation of a pixel in [0, 1].
-inline constexpr double kPixelMean = 0.2860, kPixelStd = 0.3530;
 
 // The training (60,000 images) or test (10,000) split of `dir`: images
 // (1,28,28) kept as bytes and read as float32 in [0, 1], their labels (0..9)

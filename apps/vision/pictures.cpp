@@ -95,7 +95,7 @@ void write_pictures(const Classifier& classifier, const data::ByteImageDataset& 
                           label_of(test.targets()[static_cast<size_t>(i)]));
   write_file(dir + "/grid_labels.txt", labels);
   if (!classifier.vit) return;
-  const Tensor images = (shown - kPixelMean) / kPixelStd;
+  const Tensor images = (shown - recipe().pixel_mean) / recipe().pixel_std;
   const auto att = class_attention(*classifier.vit, images);
   const int64_t patch = classifier.vit->config().patch, side = kSide / patch;
   write_file(dir + "/attention.txt", grid_text([&](int64_t i, int64_t r, int64_t c) {

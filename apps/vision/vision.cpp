@@ -6,14 +6,46 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/common/smoothing.h"
 #include "autograd/autograd.h"
 #include "autograd/ops.h"
 #include "autograd/require.h"
 #include "distributed/sync_batch_norm.h"
+#include "recipe_json.h"
 #include "train/checkpoint.h"
 
 namespace xg::vision {
+
+const ModelRecipe& Recipe::of(models::ImageKind m) const {
+  return m == models::ImageKind::vit ? vit : m == models::ImageKind::cnn ? cnn : resnet;
+}
+
+const Recipe& recipe() {
+  static const Recipe r = [] {
+    const nlohmann::json j = nlohmann::json::parse(detail::kRecipeJson);
+    Recipe out;
+    out.pixel_mean = j.at("input").at("mean"), out.pixel_std = j.at("input").at("std");
+    const auto& s = j.at("schedule");
+    out.steps = s.at("steps"), out.warmup = s.at("warmup");
+    out.weight_decay = s.at("weight_decay"), out.clip_norm = s.at("clip_norm");
+    auto model = [&](models::ImageKind kind) {
+      const auto& m = j.at("models").at(models::image_kind_word(kind));
+      return ModelRecipe{m.at("lr"), m.at("min_lr_ratio"), m.at("erase"), m.at("dropout")};
+    };
+    out.resnet = model(models::ImageKind::resnet);
+    out.vit = model(models::ImageKind::vit);
+    out.cnn = model(models::ImageKind::cnn);
+    return out;
+  }();
+  return r;
+}
+
+VisionOptions::VisionOptions() {
+  vit.dropout = recipe().vit.dropout;
+  cnn.dropout = recipe().cnn.dropout;
+}
 
 void VisionOptions::validate(bool option_names) const {
   auto need = [option_names](bool ok, const std::string& what) {
@@ -38,21 +70,22 @@ models::ImageModelConfig VisionOptions::model_config() const {
 }
 
 train::TrainOptions default_recipe(models::ImageKind model) {
+  const Recipe& r = recipe();
   train::TrainOptions o;
-  o.steps = 5000;
+  o.steps = r.steps;
   o.schedule = "warmup_cosine";
-  o.lr = model == models::ImageKind::vit ? 1e-3 : 2e-3;
-  o.warmup = 200;
-  o.weight_decay = 0.05;
-  o.clip_norm = 1.0;
+  o.lr = r.of(model).lr;
+  o.warmup = r.warmup;
+  o.weight_decay = r.weight_decay;
+  o.clip_norm = r.clip_norm;
   o.clock_schedule = true;  // a --time-limit run still ends its cosine
-  if (model != models::ImageKind::cnn) o.min_lr_ratio = 0;
+  o.min_lr_ratio = r.of(model).min_lr_ratio;
   return o;
 }
 
-double default_erase(models::ImageKind model) { return model == models::ImageKind::resnet ? 0.5 : 0.0; }
+double default_erase(models::ImageKind model) { return recipe().of(model).erase; }
 
-data::Transform eval_transform() { return data::normalize({kPixelMean}, {kPixelStd}); }
+data::Transform eval_transform() { return data::normalize({recipe().pixel_mean}, {recipe().pixel_std}); }
 
 data::Transform train_transform(bool augment, double erase) {
   if (!augment) return eval_transform();
@@ -175,8 +208,8 @@ Metadata input_metadata() {
   for (const char* c : kClassNames) classes += (classes.empty() ? "" : ",") + std::string(c);
   return {{"input.layout", "NCHW"},
           {"input.scale", fmt::format("{}", 1.0 / 255)},
-          {"input.mean", fmt::format("{}", kPixelMean)},
-          {"input.std", fmt::format("{}", kPixelStd)},
+          {"input.mean", fmt::format("{}", recipe().pixel_mean)},
+          {"input.std", fmt::format("{}", recipe().pixel_std)},
           {"classes", classes}};
 }
 

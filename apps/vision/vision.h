@@ -20,7 +20,24 @@
 
 namespace xg::vision {
 
+// The program's recipe and preprocessing (apps/vision/recipe.json, which
+// the PyTorch twin bench/vision.py reads too), read once.
+struct ModelRecipe {
+  double lr = 0, min_lr_ratio = 0;  // AdamW's peak learning rate, and the cosine's end as a fraction of it
+  double erase = 0;                 // the probability of random erasing
+  double dropout = 0;               // of the CNN's and the ViT's dropout layers
+};
+struct Recipe {
+  double pixel_mean = 0, pixel_std = 0;  // the training set's mean and deviation of a pixel in [0, 1]
+  int64_t steps = 0, warmup = 0;         // the schedule's steps and warm-up steps
+  double weight_decay = 0, clip_norm = 0;
+  ModelRecipe resnet, vit, cnn;                     // each model's own
+  const ModelRecipe& of(models::ImageKind m) const;  // `m`'s
+};
+const Recipe& recipe();
+
 struct VisionOptions {
+  VisionOptions();  // the models' dropout as the recipe's
   std::string data = kFashionMnistDir;  // the IDX files (fashion_mnist.h)
   models::ImageKind model = models::ImageKind::resnet;  // the family trained (--model resnet | vit | cnn)
   models::ResNetConfig resnet;          // each family's configuration; in_channels 1, classes 10
@@ -41,11 +58,9 @@ struct VisionOptions {
   models::ImageModelConfig model_config() const;
 };
 
-// AdamW with a warm-up and a cosine: the recipe of `model`.
-// The ResNet's and the ViT's cosine end at 0, the CNN's at lr / 10.
+// AdamW with a warm-up and a cosine: the recipe of `model` (recipe()).
 train::TrainOptions default_recipe(models::ImageKind model);
-// The random-erasing probability of `model`'s recipe (VisionOptions::erase):
-// 0.5 for the ResNet, 0 for the others.
+// The random-erasing probability of `model`'s recipe (VisionOptions::erase).
 double default_erase(models::ImageKind model);
 
 // The program's classifier: forward (N,1,28,28) normalised -> (N,10) logits.
@@ -95,7 +110,7 @@ class VisionJob : public train::Job {
 // What a model's input is, as checkpoint metadata (for xg_export's manifest,
 // so that a runtime can prepare images without this program):
 // input.layout NCHW, input.scale 1/255 (bytes to [0, 1]), input.mean and
-// input.std (kPixelMean, kPixelStd: x = (scale * byte - mean) / std), and
+// input.std (the recipe's: x = (scale * byte - mean) / std), and
 // classes, the class names by label joined by ','.
 Metadata input_metadata();
 
