@@ -242,7 +242,10 @@ def main():
             order, at = torch.randperm(len(xtr), generator=gen), 0
         ids = order[at:at + o.batch]
         at += o.batch
-        position = max(step, o.steps * trained / o.time_limit)
+        # vision's clock-bounded schedule (train::Trainer::position_at): the
+        # warm-up counts steps; then the clock or the steps, whichever is further.
+        warm = min(WARMUP, o.steps)
+        position = step if step < warm else max(step, warm + (o.steps - warm) * min(1.0, trained / o.time_limit))
         for g in opt.param_groups:
             g["lr"] = lr_at(position, o.steps, WARMUP, lr, o.min_lr_ratio)
         loss = train_step(model, opt, xtr[ids], ytr[ids], gen, o.bf16, o.erase, o.smoothing)

@@ -249,6 +249,45 @@ TEST_CASE("train: warmup_cosine ends at lr x min_lr_ratio, which a resumed run m
   CHECK(same.steps_done() == 4);
 }
 
+TEST_CASE("train: a clock-bounded schedule counts its warm-up in steps, then follows the clock or the steps") {
+  auto clocked = [](double limit) {
+    TrainOptions o = line_recipe(1000);
+    o.schedule = "warmup_cosine";
+    o.warmup = 10;
+    o.time_limit = limit;
+    o.clock_schedule = true;
+    return o;
+  };
+  // A clock far shorter than a step: the warm-up still counts steps, and
+  // the clock ends the run within it (the rule before counted the clock's
+  // place in --steps, and put the first step at the schedule's end).
+  LineJob a;
+  Trainer brief(a, clocked(1e-9));
+  brief.step();
+  CHECK(brief.schedule_position() == 1);
+  CHECK(brief.current_lr() == doctest::Approx(0.05 / 10));  // the first of 10 warm-up steps
+  CHECK(brief.finished());
+  // Past the warm-up, the place is warmup + (steps - warmup) x seconds / limit
+  // when the clock is further along than the steps: a checkpoint at step 12
+  // that says half the time has gone.
+  const std::string ck = tmp("line_clock.safetensors");
+  LineJob b;
+  Trainer twelve(b, clocked(1e6));
+  for (int i = 0; i < 12; ++i) twelve.step();
+  CHECK(twelve.schedule_position() == 12);  // the steps are further along than a few seconds of 1e6
+  twelve.save(ck);
+  Metadata meta;
+  const auto tensors = load_tensors(ck, &meta);
+  meta["train_seconds"] = "500000";
+  save_tensors(ck, tensors, meta);
+  LineJob c;
+  Trainer half(c, clocked(1e6));
+  half.load(ck);
+  CHECK(half.steps_done() == 12);
+  CHECK(half.schedule_position() == 10 + (1000 - 10) / 2);
+  CHECK_FALSE(half.finished());
+}
+
 TEST_CASE("train: fit stops at the first evaluation reaching the target") {
   LineJob job;
   Trainer trainer(job, line_recipe(1000));

@@ -104,14 +104,24 @@ uint64_t rank_seed(uint64_t seed, int rank, int64_t step) {
 
 int64_t Trainer::position_at(int64_t step, double seconds) const {
   if (opts_.time_limit <= 0 || !opts_.clock_schedule) return step;
-  const double by_time = static_cast<double>(opts_.steps) * std::min(1.0, seconds / opts_.time_limit);
+  // The warm-up counts steps whatever the clock: what keeps the first
+  // updates small is their number, and a clock-bounded run of many more
+  // --steps than it runs would otherwise pass it in a handful of steps.
+  const int64_t warm = std::clamp<int64_t>(opts_.warmup, 0, opts_.steps);
+  if (step < warm) return step;
+  // After it, the rest of the schedule follows the clock (from the run's
+  // start) or the steps, whichever is further along.
+  const double fraction = std::min(1.0, seconds / opts_.time_limit);
+  const double by_time = static_cast<double>(warm) + static_cast<double>(opts_.steps - warm) * fraction;
   return std::max(step, static_cast<int64_t>(by_time));
 }
 
 int64_t Trainer::schedule_position() const { return position_at(step_, train_seconds_); }
 
 bool Trainer::timed_out() const {
-  return opts_.time_limit > 0 && !opts_.clock_schedule && train_seconds_ >= opts_.time_limit && step_ < opts_.steps;
+  // A limit ends the run at the clock; a clock-bounded schedule ends its
+  // schedule then too, except within its warm-up, which counts steps.
+  return opts_.time_limit > 0 && train_seconds_ >= opts_.time_limit && schedule_position() < opts_.steps;
 }
 
 bool Trainer::finished() const { return schedule_position() >= opts_.steps || timed_out(); }

@@ -31,9 +31,11 @@ struct TrainOptions {
   // > 0: seconds of training (step() alone, evaluations excluded, summed
   // over resumed sessions). With clock_schedule false the run stops there;
   // with it true the schedule runs over whichever ends first, `steps` or
-  // these seconds: a step's place in it (its position) is the larger of its
-  // number and steps x seconds / time_limit, so a run the clock ends still
-  // ends its schedule (budgeted training), and warm-up counts positions too.
+  // these seconds: the warm-up counts steps, and after it a step's place in
+  // the schedule (its position) is the larger of its number and warmup +
+  // (steps - warmup) x seconds / time_limit, so a run the clock ends still
+  // ends its schedule (budgeted training). A clock that ends within the
+  // warm-up ends the run there (timed out).
   double time_limit = 0;
   bool clock_schedule = false;  // true: the schedule spans `steps` or time_limit, whichever ends first
   std::string schedule = "warmup_cosine";  // noam | constant | warmup_linear | warmup_cosine

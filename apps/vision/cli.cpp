@@ -62,8 +62,7 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
              "under mpirun: batch norm over every process's images, so that N processes train as one");
     add_train_options(t, cmd.train, words,
                       "seconds of training: the schedule runs over whichever ends first, --steps or this, so a run "
-                      "the clock ends still ends its cosine; its warm-up counts places of --steps too, so give "
-                      "--steps near the steps this time allows; 0: --steps only");
+                      "the clock ends still ends its cosine; the warm-up counts steps; 0: --steps only");
     t.get_option("--min-lr-ratio")
         ->default_str(fmt::format("{:g} (resnet, vit), {:g} (cnn)", default_recipe(models::ImageKind::resnet).min_lr_ratio,
                                   default_recipe(models::ImageKind::cnn).min_lr_ratio));
