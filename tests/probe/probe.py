@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Bad-input probe of xgrad's programs, as a new user would try them.
 
-    python3 tests/probe/probe.py --bin build-dir-with-the-6-binaries --workdir /tmp/probe
+    python3 tests/probe/probe.py --bin build-dir-with-the-8-binaries --workdir /tmp/probe
     python3 tests/probe/probe.py --list            # the cases, without running them
 
-The six programs are train_tasks, decode, attention_map (apps/seq2seq),
-char_lm (train, sample), g2p (train, pronounce, attention) and addition
-(examples/addition.cpp); --bin names the folder holding all six (a
-build tree's binaries copied into one folder, or /tmp/before).
+The eight programs are train_tasks, decode, attention_map (apps/seq2seq),
+char_lm (train, sample), g2p (train, pronounce, attention), addition
+(examples/addition.cpp), vision (train, evaluate, predict, picture; it
+reads Debian's Fashion-MNIST) and xg_export; --bin names the folder holding
+all eight (a build tree's binaries copied into one folder, or /tmp/before).
 
 The script runs a fixed, deterministic list of cases built from tables: every
 numeric option of every program with 0 and bad values (-1, huge, 1e30, nan,
@@ -79,7 +80,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-PROGRAMS = ["train_tasks", "decode", "attention_map", "char_lm", "g2p", "addition"]
+PROGRAMS = ["train_tasks", "decode", "attention_map", "char_lm", "g2p", "addition", "vision", "xg_export"]
 OUTCOMES = ["ok", "clear-error", "silent-ok", "messy-error", "crash", "hang", "lost-file", "skipped"]
 TRAINERS = ["train_tasks", "addition", "char_lm", "g2p"]  # training programs (char_lm/g2p: `train`)
 SUB = {"char_lm": ["train"], "g2p": ["train"]}  # the subcommand of the trainers
@@ -170,8 +171,17 @@ BASE = {
                       []),
     "decode": ([], [("--checkpoint", "@FX/copy.st")], ["3 4 5"]),
     "attention_map": ([], [("--checkpoint", "@FX/copy.st"), ("--input", "3 4 5"), ("--out", "@CASE/out")], []),
+    # vision: Debian's Fashion-MNIST (its default --data), a tiny CNN on 256 images
+    "vision": (["train"], [("--model", "cnn"), ("--hidden", "8"), ("--train-images", "256"), ("--eval-images", "20"),
+                           ("--batch", "16"), ("--steps", "2"), ("--warmup", "1"), ("--eval-every", "1"),
+                           ("--log-every", "1"), ("--threads", "1")], []),
+    "vision evaluate": (["evaluate"], [("--checkpoint", "@FX/cnn.st"), ("--threads", "1")], []),
+    "vision predict": (["predict"], [("--checkpoint", "@FX/cnn.st"), ("--count", "3"), ("--threads", "1")], []),
+    "vision picture": (["picture"], [("--checkpoint", "@FX/cnn.st"), ("--out", "@CASE/out"), ("--threads", "1")], []),
+    # xg_export CHECKPOINT OUTDIR
+    "xg_export": ([], [], ["@FX/copy.st", "@CASE/onnx"]),
 }
-NEEDS_OUT = {"g2p attention", "attention_map"}  # the base needs @CASE/out to exist
+NEEDS_OUT = {"g2p attention", "attention_map", "vision picture"}  # the base needs @CASE/out to exist
 
 # The fixture checkpoints: --schedule constant keeps --steps out of the identity, so
 # a resume may run more steps.
@@ -182,8 +192,9 @@ FIX_TRAIN = {
     "char_lm": (BASE["char_lm"][0], with_opts(BASE["char_lm"][1], [("--schedule", "constant")], drop=["--warmup"])),
     "g2p": (BASE["g2p"][0], with_opts(BASE["g2p"][1], [("--schedule", "constant"), ("--average", "0")],
                                       drop=["--warmup"])),
+    "vision": (BASE["vision"][0], with_opts(BASE["vision"][1], [("--schedule", "constant")], drop=["--warmup"])),
 }
-FIX_CKPT = {"train_tasks": "copy.st", "addition": "add.st", "char_lm": "lm.st", "g2p": "g2p.st"}
+FIX_CKPT = {"train_tasks": "copy.st", "addition": "add.st", "char_lm": "lm.st", "g2p": "g2p.st", "vision": "cnn.st"}
 FIXTURE_RUNS = [  # (file, program, sub, options)
     ("copy.st",) + ("train_tasks",) + FIX_TRAIN["train_tasks"],
     ("copy_rnn.st", "train_tasks", [], with_opts(FIX_TRAIN["train_tasks"][1],
@@ -193,6 +204,7 @@ FIXTURE_RUNS = [  # (file, program, sub, options)
     ("g2p.st",) + ("g2p",) + FIX_TRAIN["g2p"],
     ("g2p_rnn.st", "g2p", ["train"], with_opts(FIX_TRAIN["g2p"][1],
                                                [("--model", "rnn"), ("--embed", "8"), ("--hidden", "8")])),
+    ("cnn.st",) + ("vision",) + FIX_TRAIN["vision"],
 ]
 
 
@@ -656,9 +668,132 @@ def misc_cases():
     return cases
 
 
+def vision_cases():
+    """vision: its own options, its data folder, its checkpoint readers."""
+    cases = []
+    tiny_vit = [("--model", "vit"), ("--patch", "7"), ("--layers", "1"), ("--d-model", "8"), ("--heads", "2"),
+                ("--d-ff", "8")]
+    tiny_resnet = [("--model", "resnet"), ("--depth", "8"), ("--width", "2")]
+    numeric = [  # (option, kind, lo, hi, the options it needs, a bad value)
+        ("--depth", I, 8, 1202, tiny_resnet, "9"), ("--width", I, 1, 1024, tiny_resnet, HUGE),
+        ("--patch", I, 1, 28, tiny_vit, "5"), ("--hidden", I, 1, 8192, [], "-1"),
+        ("--batch", I, 1, 65536, [], "1e30"), ("--eval-images", I, 0, 10000, [], "nan"),
+        ("--train-images", I, 0, 60000, [], TWO63), ("--erase", R, 0, 1, [], "1.5"),
+        ("--smoothing", R, 0, 0.999, [], "inf"), ("--dropout", R, 0, 0.99, [], "1"),
+    ]
+    for opt, kind, lo, hi, extra, bad in numeric:
+        for v in ("0", bad):
+            expect = "succeed" if in_range(kind, lo, hi, v) else "fail"
+            if opt in ("--depth", "--patch") and expect == "succeed":
+                expect = "either"  # the range holds values the model refuses (6n+2 layers, a patch dividing 28)
+            if opt == "--train-images" and v == "0":
+                expect, why = "either", "0: all 60,000 images (slow, not wrong)"
+            cases.append(make("vision", extra + [(opt, v)], expect=expect, name=f"{opt}={v!r}",
+                              why=f"range [{lo}..{hi}]", checks=[("nan",)]))
+    cases.append(make("vision", [("--batch", "300")], expect="fail", name="--batch above --train-images"))
+    cases.append(make("vision", [("--erase", "0.5"), ("--no-augment", None)], expect="fail",
+                      name="--erase without augmentation"))
+    cases.append(make("vision", tiny_vit + [("--heads", "3")], expect="fail", name="vit heads don't divide"))
+    for v in ("", "abc", "RESNET", "mlp"):
+        cases.append(make("vision", [("--model", v)], expect="fail", name=f"--model={v!r}"))
+    cases.append(make("vision", tiny_vit, name="--model vit"))
+    cases.append(make("vision", tiny_resnet + [("--sync-bn", None)], name="--model resnet --sync-bn"))
+    cases.append(make("vision", [("--precision", "bf16")], expect="either", name="--precision bf16",
+                      why="bf16 needs AVX512_BF16"))
+    for name, path, setup in (("''", "", []), ("missing dir", "@CASE/nodir", []), ("/dev/null", "/dev/null", []),
+                              ("a file", "@FX/binary.bin", []), ("empty dir", "@CASE/d", [("mkdir", "d")]),
+                              ("binary images", "@CASE/d", [("mkdir", "d"),
+                                                            ("copy", "@FX/binary.bin", "d/train-images-idx3-ubyte"),
+                                                            ("copy", "@FX/binary.bin", "d/train-labels-idx1-ubyte"),
+                                                            ("copy", "@FX/binary.bin", "d/t10k-images-idx3-ubyte"),
+                                                            ("copy", "@FX/binary.bin", "d/t10k-labels-idx1-ubyte")])):
+        for label in ("vision", "vision evaluate"):
+            cases.append(make(label, [("--data", path)], expect="fail", name="--data " + name, setup=setup,
+                              tag=True))
+    for opt in ("--checkpoint", "--metrics"):
+        for kind, path, setup, expect in out_paths():
+            if kind in ("empty", "dir", "devnull", "missing-dir", "proc"):
+                cases.append(make("vision", [(opt, path)], expect=expect, name=f"{opt} {kind}", setup=setup,
+                                  checks=[("late",)], devnull=(kind == "devnull"), exclusive=(kind == "empty"),
+                                  why="an output path that can't be written"))
+    cases.append(resume_case("vision", "@CASE/ck.st", "succeed", "resume ok", setup=[("copy", "@FX/cnn.st", "ck.st")],
+                             checks=[("protect", "ck.st", "safetensors"), ("nan",)], tag=True))
+    cases.append(resume_case("vision", "@CASE/ck.st", "fail", "resume, another model", changes=[("--hidden", "9")],
+                             setup=[("copy", "@FX/cnn.st", "ck.st")], checks=[("protect", "ck.st", "same")], tag=True))
+    for label in ("vision evaluate", "vision predict", "vision picture"):
+        for kind in CORRUPT_ALL + ["empty", "missing", "''", "hdr-bitflip"]:
+            path, setup = ckpt_setup(kind, "cnn.st", "copy.st")
+            checks = [("nan",)] + ([("protect", "ck.st", "same")] if setup else [])
+            cases.append(make(label, [("--checkpoint", path)], expect=CORRUPT_EXPECT.get(kind, "fail"),
+                              name=f"--checkpoint {kind}", setup=setup, checks=checks, tag=True, timeout=60))
+        cases.append(make(label, [], name="baseline"))
+    cases += [
+        make("vision predict", [("--first", "9999"), ("--count", "10")], expect="either",
+             name="--first 9999 --count 10 (past the end)"),
+        make("vision predict", [("--first", "-1")], expect="fail", name="--first -1"),
+        make("vision predict", [("--count", "0")], expect="fail", name="--count 0"),
+        make("vision predict", [("--count", HUGE)], expect="fail", name="--count huge"),
+        make("vision picture", [("--out", "")], expect="fail", name="--out ''", exclusive=True),
+        make("vision picture", [("--out", "@CASE/missing")], expect="fail", name="--out missing dir"),
+        make("vision picture", [("--out", "/dev/null")], expect="fail", name="--out /dev/null", devnull=True),
+        make("vision picture", [("--out", "@CASE/afile")], expect="fail", name="--out a file",
+             setup=[("write", "afile", b"keep me\n")], checks=[("protect", "afile", "same")]),
+        Case("vision", [], "fail", "no subcommand"),
+        Case("vision", ["--help"], "succeed", "--help"),
+        make("vision", [("--bogus", None)], expect="fail", name="unknown option"),
+        Case("vision", ["evaluate"], "fail", "evaluate without --checkpoint"),
+    ]
+    return cases
+
+
+def xg_export_cases():
+    """xg_export CHECKPOINT OUTDIR: every family's fixture, bad checkpoints, bad folders."""
+    cases = []
+    for fixture in ("copy.st", "copy_rnn.st", "g2p.st", "g2p_rnn.st", "lm.st", "cnn.st"):
+        cases.append(make("xg_export", positional=["@FX/" + fixture, "@CASE/onnx"], name=f"export {fixture}",
+                          checks=[("exists", "onnx/manifest.json")], tag=True))
+    cases.append(make("xg_export", positional=["@FX/add.st", "@CASE/onnx"], expect="either",
+                      name="export addition's checkpoint", tag=True,
+                      why="a Transformer of the copy task's kind, or refused by kind"))
+    for kind in CORRUPT_ALL + ["empty", "missing", "dir", "devnull", "''", "hdr-len-huge", "shape-huge"]:
+        path, setup = ckpt_setup(kind, "copy.st", "binary.bin")
+        if kind == "wrong-kind":
+            path, setup = "@CASE/ck.st", [("copy", "@FX/crlf.txt", "ck.st")]
+        checks = [("protect", "ck.st", "same")] if setup and kind != "dir" else []
+        cases.append(make("xg_export", positional=[path, "@CASE/onnx"], expect=CORRUPT_EXPECT.get(kind, "fail"),
+                          name=f"checkpoint {kind}", setup=setup, checks=checks, devnull=(kind == "devnull"),
+                          tag=True))
+    for name, path, setup, expect in (
+            ("''", "", [], "fail"), ("/", "/", [], "either"), ("an existing file", "@CASE/afile",
+                                                                [("write", "afile", b"keep me\n")], "fail"),
+            ("/dev/null", "/dev/null", [], "fail"), ("/proc/x", "/proc/xgprobe", [], "fail"),
+            ("missing parent", "@CASE/no/such/dir", [], "fail"),
+            ("read-only parent", "@CASE/ro/onnx", [("mkdir", "ro"), ("chmod", "ro", 0o555)],
+             "either" if IS_ROOT else "fail"),
+            ("an existing folder", "@CASE/d", [("mkdir", "d")], "succeed"),
+            ("a name too long", "@CASE/" + "n" * 300, [], "fail"),
+            ("the checkpoint's own path", "@CASE/ck.st", [("copy", "@FX/copy.st", "ck.st")], "fail")):
+        checks = [("protect", "afile", "same")] if path.endswith("afile") else []
+        if name == "the checkpoint's own path":
+            checks = [("protect", "ck.st", "same")]
+            ck = "@CASE/ck.st"
+        else:
+            ck = "@FX/copy.st"
+        cases.append(make("xg_export", positional=[ck, path], expect=expect, name=f"OUTDIR {name}", setup=setup,
+                          checks=checks, devnull=(path == "/dev/null"), exclusive=(path in ("", "/")), tag=True))
+    cases += [
+        Case("xg_export", [], "fail", "no arguments"),
+        Case("xg_export", ["--help"], "succeed", "--help"),
+        make("xg_export", positional=["@FX/copy.st"], expect="fail", name="no OUTDIR"),
+        make("xg_export", positional=["@FX/copy.st", "@CASE/a", "@CASE/b"], expect="fail", name="a third argument"),
+        make("xg_export", positional=["--bogus", "@FX/copy.st", "@CASE/onnx"], expect="fail", name="unknown option"),
+    ]
+    return cases
+
+
 def build_cases():
     cases = (numeric_cases() + word_cases() + flag_cases() + out_path_cases() + data_cases() + reader_cases() +
-             resume_cases() + misc_cases())
+             resume_cases() + misc_cases() + vision_cases() + xg_export_cases())
     seen, out = set(), []
     for c in cases:
         if c.key() in seen:
@@ -1269,7 +1404,7 @@ def follow_help(cases, bindir):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="Bad-input probe of xgrad's six programs (a survey: exits 0).")
+    ap = argparse.ArgumentParser(description="Bad-input probe of xgrad's eight programs (a survey: exits 0).")
     ap.add_argument("--bin", help="folder holding train_tasks, decode, attention_map, char_lm, g2p, addition")
     ap.add_argument("--workdir", help="scratch folder, created fresh (must be new, empty or an earlier probe's)")
     ap.add_argument("--jobs", type=int, default=1, help="cases run at once (default 1)")
