@@ -94,8 +94,11 @@ Parsed parse_vision_command(int argc, const char* const* argv, VisionCommand& cm
       return;
     }
     if (train->count("--lr") == 0) cmd.train.lr = default_recipe(o.model).lr;
-    if (train->count("--min-lr-ratio") == 0 && words.schedule == "warmup_cosine")
-      cmd.train.min_lr_ratio = default_recipe(o.model).min_lr_ratio;
+    // The recipe's cosine end, or, for another --schedule, none (the option's
+    // neutral value: the ResNet's and the ViT's 0 would be refused there).
+    if (train->count("--min-lr-ratio") == 0)
+      cmd.train.min_lr_ratio =
+          words.schedule == "warmup_cosine" ? default_recipe(o.model).min_lr_ratio : TrainOptions::kMinLrRatio;
     if (train->count("--erase") == 0 && !no_augment) o.erase = default_erase(o.model);
     if (train->count("--dropout") > 0) o.cnn.dropout = o.vit.dropout;  // --dropout serves both models
     o.augment = !no_augment;
