@@ -1,6 +1,7 @@
 // libFuzzer harness: the command lines of train_tasks, decode
-// (XG_FUZZ_DECODE) or vision (XG_FUZZ_VISION: train, evaluate, predict,
-// picture), parsed exactly as the programs parse them. The input is
+// (XG_FUZZ_DECODE), vision (XG_FUZZ_VISION: train, evaluate, predict,
+// picture) or xg_export (XG_FUZZ_EXPORT), parsed exactly as the programs
+// parse them. The input is
 // split at NUL bytes into argv. Every outcome must be a run, --help (exit 0)
 // or a usage error (exit 2) with a message.
 #include <cstddef>
@@ -12,12 +13,16 @@
 #include "apps/common/cli.h"
 #include "apps/seq2seq/cli.h"
 #include "apps/vision/cli.h"
+#include "apps/xg_export/cli.h"
 
 #ifndef XG_FUZZ_DECODE
 #define XG_FUZZ_DECODE 0
 #endif
 #ifndef XG_FUZZ_VISION
 #define XG_FUZZ_VISION 0
+#endif
+#ifndef XG_FUZZ_EXPORT
+#define XG_FUZZ_EXPORT 0
 #endif
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -35,7 +40,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
   xg::cli::Parsed p;
-  if (XG_FUZZ_VISION) {
+  if (XG_FUZZ_EXPORT) {
+    xg::xg_export::ExportCommand cmd;
+    p = xg::xg_export::parse_export_command(static_cast<int>(argv.size()), argv.data(), cmd);
+  } else if (XG_FUZZ_VISION) {
     xg::vision::VisionCommand cmd;
     p = xg::vision::parse_vision_command(static_cast<int>(argv.size()), argv.data(), cmd);
   } else if (XG_FUZZ_DECODE) {

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string dir = argv[1];
-  for (const char* h : {"", "/tensor_loader", "/module_loader", "/optim_loader", "/cli_train", "/cli_decode", "/cli_vision", "/cmudict",
+  for (const char* h : {"", "/tensor_loader", "/module_loader", "/optim_loader", "/cli_train", "/cli_decode", "/cli_vision", "/cli_export", "/cmudict",
                         "/fortunes", "/idx"})
     ::mkdir((dir + h).c_str(), 0755);
 
@@ -113,6 +113,8 @@ int main(int argc, char** argv) {
   put(dir + "/cli_vision/vit", args({"train", "--model=vit", "--patch=7", "--d-model=16", "--heads=2"}));
   put(dir + "/cli_vision/evaluate", args({"evaluate", "--checkpoint", "v.safetensors", "--threads", "1"}));
   put(dir + "/cli_vision/help", args({"--help"}));
+  put(dir + "/cli_export/export", args({"copy.safetensors", "copy_onnx"}));
+  put(dir + "/cli_export/help", args({"--help"}));
   // CMUdict in Festival's format (the real file's first entries, a stressed
   // vowel, a word with two pronunciations) and fortune files.
   put(dir + "/cmudict/entries",

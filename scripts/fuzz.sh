@@ -7,7 +7,7 @@
 #   scripts/fuzz.sh [SECONDS] [RUNS]      e.g. scripts/fuzz.sh 3600 1000000
 # Harnesses: tensor_loader (safetensors bytes; then the checkpoint metadata),
 # module_loader (a Transformer's load_state_dict), optim_loader (Adam and SGD
-# state), cli_train, cli_decode and cli_vision (the programs' command lines), cmudict
+# state), cli_train, cli_decode, cli_vision and cli_export (the programs' command lines), cmudict
 # (g2p's CMUdict parser), fortunes (char_lm's fortune-file reader and byte
 # vocabulary) and idx (data/'s IDX reader, plain and gzip).
 set -euo pipefail
@@ -19,7 +19,7 @@ dir=build-fuzz
 # no harness multiplies matrices.
 cmake -S . -B "$dir" -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo -DXG_FUZZ=ON \
       -DXG_GEMM=openblas -DXG_BUILD_TESTS=OFF >/dev/null
-harnesses=(tensor_loader module_loader optim_loader cli_train cli_decode cli_vision cmudict fortunes idx)
+harnesses=(tensor_loader module_loader optim_loader cli_train cli_decode cli_vision cli_export cmudict fortunes idx)
 start=$(date +%s)
 cmake --build "$dir" -j"$(nproc)" --target make_seeds "${harnesses[@]/#/fuzz_}" >/dev/null
 echo "fuzz: built in $(( $(date +%s) - start )) s"

@@ -7,21 +7,13 @@
 // written), 2 a usage error.
 #include <cstdio>
 
-#include "apps/common/cli.h"
+#include "apps/xg_export/cli.h"
 #include "apps/xg_export/xg_export.h"
 
 int main(int argc, char** argv) {
-  std::string checkpoint, outdir;
-  auto setup = [&](CLI::App& app) {
-    app.description("Writes a checkpoint's model as ONNX graphs and a manifest.json into OUTDIR.");
-    app.add_option("CHECKPOINT", checkpoint, "a checkpoint written by train_tasks, g2p, char_lm or vision train")
-        ->required();
-    app.add_option("OUTDIR", outdir,
-                   "a folder, created if it does not exist (its parent must); its files of the same names are "
-                   "replaced")
-        ->required();
-  };
-  const xg::cli::Parsed parsed = xg::cli::parse_with("xg_export", argc, argv, setup, [] {});
+  xg::xg_export::ExportCommand cmd;
+  const xg::cli::Parsed parsed = xg::xg_export::parse_export_command(argc, argv, cmd);
+  const std::string &checkpoint = cmd.checkpoint, &outdir = cmd.outdir;
   return xg::cli::run_program("xg_export", argc, argv, parsed, 1, [&] {
     const xg::xg_export::Exported e = xg::xg_export::export_checkpoint(checkpoint, outdir);
     std::printf("xg_export: %s model from %s:", e.family.c_str(), checkpoint.c_str());
