@@ -40,8 +40,7 @@ Tensor padding_flags(const Tensor& mask, Dtype dtype) {
 Tensor activate(const std::string& activation, const Tensor& x) { return activation == "gelu" ? gelu(x) : relu(x); }
 
 void check_layer_options(const char* who, const TransformerLayerOptions& o) {
-  require(o.d_model() >= 1 && o.nhead() >= 1 && o.d_model() % o.nhead() == 0,
-          fmt::format("{}: d_model {} must be a positive multiple of nhead {}", who, o.d_model(), o.nhead()));
+  require_heads_divide(o.d_model(), o.nhead(), std::string(who) + ": ", "d_model", "nhead");
   require(o.dim_feedforward() >= 1, fmt::format("{}: dim_feedforward {}: expected >= 1", who, o.dim_feedforward()));
   require(o.activation() == "relu" || o.activation() == "gelu",
           fmt::format("{}: activation '{}': expected 'relu' or 'gelu'", who, o.activation()));
