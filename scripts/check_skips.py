@@ -7,9 +7,12 @@ any was skipped for a reason other than the machine's hardware.
 Reads the JUnit file of `ctest --output-junit`. A test is skipped when it
 printed "xg-skip" (doctest cases that cannot run here) or exited 77 (the
 PyTorch parity tests without python3-torch, the distributed tests without
-MPI). Only "xg-skip (hardware): ..." is accepted: bf16 on a CPU without
-AVX512_BF16 cannot be fixed by installing anything; every other skip can,
-and fails the run. Exit 0 when nothing but hardware was skipped, 1 otherwise.
+MPI). Only "xg-skip (hardware): ..." and "xg-skip (machine): ..." are
+accepted: bf16 on a CPU without AVX512_BF16, and network namespaces where
+the machine does not allow them (the cluster tests of scripts/cluster.sh:
+not root, or a container without CAP_SYS_ADMIN), cannot be fixed by
+installing anything; every other skip can, and fails the run. Exit 0 when
+nothing but those was skipped, 1 otherwise.
 """
 import re
 import sys
@@ -28,7 +31,7 @@ def main():
         if case.find("skipped") is None and case.get("status") not in ("notrun", "disabled"):
             continue
         out = "".join((e.text or "") for e in case.iter("system-out"))
-        m = re.search(r"xg-skip \(hardware\): ([^\n]*)", out)
+        m = re.search(r"xg-skip \((?:hardware|machine)\): ([^\n]*)", out)
         if m:
             hardware.append((case.get("name"), m.group(1)))
         else:
