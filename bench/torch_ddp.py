@@ -9,6 +9,10 @@ Run with /usr/bin/python3 (Debian's python3-torch). Rank 0 prints one JSON line 
 
   torch_ddp.py --vocab V --len L --d-model C --heads H --layers N --d-ff F --batch B
                --steps K --warmup W --precision f32|bf16 --processes P --bucket-mb 25
+
+Across hosts (one process each, e.g. scripts/cluster.sh's namespaces), every host runs
+  torch_ddp.py ... --processes P --rank R --master ADDR:PORT
+with the same ADDR:PORT, rank 0's address (gloo over TCP between the hosts).
 """
 import json
 import os
@@ -31,7 +35,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run(rank, a, port):
+def run(rank, a, port, master="127.0.0.1"):
     torch.set_num_threads(1)
     P = int(a.get("processes", 1))
     precision = a.get("precision", "f32")
@@ -39,7 +43,7 @@ def run(rank, a, port):
     c, m = torch_bench.model_of(a)  # seeds 0: every rank starts from the same weights
     m.train()
     if P > 1:
-        dist.init_process_group("gloo", rank=rank, world_size=P, init_method=f"tcp://127.0.0.1:{port}")
+        dist.init_process_group("gloo", rank=rank, world_size=P, init_method=f"tcp://{master}:{port}")
         model = torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=float(a.get("bucket-mb", 25)))
     else:
         # One process is what a user runs without DDP: the plain model, no process group.
@@ -76,7 +80,10 @@ def run(rank, a, port):
 def main():
     a = torch_bench.args([sys.argv[0], "ddp"] + sys.argv[1:])  # torch_bench.args skips a mode word
     P = int(a.get("processes", 1))
-    if P > 1:
+    if "rank" in a:  # one process of P on this host, rank 0 at --master
+        host, port = a["master"].rsplit(":", 1)
+        run(int(a["rank"]), a, int(port), host)
+    elif P > 1:
         mp.spawn(run, args=(a, free_port()), nprocs=P)
     else:
         run(0, a, None)
