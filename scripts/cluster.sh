@@ -35,7 +35,7 @@ usage() { sed -n '8,11p' "$0" | sed 's/^#  */usage: /' >&2; exit 2; }
 
 # Exit 77 with the reason when namespaces cannot be made here.
 check_machine() {
-  command -v ip >/dev/null && command -v tc >/dev/null || { echo "cluster: ip and tc (iproute2) are missing" >&2; exit 77; }
+  command -v ip >/dev/null && command -v tc >/dev/null || die "ip and tc are missing (apt-get install iproute2; scripts/setup.sh does)"
   [ "$(id -u)" = 0 ] || { echo "cluster: network namespaces need root" >&2; exit 77; }
   if ! ip netns add xgprobe 2>/dev/null; then
     echo "cluster: this machine cannot create network namespaces (no CAP_SYS_ADMIN?)" >&2

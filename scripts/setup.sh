@@ -12,9 +12,10 @@ set -euo pipefail
 # libonnx-dev, libprotobuf-dev and protobuf-compiler build the ONNX export
 # (onnx/); python3-onnx is ONNX's own checker in its tests, and npm brings
 # ONNX Runtime for node (onnxruntime-node, below) that runs the exported models.
+# iproute2 (ip, tc) makes the network namespaces of scripts/cluster.sh.
 PACKAGES=(g++ cmake make pkg-config xtensor-dev libopenblas-dev libdnnl-dev libfmt-dev doctest-dev nlohmann-json3-dev zlib1g-dev
           libcli11-dev clang-14 libfuzzer-14-dev libopenmpi-dev openmpi-bin fortunes festlex-cmu dataset-fashion-mnist gnuplot-nox doxygen
-          python3-torch libonnx-dev python3-onnx libprotobuf-dev protobuf-compiler)
+          python3-torch libonnx-dev python3-onnx libprotobuf-dev protobuf-compiler iproute2)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
