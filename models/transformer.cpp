@@ -263,7 +263,7 @@ void Transformer::upgrade_state_dict(std::map<std::string, Tensor>& state, const
     const std::string now = mine ? today_key(split_dots(key.substr(prefix.size())), &slot, &in_proj) : "";
     if (slot >= 0) packed[prefix + in_proj][slot] = {key, t};
     else out[now.empty() ? key : prefix + now] = t;
-    earlier = earlier || slot >= 0 || (!now.empty() && prefix + now != key);
+    earlier = earlier || slot >= 0 || !now.empty();  // today_key names only keys it renames
   }
   if (!earlier) return;
   for (auto& [key, parts] : packed) {

@@ -149,8 +149,8 @@ void Module::upgrade_tree(std::map<std::string, Tensor>& state, const std::strin
   for (const auto& [name, child] : children_) child->upgrade_tree(state, prefix + name + ".");
 }
 
-std::map<std::string, Tensor> Module::upgrade(std::map<std::string, Tensor> state) const {
-  upgrade_tree(state, "");
+std::map<std::string, Tensor> Module::upgrade(std::map<std::string, Tensor> state, const std::string& prefix) const {
+  upgrade_tree(state, prefix);
   return state;
 }
 

@@ -86,8 +86,10 @@ class Module {
   // today's (and tensors merged where parameters were, such as three
   // projections into one in_proj_weight) by each module's
   // upgrade_state_dict, parents first; load_state_dict loads through it. A
-  // state dict in today's layout comes back unchanged.
-  std::map<std::string, Tensor> upgrade(std::map<std::string, Tensor> state) const;
+  // state dict in today's layout comes back unchanged. `prefix` ("model."):
+  // this tree's keys are those under it, as a checkpoint holds them; the
+  // others are left as they are.
+  std::map<std::string, Tensor> upgrade(std::map<std::string, Tensor> state, const std::string& prefix = "") const;
   // safetensors file (atomic write). load() throws xg::FormatError naming the
   // file, and the key on a mismatch with this module.
   void save(const std::string& path) const;

@@ -240,25 +240,20 @@ double read_seconds(const Metadata& meta, const std::string& path) {
   return seconds;
 }
 
-}  // namespace
-
-namespace {
 // A checkpoint whose model is in an earlier layout of its parameters (one
 // that Module::upgrade rewrites) loads for inference, but a run cannot resume
 // from it: the optimiser's state and the averages are kept per parameter of
 // that layout.
 void refuse_earlier_layout(const nn::Module& model, const std::map<std::string, Tensor>& all, const std::string& path) {
-  std::map<std::string, Tensor> weights;
+  const std::map<std::string, Tensor> today = model.upgrade(all, "model.");
   for (const auto& [name, t] : all)
-    if (name.rfind("model.", 0) == 0) weights.emplace(name.substr(6), t);
-  const std::map<std::string, Tensor> today = model.upgrade(weights);
-  for (const auto& [name, t] : weights)
     if (!today.count(name))
       throw FormatError(fmt::format("checkpoint {} holds the model in an earlier layout of its parameters ({}): it "
                                     "loads for decoding, evaluation and export, but training cannot resume from it "
                                     "(the optimiser's state is kept per parameter of that layout)",
-                                    path, name));
+                                    path, name.substr(6)));  // the upgrade renames only model.* keys
 }
+
 }  // namespace
 
 std::vector<Tensor> Trainer::take_average(std::map<std::string, Tensor>& all, int64_t averaged,
