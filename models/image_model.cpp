@@ -34,12 +34,23 @@ std::string kind_words() {
   for (const auto& [word, kind] : image_kinds()) words += (words.empty() ? "" : ", ") + word;
   return words;
 }
+
+// The kind `word` names, or null.
+const ImageKind* find_kind(const std::string& word) {
+  for (const auto& [w, kind] : image_kinds())
+    if (w == word) return &kind;
+  return nullptr;
+}
+
+// "WHAT 'WORD': expected one of resnet, vit, cnn".
+std::string not_a_kind(const std::string& what, const std::string& word) {
+  return what + " " + quote_text(word) + ": expected one of " + kind_words();
+}
 }  // namespace
 
 ImageKind image_kind(const std::string& word, const std::string& what) {
-  for (const auto& [w, kind] : image_kinds())
-    if (w == word) return kind;
-  throw std::invalid_argument(what + " " + quote_text(word) + ": expected one of " + kind_words());
+  if (const ImageKind* kind = find_kind(word)) return *kind;
+  throw std::invalid_argument(not_a_kind(what, word));
 }
 
 ImageModelConfig ImageModelConfig::choose(ImageKind kind, const ResNetConfig& resnet, const ViTConfig& vit,
@@ -62,14 +73,10 @@ Metadata ImageModelConfig::to_metadata() const {
 ImageModelConfig ImageModelConfig::from_metadata(const Metadata& m, const std::string& path) {
   const auto it = m.find("model");
   if (it == m.end()) throw FormatError("checkpoint " + path + ": metadata 'model' is missing: expected one of " + kind_words());
-  ImageKind kind;
-  try {
-    kind = image_kind(it->second, "checkpoint " + path + ": metadata 'model'");
-  } catch (const std::invalid_argument& e) {
-    throw FormatError(e.what());
-  }
-  if (kind == ImageKind::vit) return ViTConfig::from_metadata(m, path);
-  if (kind == ImageKind::cnn) return CNNConfig::from_metadata(m, path);
+  const ImageKind* kind = find_kind(it->second);
+  if (!kind) throw FormatError(not_a_kind("checkpoint " + path + ": metadata 'model'", it->second));
+  if (*kind == ImageKind::vit) return ViTConfig::from_metadata(m, path);
+  if (*kind == ImageKind::cnn) return CNNConfig::from_metadata(m, path);
   return ResNetConfig::from_metadata(m, path);
 }
 
