@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A cluster on one machine, to rehearse training across hosts: N network
 # namespaces ("hosts", each with its own address) joined by veth pairs and a
-# bridge, the links shaped by tc netem, and mpirun across them over TCP only
+# bridge, the links shaped by tc (tbf, netem), and mpirun across them over TCP only
 # (no shared memory between hosts). Needs root and iproute2 (ip, tc).
 #
 #   bash scripts/cluster.sh up N [--rate 10gbit] [--delay 0.2ms]
@@ -31,7 +31,7 @@ subnet=10.77.0
 bridge=xgbr0
 
 die() { echo "cluster: $*" >&2; exit 1; }
-usage() { sed -n '8,11p' "$0" | sed 's/^#  */usage: /' >&2; exit 2; }
+usage() { sed -n '7,10p' "$0" | sed 's/^#  */usage: /' >&2; exit 2; }
 
 # Exit 77 with the reason when namespaces cannot be made here.
 check_machine() {
@@ -65,15 +65,14 @@ shape() {
   fi
 }
 
-# A tc rate ("10gbit", "500mbit", "100kbit") in bits per second.
+# A tc rate ("10gbit", "500mbit", "100kbit": 1 kbit/s to 400 gbit/s) in bits per second.
 tc_bits() {
-  local r=$1
-  case $r in
-    *gbit) echo $(( ${r%gbit} * 1000000000 )) ;;
-    *mbit) echo $(( ${r%mbit} * 1000000 )) ;;
-    *kbit) echo $(( ${r%kbit} * 1000 )) ;;
-    *) die "--rate $r: expected a whole number of gbit, mbit or kbit (10gbit)" ;;
-  esac
+  local r=$1 n unit bits
+  [[ $r =~ ^([0-9]{1,6})(gbit|mbit|kbit)$ ]] || die "--rate $r: expected a whole number of gbit, mbit or kbit (10gbit)"
+  n=${BASH_REMATCH[1]} unit=${BASH_REMATCH[2]}
+  case $unit in gbit) bits=$(( 10#$n * 1000000000 )) ;; mbit) bits=$(( 10#$n * 1000000 )) ;; kbit) bits=$(( 10#$n * 1000 )) ;; esac
+  (( bits >= 1000 && bits <= 400000000000 )) || die "--rate $r: expected from 1kbit to 400gbit"
+  echo "$bits"
 }
 
 down() {
@@ -90,12 +89,16 @@ up() {
   local rate="" delay=""
   while [ $# -gt 0 ]; do
     case $1 in
-      --rate) rate=${2:?--rate needs a value such as 10gbit}; shift 2 ;;
-      --delay) delay=${2:?--delay needs a value such as 0.2ms}; shift 2 ;;
+      --rate) [ $# -ge 2 ] || die "--rate needs a value such as 10gbit"; rate=$2; shift 2 ;;
+      --delay) [ $# -ge 2 ] || die "--delay needs a value such as 0.2ms"; delay=$2; shift 2 ;;
       *) usage ;;
     esac
   done
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "up N: N '$n' must be a whole number from 1 to 200"
+  # Bad values are refused before anything is made (a bad delay would look like a kernel without netem).
+  [ -z "$rate" ] || tc_bits "$rate" >/dev/null
+  [[ -z $delay || $delay =~ ^[0-9]{1,6}(\.[0-9]{1,3})?(us|ms|s)$ ]] ||
+    die "--delay $delay: expected a time such as 0.2ms, 50us or 1s"
   check_machine
   down  # whatever an earlier run left
   mkdir -p "$state"
