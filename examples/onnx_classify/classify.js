@@ -25,6 +25,13 @@ function readIdx(file) {
   return {dims, bytes: data.subarray(4 + 4 * rank)};
 }
 
+// `text` as a whole number in [lo, hi], or an error naming it and the range.
+function whole(name, text, lo, hi) {
+  const n = Number(text);
+  if (!/^[0-9]+$/.test(text) || n < lo || n > hi) throw new Error(`${name} '${text}': expected a whole number from ${lo} to ${hi}`);
+  return n;
+}
+
 // Images [first, first + count) as the manifest's preprocessing prepares them.
 function prepare(images, first, count, pre, graph) {
   if (pre.layout !== 'NCHW') throw new Error(`preprocessing layout ${pre.layout}: this reader knows NCHW`);
@@ -49,7 +56,9 @@ async function main() {
   const graph = manifest.graphs[0];
   const images = readIdx(path.join(data, 't10k-images-idx3-ubyte'));
   const labels = readIdx(path.join(data, 't10k-labels-idx1-ubyte'));
-  const first = Number(firstArg || 0), count = Math.min(Number(countArg || 10), images.dims[0] - first);
+  const total = images.dims[0];
+  const first = whole('FIRST', firstArg || '0', 0, total - 1);
+  const count = Math.min(whole('COUNT', countArg || '10', 1, total), total - first);
   const session = await ort.InferenceSession.create(path.join(dir, graph.file), {intraOpNumThreads: 1});
   const out = await session.run({[graph.inputs[0].name]: prepare(images, first, count, manifest.preprocessing, graph)});
   const logits = out[graph.outputs[0].name].data, classes = manifest.vocabulary.classes;
