@@ -81,7 +81,11 @@ def main():
     a = torch_bench.args([sys.argv[0], "ddp"] + sys.argv[1:])  # torch_bench.args skips a mode word
     P = int(a.get("processes", 1))
     if "rank" in a:  # one process of P on this host, rank 0 at --master
-        host, port = a["master"].rsplit(":", 1)
+        if not a.get("rank", "").isdigit() or not 0 <= int(a["rank"]) < P:
+            sys.exit(f"torch_ddp.py: --rank {a.get('rank')!r}: expected a whole number from 0 to {P - 1}")
+        host, _, port = a.get("master", "").rpartition(":")
+        if not host or not port.isdigit():
+            sys.exit(f"torch_ddp.py: --master {a.get('master')!r}: expected ADDR:PORT, rank 0's address")
         run(int(a["rank"]), a, int(port), host)
     elif P > 1:
         mp.spawn(run, args=(a, free_port()), nprocs=P)
