@@ -100,7 +100,7 @@ Tensor glu(const Tensor& a, int64_t dim = -1);
 // channels at dimension 1 (a of rank 0 or 1 takes a single w).
 Tensor prelu(const Tensor& a, const Tensor& weight);
 // Randomised leaky ReLU: in training each negative element gets its own
-// slope drawn from U[lower, upper) with `gen` (required then); otherwise the
+// slope drawn from U[lower, upper) with `gen` (null: default_generator()); otherwise the
 // slope (lower + upper) / 2. lower <= upper.
 Tensor rrelu(const Tensor& a, double lower = 1.0 / 8, double upper = 1.0 / 3, bool training = false,
              Generator* gen = nullptr);
@@ -353,7 +353,8 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
 // the rest scaled by 1/(1-p); and the alpha dropouts of SELU networks (a
 // dropped value set to SELU's negative saturation, then the affine map that
 // keeps mean and variance), per element or per channel. The input itself
-// when not training or p == 0; training needs `gen`. p in [0, 1].
+// when not training or p == 0; training draws from `gen` (null:
+// default_generator()). p in [0, 1].
 Tensor dropout1d(const Tensor& x, double p, bool training, Generator* gen);
 Tensor dropout2d(const Tensor& x, double p, bool training, Generator* gen);
 Tensor dropout3d(const Tensor& x, double p, bool training, Generator* gen);
@@ -387,8 +388,6 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 // post-norm block's norm(x + f(x))); x and residual must have one shape.
 Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
                       double eps = 1e-5);
-// Inverted dropout: zeros with probability p, scales the rest by 1/(1-p).
-// Identity (the same tensor) when p == 0 or !training.
 // The mean cross-entropy of linear(x, weight, bias) (..., V), classes last,
 // against one target per row, with ignore_index and label_smoothing as
 // CrossEntropyLossOptions has them, in one op: x (..., C), weight (V, C), bias (V) or
@@ -398,7 +397,13 @@ Tensor add_layer_norm(const Tensor& x, const Tensor& residual, const Tensor& wei
 Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor& bias,
                             const std::vector<int64_t>& targets, int64_t ignore_index = -100,
                             double label_smoothing = 0.0);
+// Inverted dropout: zeros with probability p, scales the rest by 1/(1-p).
+// Identity (the same tensor) when p == 0 or !training.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+// The same drawing from default_generator(), as F.dropout(x, p, training).
+inline Tensor dropout(const Tensor& x, double p = 0.5, bool training = true) {
+  return dropout(x, p, training, default_generator());
+}
 // dropout(relu(x), p, training, gen) in one pass, with the same mask. Backward
 // needs only where the output is nonzero (x > 0 and kept): it saves one bit
 // per element, so the feed-forward block keeps no (.., F) float32 tensor of

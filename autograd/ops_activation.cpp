@@ -282,10 +282,10 @@ Tensor rrelu(const Tensor& a, double lower, double upper, bool training, Generat
   check_defined(a, "rrelu");
   require(lower <= upper, fmt::format("rrelu: lower {} is above upper {}", lower, upper));
   if (!training) return leaky_relu(a, (lower + upper) / 2);
-  require(gen != nullptr, "rrelu: training draws a slope per element and needs a Generator");
+  Generator& g = gen ? *gen : default_generator();
   std::vector<double> slopes(static_cast<size_t>(a.numel()));
   const std::vector<double> x = a.to_vector();
-  for (size_t i = 0; i < slopes.size(); ++i) slopes[i] = x[i] >= 0 ? 1.0 : gen->uniform(lower, upper);
+  for (size_t i = 0; i < slopes.size(); ++i) slopes[i] = x[i] >= 0 ? 1.0 : g.uniform(lower, upper);
   return a * from_vector(slopes, a.shape(), a.dtype());
 }
 

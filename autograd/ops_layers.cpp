@@ -261,22 +261,21 @@ Tensor scaled_dropout(const char* op, const Tensor& x, double p, bool training, 
     throw ShapeError(fmt::format("{}: expected an input of {} or {} dimensions (N,C,...) or (C,...), got {}", op,
                                  batched_rank, batched_rank - 1, shape_str(x.shape())));
   if (!training || p == 0) return x;
-  require(gen != nullptr, std::string(op) + ": training draws a mask and needs a Generator");
   if (p == 1) return x * 0.0;
-  return x * (keep_mask(mask_shape(x, features, batched_rank), p, *gen, x.dtype()) * (1.0 / (1 - p)));
+  Generator& g = gen ? *gen : default_generator();
+  return x * (keep_mask(mask_shape(x, features, batched_rank), p, g, x.dtype()) * (1.0 / (1 - p)));
 }
 
 Tensor alpha_dropout_impl(const char* op, const Tensor& x, double p, bool training, Generator* gen, bool features) {
   check_defined(x, op);
   check_p(p, op);
   if (!training || p == 0) return x;
-  require(gen != nullptr, std::string(op) + ": training draws a mask and needs a Generator");
   if (p == 1) return x * 0.0;
   // PyTorch's: a dropped value becomes SELU's negative saturation -alpha,
   // then an affine map a x + b keeps the mean and variance
   constexpr double alpha = 1.7580993408473766;
   const double a = 1.0 / std::sqrt((alpha * alpha * p + 1) * (1 - p));
-  const Tensor keep = keep_mask(mask_shape(x, features, x.dim()), p, *gen, x.dtype());
+  const Tensor keep = keep_mask(mask_shape(x, features, x.dim()), p, gen ? *gen : default_generator(), x.dtype());
   return x * (keep * a) + ((keep - 1.0) * (alpha * a) + alpha * a * p);
 }
 

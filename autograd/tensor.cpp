@@ -148,6 +148,13 @@ void throw_int64_input(const Tensor& t, const char* op) {
 
 // ---- Generator ---------------------------------------------------------------
 
+Generator& default_generator() {
+  static Generator gen(0);
+  return gen;
+}
+
+void manual_seed(uint64_t seed) { default_generator() = Generator(seed); }
+
 double Generator::uniform(double lo, double hi) {
   // 53 random bits -> [0,1); identical on every platform (unlike std::uniform_real_distribution).
   double u = static_cast<double>(engine_() >> 11) * (1.0 / 9007199254740992.0);

@@ -35,7 +35,8 @@ struct ShapeError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// A seeded random source. Pass it explicitly: xgrad has no hidden global RNG.
+// A seeded random source. Pass one to a layer, an initialiser or a dropout
+// to own its stream; what is given none draws from default_generator().
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : engine_(seed) {}  // a mt19937_64 seeded with `seed`
@@ -47,6 +48,13 @@ class Generator {
  private:
   std::mt19937_64 engine_;
 };
+
+// The generator of everything given none (a layer's initial weights, a
+// dropout's masks), as torch's default generator: Generator(0) until
+// manual_seed. A Generator is not thread-safe: use this one from one thread at
+// a time (build and train on one thread, or give each thread its own).
+Generator& default_generator();
+void manual_seed(uint64_t seed);  // default_generator() starts again as Generator(seed), as torch.manual_seed
 
 struct TensorImpl;
 struct Node;

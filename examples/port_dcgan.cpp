@@ -20,44 +20,43 @@ const int64_t nz = 16, ngf = 8, ndf = 8, nc = 3;
 // --- the model (the lines the port counts) ---
 struct NetG : nn::Module {
   std::shared_ptr<nn::Sequential> main;
-  explicit NetG(Generator& gen) {
-    main = register_module(
-        "main", std::make_shared<nn::Sequential>(
-                    std::make_shared<nn::ConvTranspose2d>(
-                        nn::ConvTranspose2dOptions(nz, ngf * 8, 4).stride(1).padding(0).bias(false), gen),
-                    std::make_shared<nn::BatchNorm2d>(ngf * 8), std::make_shared<nn::ReLU>(),
-                    std::make_shared<nn::ConvTranspose2d>(
-                        nn::ConvTranspose2dOptions(ngf * 8, ngf * 4, 4).stride(2).padding(1).bias(false), gen),
-                    std::make_shared<nn::BatchNorm2d>(ngf * 4), std::make_shared<nn::ReLU>(),
-                    std::make_shared<nn::ConvTranspose2d>(
-                        nn::ConvTranspose2dOptions(ngf * 4, ngf * 2, 4).stride(2).padding(1).bias(false), gen),
-                    std::make_shared<nn::BatchNorm2d>(ngf * 2), std::make_shared<nn::ReLU>(),
-                    std::make_shared<nn::ConvTranspose2d>(
-                        nn::ConvTranspose2dOptions(ngf * 2, ngf, 4).stride(2).padding(1).bias(false), gen),
-                    std::make_shared<nn::BatchNorm2d>(ngf), std::make_shared<nn::ReLU>(),
-                    std::make_shared<nn::ConvTranspose2d>(
-                        nn::ConvTranspose2dOptions(ngf, nc, 4).stride(2).padding(1).bias(false), gen),
-                    std::make_shared<nn::Tanh>()));
+  NetG() {
+    main = register_module<nn::Sequential>("main");
+    main->append<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(nz, ngf * 8, 4).stride(1).padding(0).bias(false))
+        .append<nn::BatchNorm2d>(ngf * 8)
+        .append<nn::ReLU>()
+        .append<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(ngf * 8, ngf * 4, 4).stride(2).padding(1).bias(false))
+        .append<nn::BatchNorm2d>(ngf * 4)
+        .append<nn::ReLU>()
+        .append<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(ngf * 4, ngf * 2, 4).stride(2).padding(1).bias(false))
+        .append<nn::BatchNorm2d>(ngf * 2)
+        .append<nn::ReLU>()
+        .append<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(ngf * 2, ngf, 4).stride(2).padding(1).bias(false))
+        .append<nn::BatchNorm2d>(ngf)
+        .append<nn::ReLU>()
+        .append<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(ngf, nc, 4).stride(2).padding(1).bias(false))
+        .append<nn::Tanh>();
   }
   Tensor forward(const Tensor& input) override { return main->forward(input); }
 };
 
 struct NetD : nn::Module {
   std::shared_ptr<nn::Sequential> main;
-  explicit NetD(Generator& gen) {
-    main = register_module(
-        "main",
-        std::make_shared<nn::Sequential>(
-            std::make_shared<nn::Conv2d>(nn::Conv2dOptions(nc, ndf, 4).stride(2).padding(1).bias(false), gen),
-            std::make_shared<nn::LeakyReLU>(0.2),
-            std::make_shared<nn::Conv2d>(nn::Conv2dOptions(ndf, ndf * 2, 4).stride(2).padding(1).bias(false), gen),
-            std::make_shared<nn::BatchNorm2d>(ndf * 2), std::make_shared<nn::LeakyReLU>(0.2),
-            std::make_shared<nn::Conv2d>(nn::Conv2dOptions(ndf * 2, ndf * 4, 4).stride(2).padding(1).bias(false), gen),
-            std::make_shared<nn::BatchNorm2d>(ndf * 4), std::make_shared<nn::LeakyReLU>(0.2),
-            std::make_shared<nn::Conv2d>(nn::Conv2dOptions(ndf * 4, ndf * 8, 4).stride(2).padding(1).bias(false), gen),
-            std::make_shared<nn::BatchNorm2d>(ndf * 8), std::make_shared<nn::LeakyReLU>(0.2),
-            std::make_shared<nn::Conv2d>(nn::Conv2dOptions(ndf * 8, 1, 4).stride(1).padding(0).bias(false), gen),
-            std::make_shared<nn::Sigmoid>()));
+  NetD() {
+    main = register_module<nn::Sequential>("main");
+    main->append<nn::Conv2d>(nn::Conv2dOptions(nc, ndf, 4).stride(2).padding(1).bias(false))
+        .append<nn::LeakyReLU>(0.2)
+        .append<nn::Conv2d>(nn::Conv2dOptions(ndf, ndf * 2, 4).stride(2).padding(1).bias(false))
+        .append<nn::BatchNorm2d>(ndf * 2)
+        .append<nn::LeakyReLU>(0.2)
+        .append<nn::Conv2d>(nn::Conv2dOptions(ndf * 2, ndf * 4, 4).stride(2).padding(1).bias(false))
+        .append<nn::BatchNorm2d>(ndf * 4)
+        .append<nn::LeakyReLU>(0.2)
+        .append<nn::Conv2d>(nn::Conv2dOptions(ndf * 4, ndf * 8, 4).stride(2).padding(1).bias(false))
+        .append<nn::BatchNorm2d>(ndf * 8)
+        .append<nn::LeakyReLU>(0.2)
+        .append<nn::Conv2d>(nn::Conv2dOptions(ndf * 8, 1, 4).stride(1).padding(0).bias(false))
+        .append<nn::Sigmoid>();
   }
   Tensor forward(const Tensor& input) override { return squeeze(reshape(main->forward(input), {-1, 1}), 1); }
 };
@@ -84,9 +83,8 @@ port::Tensors part(const port::Tensors& state, const std::string& prefix) {
 
 int main(int argc, char** argv) {
   return port::check(argc, argv, "port_dcgan", 1e-9, [](const port::Tensors& state, const port::Tensors& inputs) {
-    Generator gen(0);
-    NetG netG(gen);
-    NetD netD(gen);
+    NetG netG;
+    NetD netD;
     netG.to(f64);
     netD.to(f64);
     netG.load_state_dict(part(state, "G."));  // strict: PyTorch's keys, every one

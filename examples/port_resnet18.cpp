@@ -17,21 +17,18 @@ struct BasicBlock : nn::Module {
   std::shared_ptr<nn::BatchNorm2d> bn1, bn2;
   std::shared_ptr<nn::ReLU> relu;
   std::shared_ptr<nn::Sequential> downsample;
-  BasicBlock(int64_t inplanes, int64_t planes, Generator& gen, int64_t stride = 1) {
-    conv1 = register_module("conv1",
-                            std::make_shared<nn::Conv2d>(
-                                nn::Conv2dOptions(inplanes, planes, 3).stride(stride).padding(1).bias(false), gen));
-    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(planes));
-    relu = register_module("relu", std::make_shared<nn::ReLU>());
-    conv2 = register_module(
-        "conv2", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(planes, planes, 3).padding(1).bias(false), gen));
-    bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(planes));
-    if (stride != 1 || inplanes != planes)
-      downsample = register_module(
-          "downsample",
-          std::make_shared<nn::Sequential>(
-              std::make_shared<nn::Conv2d>(nn::Conv2dOptions(inplanes, planes, 1).stride(stride).bias(false), gen),
-              std::make_shared<nn::BatchNorm2d>(planes)));
+  BasicBlock(int64_t inplanes, int64_t planes, int64_t stride = 1) {
+    conv1 = register_module<nn::Conv2d>("conv1",
+                                        nn::Conv2dOptions(inplanes, planes, 3).stride(stride).padding(1).bias(false));
+    bn1 = register_module<nn::BatchNorm2d>("bn1", planes);
+    relu = register_module<nn::ReLU>("relu");
+    conv2 = register_module<nn::Conv2d>("conv2", nn::Conv2dOptions(planes, planes, 3).padding(1).bias(false));
+    bn2 = register_module<nn::BatchNorm2d>("bn2", planes);
+    if (stride != 1 || inplanes != planes) {
+      downsample = register_module<nn::Sequential>("downsample");
+      downsample->append<nn::Conv2d>(nn::Conv2dOptions(inplanes, planes, 1).stride(stride).bias(false))
+          .append<nn::BatchNorm2d>(planes);
+    }
   }
   Tensor forward(const Tensor& x) override {
     const Tensor identity = downsample ? downsample->forward(x) : x;
@@ -48,22 +45,21 @@ struct ResNet18 : nn::Module {
   std::shared_ptr<nn::Sequential> layer1, layer2, layer3, layer4;
   std::shared_ptr<nn::AdaptiveAvgPool2d> avgpool;
   std::shared_ptr<nn::Linear> fc;
-  explicit ResNet18(Generator& gen, int64_t num_classes = 1000) {
-    conv1 = register_module(
-        "conv1", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false), gen));
-    bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(64));
-    relu = register_module("relu", std::make_shared<nn::ReLU>());
-    maxpool = register_module("maxpool", std::make_shared<nn::MaxPool2d>(MaxPool2dOptions(3).stride(2).padding(1)));
-    layer1 = register_module("layer1", std::make_shared<nn::Sequential>(std::make_shared<BasicBlock>(64, 64, gen),
-                                                                        std::make_shared<BasicBlock>(64, 64, gen)));
-    layer2 = register_module("layer2", std::make_shared<nn::Sequential>(std::make_shared<BasicBlock>(64, 128, gen, 2),
-                                                                        std::make_shared<BasicBlock>(128, 128, gen)));
-    layer3 = register_module("layer3", std::make_shared<nn::Sequential>(std::make_shared<BasicBlock>(128, 256, gen, 2),
-                                                                        std::make_shared<BasicBlock>(256, 256, gen)));
-    layer4 = register_module("layer4", std::make_shared<nn::Sequential>(std::make_shared<BasicBlock>(256, 512, gen, 2),
-                                                                        std::make_shared<BasicBlock>(512, 512, gen)));
-    avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(1));
-    fc = register_module("fc", std::make_shared<nn::Linear>(512, num_classes, gen));
+  explicit ResNet18(int64_t num_classes = 1000) {
+    conv1 = register_module<nn::Conv2d>("conv1", nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false));
+    bn1 = register_module<nn::BatchNorm2d>("bn1", 64);
+    relu = register_module<nn::ReLU>("relu");
+    maxpool = register_module<nn::MaxPool2d>("maxpool", MaxPool2dOptions(3).stride(2).padding(1));
+    layer1 = register_module<nn::Sequential>("layer1");
+    layer1->append<BasicBlock>(64, 64).append<BasicBlock>(64, 64);
+    layer2 = register_module<nn::Sequential>("layer2");
+    layer2->append<BasicBlock>(64, 128, 2).append<BasicBlock>(128, 128);
+    layer3 = register_module<nn::Sequential>("layer3");
+    layer3->append<BasicBlock>(128, 256, 2).append<BasicBlock>(256, 256);
+    layer4 = register_module<nn::Sequential>("layer4");
+    layer4->append<BasicBlock>(256, 512, 2).append<BasicBlock>(512, 512);
+    avgpool = register_module<nn::AdaptiveAvgPool2d>("avgpool", 1);
+    fc = register_module<nn::Linear>("fc", 512, num_classes);
   }
   Tensor forward(const Tensor& input) override {
     Tensor x = maxpool->forward(relu->forward(bn1->forward(conv1->forward(input))));
@@ -75,8 +71,7 @@ struct ResNet18 : nn::Module {
 
 int main(int argc, char** argv) {
   return port::check(argc, argv, "port_resnet18", 1e-9, [](const port::Tensors& state, const port::Tensors& inputs) {
-    Generator gen(0);
-    ResNet18 model(gen, 10);
+    ResNet18 model(10);
     model.to(f64);
     model.load_state_dict(state);  // strict: PyTorch's keys, every one
     model.eval();

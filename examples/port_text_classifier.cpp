@@ -15,18 +15,18 @@ struct TextClassifier : nn::Module {
   std::shared_ptr<nn::Embedding> embed;
   std::shared_ptr<nn::TransformerEncoder> encoder;
   std::shared_ptr<nn::Sequential> head;
-  explicit TextClassifier(Generator& gen, int64_t vocab = 50, int64_t d_model = 32, int64_t nhead = 4,
-                          int64_t num_layers = 2, int64_t classes = 3) {
-    embed = register_module("embed", std::make_shared<nn::Embedding>(vocab, d_model, gen, /*padding_idx=*/0));
+  explicit TextClassifier(int64_t vocab = 50, int64_t d_model = 32, int64_t nhead = 4, int64_t num_layers = 2,
+                          int64_t classes = 3) {
+    embed = register_module<nn::Embedding>("embed", vocab, d_model, /*padding_idx=*/0);
     auto layer = nn::TransformerLayerOptions(d_model, nhead).dim_feedforward(64).dropout(0.1).activation("gelu");
     layer.batch_first(true).norm_first(true);
-    encoder = register_module("encoder", std::make_shared<nn::TransformerEncoder>(
-                                             layer, num_layers, gen, std::make_shared<nn::LayerNorm>(d_model)));
-    head =
-        register_module("head", std::make_shared<nn::Sequential>(
-                                    std::make_shared<nn::Linear>(d_model, d_model, gen), std::make_shared<nn::GELU>(),
-                                    std::make_shared<nn::Dropout>(0.1, std::make_shared<Generator>(1)),
-                                    std::make_shared<nn::Linear>(d_model, classes, gen)));
+    encoder =
+        register_module<nn::TransformerEncoder>("encoder", layer, num_layers, std::make_shared<nn::LayerNorm>(d_model));
+    head = register_module<nn::Sequential>("head");
+    head->append<nn::Linear>(d_model, d_model)
+        .append<nn::GELU>()
+        .append<nn::Dropout>(0.1)
+        .append<nn::Linear>(d_model, classes);
   }
   Tensor forward(const Tensor& ids) override {  // (N, S) int64, 0 = padding
     const Tensor pad = eq(ids, 0.0);
@@ -40,8 +40,7 @@ struct TextClassifier : nn::Module {
 int main(int argc, char** argv) {
   return port::check(argc, argv, "port_text_classifier", 1e-5,
                      [](const port::Tensors& state, const port::Tensors& inputs) {
-                       Generator gen(0);
-                       TextClassifier model(gen);
+                       TextClassifier model;
                        model.load_state_dict(state);  // strict: PyTorch's keys, every one
                        model.eval();
                        return port::Tensors{{"logits", model.forward(inputs.at("ids"))}};

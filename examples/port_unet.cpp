@@ -15,25 +15,24 @@ using namespace xg;
 // --- the model (the lines the port counts) ---
 struct DoubleConv : nn::Module {
   std::shared_ptr<nn::Sequential> double_conv;
-  DoubleConv(int64_t in_channels, int64_t out_channels, Generator& gen, int64_t mid_channels = 0) {
+  DoubleConv(int64_t in_channels, int64_t out_channels, int64_t mid_channels = 0) {
     mid_channels = mid_channels ? mid_channels : out_channels;
-    double_conv = register_module(
-        "double_conv",
-        std::make_shared<nn::Sequential>(
-            std::make_shared<nn::Conv2d>(nn::Conv2dOptions(in_channels, mid_channels, 3).padding(1).bias(false), gen),
-            std::make_shared<nn::BatchNorm2d>(mid_channels), std::make_shared<nn::ReLU>(),
-            std::make_shared<nn::Conv2d>(nn::Conv2dOptions(mid_channels, out_channels, 3).padding(1).bias(false), gen),
-            std::make_shared<nn::BatchNorm2d>(out_channels), std::make_shared<nn::ReLU>()));
+    double_conv = register_module<nn::Sequential>("double_conv");
+    double_conv->append<nn::Conv2d>(nn::Conv2dOptions(in_channels, mid_channels, 3).padding(1).bias(false))
+        .append<nn::BatchNorm2d>(mid_channels)
+        .append<nn::ReLU>()
+        .append<nn::Conv2d>(nn::Conv2dOptions(mid_channels, out_channels, 3).padding(1).bias(false))
+        .append<nn::BatchNorm2d>(out_channels)
+        .append<nn::ReLU>();
   }
   Tensor forward(const Tensor& x) override { return double_conv->forward(x); }
 };
 
 struct Down : nn::Module {
   std::shared_ptr<nn::Sequential> maxpool_conv;
-  Down(int64_t in_channels, int64_t out_channels, Generator& gen) {
-    maxpool_conv = register_module(
-        "maxpool_conv", std::make_shared<nn::Sequential>(std::make_shared<nn::MaxPool2d>(2),
-                                                         std::make_shared<DoubleConv>(in_channels, out_channels, gen)));
+  Down(int64_t in_channels, int64_t out_channels) {
+    maxpool_conv = register_module<nn::Sequential>("maxpool_conv");
+    maxpool_conv->append<nn::MaxPool2d>(2).append<DoubleConv>(in_channels, out_channels);
   }
   Tensor forward(const Tensor& x) override { return maxpool_conv->forward(x); }
 };
@@ -41,10 +40,10 @@ struct Down : nn::Module {
 struct Up : nn::Module {
   std::shared_ptr<nn::Upsample> up;
   std::shared_ptr<DoubleConv> conv;
-  Up(int64_t in_channels, int64_t out_channels, Generator& gen) {
-    up = register_module("up", std::make_shared<nn::Upsample>(
-                                   InterpolateOptions().scale_factor({2.0}).mode("bilinear").align_corners(true)));
-    conv = register_module("conv", std::make_shared<DoubleConv>(in_channels, out_channels, gen, in_channels / 2));
+  Up(int64_t in_channels, int64_t out_channels) {
+    up = register_module<nn::Upsample>("up",
+                                       InterpolateOptions().scale_factor({2.0}).mode("bilinear").align_corners(true));
+    conv = register_module<DoubleConv>("conv", in_channels, out_channels, in_channels / 2);
   }
   Tensor forward(Tensor x1, const Tensor& x2) {
     x1 = up->forward(x1);
@@ -59,13 +58,13 @@ struct UNet : nn::Module {
   std::shared_ptr<Down> down1, down2;
   std::shared_ptr<Up> up1, up2;
   std::shared_ptr<nn::Conv2d> outc;
-  UNet(int64_t n_channels, int64_t n_classes, Generator& gen, int64_t width = 4) {
-    inc = register_module("inc", std::make_shared<DoubleConv>(n_channels, width, gen));
-    down1 = register_module("down1", std::make_shared<Down>(width, width * 2, gen));
-    down2 = register_module("down2", std::make_shared<Down>(width * 2, width * 4 / 2, gen));
-    up1 = register_module("up1", std::make_shared<Up>(width * 4, width * 2 / 2, gen));
-    up2 = register_module("up2", std::make_shared<Up>(width * 2, width, gen));
-    outc = register_module("outc", std::make_shared<nn::Conv2d>(width, n_classes, 1, gen));
+  UNet(int64_t n_channels, int64_t n_classes, int64_t width = 4) {
+    inc = register_module<DoubleConv>("inc", n_channels, width);
+    down1 = register_module<Down>("down1", width, width * 2);
+    down2 = register_module<Down>("down2", width * 2, width * 4 / 2);
+    up1 = register_module<Up>("up1", width * 4, width * 2 / 2);
+    up2 = register_module<Up>("up2", width * 2, width);
+    outc = register_module<nn::Conv2d>("outc", width, n_classes, 1);
   }
   Tensor forward(const Tensor& x) override {
     const Tensor x1 = inc->forward(x);
@@ -80,8 +79,7 @@ struct UNet : nn::Module {
 
 int main(int argc, char** argv) {
   return port::check(argc, argv, "port_unet", 1e-9, [](const port::Tensors& state, const port::Tensors& inputs) {
-    Generator gen(0);
-    UNet model(3, 5, gen);
+    UNet model(3, 5);
     model.to(f64);
     model.load_state_dict(state);                              // strict: PyTorch's keys, every one
     const Tensor logits = model.forward(inputs.at("images"));  // training mode: batch statistics

@@ -100,8 +100,6 @@ std::string RReLU::type_name() const { return "RReLU(lower=" + num(lower_) + ", 
 Tensor RReLU::forward(const Tensor& x) {
   const auto named = scope();
   if (!x.defined()) throw ShapeError(describe() + ": input is undefined");
-  if (is_training() && !gen_)
-    throw std::logic_error(describe() + ": training draws random slopes and needs a Generator (the constructor's gen)");
   return rrelu(x, lower_, upper_, is_training(), gen_.get());
 }
 

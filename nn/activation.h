@@ -183,10 +183,8 @@ class PReLU : public Module {
 };
 
 // RReLU: in training each negative element's slope is drawn from
-// U[lower, upper) with `gen`; in eval mode the slope (lower + upper) / 2.
-// PyTorch draws from its global generator; xgrad has none, so the
-// generator is given (as Dropout's). gen may be null only for a module that
-// never trains.
+// U[lower, upper) with `gen` (null: default_generator(), as PyTorch's
+// global generator); in eval mode the slope (lower + upper) / 2.
 class RReLU : public Module {
  public:
   RReLU(double lower = 1.0 / 8, double upper = 1.0 / 3, std::shared_ptr<Generator> gen = nullptr);  // lower <= upper

@@ -35,6 +35,8 @@ class AdditiveAttention : public Module {
  public:
   // query_size Cq, key_size Ck, hidden A >= 1; PyTorch's Linear init.
   AdditiveAttention(int64_t query_size, int64_t key_size, int64_t hidden, Generator& gen);
+  AdditiveAttention(int64_t query_size, int64_t key_size, int64_t hidden)  // from default_generator()
+      : AdditiveAttention(query_size, key_size, hidden, default_generator()) {}
   // query (B,T,Cq), key (B,S,Ck), value (B,S,Cv); key_padding_mask (B,S) as attend().
   AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,
                           const Tensor& key_padding_mask = Tensor());

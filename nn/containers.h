@@ -25,6 +25,14 @@ class Sequential : public Module {
     (push_back(std::move(modules)), ...);
   }
   void push_back(std::shared_ptr<Module> m);  // registers m under the next name ("0", "1", ...); null throws
+  // push_back of an M made from `args`; returns this Sequential, so that
+  // appends chain as PyTorch's append does: seq->append<Linear>(4, 8).append<ReLU>().
+  template <class M, class... Args,
+            class = std::enable_if_t<std::is_base_of_v<Module, M> && std::is_constructible_v<M, Args&&...>>>
+  Sequential& append(Args&&... args) {
+    push_back(std::make_shared<M>(std::forward<Args>(args)...));
+    return *this;
+  }
   size_t size() const { return modules_.size(); }  // number of modules
   // x -> m0.forward(x) -> m1.forward(...) -> ...; empty: the identity.
   Tensor forward(const Tensor& x) override;

@@ -47,6 +47,11 @@ class ConvNd : public Module {
   // PyTorch's three required arguments, the rest default.
   ConvNd(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size, Generator& gen)
       : ConvNd(ConvOptions<D>(in_channels, out_channels, kernel_size), gen) {}
+  // The options, drawing from default_generator().
+  explicit ConvNd(const ConvOptions<D>& options) : ConvNd(options, default_generator()) {}
+  // PyTorch's three required arguments, drawing from default_generator().
+  ConvNd(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size)
+      : ConvNd(ConvOptions<D>(in_channels, out_channels, kernel_size), default_generator()) {}
   Tensor forward(const Tensor& x) override;  // (N, in, *spatial) -> (N, out, *spatial')
   // As PyTorch prints it: "Conv2d(3, 8, kernel_size=(3, 3), stride=(2, 2), padding=(1, 1), bias=False)"
   std::string type_name() const override;
@@ -105,6 +110,11 @@ class ConvTransposeNd : public Module {
   // PyTorch's three required arguments, the rest default.
   ConvTransposeNd(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size, Generator& gen)
       : ConvTransposeNd(ConvTransposeOptions<D>(in_channels, out_channels, kernel_size), gen) {}
+  // The options, drawing from default_generator().
+  explicit ConvTransposeNd(const ConvTransposeOptions<D>& options) : ConvTransposeNd(options, default_generator()) {}
+  // PyTorch's three required arguments, drawing from default_generator().
+  ConvTransposeNd(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size)
+      : ConvTransposeNd(ConvTransposeOptions<D>(in_channels, out_channels, kernel_size), default_generator()) {}
   Tensor forward(const Tensor& x) override;  // (N, in, *spatial) -> (N, out, *spatial')
   std::string type_name() const override;   // as PyTorch prints it
   const ConvTransposeOptions<D>& options() const { return options_; }  // as constructed

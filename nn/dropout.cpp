@@ -7,9 +7,7 @@
 namespace xg::nn {
 
 Dropout::Dropout(double p, std::shared_ptr<Generator> gen) : p_(p), gen_(std::move(gen)) {
-  if (!(p >= 0.0 && p < 1.0))
-    throw std::invalid_argument("Dropout: p = " + std::to_string(p) + " is outside [0, 1)");
-  if (p > 0.0 && !gen_) throw std::invalid_argument("Dropout: p = " + std::to_string(p) + " needs a Generator");
+  if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("Dropout: p = " + std::to_string(p) + " is outside [0, 1)");
 }
 
 std::string Dropout::type_name() const {
@@ -21,13 +19,13 @@ std::string Dropout::type_name() const {
 Tensor Dropout::forward(const Tensor& x) {
   const auto named = scope();
   if (p_ == 0.0 || !is_training()) return x;
-  return dropout(x, p_, true, *gen_);
+  return dropout(x, p_, true, gen_ ? *gen_ : default_generator());
 }
 
 Tensor Dropout::forward_relu(const Tensor& x) {
   const auto named = scope();
   if (p_ == 0.0 || !is_training()) return relu(x);
-  return relu_dropout(x, p_, true, *gen_);
+  return relu_dropout(x, p_, true, gen_ ? *gen_ : default_generator());
 }
 
 }  // namespace xg::nn

@@ -11,8 +11,9 @@ namespace xg::nn {
 // Dropout as a module (xg::dropout while training).
 class Dropout : public Module {
  public:
-  // p in [0, 1), else std::invalid_argument. gen may be null only if p == 0.
-  Dropout(double p, std::shared_ptr<Generator> gen);
+  // p in [0, 1), else std::invalid_argument. gen draws the masks; null:
+  // default_generator().
+  explicit Dropout(double p = 0.5, std::shared_ptr<Generator> gen = nullptr);
   Tensor forward(const Tensor& x) override;  // xg::dropout in training; x itself in eval mode or when p == 0
   // forward(relu(x)), fused (xg::relu_dropout): one pass, one saved tensor.
   Tensor forward_relu(const Tensor& x);

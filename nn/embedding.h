@@ -14,6 +14,9 @@ class Embedding : public Module {
   // GPT-2 uses 0.02); the padding row (if padding_idx >= 0) is zeroed and
   // never receives a gradient. padding_idx -1: none.
   Embedding(int64_t num, int64_t dim, Generator& gen, int64_t padding_idx = -1, double init_std = 1.0);
+  // The same drawing from default_generator().
+  Embedding(int64_t num, int64_t dim, int64_t padding_idx = -1, double init_std = 1.0)
+      : Embedding(num, dim, default_generator(), padding_idx, init_std) {}
   // Throws ShapeError naming Embedding, the bad id and the vocabulary size.
   Tensor forward(const std::vector<int64_t>& ids, const Shape& ids_shape);
   // The same with the ids held in an int64 tensor (as in a Sequential); a

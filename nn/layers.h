@@ -46,6 +46,10 @@ class EmbeddingBag : public Module {
   // mode "sum", "mean" or "max"; padding_idx -1: none
   EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, Generator& gen, const std::string& mode = "mean",
                bool include_last_offset = false, int64_t padding_idx = -1);
+  // The same drawing from default_generator().
+  EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, const std::string& mode = "mean",
+               bool include_last_offset = false, int64_t padding_idx = -1)
+      : EmbeddingBag(num_embeddings, embedding_dim, default_generator(), mode, include_last_offset, padding_idx) {}
   // ids (B, L), or (N) with offsets (B); per_sample_weights with mode sum -> (B, C)
   Tensor forward(const Tensor& ids, const Tensor& offsets, const Tensor& per_sample_weights = Tensor());
   Tensor forward(const Tensor& ids) override { return forward(ids, Tensor()); }  // (B, L) ids
@@ -108,6 +112,9 @@ class Bilinear : public Module {
  public:
   // sizes each >= 1
   Bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features, Generator& gen, bool bias = true);
+  // The same drawing from default_generator().
+  Bilinear(int64_t in1_features, int64_t in2_features, int64_t out_features, bool bias = true)
+      : Bilinear(in1_features, in2_features, out_features, default_generator(), bias) {}
   Tensor forward(const Tensor& x1, const Tensor& x2);  // (..., in1), (..., in2) -> (..., out)
   std::string type_name() const override;             // "Bilinear(in1=4, in2=3, out=2)"
   Tensor& weight() { return weight_; }                 // (out, in1, in2)
@@ -141,8 +148,8 @@ class Fold : public Module {
 };
 
 // The channel and alpha dropouts: the function of the class's name in
-// training, the identity in eval mode. `gen` draws the masks (needed only
-// when p > 0 and the module trains).
+// training, the identity in eval mode. `gen` draws the masks (null:
+// default_generator()).
 class DropoutModule : public Module {
  public:
   Tensor forward(const Tensor& x) override;  // the dropout, or x in eval mode

@@ -10,6 +10,7 @@ class Linear : public Module {
  public:
   // weight (out, in), bias (out); both U(-1/sqrt(in), 1/sqrt(in)) as PyTorch.
   Linear(int64_t in, int64_t out, Generator& gen, bool bias = true);
+  Linear(int64_t in, int64_t out, bool bias = true) : Linear(in, out, default_generator(), bias) {}  // from it
   Tensor forward(const Tensor& x) override;  // (..., in) -> (..., out)
   std::string type_name() const override;   // "Linear(in=4, out=3)"
 

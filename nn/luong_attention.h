@@ -40,6 +40,7 @@ class LuongAttention : public Module {
   // Throws std::invalid_argument naming the option and its accepted values:
   // sizes >= 1, score dot|general|concat, dot with Cq == Ck, window >= 0.
   LuongAttention(const LuongOptions& options, Generator& gen);
+  explicit LuongAttention(const LuongOptions& options) : LuongAttention(options, default_generator()) {}  // from it
   // query (B,T,Cq), key (B,S,Ck), value (B,S,Cv); key_padding_mask (B,S),
   // nonzero marks a padded key (as attend()).
   AttentionOutput forward(const Tensor& query, const Tensor& key, const Tensor& value,

@@ -10,6 +10,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -51,6 +52,13 @@ class Module {
     if (!child) throw std::invalid_argument("register_module: child '" + name + "' is null");
     add_child(name, child);
     return child;
+  }
+  // Constructs an M from `args` and registers it: register_module<Linear>("fc",
+  // 512, 10), as LibTorch's register_module("fc", Linear(512, 10)).
+  template <class M, class... Args,
+            class = std::enable_if_t<std::is_base_of_v<Module, M> && std::is_constructible_v<M, Args&&...>>>
+  std::shared_ptr<M> register_module(const std::string& name, Args&&... args) {
+    return register_module(name, std::make_shared<M>(std::forward<Args>(args)...));
   }
 
   // The tree, in registration order, with dotted paths. A tensor registered

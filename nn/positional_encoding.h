@@ -39,6 +39,8 @@ class LearnedPositionalEmbedding : public Module {
  public:
   // Sizes must be positive and init_std finite and >= 0 (std::invalid_argument).
   LearnedPositionalEmbedding(int64_t max_len, int64_t d_model, Generator& gen, double init_std = 0.02);
+  LearnedPositionalEmbedding(int64_t max_len, int64_t d_model, double init_std = 0.02)  // from default_generator()
+      : LearnedPositionalEmbedding(max_len, d_model, default_generator(), init_std) {}
   // x (B,T,C) -> x + weight[:T]; T > max_len throws naming both.
   Tensor forward(const Tensor& x) override;
   // x (B,T,C) holding positions start to start+T-1 (incremental decoding).

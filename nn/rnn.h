@@ -88,6 +88,7 @@ class RNN : public RNNBase {
  public:
   // options.nonlinearity() "tanh" or "relu" (anything else throws, naming both).
   RNN(const RNNOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_gen = nullptr);
+  explicit RNN(const RNNOptions& options) : RNN(options, default_generator()) {}  // from default_generator()
 };
 
 // torch.nn.LSTM: gates i, f, g, o; c' = f c + i g, h' = o tanh(c').
@@ -95,6 +96,7 @@ class LSTM : public RNNBase {
  public:
   // See RNNBase::RNNBase.
   LSTM(const RNNOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_gen = nullptr);
+  explicit LSTM(const RNNOptions& options) : LSTM(options, default_generator()) {}  // from default_generator()
 };
 
 // torch.nn.GRU: gates r, z, n; n = tanh(x_n + r (h W_hn^T + b_hn)),
@@ -103,6 +105,7 @@ class GRU : public RNNBase {
  public:
   // See RNNBase::RNNBase.
   GRU(const RNNOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_gen = nullptr);
+  explicit GRU(const RNNOptions& options) : GRU(options, default_generator()) {}  // from default_generator()
 };
 
 // One step as a module, as torch.nn.RNNCell / LSTMCell / GRUCell: parameters
@@ -129,6 +132,8 @@ class RNNCell : public RNNCellBase {
   // See RNNCellBase::RNNCellBase.
   RNNCell(int64_t input_size, int64_t hidden_size, Generator& gen, bool bias = true,
           const std::string& nonlinearity = "tanh");
+  RNNCell(int64_t input_size, int64_t hidden_size, bool bias = true, const std::string& nonlinearity = "tanh")
+      : RNNCell(input_size, hidden_size, default_generator(), bias, nonlinearity) {}  // from default_generator()
   Tensor forward(const Tensor& x, const Tensor& h);  // h' (B,H)
   using RNNCellBase::forward;
 };
@@ -138,6 +143,8 @@ class LSTMCell : public RNNCellBase {
  public:
   // See RNNCellBase::RNNCellBase.
   LSTMCell(int64_t input_size, int64_t hidden_size, Generator& gen, bool bias = true);
+  LSTMCell(int64_t input_size, int64_t hidden_size, bool bias = true)  // from default_generator()
+      : LSTMCell(input_size, hidden_size, default_generator(), bias) {}
   // (h', c') from x (B,C), h and c (B,H).
   std::pair<Tensor, Tensor> forward(const Tensor& x, const Tensor& h, const Tensor& c);
   using RNNCellBase::forward;
@@ -148,6 +155,8 @@ class GRUCell : public RNNCellBase {
  public:
   // See RNNCellBase::RNNCellBase.
   GRUCell(int64_t input_size, int64_t hidden_size, Generator& gen, bool bias = true);
+  GRUCell(int64_t input_size, int64_t hidden_size, bool bias = true)  // from default_generator()
+      : GRUCell(input_size, hidden_size, default_generator(), bias) {}
   Tensor forward(const Tensor& x, const Tensor& h);  // h' (B,H)
   using RNNCellBase::forward;
 };

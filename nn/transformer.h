@@ -60,6 +60,8 @@ class MultiheadAttention : public Module {
   // in_proj_weight xavier-uniform, the biases 0, out_proj.weight as Linear's.
   MultiheadAttention(const MultiheadAttentionOptions& options, Generator& gen,
                      std::shared_ptr<Generator> dropout_gen = nullptr);
+  explicit MultiheadAttention(const MultiheadAttentionOptions& options)  // from default_generator()
+      : MultiheadAttention(options, default_generator()) {}
   // Attention of query (L, N, E) over key and value (S, N, E) (batch first:
   // (N, L, E), (N, S, E)) with the masks above; average_weights averages the
   // returned weights over heads. is_causal (PyTorch 2's argument): query i
@@ -132,6 +134,8 @@ class TransformerEncoderLayer : public Module {
   // be null when dropout is 0 or the layer never trains).
   TransformerEncoderLayer(const TransformerLayerOptions& options, Generator& gen,
                           std::shared_ptr<Generator> dropout_gen = nullptr);
+  explicit TransformerEncoderLayer(const TransformerLayerOptions& options)  // from default_generator()
+      : TransformerEncoderLayer(options, default_generator()) {}
   // src (S, N, E) or (N, S, E); src_mask (S, S) added to the scores;
   // src_key_padding_mask (N, S) nonzero at padding; is_causal as
   // MultiheadAttention's (PyTorch 2's argument).
@@ -158,6 +162,8 @@ class TransformerDecoderLayer : public Module {
   // As TransformerEncoderLayer's.
   TransformerDecoderLayer(const TransformerLayerOptions& options, Generator& gen,
                           std::shared_ptr<Generator> dropout_gen = nullptr);
+  explicit TransformerDecoderLayer(const TransformerLayerOptions& options)  // from default_generator()
+      : TransformerDecoderLayer(options, default_generator()) {}
   // tgt (T, N, E) over memory (S, N, E) (or batch first); tgt_mask (T, T)
   // and memory_mask (T, S) added to the scores; the padding masks (N, T),
   // (N, S); tgt_is_causal and memory_is_causal as MultiheadAttention's
@@ -200,6 +206,10 @@ class TransformerEncoder : public Module {
   // `layer` as TransformerEncoderLayer takes it; num_layers >= 1.
   TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers, Generator& gen,
                      std::shared_ptr<LayerNorm> norm = nullptr, std::shared_ptr<Generator> dropout_gen = nullptr);
+  // The same drawing from default_generator().
+  TransformerEncoder(const TransformerLayerOptions& layer, int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr)
+      : TransformerEncoder(layer, num_layers, default_generator(), std::move(norm)) {}
   // As TransformerEncoderLayer::forward, through every layer, then the norm.
   Tensor forward(const Tensor& src, const Tensor& mask, const Tensor& src_key_padding_mask = Tensor(),
                  bool is_causal = false);
@@ -216,6 +226,10 @@ class TransformerDecoder : public Module {
   // `layer` as TransformerDecoderLayer takes it; num_layers >= 1.
   TransformerDecoder(const TransformerLayerOptions& layer, int64_t num_layers, Generator& gen,
                      std::shared_ptr<LayerNorm> norm = nullptr, std::shared_ptr<Generator> dropout_gen = nullptr);
+  // The same drawing from default_generator().
+  TransformerDecoder(const TransformerLayerOptions& layer, int64_t num_layers,
+                     std::shared_ptr<LayerNorm> norm = nullptr)
+      : TransformerDecoder(layer, num_layers, default_generator(), std::move(norm)) {}
   // As TransformerDecoderLayer::forward, through every layer, then the norm.
   Tensor forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask = Tensor(),
                  const Tensor& memory_mask = Tensor(), const Tensor& tgt_key_padding_mask = Tensor(),
@@ -248,6 +262,7 @@ class Transformer : public Module {
  public:
   // `gen` initialises; `dropout_gen` (or one seeded from gen) draws the dropout masks.
   Transformer(const TransformerOptions& options, Generator& gen, std::shared_ptr<Generator> dropout_gen = nullptr);
+  explicit Transformer(const TransformerOptions& options) : Transformer(options, default_generator()) {}  // from it
   // src (S, N, E) and tgt (T, N, E) (or batch first) -> (T, N, E); masks
   // and the is_causal flags as the layers'.
   Tensor forward(const Tensor& src, const Tensor& tgt, const Tensor& src_mask = Tensor(),

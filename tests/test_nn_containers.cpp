@@ -26,6 +26,57 @@ TEST_CASE("nn Sequential: children named 0,1,..., forward chains, gradcheck in f
   CHECK(bit_equal(empty.forward(z), z));
 }
 
+TEST_CASE("nn Sequential append and register_module<M>: made in place, registered in order, as PyTorch names them") {
+  struct Net : nn::Module {
+    std::shared_ptr<nn::Linear> fc;
+    std::shared_ptr<nn::Sequential> head;
+    Net() {
+      fc = register_module<nn::Linear>("fc", 4, 6, /*bias=*/false);
+      head = register_module<nn::Sequential>("head");
+      head->append<nn::ReLU>().append<nn::Linear>(6, 3);
+    }
+  };
+  Net net;
+  std::vector<std::string> names;
+  for (auto& [n, p] : net.named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"fc.weight", "head.1.weight", "head.1.bias"});
+  CHECK(net.head->size() == 2);
+  CHECK(!net.fc->bias().defined());
+  CHECK(net.fc->path() == "fc");
+  // what register_module(name, ptr) refuses, the in-place form refuses too
+  struct Twice : nn::Module {
+    Twice() {
+      register_module<nn::ReLU>("a");
+      register_module<nn::ReLU>("a");
+    }
+  };
+  CHECK_THROWS_AS(Twice(), std::invalid_argument);
+}
+
+TEST_CASE("nn default_generator: layers and dropouts given no Generator draw from it, manual_seed replays it") {
+  const Tensor x = ones({256});
+  auto draw = [&](uint64_t seed) {
+    manual_seed(seed);
+    nn::Linear fc(4, 3);
+    nn::Conv2d conv(2, 2, 3);
+    const Tensor mask = nn::Dropout(0.5).forward(x);
+    const Tensor slopes = nn::RReLU().forward(-x);
+    return std::vector<Tensor>{fc.weight(), conv.weight(), mask, slopes, dropout(x)};
+  };
+  const auto a = draw(7), b = draw(7), c = draw(8);
+  for (size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(bit_equal(a[i], b[i]));
+    CHECK(!bit_equal(a[i], c[i]));
+  }
+  // a Generator given explicitly leaves the default's stream where it was
+  manual_seed(7);
+  Generator own(1);
+  nn::Linear mine(4, 3, own);
+  CHECK(!bit_equal(mine.weight(), a[0]));
+  CHECK(bit_equal(nn::Linear(4, 3).weight(), a[0]));
+}
+
 TEST_CASE("nn Sequential: a module without forward(x) names its type") {
   Generator g(1);
   nn::Sequential seq{std::make_shared<nn::Linear>(4, 4, g), std::make_shared<nn::ModuleList>()};
