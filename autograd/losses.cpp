@@ -461,6 +461,137 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, const L
   return reduce_loss(loss, o.reduction(), op);
 }
 
+namespace {
+
+// What ctc_loss reads from its integer arguments, checked.
+struct CtcProblem {
+  int64_t T = 0, N = 0, C = 0, S = 0;  // frames, sequences, classes, longest target
+  std::vector<int64_t> in_len, tgt_len;
+  std::vector<std::vector<int64_t>> targets;  // each sequence's labels
+};
+
+std::vector<int64_t> ctc_lengths(const Tensor& t, int64_t N, bool batched, const char* what) {
+  const Shape want = batched ? Shape{N} : Shape{};
+  if (!t.defined() || t.dtype() != Dtype::i64 || t.shape() != want)
+    throw ShapeError(fmt::format("ctc_loss: {} must be int64 {}, got {}", what, shape_str(want),
+                                 t.defined() ? std::string(dtype_name(t.dtype())) + " " + shape_str(t.shape()) : "undefined"));
+  return std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+}
+
+CtcProblem ctc_problem(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                       const Tensor& target_lengths, int64_t blank) {
+  const char* op = "ctc_loss";
+  check_defined(log_probs, op);
+  const bool batched = log_probs.dim() == 3;
+  if (log_probs.dim() != 2 && !batched)
+    throw ShapeError("ctc_loss: log_probs must be (T,N,C) or (T,C), got " + shape_str(log_probs.shape()));
+  CtcProblem p;
+  p.T = log_probs.size(0), p.N = batched ? log_probs.size(1) : 1, p.C = log_probs.size(-1);
+  if (blank < 0 || blank >= p.C) throw ShapeError(fmt::format("{}: blank {}: expected in [0, {})", op, blank, p.C));
+  p.in_len = ctc_lengths(input_lengths, p.N, batched, "input_lengths");
+  p.tgt_len = ctc_lengths(target_lengths, p.N, batched, "target_lengths");
+  check_defined_any(targets, op);
+  const bool padded = targets.dim() == (batched ? 2 : 1) && (!batched || targets.size(0) == p.N);
+  int64_t total = 0;
+  for (int64_t n = 0; n < p.N; ++n) {
+    if (p.in_len[n] < 1 || p.in_len[n] > p.T)
+      throw ShapeError(fmt::format("{}: input_lengths[{}] = {}: expected in [1, {}]", op, n, p.in_len[n], p.T));
+    const int64_t cap = padded ? targets.size(-1) : std::numeric_limits<int64_t>::max() / (p.N + 1);
+    if (p.tgt_len[n] < 0 || p.tgt_len[n] > cap)
+      throw ShapeError(fmt::format("{}: target_lengths[{}] = {}: expected in [0, {}]", op, n, p.tgt_len[n],
+                                   padded ? fmt::format("{}", cap) : "the number of targets"));
+    total += p.tgt_len[n];
+  }
+  if (targets.dtype() != Dtype::i64 || (!padded && (targets.dim() != 1 || targets.numel() != total)))
+    throw ShapeError(fmt::format("{}: targets must be int64 {} or the {} labels one after another, got {} {}", op,
+                                 batched ? "(N,S)" : "(S)", total, dtype_name(targets.dtype()),
+                                 shape_str(targets.shape())));
+  const int64_t* t = targets.data<int64_t>();
+  for (int64_t n = 0, at = 0; n < p.N; ++n) {
+    const int64_t* row = padded ? t + n * targets.size(-1) : t + at;
+    p.targets.emplace_back(row, row + p.tgt_len[n]);
+    for (const int64_t label : p.targets.back())
+      if (label < 0 || label >= p.C || label == blank)
+        throw ShapeError(fmt::format("{}: target {} of sequence {}: expected in [0, {}) and not the blank {}", op,
+                                     label, n, p.C, blank));
+    at += p.tgt_len[n];
+    p.S = std::max(p.S, p.tgt_len[n]);
+  }
+  return p;
+}
+
+// log(sum(exp(x))) along the last axis; the shift is a constant, so every
+// order of gradient is the plain one.
+Tensor ctc_logsumexp(const Tensor& x) {
+  const Tensor m = max(x, {-1}, true).detach();
+  return reshape(m, {x.size(0)}) + log(sum(exp(x - m), {-1}));
+}
+
+
+// The extended label sequences (blank, y1, blank, y2, ..., blank) of every
+// sequence, padded to the longest, as masks over their L = 2S+1 states.
+struct CtcStates {
+  static constexpr double kNone = -1e30;  // log of an impossible state: finite, so exp() is exactly 0, never NaN
+  int64_t L = 1;
+  std::vector<int64_t> index;           // (N, L): the column of log_probs' (N*C) each state emits
+  std::vector<double> skip, start, end;  // (N, L): 0 where a state may be skipped to / start / end, else kNone
+  std::vector<double> feasible, scale;   // (N): 1 if some alignment fits the frames; 1 / max(S, 1)
+};
+
+CtcStates ctc_states(const CtcProblem& p, int64_t blank) {
+  CtcStates st;
+  const int64_t N = p.N, L = st.L = 2 * p.S + 1;
+  const size_t cells = static_cast<size_t>(N * L);
+  st.index.resize(cells), st.skip.assign(cells, st.kNone), st.start.assign(cells, st.kNone);
+  st.end.assign(cells, st.kNone), st.feasible.resize(N), st.scale.resize(N);
+  for (int64_t n = 0; n < N; ++n) {
+    const auto& y = p.targets[n];
+    const int64_t S = static_cast<int64_t>(y.size());
+    int64_t repeats = 0;
+    for (int64_t s = 0; s < L; ++s) {
+      const bool label = s % 2 == 1 && s / 2 < S;
+      st.index[n * L + s] = n * p.C + (label ? y[s / 2] : blank);
+      if (label && s >= 3) (y[s / 2] != y[s / 2 - 1] ? st.skip[n * L + s] = 0 : ++repeats);
+    }
+    st.start[n * L] = 0, st.end[n * L + 2 * S] = 0;
+    if (S > 0) st.start[n * L + 1] = 0, st.end[n * L + 2 * S - 1] = 0;
+    st.feasible[n] = p.in_len[n] >= S + repeats ? 1.0 : 0.0;  // a repeated label needs a blank between
+    st.scale[n] = 1.0 / static_cast<double>(std::max<int64_t>(S, 1));
+  }
+  return st;
+}
+
+}  // namespace
+
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, const CTCLossOptions& o) {
+  const CtcProblem p = ctc_problem(log_probs, targets, input_lengths, target_lengths, o.blank());
+  const CtcStates st = ctc_states(p, o.blank());
+  const int64_t N = p.N, L = st.L;
+  const Dtype dt = log_probs.dtype();
+  const Tensor lp = reshape(log_probs, {p.T, N * p.C});
+  const Tensor emit = reshape(index_select(lp, 1, from_ints(st.index, {N * L})), {p.T, N, L});
+  auto frame = [&](int64_t t) { return reshape(slice(emit, 0, t, t + 1), {N, L}); };
+  const Tensor skip = from_vector(st.skip, {N, L}, dt), none = full({N, 2}, st.kNone, dt);
+  // alpha[n, s]: log-probability of the alignments of frames 0..t that end in state s
+  Tensor alpha = frame(0) + from_vector(st.start, {N, L}, dt);
+  for (int64_t t = 1; t < p.T; ++t) {
+    const Tensor step = L >= 2 ? concat({slice(none, 1, 0, 1), slice(alpha, 1, 0, L - 1)}, 1) : slice(none, 1, 0, 1);
+    const Tensor jump = L >= 3 ? concat({none, slice(alpha, 1, 0, L - 2)}, 1) : slice(none, 1, 0, L);
+    const Tensor paths = stack({alpha, step, jump + skip}, -1);  // (N, L, 3): stay, advance, skip a blank
+    const Tensor next = reshape(ctc_logsumexp(reshape(paths, {N * L, 3})), {N, L}) + frame(t);
+    std::vector<double> on(static_cast<size_t>(N));
+    for (int64_t n = 0; n < N; ++n) on[n] = t < p.in_len[n] ? 1.0 : 0.0;
+    const Tensor live = from_vector(on, {N, 1}, dt);
+    alpha = next * live + alpha * (1.0 - live);  // a sequence past its last frame keeps its alpha
+  }
+  Tensor loss = -ctc_logsumexp(alpha + from_vector(st.end, {N, L}, dt));  // (N)
+  loss = where(from_vector(st.feasible, {N}, dt), loss, full({N}, o.zero_infinity() ? 0.0 : INFINITY, dt));
+  if (log_probs.dim() == 2) loss = reshape(loss, {});
+  if (o.reduction() == Reduction::mean) return mean(loss * from_vector(st.scale, loss.shape(), dt));
+  return reduce_loss(loss, o.reduction(), "ctc_loss");
+}
+
 Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, const PairwiseDistanceOptions& o) {
   check_defined(x1, "pairwise_distance");
   check_defined(x2, "pairwise_distance");

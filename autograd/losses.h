@@ -220,6 +220,28 @@ struct TripletMarginWithDistanceLossOptions {
 Tensor triplet_margin_with_distance_loss(const Tensor& anchor, const Tensor& positive, const Tensor& negative,
                                          const TripletMarginWithDistanceLossOptions& o = {});
 
+// ---- sequences ------------------------------------------------------------
+
+// The options of CTCLoss (nn::CTCLoss and its function below).
+struct CTCLossOptions {
+  XG_ARG(int64_t, blank) = 0;  // the blank class, in [0, C)
+  XG_ARG(Reduction, reduction) = Reduction::mean;  // none, mean (each loss over its target length first) or sum
+  XG_ARG(bool, zero_infinity) = false;  // an impossible alignment's loss (+inf) and its gradient become 0
+};
+// Connectionist temporal classification (Graves et al., 2006): for each
+// sequence, -log of the total probability of every alignment of its target
+// to its input_lengths[n] frames. log_probs (T,N,C) (or (T,C) unbatched),
+// log-probabilities over the C classes; targets int64, (N,S) padded or the
+// targets one after another (sum of target_lengths), or (S) unbatched, none
+// equal to blank; input_lengths and target_lengths int64 (N) (or ()), with
+// 1 <= input_lengths <= T. Mean divides each loss by its target length (at
+// least 1), then takes the batch mean, as PyTorch. Composed of
+// differentiable ops (one step per frame), so every order of gradient is
+// exact; PyTorch's own gradient adds exp(log_probs), which is zero only
+// once it passes back through a log_softmax.
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, const CTCLossOptions& o = {});
+
 // ---- internals shared with nn/ ----------------------------------------------
 
 // A loss of every element reduced as `r` says: itself, its mean or its sum

@@ -154,6 +154,19 @@ struct TripletMarginWithDistanceLoss : TripleLoss<TripletMarginWithDistanceLossO
   // with options o
   explicit TripletMarginWithDistanceLoss(TripletMarginWithDistanceLossOptions o = {});
 };
+// torch.nn.CTCLoss: forward(log_probs, targets, input_lengths, target_lengths) as xg::ctc_loss.
+class CTCLoss : public Module {
+ public:
+  explicit CTCLoss(CTCLossOptions o = {}) : options(o) {}  // with options o
+  // log_probs (T,N,C), targets (N,S) or concatenated, lengths int64 (N)
+  Tensor forward(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                 const Tensor& target_lengths) {
+    const auto named = scope();
+    return ctc_loss(log_probs, targets, input_lengths, target_lengths, options);
+  }
+  std::string type_name() const override { return "CTCLoss()"; }  // "CTCLoss()"
+  CTCLossOptions options;  // as given
+};
 // forward(x1, x2): distances (torch.nn's distance.py).
 struct PairwiseDistance : PairLoss<PairwiseDistanceOptions, pairwise_distance> {
   explicit PairwiseDistance(PairwiseDistanceOptions o = {}) : PairLoss("PairwiseDistance", std::move(o)) {}  // with options o

@@ -46,6 +46,30 @@ TEST_CASE("torch.nn errors: activations name the option and its range") {
   CHECK(contains(message([] { nn::Softmax2d().forward(zeros({2, 3})); }), "Softmax2d: expected an input (N,C,H,W) or (C,H,W)"));
 }
 
+TEST_CASE("torch.nn errors: ctc_loss names the length, label or shape it refuses") {
+  const Tensor lp = log_softmax(zeros({5, 2, 4}), -1);
+  const Tensor tg = from_ints({1, 2, 3, 1}, {2, 2});
+  const Tensor two = from_ints({5, 5}, {2}), len = from_ints({2, 2}, {2});
+  CHECK(contains(message([&] { ctc_loss(lp, tg, two, len, CTCLossOptions().blank(4)); }),
+                 "ctc_loss: blank 4: expected in [0, 4)"));
+  CHECK(contains(message([&] { ctc_loss(lp, from_ints({1, 0, 3, 1}, {2, 2}), two, len); }),
+                 "ctc_loss: target 0 of sequence 0: expected in [0, 4) and not the blank 0"));
+  CHECK(contains(message([&] { ctc_loss(lp, tg, from_ints({5, 6}, {2}), len); }),
+                 "ctc_loss: input_lengths[1] = 6: expected in [1, 5]"));
+  CHECK(contains(message([&] { ctc_loss(lp, tg, two, from_ints({2, 3}, {2})); }),
+                 "ctc_loss: target_lengths[1] = 3: expected in [0, 2]"));
+  CHECK(contains(message([&] { ctc_loss(lp, tg, two.to(f32), len); }),
+                 "ctc_loss: input_lengths must be int64 (2,), got float32 (2,)"));
+  CHECK(contains(message([&] { ctc_loss(zeros({5, 4}), tg, two, len); }), "ctc_loss: input_lengths must be int64 ()"));
+  CHECK(contains(message([&] { ctc_loss(lp, from_ints({1, 2, 3}, {3}), two, len); }),
+                 "ctc_loss: targets must be int64 (N,S) or the 4 labels one after another, got int64 (3,)"));
+  // an alignment that cannot fit: +inf, or 0 with zero_infinity (PyTorch's)
+  const Tensor rep = from_ints({1, 1, 1, 1}, {2, 2}), short_in = from_ints({2, 2}, {2});
+  auto none = CTCLossOptions().reduction(Reduction::none);
+  CHECK(std::isinf(ctc_loss(lp, rep, short_in, len, none).to_vector()[0]));
+  CHECK(ctc_loss(lp, rep, short_in, len, none.zero_infinity(true)).to_vector()[0] == 0.0);
+}
+
 TEST_CASE("torch.nn errors: losses name the shapes, targets and options") {
   const Tensor x = leaf({4, 3}, 5), t = leaf({4, 3}, 6);
   CHECK(contains(message([&] { mse_loss(x, leaf({4}, 7)); }), "mse_loss: input (4,3) and target (4,) must have one shape"));

@@ -591,6 +591,41 @@ def draw_triplet(g, x, s, kinks, with_distance=False):
     return [x, p, n]
 
 
+def draw_ctc(g, x, s, kinks):
+    """ctc_loss of a (T,N,C) or (T,C) input: targets padded (N,S) or one after
+    another, lengths that fit the frames (an impossible alignment only with
+    zero_infinity, whose loss and gradient are then 0)."""
+    x = given_or_new(g, x, 2, 3)
+    shape = tuple(g.vals[x].shape)
+    if len(shape) not in (2, 3) or shape[-1] < 2 or shape[0] < 1:
+        return None
+    T, C = shape[0], shape[-1]
+    N = shape[1] if len(shape) == 3 else 1
+    blank = g.r.randrange(C)
+    labels = [c for c in range(C) if c != blank]
+    S = g.r.randrange(0, min(T, 4) + 1)
+    in_len = [g.r.randrange(max(1, T - 2), T + 1) for _ in range(N)]
+    tgt_len = [g.r.randrange(0, S + 1) for _ in range(N)]
+    rows = [[g.r.choice(labels) for _ in range(S)] for _ in range(N)]
+    padded = len(shape) == 2 or g.r.random() < 0.6
+    data = [v for row in rows for v in row] if padded else [v for n in range(N) for v in rows[n][:tgt_len[n]]]
+    s.update(blank=blank, reduction=reduction(g.r), zero_infinity=g.r.random() < 0.3)
+    s["targets"] = {"shape": ([N, S] if len(shape) == 3 else [S]) if padded else [len(data)], "data": data}
+    s["input_lengths"] = {"shape": [N] if len(shape) == 3 else [], "data": in_len}
+    s["target_lengths"] = {"shape": [N] if len(shape) == 3 else [], "data": tgt_len}
+    repeats = [sum(rows[n][i] == rows[n][i - 1] for i in range(1, tgt_len[n])) for n in range(N)]
+    if not s["zero_infinity"] and any(in_len[n] < tgt_len[n] + repeats[n] for n in range(N)):
+        return None  # an infinite loss: no gradient to compare
+    return [x]
+
+
+def ctc_torch(a, s):
+    # through log_softmax on both sides: PyTorch's ctc_loss gradient adds
+    # exp(log_probs), which only a log_softmax before it cancels
+    return F.ctc_loss(F.log_softmax(a[0], -1), t_long(s["targets"]), t_long(s["input_lengths"]),
+                      t_long(s["target_lengths"]), s["blank"], red(s), s["zero_infinity"])
+
+
 OPS += [
     Op("nll_loss", LOSSES, nll_torch, draw_classes),
     Op("cross_entropy", LOSSES, ce_torch, draw_ce, weight=3),
@@ -608,6 +643,7 @@ OPS += [
     Op("triplet_margin_loss", LOSSES,
        lambda a, s: F.triplet_margin_loss(a[0], a[1], a[2], s["margin"], s["p"], s["eps"], s["swap"],
                                           reduction=red(s)), draw_triplet),
+    Op("ctc_loss", LOSSES, ctc_torch, draw_ctc, torch_order=1),
     Op("triplet_margin_with_distance_loss", LOSSES,
        lambda a, s: F.triplet_margin_with_distance_loss(a[0], a[1], a[2], margin=s["margin"], swap=s["swap"],
                                                         reduction=red(s)),
@@ -656,6 +692,20 @@ def ids_of(key):
 
 def draw_image(g, x, s, kinks):
     return [g.new_input(tuple(g.r.choice([1, 2, 3]) for _ in range(g.r.choice([3, 4]))))]
+
+
+def ctc_inputs(g, s, args):
+    """The draw's targets and lengths as int64 values of the program."""
+    return [args[0]] + [g.add_ids(t["shape"], t["data"])
+                        for t in (s.pop("targets"), s.pop("input_lengths"), s.pop("target_lengths"))]
+
+
+class CTCLossTwin(torch.nn.CTCLoss):
+    """torch.nn.CTCLoss after a log_softmax, as the ctc_loss entry (its C++
+    side in the module table does the same)."""
+
+    def forward(self, x, targets, input_lengths, target_lengths):
+        return super().forward(F.log_softmax(x, -1), targets, input_lengths, target_lengths)
 
 
 PLAIN = Op("plain", ACTIVATIONS, None, unary())
@@ -711,6 +761,8 @@ MODULES = [
     ModuleEntry("TripletMarginLoss", by_name("triplet_margin_loss"), keep("margin", "p", "eps", "swap", "reduction")),
     ModuleEntry("TripletMarginWithDistanceLoss", by_name("triplet_margin_with_distance_loss"),
                 keep("margin", "swap", "reduction")),
+    ModuleEntry("CTCLoss", by_name("ctc_loss"), keep("blank", "reduction", "zero_infinity"), inputs=ctc_inputs,
+                twin=CTCLossTwin),
     ModuleEntry("PairwiseDistance", by_name("pairwise_distance"), keep("p", "eps", "keepdim")),
     ModuleEntry("CosineSimilarity", by_name("cosine_similarity"), keep("dim", "eps")),
 ]

@@ -219,6 +219,16 @@ const std::map<std::string, Factory>& table() {
                                                                  .weight(tensor_arg(t, "weight"))
                                                                  .reduction(reduction_of(k))));
        }},
+      {"CTCLoss",  // after a log_softmax, as its PyTorch twin (tests/optable/optable.py)
+       [](const json& k, const Tensors&) {
+         auto m = std::make_shared<nn::CTCLoss>(CTCLossOptions()
+                                                    .blank(integer(k, "blank", 0))
+                                                    .reduction(reduction_of(k))
+                                                    .zero_infinity(flag(k, "zero_infinity", false)));
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) {
+                             return m->forward(log_softmax(a.at(0), -1), a.at(1), a.at(2), a.at(3));
+                           }};
+       }},
       {"MultiLabelMarginLoss",
        [](const json& k, const Tensors&) { return binary(std::make_shared<nn::MultiLabelMarginLoss>(reduction_of(k))); }},
       {"MarginRankingLoss",

@@ -255,6 +255,15 @@ const std::map<std::string, Fn>& table() {
          return cosine_embedding_loss(a(0), a(1), a(2),
                                       MarginLossOptions().margin(num(s, "margin")).reduction(reduction_of(s)));
        }},
+      {"ctc_loss",  // through log_softmax, as its PyTorch twin (tests/optable/optable.py)
+       [](const json& s, const Args& a) {
+         return ctc_loss(log_softmax(a(0), -1), longs(s.at("targets")), longs(s.at("input_lengths")),
+                         longs(s.at("target_lengths")),
+                         CTCLossOptions()
+                             .blank(s.at("blank").get<int64_t>())
+                             .reduction(reduction_of(s))
+                             .zero_infinity(s.at("zero_infinity").get<bool>()));
+       }},
       {"multi_margin_loss",
        [](const json& s, const Args& a) {
          return multi_margin_loss(a(0), longs(s.at("target")),
