@@ -1,6 +1,7 @@
 // Everything in nn/ in one include.
 #pragma once
 #include "nn/activation.h"
+#include "nn/adaptive_softmax.h"
 #include "nn/additive_attention.h"
 #include "nn/attention.h"
 #include "nn/batch_norm.h"

@@ -103,3 +103,31 @@ TEST_CASE("nn ModuleList: indexing, typed access, iteration, errors") {
   CHECK(xgnt::contains(msg, "index 2"));
   CHECK(xgnt::contains(msg, "size 2"));
 }
+
+TEST_CASE("nn AdaptiveLogSoftmaxWithLoss: log_prob is a distribution, forward reads it at the target, predict its argmax") {
+  Generator g(3);
+  nn::AdaptiveLogSoftmaxWithLoss m(8, 12, {3, 7}, g, 2.0, true);
+  m.to(f64);
+  const Tensor x = randn({5, 8}, g, f64);
+  const Tensor lp = m.log_prob(x);  // (5, 12)
+  const auto p = exp(lp).to_vector(), v = lp.to_vector();
+  const std::vector<int64_t> y{0, 4, 11, 6, 2};
+  const nn::ASMoutput out = m.forward(x, from_ints(y, {5}));
+  const auto o = out.output.to_vector();
+  const auto pred = m.predict(x);
+  double loss = 0;
+  for (int64_t n = 0; n < 5; ++n) {
+    double total = 0;
+    int64_t best = 0;
+    for (int64_t c = 0; c < 12; ++c) total += p[n * 12 + c], best = v[n * 12 + c] > v[n * 12 + best] ? c : best;
+    CHECK(total == doctest::Approx(1.0).epsilon(1e-12));
+    CHECK(o[n] == doctest::Approx(v[n * 12 + y[n]]).epsilon(1e-12));
+    CHECK(pred.data<int64_t>()[n] == best);
+    loss -= o[n] / 5;
+  }
+  CHECK(out.loss.to_vector()[0] == doctest::Approx(loss).epsilon(1e-12));
+  std::vector<std::string> names;
+  for (auto& [n, t] : m.named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"head.weight", "head.bias", "tail.0.0.weight", "tail.0.1.weight",
+                                          "tail.1.0.weight", "tail.1.1.weight"});
+}

@@ -70,6 +70,21 @@ TEST_CASE("torch.nn errors: ctc_loss names the length, label or shape it refuses
   CHECK(ctc_loss(lp, rep, short_in, len, none.zero_infinity(true)).to_vector()[0] == 0.0);
 }
 
+TEST_CASE("torch.nn errors: AdaptiveLogSoftmaxWithLoss names the cutoff, size or target it refuses") {
+  using ASM = nn::AdaptiveLogSoftmaxWithLoss;
+  CHECK(contains(message([] { ASM(8, 10, {4, 4}); }), "cutoffs [4, 4]: expected increasing, each in [1, 9]"));
+  CHECK(contains(message([] { ASM(8, 10, {10}); }), "cutoffs [10]: expected increasing, each in [1, 9]"));
+  CHECK(contains(message([] { ASM(8, 10, {}); }), "cutoffs is empty"));
+  CHECK(contains(message([] { ASM(4, 10, {2, 5}, 4.0); }), "cluster 1's hidden size in_features // div_value^2 = 0"));
+  ASM m(4, 10, {2, 5}, 2.0);
+  CHECK(contains(message([&] { m.forward(zeros({3, 4}), from_ints({0, 10, 1}, {3})); }),
+                 "target 10 of row 1: expected in [0, 10)"));
+  CHECK(contains(message([&] { m.forward(zeros({3, 5}), from_ints({0, 1, 1}, {3})); }),
+                 "input (3,5): expected (N, 4) or (4)"));
+  CHECK(contains(message([&] { m.forward(zeros({3, 4}), from_ints({0, 1}, {2})); }),
+                 "target must be int64 (3) for input (3,4), got (2,)"));
+}
+
 TEST_CASE("torch.nn errors: losses name the shapes, targets and options") {
   const Tensor x = leaf({4, 3}, 5), t = leaf({4, 3}, 6);
   CHECK(contains(message([&] { mse_loss(x, leaf({4}, 7)); }), "mse_loss: input (4,3) and target (4,) must have one shape"));

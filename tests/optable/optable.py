@@ -1214,6 +1214,31 @@ def draw_transformer(g, x, s, kinks):
     return [src, tgt, sm, tm, mm, sk, tk, mk]
 
 
+def draw_adaptive_softmax(g, x, s, kinks):
+    """An AdaptiveLogSoftmaxWithLoss of one or two clusters, every hidden size >= 1."""
+    in_features, n_classes = g.r.choice([4, 8]), g.r.randrange(3, 11)
+    cutoffs = sorted(g.r.sample(range(1, n_classes), g.r.choice([1, 2]) if n_classes > 3 else 1))
+    s.update(in_features=in_features, n_classes=n_classes, cutoffs=cutoffs, div_value=g.r.choice([1.0, 2.0, 4.0]),
+             head_bias=g.r.random() < 0.5)
+    if in_features // s["div_value"] ** len(cutoffs) < 1:
+        s["div_value"] = 1.0
+    batched = g.r.random() < 0.8
+    N = g.r.choice([1, 2, 3, 5])
+    x = g.new_input((N, in_features) if batched else (in_features,))
+    target = g.add_ids([N] if batched else [], [g.r.randrange(n_classes) for _ in range(N if batched else 1)])
+    return [x, target]
+
+
+class AdaptiveLogSoftmaxTwin(torch.nn.AdaptiveLogSoftmaxWithLoss):
+    """forward's output and loss, then log_prob of the rows, in one tensor (as
+    the module table's C++ side returns them)."""
+
+    def forward(self, x, target):
+        out = super().forward(x, target)
+        rows = x.reshape(-1, x.shape[-1])
+        return torch.cat([out.output.reshape(-1), out.loss.reshape(1), self.log_prob(rows).reshape(-1)])
+
+
 MODULES += [
     ModuleEntry("MultiheadAttention", Op("mha", TRANSFORMER, None, draw_mha),
                 keep("embed_dim", "num_heads", "dropout", "bias", "batch_first"),
@@ -1228,6 +1253,9 @@ MODULES += [
     ModuleEntry("TransformerDecoder", Op("decoder", TRANSFORMER, None, draw_stack("decoder")),
                 keep("num_layers", "final_norm", *LAYER_KEYS), inputs=lambda g, s, args: args, twin=DecoderTwin,
                 eval=True),
+    ModuleEntry("AdaptiveLogSoftmaxWithLoss", Op("adaptive_softmax", LOSSES, None, draw_adaptive_softmax),
+                keep("in_features", "n_classes", "cutoffs", "div_value", "head_bias"), inputs=lambda g, s, args: args,
+                twin=AdaptiveLogSoftmaxTwin),
     ModuleEntry("Transformer", Op("transformer", TRANSFORMER, None, draw_transformer),
                 keep("num_encoder_layers", "num_decoder_layers", *LAYER_KEYS), inputs=lambda g, s, args: args,
                 twin=TransformerTwin, eval=True),

@@ -350,6 +350,20 @@ const std::map<std::string, Factory>& table() {
                              return m->forward(a.at(0), a.at(1), a.at(2), opt(a, 3), false, opt(a, 4)).output;
                            }};
        }},
+      {"AdaptiveLogSoftmaxWithLoss",  // output, loss and log_prob in one tensor, as its twin (optable.py)
+       [](const json& k, const Tensors&) {
+         Generator g(0);
+         auto m = std::make_shared<nn::AdaptiveLogSoftmaxWithLoss>(
+             integer(k, "in_features", 1), integer(k, "n_classes", 2), ints(k, "cutoffs"), g, num(k, "div_value", 4.0),
+             flag(k, "head_bias", false));
+         return ModuleCall{m, [m](const std::vector<Tensor>& a) {
+                             const nn::ASMoutput out = m->forward(a.at(0), a.at(1));
+                             const Tensor rows = reshape(a.at(0), {-1, a.at(0).size(-1)});
+                             return concat({reshape(out.output, {-1}), reshape(out.loss, {1}),
+                                            reshape(m->log_prob(rows), {-1})},
+                                           0);
+                           }};
+       }},
       {"TransformerEncoderLayer",
        [](const json& k, const Tensors&) {
          Generator g(0);
