@@ -293,6 +293,46 @@ Tensor avg_pool3d(const Tensor& x, const AvgPool3dOptions& o);
 Tensor max_pool3d(const Tensor& x, const MaxPool3dOptions& o);
 Tensor adaptive_avg_pool3d(const Tensor& x, ExpandingArray<3> output_size);
 Tensor adaptive_max_pool3d(const Tensor& x, ExpandingArray<3> output_size);
+// Fractional max pooling (Graham, 2014), torch.nn.functional's
+// fractional_max_pool2d/3d: a kernel_size window at pseudo-random starts
+// that cover the input in output_size steps (or int(size * output_ratio),
+// each ratio in (0, 1)). _random_samples, (N, C, D) in [0, 1) as PyTorch's
+// (unbatched: (1, C, D)), place the windows; undefined, they are drawn from
+// the generator (null: default_generator()). The gradient goes to each
+// window's arg-max (the first on ties), to any order. No ONNX mapping: the
+// windows depend on the samples, which ONNX has no operator for.
+template <size_t D>
+struct FractionalMaxPoolOptions {
+  FractionalMaxPoolOptions(ExpandingArray<D> kernel_size) : kernel_size_(kernel_size) {}  // NOLINT: 3 is (3, 3)
+  XG_ARG(ExpandingArray<D>, kernel_size);                                                 // at least 1
+  XG_ARG(Tensor, _random_samples);  // (N, C, D) in [0, 1), or undefined: drawn
+
+ public:
+  // The output's size (output_size + kernel_size - 1 <= the input's), or
+  // its ratio to the input's; exactly one of the two.
+  FractionalMaxPoolOptions& output_size(ExpandingArray<D> s) { return output_size_ = s, has_size_ = true, *this; }
+  FractionalMaxPoolOptions& output_ratio(std::array<double, D> r) { return ratio_ = r, has_ratio_ = true, *this; }
+  FractionalMaxPoolOptions& output_ratio(double r) { return ratio_.fill(r), has_ratio_ = true, *this; }
+  bool has_output_size() const { return has_size_; }                     // output_size was set
+  bool has_output_ratio() const { return has_ratio_; }                   // output_ratio was set
+  const ExpandingArray<D>& output_size() const { return output_size_; }  // as set (1 if not)
+  const std::array<double, D>& output_ratio() const { return ratio_; }   // as set (0 if not)
+
+ private:
+  ExpandingArray<D> output_size_ = 1;
+  std::array<double, D> ratio_{};
+  bool has_size_ = false, has_ratio_ = false;
+};
+using FractionalMaxPool2dOptions = FractionalMaxPoolOptions<2>;  // fractional_max_pool2d's and the module's
+using FractionalMaxPool3dOptions = FractionalMaxPoolOptions<3>;  // fractional_max_pool3d's and the module's
+// (N,C,H,W) or (C,H,W) -> (N,C,Ho,Wo); indices as max_pool2d_with_indices'.
+Tensor fractional_max_pool2d(const Tensor& x, const FractionalMaxPool2dOptions& o, Generator* gen = nullptr);
+MaxPool2dResult fractional_max_pool2d_with_indices(const Tensor& x, const FractionalMaxPool2dOptions& o,
+                                                   Generator* gen = nullptr);
+// (N,C,T,H,W) or (C,T,H,W) -> (N,C,To,Ho,Wo); indices t * H * W + h * W + w.
+Tensor fractional_max_pool3d(const Tensor& x, const FractionalMaxPool3dOptions& o, Generator* gen = nullptr);
+MaxPool2dResult fractional_max_pool3d_with_indices(const Tensor& x, const FractionalMaxPool3dOptions& o,
+                                                   Generator* gen = nullptr);
 // torch.nn.functional.local_response_norm: x / (k + alpha/size * the sum of
 // x^2 over `size` neighbouring channels)^beta, on (N,C,...).
 Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, double beta = 0.75, double k = 1.0);

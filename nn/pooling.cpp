@@ -131,6 +131,21 @@ std::string MaxUnpoolNd<D>::type_name() const {
                      tuple_repr(o.stride()), tuple_repr(o.padding()));
 }
 
+template <size_t D>
+MaxPool2dResult FractionalMaxPoolNd<D>::forward_with_indices(const Tensor& x) {
+  const auto named = scope();
+  if constexpr (D == 2)
+    return fractional_max_pool2d_with_indices(x, options_, gen_.get());
+  else
+    return fractional_max_pool3d_with_indices(x, options_, gen_.get());
+}
+template <size_t D>
+std::string FractionalMaxPoolNd<D>::type_name() const {
+  return "FractionalMaxPool" + std::to_string(D) + "d()";
+}
+
+template class FractionalMaxPoolNd<2>;
+template class FractionalMaxPoolNd<3>;
 template class MaxPoolNd<1>;
 template class MaxPoolNd<2>;
 template class MaxPoolNd<3>;

@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <utility>
 
 #include "autograd/ops.h"
 #include "nn/module.h"
@@ -139,6 +141,38 @@ class AdaptiveMaxPool2d : public AdaptivePoolNd<2, true> {
 class AdaptiveMaxPool3d : public AdaptivePoolNd<3, true> {
  public:
   using AdaptivePoolNd<3, true>::AdaptivePoolNd;
+};
+
+// fractional_max_poolNd (autograd/ops.h) as a module: the windows placed by
+// the options' _random_samples, or by samples drawn from `gen` at each
+// forward (null: default_generator()), as PyTorch draws them per call.
+template <size_t D>
+class FractionalMaxPoolNd : public Module {
+ public:
+  // kernel_size and exactly one of output_size and output_ratio (checked by
+  // forward); given samples become the buffer "_random_samples", as PyTorch's.
+  explicit FractionalMaxPoolNd(const FractionalMaxPoolOptions<D>& options, std::shared_ptr<Generator> gen = nullptr)
+      : options_(options), gen_(std::move(gen)) {
+    if (options_._random_samples().defined())
+      options_._random_samples(register_buffer("_random_samples", options_._random_samples()));
+  }
+  Tensor forward(const Tensor& x) override { return forward_with_indices(x).values; }  // (N, C, *out)
+  MaxPool2dResult forward_with_indices(const Tensor& x);  // the values and each one's position in its plane
+  std::string type_name() const override;                 // "FractionalMaxPool2d()", as PyTorch prints it
+
+ private:
+  FractionalMaxPoolOptions<D> options_;
+  std::shared_ptr<Generator> gen_;
+};
+// torch.nn.FractionalMaxPool2d on (N,C,H,W) or (C,H,W).
+class FractionalMaxPool2d : public FractionalMaxPoolNd<2> {
+ public:
+  using FractionalMaxPoolNd<2>::FractionalMaxPoolNd;
+};
+// torch.nn.FractionalMaxPool3d on (N,C,T,H,W) or (C,T,H,W).
+class FractionalMaxPool3d : public FractionalMaxPoolNd<3> {
+ public:
+  using FractionalMaxPoolNd<3>::FractionalMaxPoolNd;
 };
 
 // max_unpool of a MaxPool's values and indices (max_pool2d_with_indices

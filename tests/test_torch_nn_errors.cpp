@@ -85,6 +85,45 @@ TEST_CASE("torch.nn errors: AdaptiveLogSoftmaxWithLoss names the cutoff, size or
                  "target must be int64 (3) for input (3,4), got (2,)"));
 }
 
+TEST_CASE("torch.nn errors: fractional max pooling names the size, ratio or samples it refuses") {
+  const Tensor x = zeros({1, 2, 5, 5});
+  CHECK(contains(message([&] { fractional_max_pool2d(x, FractionalMaxPool2dOptions(2)); }),
+                 "fractional_max_pool2d: give exactly one of output_size and output_ratio"));
+  CHECK(contains(
+      message([&] { fractional_max_pool2d(x, FractionalMaxPool2dOptions(2).output_size(3).output_ratio(0.5)); }),
+      "give exactly one of output_size and output_ratio"));
+  CHECK(contains(message([&] { fractional_max_pool2d(x, FractionalMaxPool2dOptions(3).output_size(4)); }),
+                 "fractional_max_pool2d: output size 4 with kernel 3 on axis 0 of input (1,2,5,5): expected 1 to 3"));
+  CHECK(contains(message([&] { fractional_max_pool2d(x, FractionalMaxPool2dOptions(2).output_ratio(1.0)); }),
+                 "fractional_max_pool2d: output_ratio 1: expected in (0, 1)"));
+  CHECK(
+      contains(message([&] {
+                 fractional_max_pool2d(x, FractionalMaxPool2dOptions(2).output_size(2)._random_samples(zeros({1, 2})));
+               }),
+               "fractional_max_pool2d: _random_samples float32 (1,2): expected (1,2,2) floats"));
+  CHECK(contains(message([&] {
+                   fractional_max_pool3d(zeros({2, 5, 5}), FractionalMaxPool3dOptions(2).output_size(2));
+                 }),
+                 "fractional_max_pool3d: expected an input of 4 or 5 dimensions, got (2,5,5)"));
+}
+
+TEST_CASE("nn FractionalMaxPool2d: samples drawn per forward from the default generator, replayed by manual_seed") {
+  Generator g(2);
+  const Tensor x = randn({2, 3, 9, 9}, g);
+  nn::FractionalMaxPool2d pool(FractionalMaxPool2dOptions(2).output_ratio(0.5));
+  manual_seed(5);
+  const Tensor a = pool.forward(x), b = pool.forward(x);
+  manual_seed(5);
+  const Tensor c = pool.forward(x);
+  CHECK(a.shape() == Shape{2, 3, 4, 4});
+  CHECK(bit_equal(a, c));
+  CHECK(!bit_equal(a, b));  // another draw, other windows
+  // every output is the maximum of a 2x2 window of its plane at the index it names
+  const MaxPool2dResult r = pool.forward_with_indices(x);
+  const auto v = x.to_vector(), out = r.values.to_vector();
+  for (int64_t i = 0; i < r.indices.numel(); ++i) CHECK(out[i] == v[(i / 16) * 81 + r.indices.data<int64_t>()[i]]);
+}
+
 TEST_CASE("torch.nn errors: losses name the shapes, targets and options") {
   const Tensor x = leaf({4, 3}, 5), t = leaf({4, 3}, 6);
   CHECK(contains(message([&] { mse_loss(x, leaf({4}, 7)); }), "mse_loss: input (4,3) and target (4,) must have one shape"));

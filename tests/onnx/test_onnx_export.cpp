@@ -140,6 +140,19 @@ TEST_CASE("export_model: dropout vanishes, parameters keep their names, the mode
   CHECK(m.opset_import(0).version() == 17);
 }
 
+TEST_CASE("export_model: a fractional max pool is refused by name (its windows depend on random samples)") {
+  manual_seed(1);
+  nn::FractionalMaxPool2d pool(FractionalMaxPool2dOptions(2).output_size(3));
+  const std::string path = tmp_path("fractional.onnx");
+  std::remove(path.c_str());
+  const std::string msg = error_of([&] {
+    xo::export_model(pool, {"x", randn({1, 2, 6, 6}, default_generator()), {}}, path);
+  });
+  CHECK_MESSAGE(contains(msg, "export_model: op 'fractional_max_pool2d' in FractionalMaxPool2d() has no ONNX mapping"),
+                msg);
+  CHECK_FALSE(exists(path));
+}
+
 TEST_CASE("export_model: an op with no mapping is refused by name and module, and nothing is written") {
   Generator g(3);
   Clamped model(g);

@@ -1727,6 +1727,34 @@ def torch_adaptive(kind, dims):
     return lambda a, s: f(a[0], tup(s["output_size"]))
 
 
+def draw_fractional(dims):
+    """A fractional max pool of a (N,C,*size) or (C,*size) input: a kernel
+    that fits, output_size or output_ratio, and the samples (a constant of
+    the program, as PyTorch's _random_samples)."""
+    def draw(g, x, s, kinks):
+        batched, N, C = g.r.random() < 0.8, g.r.choice([1, 2]), g.r.choice([1, 2])
+        size = [g.r.randint(2, 6 if dims == 2 else 4) for _ in range(dims)]
+        k = [g.r.randint(1, min(3, n)) for n in size]
+        s["kernel_size"] = k
+        if g.r.random() < 0.4:
+            ratio = [g.r.choice([0.5, 0.75]) for _ in range(dims)]
+            if any(int(n * r) < 1 or int(n * r) + kk - 1 > n for n, r, kk in zip(size, ratio, k)):
+                return None
+            s["output_ratio"] = ratio
+        else:
+            s["output_size"] = [g.r.randint(1, n - kk + 1) for n, kk in zip(size, k)]
+        x = g.new_input(((N,) if batched else ()) + (C,) + tuple(size))
+        rows = N if batched else 1
+        return [x, g.add_const([rows, C, dims], [g.r.random() for _ in range(rows * C * dims)])]
+    return draw
+
+
+def torch_fractional(dims):
+    f = getattr(F, f"fractional_max_pool{dims}d")
+    return lambda a, s: f(a[0], tup(s["kernel_size"]), output_size=tup(s.get("output_size")),
+                          output_ratio=tup(s.get("output_ratio")), _random_samples=a[1])
+
+
 OPS += [
     Op("conv1d", WINDOWS, torch_conv(1), draw_conv_op(1), onnx="Conv"),
     Op("conv2d", WINDOWS, torch_conv(2), draw_conv_op(2), onnx="Conv"),
@@ -1749,6 +1777,8 @@ OPS += [
     Op("adaptive_max_pool1d", WINDOWS, torch_adaptive("max", 1), draw_adaptive(1)),
     Op("adaptive_max_pool2d", WINDOWS, torch_adaptive("max", 2), draw_adaptive(2)),
     Op("adaptive_max_pool3d", WINDOWS, torch_adaptive("max", 3), draw_pool3d("adaptive")),
+    Op("fractional_max_pool2d", WINDOWS, torch_fractional(2), draw_fractional(2)),
+    Op("fractional_max_pool3d", WINDOWS, torch_fractional(3), draw_fractional(3)),
     Op("unfold", WINDOWS, lambda a, s: F.unfold(a[0], tup(s["kernel_size"]), tup(s["dilation"]), tup(s["padding"]),
                                                 tup(s["stride"])), draw_unfold),
     Op("fold", WINDOWS, lambda a, s: F.fold(a[0], tup(s["output_size"]), tup(s["kernel_size"]), tup(s["dilation"]),
@@ -1756,6 +1786,31 @@ OPS += [
 ]
 BY_NAME = {o.name: o for o in OPS}
 assert len(BY_NAME) == len(OPS), "two op entries share a name"
+
+
+def fractional_twin(dims):
+    """torch.nn.FractionalMaxPool{dims}d with return_indices: its values, then
+    its indices as floats, in one tensor (as the module table's C++ side
+    returns them)."""
+    base = getattr(torch.nn, f"FractionalMaxPool{dims}d")
+
+    class Twin(base):
+        def __init__(self, **kwargs):
+            super().__init__(return_indices=True, **kwargs)
+
+        def forward(self, x):
+            values, indices = super().forward(x)
+            return torch.cat([values.reshape(-1), indices.reshape(-1).to(values.dtype)])
+    return Twin
+
+
+MODULES += [
+    ModuleEntry(f"FractionalMaxPool{d}d", by_name(f"fractional_max_pool{d}d"),
+                keep_pool("kernel_size", "output_size", "output_ratio"), inputs=lambda g, s, args: args[:1],
+                tensors={"_random_samples": 1}, twin=fractional_twin(d))
+    for d in (2, 3)
+]
+MODULES_BY_NAME = {m.cls: m for m in MODULES}
 
 
 # ---- the rest of autograd/ops.h's layers as functions -------------------------------------------
@@ -1847,6 +1902,7 @@ OPS += [
 BY_NAME = {o.name: o for o in OPS}
 assert len(BY_NAME) == len(OPS), "two op entries share a name"
 
+
 # autograd/ops.h's and losses.h's public functions the fuzzer does not draw,
 # each with the reason and where it is checked instead (scripts/op_coverage.py
 # fails on a function in neither the fuzzer nor this list); and the ones
@@ -1857,6 +1913,9 @@ NOT_DRAWN = {
                   "tests/torch/pool_norm_parity check it in both modes",
     "max_pool2d_with_indices": "its int64 indices have no gradient; max_pool2d is drawn, and the indices are "
                                "checked against PyTorch's by tests/torch/pool_norm_parity and the MaxUnpool classes",
+    "fractional_max_pool2d_with_indices": "its int64 indices have no gradient; fractional_max_pool2d is drawn, and "
+                                          "the module table's FractionalMaxPool2d checks the indices against PyTorch's",
+    "fractional_max_pool3d_with_indices": "as fractional_max_pool2d_with_indices, with FractionalMaxPool3d",
     "max_unpool": "it reads int64 indices from a max pooling; the module table's MaxUnpool1d/2d/3d check it",
     "embedding_bag": "PyTorch 1.13 cannot differentiate it twice; the module table's EmbeddingBag checks it",
     "cross_map_lrn2d": "PyTorch's backward disagrees with its own forward; the module table checks it against "

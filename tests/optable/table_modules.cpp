@@ -71,6 +71,16 @@ nn::TransformerLayerOptions layer_options(const json& k) {
 
 Tensor tensor_arg(const Tensors& t, const char* key) { return t.count(key) ? t.at(key) : Tensor(); }
 
+// A FractionalMaxPool: its values, then its indices as floats, in one tensor (as its twin, optable.py).
+template <size_t D>
+ModuleCall fractional(const json& k, const Tensors& t) {
+  auto m = std::make_shared<nn::FractionalMaxPoolNd<D>>(fractional_options<D>(k, tensor_arg(t, "_random_samples")));
+  return {m, [m](const std::vector<Tensor>& a) {
+            const MaxPool2dResult r = m->forward_with_indices(a.at(0));
+            return concat({reshape(r.values, {-1}), reshape(r.indices.to(r.values.dtype()), {-1})}, 0);
+          }};
+}
+
 // forward(x) of a one-input module.
 template <class M>
 ModuleCall unary(std::shared_ptr<M> m) {
@@ -364,6 +374,8 @@ const std::map<std::string, Factory>& table() {
                                            0);
                            }};
        }},
+      {"FractionalMaxPool2d", [](const json& k, const Tensors& t) { return fractional<2>(k, t); }},
+      {"FractionalMaxPool3d", [](const json& k, const Tensors& t) { return fractional<3>(k, t); }},
       {"TransformerEncoderLayer",
        [](const json& k, const Tensors&) {
          Generator g(0);

@@ -76,6 +76,15 @@ ConvTransposeFuncOptions<D> conv_transpose_func_options(const json& k) {
       .dilation(size<D>(k, "dilation", 1));
 }
 // unfold's and fold's window (their kernel_size and fold's output_size given to the constructor).
+// fractional_max_poolNd's options from PyTorch's keywords, the samples given.
+template <size_t D>
+FractionalMaxPoolOptions<D> fractional_options(const json& k, const Tensor& samples) {
+  auto o = FractionalMaxPoolOptions<D>(size<D>(k, "kernel_size", 1))._random_samples(samples);
+  if (given(k, "output_size")) return o.output_size(size<D>(k, "output_size", 1));
+  std::array<double, D> ratio{};
+  for (size_t a = 0; a < D; ++a) ratio[a] = k.at("output_ratio").at(a).get<double>();
+  return o.output_ratio(ratio);
+}
 template <class Options>
 Options window(Options o, const json& k) {
   return o.dilation(size<2>(k, "dilation", 1)).padding(size<2>(k, "padding", 0)).stride(size<2>(k, "stride", 1));
