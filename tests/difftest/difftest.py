@@ -40,7 +40,7 @@ GATES = {"tanh": 1, "relu": 1, "lstm": 4, "gru": 3}
 # ---- the ops in PyTorch ------------------------------------------------------
 
 def t_of(d):
-    return torch.tensor(d["data"], dtype=torch.float64).reshape(d["shape"])
+    return torch.tensor(d["data"], dtype=torch.get_default_dtype()).reshape(d["shape"])
 
 
 def attention(q, k, v, s):
@@ -69,7 +69,7 @@ def recurrence(proj, w, b, h0, c0, s):
     cell = s["cell"]
     B, T, GH = proj.shape
     H = w.shape[1]
-    eye = torch.eye(GH, dtype=torch.float64)
+    eye = torch.eye(GH)
     lengths = s.get("lengths") or [T] * B
     order = range(T - 1, -1, -1) if s.get("reverse", False) else range(T)
     h, c = h0, c0
@@ -214,8 +214,16 @@ def produces(s):
     return 1
 
 
-def run_torch(prog, skip_inplace=False):
-    """Runs a program in PyTorch; the same result layout as xg_difftest."""
+def run_torch(prog, skip_inplace=False, dtype=torch.float64):
+    """Runs a program in PyTorch (in `dtype`); the same result layout as xg_difftest."""
+    torch.set_default_dtype(dtype)
+    try:
+        return run_torch_in_default_dtype(prog, skip_inplace)
+    finally:
+        torch.set_default_dtype(torch.float64)
+
+
+def run_torch_in_default_dtype(prog, skip_inplace):
     third_order = sum(s["op"] in ("grad", "backward") and s.get("create_graph", False) for s in prog["steps"]) >= 2
     vals, leaves, snaps = [], [], []
     err, err_step = None, None
@@ -389,6 +397,50 @@ def compare(prog, xr, tr):
             return f"both failed, xgrad at step {xr['error_step']} ({xe}), pytorch at {tr['error_step']} ({te})"
         return compare_values(prog, xr, tr, "", upto=xr["error_step"])
     return compare_values(prog, xr, tr, "")
+
+
+# The float32 mode (--dtype float32): the program runs in float32 in xgrad
+# and in PyTorch, and PyTorch in float64 is the reference. xgrad's error on
+# each value and gradient (relative to the larger of 1 and the reference's
+# largest magnitude) may be at most K32 times PyTorch's own float32 error on
+# it, plus FLOOR32: the rounding of a few more operations, never a wrong
+# formula.
+MODE = "float64"
+K32, FLOOR32 = 4.0, 2e-6
+
+
+def compare_float32(prog, xr, t64, t32):
+    """As compare(), with the float32 rule; SKIP when PyTorch's float64 or
+    float32 run failed where xgrad did not (no reference to measure by)."""
+    xe = xr.get("error")
+    if t64.get("error") is not None or t32.get("error") is not None:
+        if xe is not None:
+            return None
+        return SKIP + f"pytorch failed ({(t64.get('error') or t32.get('error'))[:60]})"
+    if xe is not None:
+        return f"xgrad failed at step {xr['error_step']} ({prog['steps'][xr['error_step']]['op']}): {xe}"
+    owner = []
+    for k, s in enumerate(prog["steps"]):
+        owner += [k] * produces(s)
+    pairs = [(f"value {i} (step {owner[i]}, {prog['steps'][owner[i]]['op']})", xr["values"][i], t32["values"][i],
+              t64["values"][i]) for i in range(len(t64["values"]))]
+    pairs += [(f"grad() of leaf {i}", a, b, c)
+              for i, (a, b, c) in enumerate(zip(xr["leaf_grads"], t32["leaf_grads"], t64["leaf_grads"]))]
+    if len(xr["values"]) != len(t64["values"]):
+        return f"xgrad defined {len(xr['values'])} values, pytorch {len(t64['values'])}"
+    for what, x, t, ref in pairs:
+        ex, et = close(x, ref), close(t, ref)
+        if et is None or et == math.inf:
+            continue  # PyTorch's float32 overflowed or went NaN where float64 did not: nothing to measure by
+        if ex is None or ex > K32 * et + FLOOR32:
+            return f"{what}: float32 error {ex} against pytorch's float32 error {et}"
+    return None
+
+
+def without_inplace(prog):
+    """The float32 mode's program: the in-place writes (a float32 round trip
+    among them) left out; they define no value, so the numbering stands."""
+    return dict(prog, steps=[s for s in prog["steps"] if s["op"] not in INPLACE])
 
 
 def te_step(tr):
@@ -901,7 +953,7 @@ OPS = (["add", "sub", "mul", "div", "pow", "maximum", "pow_scalar", "add_scalar"
 def generate(seed):
     p = Gen(seed).program()
     p["seed"] = seed
-    return p
+    return without_inplace(p) if MODE == "float32" else p
 
 
 # ---- running and shrinking -------------------------------------------------------
@@ -911,7 +963,8 @@ def run_xgrad(binary, progs, workdir, tag):
     with open(path, "w") as f:
         for p in progs:
             f.write(json.dumps(p) + "\n")
-    out = subprocess.run([binary, path], capture_output=True, text=True)
+    out = subprocess.run([binary] + (["--dtype", "f32"] if MODE == "float32" else []) + [path], capture_output=True,
+                         text=True)
     if out.returncode != 0:
         raise SystemExit(f"difftest: {binary} exited {out.returncode}: {out.stderr.strip()[:2000]}")
     lines = out.stdout.splitlines()
@@ -922,6 +975,8 @@ def run_xgrad(binary, progs, workdir, tag):
 
 def check(binary, progs, workdir, tag):
     xs = run_xgrad(binary, progs, workdir, tag)
+    if MODE == "float32":
+        return [compare_float32(p, x, run_torch(p), run_torch(p, dtype=torch.float32)) for p, x in zip(progs, xs)]
     return [compare(p, x, run_torch(p)) for p, x in zip(progs, xs)]
 
 
@@ -1051,7 +1106,11 @@ def main():
     ap.add_argument("--chunk", type=positive, default=1000, help="programs per run of the binary (>= 1)")
     ap.add_argument("--no-shrink", action="store_true", help="report failures without shrinking them")
     ap.add_argument("--max-failures", type=positive, default=20, help="stop after this many failing programs (>= 1)")
+    ap.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                    help="float32: run in float32 on both sides, PyTorch's float64 the reference (K32, FLOOR32)")
     a = ap.parse_args()
+    global MODE
+    MODE = a.dtype
     if not (os.path.isfile(a.binary) and os.access(a.binary, os.X_OK)):
         ap.error(f"--binary {a.binary}: not an executable file (build the xg_difftest target)")
     try:

@@ -1,9 +1,9 @@
 // Runs random programs (written by tests/difftest/difftest.py, one JSON object
-// per line) on xgrad in float64 and prints, one JSON line per program, every
+// per line) on xgrad in float64 (or float32 with --dtype f32) and prints, one JSON line per program, every
 // value and gradient the program defines, the leaves' grad() at the end, and
 // the first error (with the step that threw). The same programs run in
 // PyTorch (difftest.py), which compares. The format is in tests/difftest/README.md.
-//   xg_difftest PROGRAMS.jsonl > RESULTS.jsonl
+//   xg_difftest [--dtype f32] PROGRAMS.jsonl > RESULTS.jsonl
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -24,13 +24,16 @@ namespace {
 
 std::vector<int64_t> ints(const json& j) { return j.get<std::vector<int64_t>>(); }
 
-// A tensor given by {"shape": [...], "data": [...]} (float64).
+// The precision the programs run in: their inputs, modules and zero gradients.
+Dtype g_dtype = f64;
+
+// A tensor given by {"shape": [...], "data": [...]}, in the programs' precision.
 Tensor dense(const json& j) {
   for (const json& d : j.at("shape"))
     if (!d.is_number_integer() || d.get<int64_t>() < 0)
       throw std::invalid_argument("xg_difftest: shape " + j.at("shape").dump() + ": expected integers >= 0");
   const Shape s = j.at("shape").get<Shape>();
-  return from_vector(j.at("data").get<std::vector<double>>(), s, f64);
+  return from_vector(j.at("data").get<std::vector<double>>(), s, g_dtype);
 }
 
 RecurrentCell cell_of(const std::string& c) {
@@ -113,7 +116,7 @@ class Program {
       values_.push_back(t);
       snapshots_.push_back(flat(t));
     };
-    if (op == "input") {  // a leaf: float64 values, requires_grad when "rg"
+    if (op == "input") {  // a leaf in the programs' precision, requires_grad when "rg"
       Tensor t = dense(s);
       if (s.value("rg", false)) t.requires_grad_();
       push(t);
@@ -155,7 +158,7 @@ class Program {
         const std::vector<Tensor> r = grad(outs, live, seeds, o);
         for (size_t k = 0; k < where.size(); ++k) gs[where[k]] = r[k];
       }
-      for (size_t i = 0; i < wrt.size(); ++i) push(gs[i].defined() ? gs[i] : zeros(wrt[i].shape(), f64));
+      for (size_t i = 0; i < wrt.size(); ++i) push(gs[i].defined() ? gs[i] : zeros(wrt[i].shape(), g_dtype));
       return;
     }
     if (op == "backward") {
@@ -170,7 +173,7 @@ class Program {
     }
     if (op == "leaf_grad") {
       const Tensor x = a(0);
-      push(x.grad().defined() ? x.grad() : zeros(x.shape(), f64));
+      push(x.grad().defined() ? x.grad() : zeros(x.shape(), g_dtype));
       return;
     }
     if (op == "zero_grad") {
@@ -243,7 +246,7 @@ class Program {
     for (auto it = st.begin(); it != st.end(); ++it) state[it.key()] = dense(it.value());
     for (auto it = ts.begin(); it != ts.end(); ++it) tensors[it.key()] = value(it.value());
     optable::ModuleCall m = optable::make_module(s.at("class"), s.value("kwargs", json::object()), tensors);
-    m.module->to(f64);
+    m.module->to(g_dtype);
     m.module->load_state_dict(state);  // strict: PyTorch's keys, no more and no fewer
     if (s.value("eval", false)) m.module->eval();
     return m;
@@ -363,8 +366,12 @@ int main(int argc, char** argv) {
     for (const std::string& n : optable::module_names()) std::cout << n << "\n";
     return 0;
   }
+  if (argc == 4 && std::string(argv[1]) == "--dtype" && std::string(argv[2]) == "f32") {
+    g_dtype = f32;
+    argv += 2, argc -= 2;
+  }
   if (argc != 2) {
-    std::cerr << "usage: xg_difftest PROGRAMS.jsonl > RESULTS.jsonl | xg_difftest --list-table\n";
+    std::cerr << "usage: xg_difftest [--dtype f32] PROGRAMS.jsonl > RESULTS.jsonl | xg_difftest --list-table\n";
     return 2;
   }
   std::error_code ec;

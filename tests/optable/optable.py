@@ -771,13 +771,14 @@ assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"
 
 
 def torch_module(s, vals):
-    """The PyTorch module of a program's module step, in float64, with its state."""
+    """The PyTorch module of a program's module step, in the default dtype
+    (float64, or float32 for the fuzzer's float32 reference), with its state."""
     entry = MODULES_BY_NAME.get(s["class"])
     cls = entry.twin if entry is not None and entry.twin is not None else getattr(torch.nn, s["class"])
     kwargs = dict(s.get("kwargs", {}))
     for k, i in s.get("tensors", {}).items():
         kwargs[k] = vals[i]
-    m = cls(**kwargs).double()
+    m = cls(**kwargs).to(torch.get_default_dtype())
     if s.get("state"):
         m.load_state_dict({k: torch.tensor(v["data"], dtype=torch.float64).reshape(v["shape"])
                            for k, v in s["state"].items()})
