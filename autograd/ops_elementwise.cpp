@@ -329,13 +329,14 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
     using T = decltype(x);
     return x < T(lo) ? T(lo) : (x > T(hi) ? T(hi) : x);
   });
-  return record("clamp", out, {a}, [a = a.detach(), lo, hi](const Tensor& g) {
+  const Tensor y = record("clamp", out, {a}, [a = a.detach(), lo, hi](const Tensor& g) {
     Tensor inside = map(a, [lo, hi](auto x) {
       using T = decltype(x);
       return T(x >= T(lo) && x <= T(hi) ? 1 : 0);
     });
     return std::vector<Tensor>{mul(g, inside)};
   }, {a});
+  return detail::traced(y, [&](TracedOp& t) { t.attrs = attr::Params{{lo, hi}}; });  // exported as hardtanh is
 }
 
 // ---- where / masked_fill ---------------------------------------------------------------

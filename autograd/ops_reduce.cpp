@@ -150,9 +150,10 @@ Tensor max(const Tensor& a, const std::vector<int64_t>& axes, bool keepdims) {
   });
   // Backward scatters g to each maximum: put_add, whose own backward (the
   // gather) serves the second order.
-  return record("max", out, {a}, [arg, in = a.shape()](const Tensor& g) {
+  const Tensor y = record("max", out, {a}, [arg, in = a.shape()](const Tensor& g) {
     return std::vector<Tensor>{detail::put_add(g, arg, in)};
   });
+  return detail::traced(y, [&](TracedOp& t) { t.attrs = traced_axes(p, keepdims); });
 }
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& axes, int64_t correction, bool keepdims) {

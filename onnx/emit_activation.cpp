@@ -136,6 +136,7 @@ Value vector_norm(const OpContext& c) {
 void add_activation_emitters(std::map<std::string, Emitter>& t) {
   add_emitter(t, "leaky_relu", single("LeakyRelu", {{"alpha", 0}}));
   add_emitter(t, "hardtanh", hardtanh);
+  add_emitter(t, "clamp", hardtanh);  // traced with (min, max) as hardtanh is
   add_emitter(t, "elu", single("Elu", {{"alpha", 0}}));
   add_emitter(t, "selu", single("Selu", {{"alpha", 0}, {"gamma", 1}}));
   add_emitter(t, "celu", single("Celu", {{"alpha", 0}}));

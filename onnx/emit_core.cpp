@@ -136,9 +136,10 @@ Value permute(const OpContext& c) {
   return Value{c.b.node("Transpose", {c.in[0].name}, [&](pb::NodeProto& n) { set_ints(n, "perm", perm); }), out};
 }
 
-// sum and mean. In opset 17 ReduceSum takes its axes as an input and
-// ReduceMean as an attribute.
-Value reduce(const OpContext& c, bool mean) {
+// sum, mean and max. In opset 17 ReduceSum takes its axes as an input,
+// ReduceMean and ReduceMax as an attribute.
+Value reduce(const OpContext& c, const char* type) {
+  const bool attribute = std::string(type) != "ReduceSum";
   const std::vector<int64_t>& axes = c.op.attr<attr::Axes>().axes;
   const bool keep = c.op.attr<attr::Axes>().keepdims;
   Dims out;
@@ -149,9 +150,9 @@ Value reduce(const OpContext& c, bool mean) {
   }
   auto keepdims = [&](pb::NodeProto& n) {
     set_int(n, "keepdims", keep ? 1 : 0);
-    if (mean) set_ints(n, "axes", axes);
+    if (attribute && !axes.empty()) set_ints(n, "axes", axes);  // none: a scalar's, itself (an empty list is invalid)
   };
-  if (mean) return Value{c.b.node("ReduceMean", {c.in[0].name}, keepdims), out};
+  if (attribute) return Value{c.b.node(type, {c.in[0].name}, keepdims), out};
   return Value{c.b.node("ReduceSum", {c.in[0].name, c.b.ints(axes)}, keepdims), out};
 }
 
@@ -188,6 +189,15 @@ Value gather_rows(const OpContext& c) {
   Dims out = ids.dims;
   out.push_back(table.dims[1]);
   return Value{c.b.node("Gather", {table.name, ids.name}, [](pb::NodeProto& n) { set_int(n, "axis", 0); }), out};
+}
+
+// index_select: Gather along the axis, the index (extra) a constant.
+Value index_select(const OpContext& c) {
+  const int64_t axis = c.op.attr<attr::Axis>().axis;
+  Dims out = c.in[0].dims;
+  out[axis] = {c.op.output.shape()[axis], ""};
+  return Value{c.b.node("Gather", {c.in[0].name, c.in[1].name}, [&](pb::NodeProto& n) { set_int(n, "axis", axis); }),
+               out};
 }
 
 // The axis of a slice [start, end) by step, Python's bounds, as Slice reads
@@ -343,27 +353,46 @@ void add_emitter(std::map<std::string, Emitter>& table, const std::string& op, E
 const std::map<std::string, Emitter>& emitters() {
   static const std::map<std::string, Emitter> table = [] {
     const std::vector<std::pair<std::string, Emitter>> core = {
-      {"add", binary("Add")},           {"sub", binary("Sub")},
-      {"mul", binary("Mul")},           {"div", binary("Div")},
-      {"add_scalar", with_scalar("Add")}, {"mul_scalar", with_scalar("Mul")},
-      {"pow", [](const OpContext& c) {
-         return std::holds_alternative<attr::Scalar>(c.op.attrs) ? with_scalar("Pow")(c) : binary("Pow")(c);
-       }},
-      {"neg", unary("Neg")},
-      {"exp", unary("Exp")},            {"log", unary("Log")},
-      {"sqrt", unary("Sqrt")},          {"abs", unary("Abs")},
-      {"tanh", unary("Tanh")},          {"sigmoid", unary("Sigmoid")},
-      {"relu", unary("Relu")},          {"clone", unary("Identity")},
-      {"gelu", gelu},                   {"matmul", matmul},
-      {"linear", linear},               {"reshape", reshape},
-      {"permute", permute},             {"sum", [](const OpContext& c) { return reduce(c, false); }},
-      {"mean", [](const OpContext& c) { return reduce(c, true); }},
-      {"softmax", softmax("Softmax")},  {"log_softmax", softmax("LogSoftmax")},
-      {"layer_norm", layer_norm},       {"add_layer_norm", layer_norm},
-      {"gather_rows", gather_rows},     {"slice", slice},
-      {"concat", concat},               {"where", where},
-      // The shipped models' ops (the Transformer's and the GPT's decoding).
-      {"attention", attention},         {"broadcast_to", broadcast_to},
+        {"add", binary("Add")},
+        {"sub", binary("Sub")},
+        {"mul", binary("Mul")},
+        {"div", binary("Div")},
+        {"add_scalar", with_scalar("Add")},
+        {"mul_scalar", with_scalar("Mul")},
+        {"pow",
+         [](const OpContext& c) {
+           return std::holds_alternative<attr::Scalar>(c.op.attrs) ? with_scalar("Pow")(c) : binary("Pow")(c);
+         }},
+        {"neg", unary("Neg")},
+        {"exp", unary("Exp")},
+        {"log", unary("Log")},
+        {"sqrt", unary("Sqrt")},
+        {"abs", unary("Abs")},
+        {"tanh", unary("Tanh")},
+        {"sigmoid", unary("Sigmoid")},
+        {"relu", unary("Relu")},
+        {"clone", unary("Identity")},
+        {"gelu", gelu},
+        {"matmul", matmul},
+        {"linear", linear},
+        {"reshape", reshape},
+        {"permute", permute},
+        {"sum", [](const OpContext& c) { return reduce(c, "ReduceSum"); }},
+        {"mean", [](const OpContext& c) { return reduce(c, "ReduceMean"); }},
+        {"max", [](const OpContext& c) { return reduce(c, "ReduceMax"); }},
+        {"maximum", binary("Max")},
+        {"index_select", index_select},
+        {"softmax", softmax("Softmax")},
+        {"log_softmax", softmax("LogSoftmax")},
+        {"layer_norm", layer_norm},
+        {"add_layer_norm", layer_norm},
+        {"gather_rows", gather_rows},
+        {"slice", slice},
+        {"concat", concat},
+        {"where", where},
+        // The shipped models' ops (the Transformer's and the GPT's decoding).
+        {"attention", attention},
+        {"broadcast_to", broadcast_to},
     };
     std::map<std::string, Emitter> t;
     for (const auto& [op, e] : core) add_emitter(t, op, e);

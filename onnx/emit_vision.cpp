@@ -72,6 +72,13 @@ Value conv_transpose2d(const OpContext& c) {
     if (!c.in[0].dims[i].sym.empty())
       throw ExportError("export_model: conv_transpose2d" + in_module(c.op) + " on " + dims_str(c.in[0].dims) +
                         ": the image's height and width must be fixed (only the batch may change)");
+  // PyTorch allows an output_padding below the stride or the dilation;
+  // ONNX Runtime's ConvTranspose refuses one that is not below the stride
+  for (size_t a = 0; a < w.output_padding.size(); ++a)
+    if (w.output_padding[a] >= w.stride[a])
+      throw ExportError("export_model: conv_transpose2d" + in_module(c.op) + " with output_padding " +
+                        window_impl::tuple_text(w.output_padding) + " not below its stride " +
+                        window_impl::tuple_text(w.stride) + ": ONNX Runtime's ConvTranspose refuses it");
   std::vector<std::string> in{c.in[0].name, c.in[1].name};
   if (!c.in[2].name.empty()) in.push_back(c.in[2].name);
   const std::string y = c.b.node("ConvTranspose", in, [&](pb::NodeProto& n) {

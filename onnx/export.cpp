@@ -269,13 +269,32 @@ pb::ModelProto Exporter::build(const std::vector<std::string>& outputs, const st
   const std::vector<size_t> ops = needed();
   check_depends_on_inputs(ops, outputs);
   for (size_t i : ops) emit(t_.ops[i]);
+  // An output a node of ours computes takes the output's name (in the
+  // nodes that read it too) rather than passing through an Identity: ONNX
+  // Runtime's optimiser, removing such an Identity, can leave a fused node
+  // reading the old name (an invalid model). An input, a constant or a
+  // value already output under another name still gets an Identity.
+  std::unordered_set<std::string> produced, named_out;
+  for (const auto& n : g.node())
+    for (const std::string& o : n.output()) produced.insert(o);
   for (size_t k = 0; k < outputs.size(); ++k) {
     const Value v = value_of(t_.outputs[k]);
-    pb::NodeProto* n = g.add_node();
-    n->set_op_type("Identity");
-    n->set_name(outputs[k]);
-    n->add_input(v.name);
-    n->add_output(outputs[k]);
+    if (produced.count(v.name) && !named_out.count(v.name)) {
+      for (auto& n : *g.mutable_node()) {
+        for (auto& i : *n.mutable_input())
+          if (i == v.name) i = outputs[k];
+        for (auto& o : *n.mutable_output())
+          if (o == v.name) o = outputs[k];
+      }
+      values_[t_.outputs[k].impl().get()].name = outputs[k];
+    } else {
+      pb::NodeProto* n = g.add_node();
+      n->set_op_type("Identity");
+      n->set_name(outputs[k]);
+      n->add_input(v.name);
+      n->add_output(outputs[k]);
+    }
+    named_out.insert(outputs[k]);
     set_value_info(g.add_output(), outputs[k], t_.outputs[k].dtype(), v.dims);
   }
   return model_;

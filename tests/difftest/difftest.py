@@ -15,6 +15,8 @@ import json
 import math
 import os
 import random
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -435,6 +437,57 @@ def compare_float32(prog, xr, t64, t32):
         if ex is None or ex > K32 * et + FLOOR32:
             return f"{what}: float32 error {ex} against pytorch's float32 error {et}"
     return None
+
+
+# The ONNX mode (--onnx): forward-only programs (their gradient steps, writes
+# and modules left out), each exported by xg_difftest --onnx and run by ONNX
+# Runtime (tests/onnx/run_ort.js): every output within 1e-5 of xgrad's
+# float32 forward, relative to the larger of 1 and its largest magnitude. A program with an op
+# that has no ONNX mapping is refused by name and counted apart.
+RUN_ORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "onnx", "run_ort.js")
+NOT_FORWARD = ("grad", "backward", "leaf_grad", "zero_grad", "module") + INPLACE
+
+
+def forward_only(prog):
+    drop = {k for k, s in enumerate(prog["steps"]) if s["op"] in NOT_FORWARD}
+    return dict(prog, steps=renumber(prog["steps"], drop))
+
+
+def check_onnx(binary, progs, workdir, tag):
+    folder = os.path.join(workdir, f"{tag}-onnx")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    path = os.path.join(workdir, f"{tag}.jsonl")
+    with open(path, "w") as f:
+        for p in progs:
+            f.write(json.dumps(p) + "\n")
+    out = subprocess.run([binary, "--onnx", folder, path], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"difftest: {binary} --onnx exited {out.returncode}: {out.stderr.strip()[:2000]}")
+    status = [json.loads(line) for line in out.stdout.splitlines()]
+    ort_failed = {}
+    if any(r["status"] == "exported" for r in status):
+        env = dict(os.environ)
+        env.setdefault("NODE_PATH", os.path.join(os.path.dirname(RUN_ORT), "..", "..", "build", "onnxruntime",
+                                                 "node_modules"))
+        run = subprocess.run(["node", RUN_ORT, folder, "--floor", "1"], capture_output=True, text=True, env=env)
+        if "is not installed" in run.stdout or "passed," not in run.stdout:
+            raise SystemExit(f"difftest: ONNX Runtime did not run: {(run.stdout + run.stderr).strip()[:1000]}")
+        for line in run.stdout.splitlines():
+            m = re.match(r"run_ort: (p\d+)\.onnx\b.*FAILED", line)
+            if m:
+                ort_failed.setdefault(m.group(1), line[len("run_ort: "):])
+    results = []
+    for r in status:
+        if r["status"] == "refused":
+            results.append(SKIP + "refused: " + re.sub(r"; the ops that export are:.*", "", r["message"]))
+        elif r["status"] == "empty":
+            results.append(SKIP + "nothing to export")
+        elif r["status"] == "failed":
+            results.append("export failed: " + r["message"])
+        else:
+            results.append(ort_failed.get(f"p{r['program']}"))
+    return results
 
 
 def without_inplace(prog):
@@ -953,6 +1006,8 @@ OPS = (["add", "sub", "mul", "div", "pow", "maximum", "pow_scalar", "add_scalar"
 def generate(seed):
     p = Gen(seed).program()
     p["seed"] = seed
+    if MODE == "onnx":
+        return forward_only(p)
     return without_inplace(p) if MODE == "float32" else p
 
 
@@ -974,6 +1029,8 @@ def run_xgrad(binary, progs, workdir, tag):
 
 
 def check(binary, progs, workdir, tag):
+    if MODE == "onnx":
+        return check_onnx(binary, progs, workdir, tag)
     xs = run_xgrad(binary, progs, workdir, tag)
     if MODE == "float32":
         return [compare_float32(p, x, run_torch(p), run_torch(p, dtype=torch.float32)) for p, x in zip(progs, xs)]
@@ -1068,7 +1125,7 @@ def shrink(binary, prog, workdir, budget=60):
         if not cands:
             break
         res = check(binary, cands, workdir, "shrink")
-        nxt = next((c for c, r in zip(cands, res) if r is not None), None)
+        nxt = next((c for c, r in zip(cands, res) if r is not None and not r.startswith(SKIP)), None)
         if nxt is None:
             break
         best = nxt
@@ -1108,9 +1165,11 @@ def main():
     ap.add_argument("--max-failures", type=positive, default=20, help="stop after this many failing programs (>= 1)")
     ap.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                     help="float32: run in float32 on both sides, PyTorch's float64 the reference (K32, FLOOR32)")
+    ap.add_argument("--onnx", action="store_true",
+                    help="forward-only programs exported and run by ONNX Runtime against xgrad's float32 forward")
     a = ap.parse_args()
     global MODE
-    MODE = a.dtype
+    MODE = "onnx" if a.onnx else a.dtype
     if not (os.path.isfile(a.binary) and os.access(a.binary, os.X_OK)):
         ap.error(f"--binary {a.binary}: not an executable file (build the xg_difftest target)")
     try:

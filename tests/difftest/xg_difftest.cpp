@@ -11,11 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "autograd/xg.h"
-#include "nn/init.h"
-#include "optim/clip.h"
 #include "../optable/table_modules.h"
 #include "../optable/table_ops.h"
+#include "autograd/xg.h"
+#include "nn/init.h"
+#include "onnx/export.h"
+#include "optim/clip.h"
 
 using namespace xg;
 using json = nlohmann::json;
@@ -50,6 +51,17 @@ bool on_tape(const Tensor& t) { return t.defined() && (t.requires_grad() || !t.i
 class Program {
  public:
   explicit Program(const json& p) : p_(p) {}
+
+  // Every value of a forward-only program, its inputs taken from `feeds` (one
+  // per input step, in order) rather than from the program: the function an
+  // ONNX export traces.
+  std::vector<Tensor> values_with(const std::vector<Tensor>& feeds) {
+    values_.clear(), inputs_.clear(), snapshots_ = json::array();
+    feeds_ = &feeds;
+    for (const json& s : p_.at("steps")) run_step(s);
+    feeds_ = nullptr;
+    return values_;
+  }
 
   json run() {
     json out;
@@ -117,7 +129,7 @@ class Program {
       snapshots_.push_back(flat(t));
     };
     if (op == "input") {  // a leaf in the programs' precision, requires_grad when "rg"
-      Tensor t = dense(s);
+      Tensor t = feeds_ ? feeds_->at(inputs_.size()) : dense(s);
       if (s.value("rg", false)) t.requires_grad_();
       push(t);
       inputs_.push_back(t);
@@ -348,12 +360,87 @@ class Program {
   }
 
   const json& p_;
+  const std::vector<Tensor>* feeds_ = nullptr;  // values_with's inputs
   std::vector<Tensor> values_;
   std::vector<Tensor> inputs_;
   json snapshots_ = json::array();
   json checks_ = json::array();
   std::vector<std::shared_ptr<nn::Module>> modules_;
 };
+
+json tensor_json(const Tensor& t) {
+  json j{{"dtype", t.dtype() == Dtype::i64 ? "int64" : "float32"}, {"shape", t.shape()}};
+  if (t.dtype() == Dtype::i64)
+    j["data"] = std::vector<int64_t>(t.data<int64_t>(), t.data<int64_t>() + t.numel());
+  else
+    j["data"] = t.to_vector();
+  return j;
+}
+
+// The ONNX mode: each forward-only program exported as a graph (its input
+// steps the graph's inputs, every other float value an output) to
+// DIR/pN.onnx, with its float32 inputs and xgrad's outputs in DIR/cases.json
+// (tests/onnx/run_ort.js's format). Prints one JSON line per program:
+// exported, refused (ExportError naming the op or the limit), empty (no
+// float value but its inputs) or failed (any other error, or a model that
+// ONNX's checker rejects).
+int export_programs(const std::string& dir, std::istream& in) {
+  json models = json::array();
+  std::string line;
+  for (int64_t n = 0; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    const json p = json::parse(line);
+    Program prog(p);
+    std::vector<onnx::Input> inputs;
+    std::vector<Tensor> feeds;
+    for (const json& s : p.at("steps"))
+      if (s.at("op") == "input") {
+        feeds.push_back(dense(s));
+        inputs.push_back({"x" + std::to_string(feeds.size() - 1), feeds.back(), {}});
+      }
+    json out{{"program", n}};
+    try {
+      const std::vector<Tensor> values = prog.values_with(feeds);
+      std::vector<size_t> picked;  // float values that are not an input itself
+      onnx::ExportOptions o;
+      for (size_t i = 0; i < values.size(); ++i) {
+        bool input = false;
+        for (const Tensor& f : feeds) input = input || f.impl() == values[i].impl();
+        if (!input && values[i].dtype() != Dtype::i64)
+          picked.push_back(i), o.output_names.push_back("v" + std::to_string(i));
+      }
+      if (picked.empty()) {
+        out["status"] = "empty";  // every value an input or int64: nothing to run
+        std::cout << out.dump() << "\n";
+        continue;
+      }
+      auto forward = [&](const std::vector<Tensor>& xs) {
+        const std::vector<Tensor> v = prog.values_with(xs);
+        std::vector<Tensor> r;
+        for (size_t i : picked) r.push_back(v[i]);
+        return r;
+      };
+      const std::string file = "p" + std::to_string(n) + ".onnx";
+      nn::Module none;
+      onnx::export_model(none, forward, inputs, dir + "/" + file, o);
+      json c{{"inputs", json::object()}, {"outputs", json::object()}};
+      for (size_t k = 0; k < feeds.size(); ++k) c["inputs"][inputs[k].name] = tensor_json(feeds[k]);
+      for (size_t k = 0; k < picked.size(); ++k) c["outputs"][o.output_names[k]] = tensor_json(values[picked[k]]);
+      models.push_back({{"file", file}, {"cases", json::array({c})}});
+      out["status"] = "exported", out["file"] = file;
+    } catch (const onnx::ExportError& e) {
+      const std::string m = e.what();
+      // a refusal names the op or the limit; a model ONNX's checker rejects is the exporter's fault
+      out["status"] = m.find("checker rejects") == std::string::npos ? "refused" : "failed";
+      out["message"] = m.substr(0, 300);
+    } catch (const std::exception& e) {
+      out["status"] = "failed", out["message"] = std::string(e.what()).substr(0, 300);
+    }
+    std::cout << out.dump() << "\n";
+  }
+  std::ofstream(dir + "/cases.json") << json{{"models", models}}.dump() << "\n";
+  return 0;
+}
 
 }  // namespace
 
@@ -365,6 +452,15 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--list-modules") {  // the module table's classes, one a line
     for (const std::string& n : optable::module_names()) std::cout << n << "\n";
     return 0;
+  }
+  if (argc == 4 && std::string(argv[1]) == "--onnx") {  // float32 programs exported (export_programs)
+    g_dtype = f32;
+    std::ifstream programs(argv[3]);
+    if (!programs) {
+      std::cerr << "xg_difftest: cannot read " << argv[3] << "\n";
+      return 2;
+    }
+    return export_programs(argv[2], programs);
   }
   if (argc == 4 && std::string(argv[1]) == "--dtype" && std::string(argv[2]) == "f32") {
     g_dtype = f32;

@@ -57,13 +57,14 @@ std::set<std::string> op_types(const std::string& path) {
 }
 
 // A module whose forward clamps: an op with no ONNX mapping.
-struct Clamped : nn::Module {
-  explicit Clamped(Generator& g) { fc = register_module("fc", std::make_shared<nn::Linear>(4, 4, g)); }
+// A model whose forward ends in an op with no ONNX mapping (its loss).
+struct Unmapped : nn::Module {
+  explicit Unmapped(Generator& g) { fc = register_module("fc", std::make_shared<nn::Linear>(4, 4, g)); }
   Tensor forward(const Tensor& x) override {
     const auto named = scope();
-    return clamp(fc->forward(x), -1.0, 1.0);
+    return cross_entropy(fc->forward(x), from_ints({0, 1}, {2}));
   }
-  std::string type_name() const override { return "Clamped"; }
+  std::string type_name() const override { return "Unmapped"; }
   std::shared_ptr<nn::Linear> fc;
 };
 
@@ -155,15 +156,15 @@ TEST_CASE("export_model: a fractional max pool is refused by name (its windows d
 
 TEST_CASE("export_model: an op with no mapping is refused by name and module, and nothing is written") {
   Generator g(3);
-  Clamped model(g);
-  const std::string path = tmp_path("clamped.onnx");
+  Unmapped model(g);
+  const std::string path = tmp_path("unmapped.onnx");
   std::remove(path.c_str());
   const std::string msg = error_of([&] { xo::export_model(model, {"x", randn({2, 4}, g), {"B", ""}}, path); });
-  CHECK_MESSAGE(contains(msg, "export_model: op 'clamp' in Clamped has no ONNX mapping yet"), msg);
+  CHECK_MESSAGE(contains(msg, "export_model: op 'cross_entropy' in Unmapped has no ONNX mapping yet"), msg);
   CHECK_MESSAGE(contains(msg, "layer_norm"), msg);  // the list of ops that do export
   CHECK_THROWS_AS(xo::export_model(model, {"x", randn({2, 4}, g), {"B", ""}}, path), xo::ExportError);
   CHECK_FALSE(exists(path));
-  CHECK(files_starting("clamped.onnx.tmp") == 0);
+  CHECK(files_starting("unmapped.onnx.tmp") == 0);
 }
 
 TEST_CASE("export_model: an unwritable path is refused naming it, and an existing file is kept") {
@@ -177,7 +178,7 @@ TEST_CASE("export_model: an unwritable path is refused naming it, and an existin
   CHECK_MESSAGE(contains(dir_msg, "is a directory: refusing to replace it"), dir_msg);
   const std::string path = tmp_path("kept.onnx");
   std::ofstream(path) << "old";
-  Clamped bad(g);
+  Unmapped bad(g);
   CHECK_THROWS_AS(xo::export_model(bad, {"x", randn({2, 4}, g), {}}, path), xo::ExportError);
   std::ifstream f(path);
   std::stringstream s;
