@@ -7,10 +7,12 @@
 // accumulate and return float32; their backward products run in bf16 too, and
 // they save bf16 copies of their inputs for backward (half the bytes), one
 // copy per tensor however many products save it. Everything else (softmax,
-// layer norm, losses, reductions, elementwise ops, the attention core) runs
-// in float32, as do parameters, gradients and optimiser state; of those,
-// the attention core saves bf16 copies of q, k and v too and widens them
-// again in backward. float64 tensors are never cast (gradient checks stay
+// layer norm, losses, reductions, elementwise ops, the attention core, and
+// the ops built on products that PyTorch's autocast leaves in float32:
+// interpolate, bilinear, embedding_bag, local_response_norm,
+// multilabel_margin_loss) runs in float32, as do parameters, gradients and
+// optimiser state; of those, the attention core saves bf16 copies of q, k
+// and v too and widens them again in backward. float64 tensors are never cast (gradient checks stay
 // exact). Second order (create_graph) through an op that saved bf16 copies
 // throws.
 // The scope is per thread, like grad mode, and nests.

@@ -12,6 +12,7 @@
 
 #include "autograd/detail/impl.h"
 #include "autograd/detail/iter.h"
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/require.h"
 
@@ -454,6 +455,7 @@ Tensor multilabel_margin_loss(const Tensor& input, const Tensor& target, const L
     const Tensor z = 1.0 - index_select(flat, 0, from_ints(js, {pairs})) + index_select(flat, 0, from_ints(is, {pairs}));
     const Tensor h = where(gt(z, 0.0), z, zeros_like(z));
     std::vector<double> rows(static_cast<size_t>(n * pairs), 0.0);  // (N, pairs): which row each pair adds to
+    const Autocast full(Precision::f32);  // a loss's sums stay float32 under Autocast
     for (int64_t p = 0; p < pairs; ++p) rows[row_of[p] * pairs + p] = 1.0 / c;
     loss = reshape(matmul(from_vector(rows, {n, pairs}, x.dtype()), reshape(h, {pairs, 1})), {n});
   }

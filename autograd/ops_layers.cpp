@@ -9,6 +9,7 @@
 
 #include "autograd/detail/impl.h"
 #include "autograd/detail/window.h"
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/require.h"
 
@@ -221,7 +222,9 @@ Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const 
   if (bias.defined() && bias.shape() != Shape{O})
     throw ShapeError(fmt::format("bilinear: bias {} must be (O) = ({})", shape_str(bias.shape()), O));
   const Tensor a = reshape(x1, {-1, I1}), b = reshape(x2, {-1, I2});  // (M, I1), (M, I2)
-  // y[m, o] = sum_ij a[m, i] W[o, i, j] b[m, j]
+  // y[m, o] = sum_ij a[m, i] W[o, i, j] b[m, j]; float32 under Autocast, as
+  // PyTorch's autocast leaves bilinear
+  const Autocast full(Precision::f32);
   const Tensor t = reshape(matmul(a, reshape(permute(weight, {1, 0, 2}), {I1, O * I2})), {-1, O, I2});
   Tensor y = sum(t * unsqueeze(b, 1), {2});  // (M, O)
   if (bias.defined()) y = y + bias;

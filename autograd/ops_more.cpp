@@ -9,6 +9,7 @@
 
 #include "autograd/detail/impl.h"
 #include "autograd/detail/window.h"
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/require.h"
 
@@ -61,6 +62,7 @@ Tensor cross_map_lrn2d(const Tensor& x, int64_t size, double alpha, double beta,
     for (int64_t j = 0; j < C; ++j) m[c * C + j] = in[j];
   }
   const Tensor window = from_vector(m, {C, C}, x.dtype());
+  const Autocast full(Precision::f32);  // a sum over channels, float32 under Autocast too (as PyTorch's)
   const Tensor sq = permute(x * x, {0, 2, 3, 1});                          // (N,H,W,C)
   const Tensor scale = permute(matmul(sq, transpose(window, 0, 1)), {0, 3, 1, 2});  // (N,C,H,W)
   return x * pow(scale * (alpha / static_cast<double>(size)) + k, -beta);
@@ -121,6 +123,7 @@ Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offs
     for (int64_t i = starts[b]; i < bag_end(b); ++i)
       if (pi[i] != padding_idx) a[b * n + i] = mode == "mean" ? 1.0 / count : 1.0;
   }
+  const Autocast full(Precision::f32);  // each bag's sum or mean, float32 under Autocast too (as PyTorch's)
   return matmul(from_vector(a, {B, n}, weight.dtype()), rows);  // (B, C)
 }
 

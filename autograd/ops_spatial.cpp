@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "autograd/detail/impl.h"
+#include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/require.h"
 
@@ -150,6 +151,26 @@ int64_t spatial_rank(const std::string& mode) {
   return 0;  // nearest, nearest-exact, area: any
 }
 
+// x resampled to `out` along each spatial axis in turn, by the matrix of
+// that axis's weights (linear, bilinear, bicubic, trilinear and nearest).
+Tensor resample(const Tensor& x, const std::string& mode, const std::vector<int64_t>& out,
+                const std::vector<double>& scales, bool align_corners) {
+  Tensor y = x;
+  const Autocast full(Precision::f32);  // resampling stays float32 under Autocast, as PyTorch's upsampling does
+  for (size_t d = 0; d < out.size(); ++d) {
+    const int64_t in = x.size(static_cast<int64_t>(d) + 2);
+    const std::vector<double> w = axis_weights(mode, in, out[d], scales[d], align_corners);
+    if (in == out[d]) {  // an axis whose weights are the identity is left as it is
+      bool identity = true;
+      for (int64_t r = 0; r < in && identity; ++r) identity = w[r * in + r] == 1.0;
+      if (identity) continue;
+    }
+    const Tensor m = from_vector(w, {out[d], in}, x.dtype());  // (out, in)
+    y = along(y, static_cast<int64_t>(d) + 2, [&](const Tensor& t) { return matmul(t, transpose(m, 0, 1)); });
+  }
+  return y.impl() == x.impl() ? x.clone() : y;  // a new tensor, as PyTorch's, even when nothing moved
+}
+
 }  // namespace
 
 Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
@@ -198,19 +219,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
     require(dims == 1, "interpolate: mode 'area' is built for 3-D and 4-D inputs");
     return squeeze(adaptive_avg_pool2d(unsqueeze(x, 2), {1, out[0]}), 2);
   }
-  Tensor y = x;
-  for (int64_t d = 0; d < dims; ++d) {
-    const int64_t in = x.size(d + 2);
-    const std::vector<double> w = axis_weights(mode, in, out[d], scales[d], o.align_corners());
-    if (in == out[d]) {  // an axis whose weights are the identity is left as it is
-      bool identity = true;
-      for (int64_t r = 0; r < in && identity; ++r) identity = w[r * in + r] == 1.0;
-      if (identity) continue;
-    }
-    const Tensor m = from_vector(w, {out[d], in}, x.dtype());  // (out, in)
-    y = along(y, d + 2, [&](const Tensor& t) { return matmul(t, transpose(m, 0, 1)); });
-  }
-  return y.impl() == x.impl() ? x.clone() : y;  // a new tensor, as PyTorch's, even when nothing moved
+  return resample(x, mode, out, scales, o.align_corners());
 }
 
 // ---- rearranging ------------------------------------------------------------------------

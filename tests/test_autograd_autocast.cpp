@@ -281,3 +281,29 @@ TEST_CASE("autocast: attention saves bf16 copies of q, k and v, the gradients st
   CHECK(XG_THROW_MESSAGE(grad({y}, {x}, {}, second), std::logic_error).find("Autocast(bf16) is not supported") !=
         std::string::npos);
 }
+
+TEST_CASE("autocast: the ops PyTorch's autocast leaves in float32 stay float32, though built on products") {
+  xgt::Bf16Products bf16_products;
+  Generator g(8);
+  const Tensor img = randn({2, 3, 5, 4}, g), x1 = randn({6, 5}, g), x2 = randn({6, 4}, g), w = randn({3, 5, 4}, g);
+  const Tensor table = randn({10, 7}, g), ids = from_ints({1, 2, 3, 4, 5, 9}, {2, 3});
+  const Tensor scores = randn({4, 6}, g), labels = from_ints({1, 3, -1, 0, 0, 0, 2, -1, 0, 0, 0, 0, 5, 4, 3, -1, 0, 0,
+                                                              0, -1, 0, 0, 0, 0},
+                                                             {4, 6});
+  auto run = [&] {
+    return V{interpolate(img, InterpolateOptions().size({7, 9}).mode("bilinear")),
+             interpolate(img, InterpolateOptions().scale_factor({1.5}).mode("bicubic").align_corners(true)),
+             local_response_norm(img, 2), bilinear(x1, x2, w), embedding_bag(ids, table),
+             multilabel_margin_loss(scores, labels)};
+  };
+  const V full = run();
+  V cast;
+  {
+    Autocast on(bf16);
+    cast = run();
+  }
+  for (size_t i = 0; i < full.size(); ++i) {
+    CAPTURE(i);
+    CHECK(bit_equal(cast[i], full[i]));
+  }
+}

@@ -1,13 +1,15 @@
 // Runs random programs (written by tests/difftest/difftest.py, one JSON object
-// per line) on xgrad in float64 (or float32 with --dtype f32) and prints, one JSON line per program, every
+// per line) on xgrad in float64 (or float32 with --dtype f32, and float32
+// under Autocast(bf16) with --dtype bf16) and prints, one JSON line per program, every
 // value and gradient the program defines, the leaves' grad() at the end, and
 // the first error (with the step that threw). The same programs run in
 // PyTorch (difftest.py), which compares. The format is in tests/difftest/README.md.
-//   xg_difftest [--dtype f32] PROGRAMS.jsonl > RESULTS.jsonl
+//   xg_difftest [--dtype f32|bf16] PROGRAMS.jsonl > RESULTS.jsonl
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -462,13 +464,20 @@ int main(int argc, char** argv) {
     }
     return export_programs(argv[2], programs);
   }
-  if (argc == 4 && std::string(argv[1]) == "--dtype" && std::string(argv[2]) == "f32") {
+  bool autocast = false;  // --dtype bf16: float32 programs under Autocast(bf16)
+  if (argc == 4 && std::string(argv[1]) == "--dtype" &&
+      (std::string(argv[2]) == "f32" || std::string(argv[2]) == "bf16")) {
     g_dtype = f32;
+    autocast = std::string(argv[2]) == "bf16";
     argv += 2, argc -= 2;
   }
   if (argc != 2) {
-    std::cerr << "usage: xg_difftest [--dtype f32] PROGRAMS.jsonl > RESULTS.jsonl | xg_difftest --list-table\n";
+    std::cerr << "usage: xg_difftest [--dtype f32|bf16] PROGRAMS.jsonl > RESULTS.jsonl | xg_difftest --list-table\n";
     return 2;
+  }
+  if (autocast && !bf16_unsupported_reason().empty()) {
+    std::cerr << "xg-skip (hardware): xg_difftest --dtype bf16: " << bf16_unsupported_reason() << "\n";
+    return 77;
   }
   std::error_code ec;
   std::ifstream in(argv[1]);
@@ -487,6 +496,8 @@ int main(int argc, char** argv) {
       return 2;
     }
     Program prog(p);
+    std::optional<Autocast> guard;
+    if (autocast) guard.emplace(bf16);
     std::cout << prog.run().dump() << "\n";
   }
   return 0;
