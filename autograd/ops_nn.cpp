@@ -488,7 +488,7 @@ Tensor index_select(const Tensor& a, int64_t axis, const Tensor& index) {
       for (int64_t i = 0; i < m; ++i)
         std::copy(src + (o * n + idx[i]) * inner, src + (o * n + idx[i] + 1) * inner, dst + (o * m + i) * inner);
   });
-  const Tensor y = record("index_select", out, {a}, [idx, s, outer, inner, n, m](const Tensor& g) {
+  return record("index_select", out, {a}, [idx, s, outer, inner, n, m](const Tensor& g) {
     if (grad_enabled()) {  // second order: the scatter as an op
       auto flat = std::make_shared<std::vector<int64_t>>();
       flat->reserve(outer * m * inner);
@@ -511,8 +511,6 @@ Tensor index_select(const Tensor& a, int64_t axis, const Tensor& index) {
     });
     return std::vector<Tensor>{ga};
   });
-  // the index is read beside the input: an export reads it as a constant
-  return detail::traced(y, [&](TracedOp& t) { t.attrs = attr::Axis{ax}, t.extra = {index}; });
 }
 
 namespace {

@@ -191,15 +191,6 @@ Value gather_rows(const OpContext& c) {
   return Value{c.b.node("Gather", {table.name, ids.name}, [](pb::NodeProto& n) { set_int(n, "axis", 0); }), out};
 }
 
-// index_select: Gather along the axis, the index (extra) a constant.
-Value index_select(const OpContext& c) {
-  const int64_t axis = c.op.attr<attr::Axis>().axis;
-  Dims out = c.in[0].dims;
-  out[axis] = {c.op.output.shape()[axis], ""};
-  return Value{c.b.node("Gather", {c.in[0].name, c.in[1].name}, [&](pb::NodeProto& n) { set_int(n, "axis", axis); }),
-               out};
-}
-
 // The axis of a slice [start, end) by step, Python's bounds, as Slice reads
 // them too. On an axis that may change, the result does too unless its
 // length is fixed by the bounds (a window from the start, or from the end).
@@ -353,46 +344,29 @@ void add_emitter(std::map<std::string, Emitter>& table, const std::string& op, E
 const std::map<std::string, Emitter>& emitters() {
   static const std::map<std::string, Emitter> table = [] {
     const std::vector<std::pair<std::string, Emitter>> core = {
-        {"add", binary("Add")},
-        {"sub", binary("Sub")},
-        {"mul", binary("Mul")},
-        {"div", binary("Div")},
-        {"add_scalar", with_scalar("Add")},
-        {"mul_scalar", with_scalar("Mul")},
-        {"pow",
-         [](const OpContext& c) {
-           return std::holds_alternative<attr::Scalar>(c.op.attrs) ? with_scalar("Pow")(c) : binary("Pow")(c);
-         }},
-        {"neg", unary("Neg")},
-        {"exp", unary("Exp")},
-        {"log", unary("Log")},
-        {"sqrt", unary("Sqrt")},
-        {"abs", unary("Abs")},
-        {"tanh", unary("Tanh")},
-        {"sigmoid", unary("Sigmoid")},
-        {"relu", unary("Relu")},
-        {"clone", unary("Identity")},
-        {"gelu", gelu},
-        {"matmul", matmul},
-        {"linear", linear},
-        {"reshape", reshape},
-        {"permute", permute},
-        {"sum", [](const OpContext& c) { return reduce(c, "ReduceSum"); }},
-        {"mean", [](const OpContext& c) { return reduce(c, "ReduceMean"); }},
-        {"max", [](const OpContext& c) { return reduce(c, "ReduceMax"); }},
-        {"maximum", binary("Max")},
-        {"index_select", index_select},
-        {"softmax", softmax("Softmax")},
-        {"log_softmax", softmax("LogSoftmax")},
-        {"layer_norm", layer_norm},
-        {"add_layer_norm", layer_norm},
-        {"gather_rows", gather_rows},
-        {"slice", slice},
-        {"concat", concat},
-        {"where", where},
-        // The shipped models' ops (the Transformer's and the GPT's decoding).
-        {"attention", attention},
-        {"broadcast_to", broadcast_to},
+      {"add", binary("Add")},           {"sub", binary("Sub")},
+      {"mul", binary("Mul")},           {"div", binary("Div")},
+      {"add_scalar", with_scalar("Add")}, {"mul_scalar", with_scalar("Mul")},
+      {"pow", [](const OpContext& c) {
+         return std::holds_alternative<attr::Scalar>(c.op.attrs) ? with_scalar("Pow")(c) : binary("Pow")(c);
+       }},
+      {"neg", unary("Neg")},
+      {"exp", unary("Exp")},            {"log", unary("Log")},
+      {"sqrt", unary("Sqrt")},          {"abs", unary("Abs")},
+      {"tanh", unary("Tanh")},          {"sigmoid", unary("Sigmoid")},
+      {"relu", unary("Relu")},          {"clone", unary("Identity")},
+      {"gelu", gelu},                   {"matmul", matmul},
+      {"linear", linear},               {"reshape", reshape},
+      {"permute", permute},             {"sum", [](const OpContext& c) { return reduce(c, "ReduceSum"); }},
+      {"mean", [](const OpContext& c) { return reduce(c, "ReduceMean"); }},
+      {"max", [](const OpContext& c) { return reduce(c, "ReduceMax"); }},
+      {"maximum", binary("Max")},
+      {"softmax", softmax("Softmax")},  {"log_softmax", softmax("LogSoftmax")},
+      {"layer_norm", layer_norm},       {"add_layer_norm", layer_norm},
+      {"gather_rows", gather_rows},     {"slice", slice},
+      {"concat", concat},               {"where", where},
+      // The shipped models' ops (the Transformer's and the GPT's decoding).
+      {"attention", attention},         {"broadcast_to", broadcast_to},
     };
     std::map<std::string, Emitter> t;
     for (const auto& [op, e] : core) add_emitter(t, op, e);
