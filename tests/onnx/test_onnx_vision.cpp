@@ -25,6 +25,13 @@ namespace xo = xg::onnx;  // ::onnx is ONNX's own
 namespace {
 
 std::string tmp_file(const std::string& name) { return std::string(XG_TEST_TMPDIR) + "/" + name; }
+// A folder of the test's own: the tests run in parallel, and the exporters
+// name their files (model.onnx) themselves.
+std::string tmp_dir(const std::string& name) {
+  const std::string d = tmp_file(name);
+  ::mkdir(d.c_str(), 0755);
+  return d;
+}
 
 bool file_exists(const std::string& p) {
   struct stat st;
@@ -210,7 +217,7 @@ TEST_CASE("export_image_model: one graph with the batch left to the runtime, and
   models::CNNConfig c;
   c.image = 8, c.channels1 = 2, c.channels2 = 3, c.hidden = 5, c.classes = 4;
   models::CNN cnn(c);
-  const std::string dir = XG_TEST_TMPDIR;
+  const std::string dir = tmp_dir("export_image_model");
   const xo::GraphSignature info = xo::export_image_model(cnn, 1, 8, 8, dir);
   CHECK(info.file == "model.onnx");
   REQUIRE(info.inputs.size() == 1);
@@ -237,7 +244,7 @@ TEST_CASE("export_image_checkpoint: the model its metadata names, with its weigh
   onnx_test::randomise_vision(trained, 31);  // not what a fresh CNN of this configuration holds
   Metadata meta = c.to_metadata();
   meta["model"] = "cnn";
-  const std::string dir = XG_TEST_TMPDIR;
+  const std::string dir = tmp_dir("export_image_checkpoint");
   const xo::GraphSignature g = xo::export_image_checkpoint(meta, trained.state_dict(), "ck.safetensors", dir);
   CHECK(g.inputs[0].axes == std::vector<std::string>{"N", "1", "8", "8"});
   ::onnx::ModelProto m = read_model(dir + "/model.onnx");
