@@ -498,10 +498,10 @@ CtcProblem ctc_problem(const Tensor& log_probs, const Tensor& targets, const Ten
   for (int64_t n = 0; n < p.N; ++n) {
     if (p.in_len[n] < 1 || p.in_len[n] > p.T)
       throw ShapeError(fmt::format("{}: input_lengths[{}] = {}: expected in [1, {}]", op, n, p.in_len[n], p.T));
-    const int64_t cap = padded ? targets.size(-1) : std::numeric_limits<int64_t>::max() / (p.N + 1);
+    // at most a row's labels, or all of the concatenated ones (which keeps the total in range)
+    const int64_t cap = padded ? targets.size(-1) : targets.numel();
     if (p.tgt_len[n] < 0 || p.tgt_len[n] > cap)
-      throw ShapeError(fmt::format("{}: target_lengths[{}] = {}: expected in [0, {}]", op, n, p.tgt_len[n],
-                                   padded ? fmt::format("{}", cap) : "the number of targets"));
+      throw ShapeError(fmt::format("{}: target_lengths[{}] = {}: expected in [0, {}]", op, n, p.tgt_len[n], cap));
     total += p.tgt_len[n];
   }
   if (targets.dtype() != Dtype::i64 || (!padded && (targets.dim() != 1 || targets.numel() != total)))
@@ -528,7 +528,6 @@ Tensor ctc_logsumexp(const Tensor& x) {
   const Tensor m = max(x, {-1}, true).detach();
   return reshape(m, {x.size(0)}) + log(sum(exp(x - m), {-1}));
 }
-
 
 // The extended label sequences (blank, y1, blank, y2, ..., blank) of every
 // sequence, padded to the longest, as masks over their L = 2S+1 states.
@@ -588,7 +587,7 @@ Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& in
     alpha = next * live + alpha * (1.0 - live);  // a sequence past its last frame keeps its alpha
   }
   Tensor loss = -ctc_logsumexp(alpha + from_vector(st.end, {N, L}, dt));  // (N)
-  loss = where(from_vector(st.feasible, {N}, dt), loss, full({N}, o.zero_infinity() ? 0.0 : INFINITY, dt));
+  loss = where(from_vector(st.feasible, {N}, dt), loss, full({N}, o.zero_infinity() ? 0.0 : kInf, dt));
   if (log_probs.dim() == 2) loss = reshape(loss, {});
   if (o.reduction() == Reduction::mean) return mean(loss * from_vector(st.scale, loss.shape(), dt));
   return reduce_loss(loss, o.reduction(), "ctc_loss");

@@ -282,7 +282,7 @@ Tensor rrelu(const Tensor& a, double lower, double upper, bool training, Generat
   check_defined(a, "rrelu");
   require(lower <= upper, fmt::format("rrelu: lower {} is above upper {}", lower, upper));
   if (!training) return leaky_relu(a, (lower + upper) / 2);
-  Generator& g = gen ? *gen : default_generator();
+  Generator& g = generator_or_default(gen);
   std::vector<double> slopes(static_cast<size_t>(a.numel()));
   const std::vector<double> x = a.to_vector();
   for (size_t i = 0; i < slopes.size(); ++i) slopes[i] = x[i] >= 0 ? 1.0 : g.uniform(lower, upper);

@@ -65,7 +65,7 @@ std::vector<double> samples(const char* op, const FractionalMaxPoolOptions<D>& o
                                    shape_str(given.shape()), shape_str(shape)));
     return given.to_vector();
   }
-  Generator& g = gen ? *gen : default_generator();
+  Generator& g = generator_or_default(gen);
   std::vector<double> u(static_cast<size_t>(N * C * static_cast<int64_t>(D)));
   for (double& x : u) x = static_cast<S>(g.uniform());
   return u;

@@ -265,7 +265,7 @@ Tensor scaled_dropout(const char* op, const Tensor& x, double p, bool training, 
                                  batched_rank, batched_rank - 1, shape_str(x.shape())));
   if (!training || p == 0) return x;
   if (p == 1) return x * 0.0;
-  Generator& g = gen ? *gen : default_generator();
+  Generator& g = generator_or_default(gen);
   return x * (keep_mask(mask_shape(x, features, batched_rank), p, g, x.dtype()) * (1.0 / (1 - p)));
 }
 
@@ -278,7 +278,7 @@ Tensor alpha_dropout_impl(const char* op, const Tensor& x, double p, bool traini
   // then an affine map a x + b keeps the mean and variance
   constexpr double alpha = 1.7580993408473766;
   const double a = 1.0 / std::sqrt((alpha * alpha * p + 1) * (1 - p));
-  const Tensor keep = keep_mask(mask_shape(x, features, x.dim()), p, gen ? *gen : default_generator(), x.dtype());
+  const Tensor keep = keep_mask(mask_shape(x, features, x.dim()), p, generator_or_default(gen), x.dtype());
   return x * (keep * a) + ((keep - 1.0) * (alpha * a) + alpha * a * p);
 }
 

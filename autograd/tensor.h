@@ -55,6 +55,9 @@ class Generator {
 // a time (build and train on one thread, or give each thread its own).
 Generator& default_generator();
 void manual_seed(uint64_t seed);  // default_generator() starts again as Generator(seed), as torch.manual_seed
+// *gen, or default_generator() when gen is null: the rule of every op and
+// layer whose Generator is optional.
+inline Generator& generator_or_default(Generator* gen) { return gen ? *gen : default_generator(); }
 
 struct TensorImpl;
 struct Node;

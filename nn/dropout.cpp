@@ -19,13 +19,13 @@ std::string Dropout::type_name() const {
 Tensor Dropout::forward(const Tensor& x) {
   const auto named = scope();
   if (p_ == 0.0 || !is_training()) return x;
-  return dropout(x, p_, true, gen_ ? *gen_ : default_generator());
+  return dropout(x, p_, true, generator_or_default(gen_.get()));
 }
 
 Tensor Dropout::forward_relu(const Tensor& x) {
   const auto named = scope();
   if (p_ == 0.0 || !is_training()) return relu(x);
-  return relu_dropout(x, p_, true, gen_ ? *gen_ : default_generator());
+  return relu_dropout(x, p_, true, generator_or_default(gen_.get()));
 }
 
 }  // namespace xg::nn

@@ -293,7 +293,7 @@ TEST_CASE("autocast: the ops PyTorch's autocast leaves in float32 stay float32, 
   auto run = [&] {
     return V{interpolate(img, InterpolateOptions().size({7, 9}).mode("bilinear")),
              interpolate(img, InterpolateOptions().scale_factor({1.5}).mode("bicubic").align_corners(true)),
-             local_response_norm(img, 2), bilinear(x1, x2, w), embedding_bag(ids, table),
+             cross_map_lrn2d(img, 2), bilinear(x1, x2, w), embedding_bag(ids, table),
              multilabel_margin_loss(scores, labels)};
   };
   const V full = run();

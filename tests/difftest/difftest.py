@@ -422,37 +422,38 @@ K16, FLOOR16 = 4.0, 5 * 2.0 ** -9
 BF16_ONLY_IN_XGRAD = ("conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "attention")
 
 
-def compare_float32(prog, xr, t64, t32):
-    """As compare(), with the float32 rule; SKIP when PyTorch's float64 or
-    float32 run failed where xgrad did not (no reference to measure by)."""
+def compare_reduced(prog, xr, t64, t32):
+    """As compare(), by the float32 or bf16 rule (t64 the reference, t32
+    PyTorch's own run in the reduced precision); SKIP when PyTorch failed
+    where xgrad did not (no reference to measure by)."""
     xe = xr.get("error")
     if MODE == "bfloat16" and xe is not None and "bf16" in xe and "second order" in xe.lower():
         return SKIP + "second order through bf16 copies (refused by design)"
     if MODE == "bfloat16" and any(s["op"] in BF16_ONLY_IN_XGRAD for s in prog["steps"]):
         return SKIP + "an op only xgrad runs in bf16"
-    if t64.get("error") is not None or t32.get("error") is not None:
-        if xe is not None:
-            return None
-        return SKIP + f"pytorch failed ({(t64.get('error') or t32.get('error'))[:60]})"
-    if xe is not None:
+    te = t64.get("error") or t32.get("error")
+    if te is not None and xe is None:
+        return SKIP + f"pytorch failed ({te[:60]})"
+    if xe is not None and te is None:
         return f"xgrad failed at step {xr['error_step']} ({prog['steps'][xr['error_step']]['op']}): {xe}"
-    owner = []
-    for k, s in enumerate(prog["steps"]):
-        owner += [k] * produces(s)
-    pairs = [(f"value {i} (step {owner[i]}, {prog['steps'][owner[i]]['op']})", xr["values"][i], t32["values"][i],
-              t64["values"][i]) for i in range(len(t64["values"]))]
-    pairs += [(f"grad() of leaf {i}", a, b, c)
-              for i, (a, b, c) in enumerate(zip(xr["leaf_grads"], t32["leaf_grads"], t64["leaf_grads"]))]
-    if len(xr["values"]) != len(t64["values"]):
-        return f"xgrad defined {len(xr['values'])} values, pytorch {len(t64['values'])}"
-    for what, x, t, ref in pairs:
-        ex, et = close(x, ref), close(t, ref)
+    k, floor = (K16, FLOOR16) if MODE == "bfloat16" else (K32, FLOOR32)
+
+    def judge(kind, i, x, ref):
+        if i >= len(t32[kind]):
+            return None  # PyTorch's reduced run failed before this value: nothing to measure by
+        ex, et = close(x, ref), close(t32[kind][i], ref)
         if et is None or et == math.inf:
-            continue  # PyTorch's float32 overflowed or went NaN where float64 did not: nothing to measure by
-        k, floor = (K16, FLOOR16) if MODE == "bfloat16" else (K32, FLOOR32)
-        if ex is None or ex > k * et + floor:
-            return f"{what}: {MODE} error {ex} against pytorch's {MODE} error {et}"
-    return None
+            return None  # PyTorch's reduced run overflowed or went NaN where float64 did not
+        if ex is not None and ex <= k * et + floor:
+            return None
+        return f"{MODE} error {ex} against pytorch's {MODE} error {et}"
+
+    if xe is not None:  # both failed: at the same step, and alike up to it
+        failed = t64 if t64.get("error") is not None else t32
+        if xr["error_step"] != te_step(failed):
+            return f"both failed, xgrad at step {xr['error_step']} ({xe}), pytorch at {failed['error_step']} ({te})"
+        return compare_values(prog, xr, t64, "", upto=xr["error_step"], judge=judge)
+    return compare_values(prog, xr, t64, "", judge=judge)
 
 
 # The ONNX mode (--onnx): forward-only programs (their gradient steps, writes
@@ -516,7 +517,16 @@ def te_step(tr):
     return tr["error_step"] if tr["error_step"] is not None else 10**9
 
 
-def compare_values(prog, xr, tr, prefix, upto=None):
+def within_rtol(kind, i, x, ref):
+    """The float64 rule: None when x is within RTOL of PyTorch's ref, else why."""
+    e = close(x, ref)
+    return None if e is not None and e <= RTOL else f"relative error {e}"
+
+
+def compare_values(prog, xr, tr, prefix, upto=None, judge=within_rtol):
+    """Every value (up to value `upto`) and, without `upto`, every leaf's
+    grad(): judge(kind, i, xgrad's, PyTorch's), kind "values" or
+    "leaf_grads", gives None or why they differ."""
     xv, tv = xr["values"], tr["values"]
     n = len(tv) if upto is None else min(len(tv), upto)
     if upto is None and len(xv) != n:
@@ -525,15 +535,15 @@ def compare_values(prog, xr, tr, prefix, upto=None):
     for k, s in enumerate(prog["steps"]):
         owner += [k] * produces(s)
     for i in range(min(len(xv), n)):
-        e = close(xv[i], tv[i])
-        if e is None or e > RTOL:
+        why = judge("values", i, xv[i], tv[i])
+        if why is not None:
             k = owner[i]
-            return f"{prefix}value {i} (step {k}, {prog['steps'][k]['op']}): relative error {e}"
+            return f"{prefix}value {i} (step {k}, {prog['steps'][k]['op']}): {why}"
     if upto is None:
         for i, (a, b) in enumerate(zip(xr["leaf_grads"], tr["leaf_grads"])):
-            e = close(a, b)
-            if e is None or e > RTOL:
-                return f"{prefix}grad() of leaf {i}: relative error {e}"
+            why = judge("leaf_grads", i, a, b)
+            if why is not None:
+                return f"{prefix}grad() of leaf {i}: {why}"
     return None
 
 
@@ -1053,7 +1063,7 @@ def check(binary, progs, workdir, tag):
     xs = run_xgrad(binary, progs, workdir, tag)
     if MODE in ("float32", "bfloat16"):
         bf = MODE == "bfloat16"
-        return [compare_float32(p, x, run_torch(p), run_torch(p, dtype=torch.float32, autocast=bf)) for p, x in
+        return [compare_reduced(p, x, run_torch(p), run_torch(p, dtype=torch.float32, autocast=bf)) for p, x in
                 zip(progs, xs)]
     return [compare(p, x, run_torch(p)) for p, x in zip(progs, xs)]
 
@@ -1189,6 +1199,8 @@ def main():
     ap.add_argument("--onnx", action="store_true",
                     help="forward-only programs exported and run by ONNX Runtime against xgrad's float32 forward")
     a = ap.parse_args()
+    if a.onnx and a.dtype != "float64":
+        ap.error("--onnx runs float32 forward programs itself: give it without --dtype")
     global MODE
     MODE = "onnx" if a.onnx else a.dtype
     if not (os.path.isfile(a.binary) and os.access(a.binary, os.X_OK)):

@@ -4,7 +4,7 @@
 // value and gradient the program defines, the leaves' grad() at the end, and
 // the first error (with the step that threw). The same programs run in
 // PyTorch (difftest.py), which compares. The format is in tests/difftest/README.md.
-//   xg_difftest [--dtype f32|bf16] PROGRAMS.jsonl > RESULTS.jsonl
+//   xg_difftest [--dtype f32|bf16 | --onnx DIR] PROGRAMS.jsonl > RESULTS.jsonl
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -379,19 +379,15 @@ json tensor_json(const Tensor& t) {
   return j;
 }
 
-// The ONNX mode: each forward-only program exported as a graph (its input
-// steps the graph's inputs, every other float value an output) to
-// DIR/pN.onnx, with its float32 inputs and xgrad's outputs in DIR/cases.json
-// (tests/onnx/run_ort.js's format). Prints one JSON line per program:
-// exported, refused (ExportError naming the op or the limit), empty (no
-// float value but its inputs) or failed (any other error, or a model that
-// ONNX's checker rejects).
-int export_programs(const std::string& dir, std::istream& in) {
-  json models = json::array();
-  std::string line;
-  for (int64_t n = 0; std::getline(in, line); ++n) {
-    if (line.empty()) continue;
-    const json p = json::parse(line);
+// The ONNX mode: forward-only program number n exported as a graph (its
+// input steps the graph's inputs, every other float value an output) to
+// DIR/pN.onnx, its float32 inputs and xgrad's outputs added to `models`
+// (tests/onnx/run_ort.js's cases.json). Returns its line: exported, refused
+// (ExportError naming the op or the limit), empty (no float value but its
+// inputs) or failed (any other error, or a model ONNX's checker rejects).
+json export_program(const json& p, int64_t n, const std::string& dir, json& models) {
+  json out{{"program", n}};
+  try {
     Program prog(p);
     std::vector<onnx::Input> inputs;
     std::vector<Tensor> feeds;
@@ -400,48 +396,42 @@ int export_programs(const std::string& dir, std::istream& in) {
         feeds.push_back(dense(s));
         inputs.push_back({"x" + std::to_string(feeds.size() - 1), feeds.back(), {}});
       }
-    json out{{"program", n}};
-    try {
-      const std::vector<Tensor> values = prog.values_with(feeds);
-      std::vector<size_t> picked;  // float values that are not an input itself
-      onnx::ExportOptions o;
-      for (size_t i = 0; i < values.size(); ++i) {
-        bool input = false;
-        for (const Tensor& f : feeds) input = input || f.impl() == values[i].impl();
-        if (!input && values[i].dtype() != Dtype::i64)
-          picked.push_back(i), o.output_names.push_back("v" + std::to_string(i));
-      }
-      if (picked.empty()) {
-        out["status"] = "empty";  // every value an input or int64: nothing to run
-        std::cout << out.dump() << "\n";
-        continue;
-      }
-      auto forward = [&](const std::vector<Tensor>& xs) {
-        const std::vector<Tensor> v = prog.values_with(xs);
-        std::vector<Tensor> r;
-        for (size_t i : picked) r.push_back(v[i]);
-        return r;
-      };
-      const std::string file = "p" + std::to_string(n) + ".onnx";
-      nn::Module none;
-      onnx::export_model(none, forward, inputs, dir + "/" + file, o);
-      json c{{"inputs", json::object()}, {"outputs", json::object()}};
-      for (size_t k = 0; k < feeds.size(); ++k) c["inputs"][inputs[k].name] = tensor_json(feeds[k]);
-      for (size_t k = 0; k < picked.size(); ++k) c["outputs"][o.output_names[k]] = tensor_json(values[picked[k]]);
-      models.push_back({{"file", file}, {"cases", json::array({c})}});
-      out["status"] = "exported", out["file"] = file;
-    } catch (const onnx::ExportError& e) {
-      const std::string m = e.what();
-      // a refusal names the op or the limit; a model ONNX's checker rejects is the exporter's fault
-      out["status"] = m.find("checker rejects") == std::string::npos ? "refused" : "failed";
-      out["message"] = m.substr(0, 300);
-    } catch (const std::exception& e) {
-      out["status"] = "failed", out["message"] = std::string(e.what()).substr(0, 300);
+    const std::vector<Tensor> values = prog.values_with(feeds);
+    std::vector<size_t> picked;  // float values that are not an input itself
+    onnx::ExportOptions o;
+    for (size_t i = 0; i < values.size(); ++i) {
+      bool input = false;
+      for (const Tensor& f : feeds) input = input || f.impl() == values[i].impl();
+      if (!input && values[i].dtype() != Dtype::i64)
+        picked.push_back(i), o.output_names.push_back("v" + std::to_string(i));
     }
-    std::cout << out.dump() << "\n";
+    if (picked.empty()) {  // every value an input or int64: nothing to run
+      out["status"] = "empty";
+      return out;
+    }
+    auto forward = [&](const std::vector<Tensor>& xs) {
+      const std::vector<Tensor> v = prog.values_with(xs);
+      std::vector<Tensor> r;
+      for (size_t i : picked) r.push_back(v[i]);
+      return r;
+    };
+    const std::string file = "p" + std::to_string(n) + ".onnx";
+    nn::Module none;
+    onnx::export_model(none, forward, inputs, dir + "/" + file, o);
+    json c{{"inputs", json::object()}, {"outputs", json::object()}};
+    for (size_t k = 0; k < feeds.size(); ++k) c["inputs"][inputs[k].name] = tensor_json(feeds[k]);
+    for (size_t k = 0; k < picked.size(); ++k) c["outputs"][o.output_names[k]] = tensor_json(values[picked[k]]);
+    models.push_back({{"file", file}, {"cases", json::array({c})}});
+    out["status"] = "exported", out["file"] = file;
+  } catch (const onnx::ExportError& e) {
+    const std::string m = e.what();
+    // a refusal names the op or the limit; a model ONNX's checker rejects is the exporter's fault
+    out["status"] = m.find("checker rejects") == std::string::npos ? "refused" : "failed";
+    out["message"] = m.substr(0, 300);
+  } catch (const std::exception& e) {
+    out["status"] = "failed", out["message"] = std::string(e.what()).substr(0, 300);
   }
-  std::ofstream(dir + "/cases.json") << json{{"models", models}}.dump() << "\n";
-  return 0;
+  return out;
 }
 
 }  // namespace
@@ -455,24 +445,26 @@ int main(int argc, char** argv) {
     for (const std::string& n : optable::module_names()) std::cout << n << "\n";
     return 0;
   }
-  if (argc == 4 && std::string(argv[1]) == "--onnx") {  // float32 programs exported (export_programs)
-    g_dtype = f32;
-    std::ifstream programs(argv[3]);
-    if (!programs) {
-      std::cerr << "xg_difftest: cannot read " << argv[3] << "\n";
+  std::string onnx_dir;   // --onnx DIR: float32 programs exported (export_program)
+  bool autocast = false;  // --dtype bf16: float32 programs under Autocast(bf16)
+  if (argc == 4 && std::string(argv[1]) == "--onnx") {
+    onnx_dir = argv[2];
+    std::error_code ec;
+    if (!std::filesystem::is_directory(onnx_dir, ec)) {
+      std::cerr << "xg_difftest: --onnx " << onnx_dir << ": not a folder\n";
       return 2;
     }
-    return export_programs(argv[2], programs);
-  }
-  bool autocast = false;  // --dtype bf16: float32 programs under Autocast(bf16)
-  if (argc == 4 && std::string(argv[1]) == "--dtype" &&
-      (std::string(argv[2]) == "f32" || std::string(argv[2]) == "bf16")) {
+    g_dtype = f32;
+    argv += 2, argc -= 2;
+  } else if (argc == 4 && std::string(argv[1]) == "--dtype" &&
+             (std::string(argv[2]) == "f32" || std::string(argv[2]) == "bf16")) {
     g_dtype = f32;
     autocast = std::string(argv[2]) == "bf16";
     argv += 2, argc -= 2;
   }
   if (argc != 2) {
-    std::cerr << "usage: xg_difftest [--dtype f32|bf16] PROGRAMS.jsonl > RESULTS.jsonl | xg_difftest --list-table\n";
+    std::cerr << "usage: xg_difftest [--dtype f32|bf16 | --onnx DIR] PROGRAMS.jsonl > RESULTS.jsonl | "
+                 "xg_difftest --list-table\n";
     return 2;
   }
   if (autocast && !bf16_unsupported_reason().empty()) {
@@ -485,8 +477,9 @@ int main(int argc, char** argv) {
     std::cerr << "xg_difftest: cannot read " << argv[1] << "\n";
     return 2;
   }
+  json models = json::array();  // the ONNX mode's cases
   std::string line;
-  while (std::getline(in, line)) {
+  for (int64_t n = 0; std::getline(in, line); ++n) {
     if (line.empty()) continue;
     json p;
     try {
@@ -495,10 +488,18 @@ int main(int argc, char** argv) {
       std::cerr << "xg_difftest: a line of " << argv[1] << " is not JSON: " << e.what() << "\n";
       return 2;
     }
+    if (!onnx_dir.empty()) {
+      std::cout << export_program(p, n, onnx_dir, models).dump() << "\n";
+      continue;
+    }
     Program prog(p);
     std::optional<Autocast> guard;
     if (autocast) guard.emplace(bf16);
     std::cout << prog.run().dump() << "\n";
+  }
+  if (!onnx_dir.empty() && !(std::ofstream(onnx_dir + "/cases.json") << json{{"models", models}}.dump() << "\n")) {
+    std::cerr << "xg_difftest: cannot write " << onnx_dir << "/cases.json\n";
+    return 2;
   }
   return 0;
 }
