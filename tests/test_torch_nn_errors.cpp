@@ -75,6 +75,8 @@ TEST_CASE("torch.nn errors: AdaptiveLogSoftmaxWithLoss names the cutoff, size or
   CHECK(contains(message([] { ASM(8, 10, {4, 4}); }), "cutoffs [4, 4]: expected increasing, each in [1, 9]"));
   CHECK(contains(message([] { ASM(8, 10, {10}); }), "cutoffs [10]: expected increasing, each in [1, 9]"));
   CHECK(contains(message([] { ASM(8, 10, {}); }), "cutoffs is empty"));
+  CHECK(contains(message([] { ASM(0, 10, {4}); }), "in_features 0, n_classes 10: expected >= 1 and >= 2"));
+  CHECK(contains(message([] { ASM(8, 10, {4}, 0.0); }), "div_value 0: expected > 0"));
   CHECK(contains(message([] { ASM(4, 10, {2, 5}, 4.0); }), "cluster 1's hidden size in_features // div_value^2 = 0"));
   ASM m(4, 10, {2, 5}, 2.0);
   CHECK(contains(message([&] { m.forward(zeros({3, 4}), from_ints({0, 10, 1}, {3})); }),
@@ -94,6 +96,8 @@ TEST_CASE("torch.nn errors: fractional max pooling names the size, ratio or samp
       "give exactly one of output_size and output_ratio"));
   CHECK(contains(message([&] { fractional_max_pool2d(x, FractionalMaxPool2dOptions(3).output_size(4)); }),
                  "fractional_max_pool2d: output size 4 with kernel 3 on axis 0 of input (1,2,5,5): expected 1 to 3"));
+  CHECK(contains(message([&] { fractional_max_pool2d(x, FractionalMaxPool2dOptions(0).output_size(2)); }),
+                 "fractional_max_pool2d: kernel_size 0: expected at least 1"));
   CHECK(contains(message([&] { fractional_max_pool2d(x, FractionalMaxPool2dOptions(2).output_ratio(1.0)); }),
                  "fractional_max_pool2d: output_ratio 1: expected in (0, 1)"));
   CHECK(

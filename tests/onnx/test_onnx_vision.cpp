@@ -213,6 +213,19 @@ TEST_CASE("export_model: a transposed convolution on an image whose size may cha
   CHECK_FALSE(file_exists(path));
 }
 
+TEST_CASE("export_model: a transposed convolution's output_padding at its stride is refused (ONNX Runtime rejects it)") {
+  Generator g(6);
+  Single up(std::make_shared<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(2, 3, 3).dilation(2).output_padding(1), g));
+  const std::string path = tmp_file("deconv_padding.onnx");
+  std::remove(path.c_str());
+  const std::string msg = message_of([&] { xo::export_model(up, {"x", randn({1, 2, 5, 4}, g), {}}, path); });
+  CHECK_MESSAGE(contains(msg, "export_model: conv_transpose2d (in ConvTranspose2d"), msg);
+  CHECK_MESSAGE(contains(msg, "with output_padding (1, 1) not below its stride (1, 1): ONNX Runtime's ConvTranspose "
+                              "refuses it"),
+                msg);
+  CHECK_FALSE(file_exists(path));
+}
+
 TEST_CASE("export_image_model: one graph with the batch left to the runtime, and its manifest entry") {
   models::CNNConfig c;
   c.image = 8, c.channels1 = 2, c.channels2 = 3, c.hidden = 5, c.classes = 4;
