@@ -1,0 +1,51 @@
+#!/usr/bin/python3
+"""Checks the fuzzer's judge (judge.py) on the known PyTorch deviations: on
+each program of the folder, xgrad and PyTorch must differ and the judge must
+find PyTorch wrong; and with the two sides' results exchanged (PyTorch's
+answers given as xgrad's), it must find the side holding PyTorch's answers
+wrong. A judge that always blames one side, or never decides, fails.
+
+  test_judge.py --binary build/tests/xg_difftest [--deviations DIR] [--workdir DIR]
+"""
+import argparse
+import json
+import os
+import sys
+
+import difftest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--binary", required=True, help="the xg_difftest program")
+    ap.add_argument("--deviations", default=os.path.join(HERE, "pytorch_deviations"),
+                    help="a folder of programs where PyTorch is wrong")
+    ap.add_argument("--workdir", default="judge-work")
+    a = ap.parse_args()
+    os.makedirs(a.workdir, exist_ok=True)
+    names = sorted(n for n in os.listdir(a.deviations) if n.endswith(".json"))
+    if not names:
+        ap.error(f"--deviations {a.deviations}: no program (*.json) in it")
+    progs = [json.load(open(os.path.join(a.deviations, n))) for n in names]
+    failed = 0
+    for n, p, xr in zip(names, progs, difftest.run_xgrad(a.binary, progs, a.workdir, "judge")):
+        tr = difftest.run_torch(p)
+        if difftest.compare(p, xr, tr) is None:
+            print(f"{n}: FAILED: xgrad and PyTorch agree: not a deviation")
+            failed += 1
+            continue
+        for label, first, second, want in (("as run", xr, tr, "pytorch"), ("exchanged", tr, xr, "xgrad")):
+            verdict, lines = difftest.judge_verdict(p, first, second)
+            ok = verdict == want
+            failed += not ok
+            print(f"{n} ({label}): {'ok' if ok else 'FAILED'}: judge says {verdict} wrong, expected {want}")
+            if not ok:
+                print("\n".join("  " + line for line in lines))
+    print(f"{len(names)} programs, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
