@@ -11,6 +11,7 @@ small reproducer and written to the work directory.
 The program format is in README.md beside this file.
 """
 import argparse
+import io
 import json
 import math
 import os
@@ -29,6 +30,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "optable"))
 import optable  # noqa: E402  (the op table: the torch.nn families' entries)
 import judge  # noqa: E402  (the third judge of a disagreement)
+import modules  # noqa: E402  (the module mode's programs)
 
 # backward(create_graph=True) warns of the reference cycle it makes; programs are short-lived
 warnings.filterwarnings("ignore", message="Using backward\\(\\) with create_graph=True")
@@ -212,7 +214,8 @@ def produces(s):
     op = s["op"]
     if op == "grad": return len(s["wrt"])
     if op in ("backward", "zero_grad") or op in INPLACE: return 0
-    if op == "module": return 1 + len(s.get("params", []))
+    if op == "module": return 1 + len(s.get("params", [])) + len(s.get("buffers", []))
+    if op == "reload": return 1 + len(s.get("buffers", []))
     return 1
 
 
@@ -251,7 +254,7 @@ def perturbed(t, j, delta):
 def run_torch_in_default_dtype(prog, skip_inplace, probe=None, keep=False):
     second_order = any(s["op"] in ("grad", "backward") and s.get("create_graph", False) for s in prog["steps"])
     vals, leaves, snaps = [], [], []
-    frozen, rg = [], []
+    frozen, rg, mods = [], [], []
     err, err_step = None, None
     # clone(): PyTorch may answer with an efficient zero tensor, which has no storage to read
     flat = lambda t: None if t is None else t.detach().clone().reshape(-1).tolist()
@@ -310,13 +313,28 @@ def run_torch_in_default_dtype(prog, skip_inplace, probe=None, keep=False):
                 leaves.append(vals.append(t))
             elif op == "ids":  # int64 class targets or ids: no gradient
                 vals.append(torch.tensor(s["data"], dtype=torch.long).reshape(s["shape"]))
-            elif op == "module":  # a torch.nn module, its output and then its parameters
-                m = optable.torch_module(s, vals)
+            elif op in ("module", "reload"):
+                # a torch.nn module, its output, its parameters and its buffers
+                # after the call; reload: the module of the program's n-th module
+                # step, saved and loaded into a fresh one, then called
+                if op == "module":
+                    m = optable.torch_module(s, vals)
+                    mods.append((s, m))
+                else:
+                    spec, old = mods[s["module"]]
+                    buf = io.BytesIO()
+                    torch.save(old.state_dict(), buf)
+                    m = optable.torch_module(dict(spec, state=None), vals)
+                    buf.seek(0)
+                    m.load_state_dict(torch.load(buf))
                 a = [None if i is None else vals[i] for i in s["args"]]
                 vals.append(m(*a))
                 named = dict(m.named_parameters())
-                for name in s.get("params", []):
+                for name in s.get("params", []) if op == "module" else []:
                     vals.append(named[name])
+                named = dict(m.named_buffers())
+                for name in s.get("buffers", []):
+                    vals.append(named[name].detach().clone())
             elif op == "grad":
                 outs, seeds = roots(s)
                 wrt = [vals[w] for w in s["wrt"]]
@@ -466,6 +484,9 @@ K16, FLOOR16 = 4.0, 5 * 2.0 ** -9
 BF16_ONLY_IN_XGRAD = ("conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "attention")
 
 
+K_NEEDED = {}  # family -> the largest (xgrad's error - floor) / PyTorch's error met (reduced modes)
+
+
 def compare_reduced(prog, xr, t64, t32):
     """As compare(), by the float32 or bf16 rule (t64 the reference, t32
     PyTorch's own run in the reduced precision); SKIP when PyTorch failed
@@ -481,6 +502,7 @@ def compare_reduced(prog, xr, t64, t32):
     if xe is not None and te is None:
         return f"xgrad failed at step {xr['error_step']} ({prog['steps'][xr['error_step']]['op']}): {xe}"
     k, floor = (K16, FLOOR16) if MODE == "bfloat16" else (K32, FLOOR32)
+    owner = [j for j, s in enumerate(prog["steps"]) for _ in range(produces(s))]
 
     def judge(kind, i, x, ref):
         if i >= len(t32[kind]):
@@ -488,6 +510,12 @@ def compare_reduced(prog, xr, t64, t32):
         ex, et = close(x, ref), close(t32[kind][i], ref)
         if et is None or et == math.inf:
             return None  # PyTorch's reduced run overflowed or went NaN where float64 did not
+        if ex is not None and ex > floor and et > 0:
+            # the k this value needs beyond the floor, by the family of the op that made it
+            op = prog["steps"][owner[i]]["op"] if kind == "values" else "leaf_grad"
+            fam = "gradients" if op in ("grad", "leaf_grad") else \
+                optable.BY_NAME[op].family if op in optable.BY_NAME else "core ops"
+            K_NEEDED[fam] = max(K_NEEDED.get(fam, 0.0), (ex - floor) / et)
         if ex is not None and ex <= k * et + floor:
             return None
         return f"{MODE} error {ex} against pytorch's {MODE} error {et}"
@@ -506,7 +534,7 @@ def compare_reduced(prog, xr, t64, t32):
 # float32 forward, relative to the larger of 1 and its largest magnitude. A program with an op
 # that has no ONNX mapping is refused by name and counted apart.
 RUN_ORT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "onnx", "run_ort.js")
-NOT_FORWARD = ("grad", "backward", "leaf_grad", "zero_grad", "module") + INPLACE
+NOT_FORWARD = ("grad", "backward", "leaf_grad", "zero_grad", "module", "reload") + INPLACE
 
 
 def forward_only(prog):
@@ -1073,6 +1101,8 @@ OPS = (["add", "sub", "mul", "div", "pow", "maximum", "pow_scalar", "add_scalar"
 
 
 def generate(seed):
+    if MODE == "modules":
+        return dict(modules.program(seed), seed=seed)
     p = Gen(seed).program()
     p["seed"] = seed
     if MODE == "onnx":
@@ -1124,7 +1154,7 @@ def check(binary, progs, workdir, tag, judging=True):
     for p, x in zip(progs, xs):
         tr = run_torch(p)
         r = compare(p, x, tr)
-        if judging and r is not None and not r.startswith(SKIP):
+        if judging and MODE == "float64" and r is not None and not r.startswith(SKIP):
             r = judged(binary, workdir, p, x, tr, r)
         out.append(r)
     return out
@@ -1166,6 +1196,11 @@ def judged(binary, workdir, prog, xr, tr, why):
                                                   tb["leaf_grads"]) if a != c or b != d)
         if all(xb.get(k) == xr.get(k) and tb.get(k) == tr.get(k) for k in ("values", "error")) and clipped_agree:
             prog, xr, tr = bare, xb, tb
+        elif compare(bare, xb, tb) is not None and judge_verdict(bare, xb, tb)[0] == "pytorch":
+            # The writes change later values (a clip of a grad() the sides
+            # already disagree on), and in the program without them the judge
+            # finds PyTorch wrong: no reference for the program with them.
+            return SKIP + "PyTorch wrong (judged) in the program without its in-place writes, which change its values"
     verdict, lines = judge_verdict(prog, xr, tr)
     text = "\n  ".join(["judge: " + (verdict + " wrong" if verdict != "undecided" else verdict)] + lines)
     return (DEVIATION if verdict == "pytorch" else "") + why + "\n  " + text
@@ -1301,11 +1336,15 @@ def main():
                     help="float32: run in float32 on both sides, PyTorch's float64 the reference (K32, FLOOR32)")
     ap.add_argument("--onnx", action="store_true",
                     help="forward-only programs exported and run by ONNX Runtime against xgrad's float32 forward")
+    ap.add_argument("--modules", action="store_true",
+                    help="random compositions of torch.nn layers, trained or evaluated, saved and loaded (float64)")
     a = ap.parse_args()
     if a.onnx and a.dtype != "float64":
         ap.error("--onnx runs float32 forward programs itself: give it without --dtype")
+    if a.modules and (a.onnx or a.dtype != "float64"):
+        ap.error("--modules runs float64 programs: give it without --onnx or --dtype")
     global MODE
-    MODE = "onnx" if a.onnx else a.dtype
+    MODE = "onnx" if a.onnx else "modules" if a.modules else a.dtype
     if not (os.path.isfile(a.binary) and os.access(a.binary, os.X_OK)):
         ap.error(f"--binary {a.binary}: not an executable file (build the xg_difftest target)")
     try:
@@ -1371,6 +1410,9 @@ def main():
               f"{deviations} of the agreements PyTorch's judged deviations, {time.time() - start:.0f} s",
               file=sys.stderr, flush=True)
     print(summary(passed, failed, skipped, deviations))
+    if K_NEEDED:
+        print("k needed beyond the floor, by the family of the op that made the value: " +
+              ", ".join(f"{f} {v:.2g}" for f, v in sorted(K_NEEDED.items())))
     return 1 if failed else 0
 
 

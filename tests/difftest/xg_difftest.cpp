@@ -11,11 +11,13 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "../optable/table_modules.h"
 #include "../optable/table_ops.h"
 #include "autograd/xg.h"
+#include "nn/containers.h"
 #include "nn/init.h"
 #include "onnx/export.h"
 #include "optim/clip.h"
@@ -141,15 +143,37 @@ class Program {
       push(from_ints(s.at("data").get<std::vector<int64_t>>(), s.at("shape").get<Shape>()));
       return;
     }
-    if (op == "module") {  // an nn module built as PyTorch's, its output and then its parameters
-      const optable::ModuleCall m = build_module(s);
+    if (op == "module" || op == "reload") {
+      // An nn module built as PyTorch's: its output, its parameters and its
+      // buffers after the call. reload: the program's n-th module, saved to
+      // a safetensors file and loaded into a fresh one, then called.
+      optable::ModuleCall m;
+      if (op == "module") {
+        m = build_module(s);
+        modules_.push_back({&s, m});  // alive while the program's graph is
+      } else {
+        const size_t n = s.at("module").get<size_t>();
+        if (n >= modules_.size()) throw std::invalid_argument("xg_difftest: reload of module " + std::to_string(n));
+        json fresh = *modules_[n].first;
+        fresh.erase("state");
+        m = build_module(fresh);
+        const std::string path = (std::filesystem::temp_directory_path() /
+                                  ("xg_difftest_reload_" + std::to_string(::getpid()) + ".safetensors"))
+                                     .string();
+        modules_[n].second.module->save(path);
+        m.module->load(path);  // strict
+        std::filesystem::remove(path);
+        reloaded_.push_back(m.module);
+      }
       std::vector<Tensor> args;
       for (size_t i = 0; i < s.at("args").size(); ++i) args.push_back(a(i));
       push(m.call(args));
-      std::map<std::string, Tensor> params;
-      for (const auto& [name, t] : m.module->named_parameters()) params[name] = t;
-      for (const json& name : s.value("params", json::array())) push(params.at(name.get<std::string>()));
-      modules_.push_back(m.module);  // alive while the program's graph is
+      std::map<std::string, Tensor> named;
+      for (const auto& [name, t] : m.module->named_parameters()) named[name] = t;
+      for (const json& name : s.value("params", json::array())) push(named.at(name.get<std::string>()));
+      named.clear();
+      for (const auto& [name, t] : m.module->named_buffers()) named[name] = t;
+      for (const json& name : s.value("buffers", json::array())) push(named.at(name.get<std::string>()).clone());
       return;
     }
     if (op == "grad") {
@@ -259,9 +283,24 @@ class Program {
     const json st = s.value("state", json::object()), ts = s.value("tensors", json::object());
     for (auto it = st.begin(); it != st.end(); ++it) state[it.key()] = dense(it.value());
     for (auto it = ts.begin(); it != ts.end(); ++it) tensors[it.key()] = value(it.value());
-    optable::ModuleCall m = optable::make_module(s.at("class"), s.value("kwargs", json::object()), tensors);
+    optable::ModuleCall m;
+    if (s.at("class") == "Sequential") {  // the module mode's compositions: each child's call in turn
+      auto seq = std::make_shared<nn::Sequential>();
+      std::vector<optable::ModuleCall> children;
+      for (const json& c : s.at("children")) {
+        children.push_back(optable::make_module(c.at("class"), c.value("kwargs", json::object()), {}));
+        seq->push_back(children.back().module);
+      }
+      m = {seq, [children](const std::vector<Tensor>& a) {
+             Tensor x = a.at(0);
+             for (const optable::ModuleCall& c : children) x = c.call({x});
+             return x;
+           }};
+    } else {
+      m = optable::make_module(s.at("class"), s.value("kwargs", json::object()), tensors);
+    }
     m.module->to(g_dtype);
-    m.module->load_state_dict(state);  // strict: PyTorch's keys, no more and no fewer
+    if (s.contains("state")) m.module->load_state_dict(state);  // strict: PyTorch's keys, no more and no fewer
     if (s.value("eval", false)) m.module->eval();
     return m;
   }
@@ -367,7 +406,8 @@ class Program {
   std::vector<Tensor> inputs_;
   json snapshots_ = json::array();
   json checks_ = json::array();
-  std::vector<std::shared_ptr<nn::Module>> modules_;
+  std::vector<std::pair<const json*, optable::ModuleCall>> modules_;  // each module step's, in order
+  std::vector<std::shared_ptr<nn::Module>> reloaded_;                  // each reload step's
 };
 
 json tensor_json(const Tensor& t) {

@@ -773,12 +773,16 @@ assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"
 def torch_module(s, vals):
     """The PyTorch module of a program's module step, in the default dtype
     (float64, or float32 for the fuzzer's float32 reference), with its state."""
-    entry = MODULES_BY_NAME.get(s["class"])
-    cls = entry.twin if entry is not None and entry.twin is not None else getattr(torch.nn, s["class"])
-    kwargs = dict(s.get("kwargs", {}))
-    for k, i in s.get("tensors", {}).items():
-        kwargs[k] = vals[i]
-    m = cls(**kwargs).to(torch.get_default_dtype())
+    if s["class"] == "Sequential":  # the fuzzer's module mode: a composition of classes
+        m = torch.nn.Sequential(*[torch_module(c, vals) for c in s["children"]])
+    else:
+        entry = MODULES_BY_NAME.get(s["class"])
+        cls = entry.twin if entry is not None and entry.twin is not None else getattr(torch.nn, s["class"])
+        kwargs = dict(s.get("kwargs", {}))
+        for k, i in s.get("tensors", {}).items():
+            kwargs[k] = vals[i]
+        m = cls(**kwargs)
+    m = m.to(torch.get_default_dtype())
     if s.get("state"):
         m.load_state_dict({k: torch.tensor(v["data"], dtype=torch.float64).reshape(v["shape"])
                            for k, v in s["state"].items()})
@@ -1533,6 +1537,29 @@ def draw_batch_norm3d(g, x, s, kinks):
     return [x]
 
 
+def draw_batch_norm(ranks):
+    """BatchNorm1d (ranks 2, 3) or 2d (4): with or without running statistics."""
+    def draw(g, x, s, kinks):
+        C = g.r.choice([1, 2, 3])
+        rank = g.r.choice(ranks)
+        x = g.new_input((g.r.choice([2, 3]), C) + tuple(g.r.randint(1, 3) for _ in range(rank - 2)))
+        v = g.vals[x].transpose(0, 1).reshape(C, -1)
+        if v.shape[1] < 2 or bool((v.var(-1, unbiased=False) < 1e-2).any()):
+            return None
+        s.update(num_features=C, eps=g.r.choice([1e-5, 1e-3]), momentum=g.r.choice([0.1, 0.3]),
+                 affine=g.r.random() < 0.7, track_running_stats=g.r.random() < 0.7)
+        return [x]
+    return draw
+
+
+def draw_group_norm_module(g, x, s, kinks):
+    args = draw_group_norm(g, x, s, kinks)
+    if args is None:
+        return None
+    s.update(num_groups=s.pop("groups"), num_channels=g.vals[args[0]].shape[1], affine=args[1] is not None)
+    return args[:1]
+
+
 def draw_lrn(g, x, s, kinks):
     shape = (g.r.choice([1, 2]), g.r.randint(1, 5)) + tuple(g.r.randint(1, 3) for _ in range(g.r.randint(1, 2)))
     s.update(size=g.r.randint(1, 4), alpha=g.r.choice([1e-4, 0.1, 1.0]), beta=g.r.choice([0.75, 0.5, 1.5]),
@@ -1557,6 +1584,14 @@ MODULES += [
     ModuleEntry("BatchNorm3d", Op("batch_norm3d", LAYERS, None, draw_batch_norm3d),
                 keep("num_features", "eps", "momentum", "affine")),
     ModuleEntry("LocalResponseNorm", Op("local_response_norm", LAYERS, None, draw_lrn), keep("size", "alpha", "beta", "k")),
+    ModuleEntry("BatchNorm1d", Op("batch_norm1d", LAYERS, None, draw_batch_norm((2, 3))),
+                keep("num_features", "eps", "momentum", "affine", "track_running_stats")),
+    ModuleEntry("BatchNorm2d", Op("batch_norm2d", LAYERS, None, draw_batch_norm((4,))),
+                keep("num_features", "eps", "momentum", "affine", "track_running_stats")),
+    ModuleEntry("GroupNorm", Op("group_norm_module", LAYERS, None, draw_group_norm_module),
+                keep("num_groups", "num_channels", "eps", "affine")),
+    ModuleEntry("Flatten", Op("flatten_module", LAYERS, None, lambda g, x, s, kinks: draw_flatten(g, x, s, kinks)),
+                keep("start_dim", "end_dim")),
 ]
 MODULES_BY_NAME = {m.cls: m for m in MODULES}
 assert len(MODULES_BY_NAME) == len(MODULES), "two module entries share a class"

@@ -101,6 +101,12 @@ ModuleCall one(A&&... a) {
   return unary(std::make_shared<M>(std::forward<A>(a)...));
 }
 
+template <class M>
+ModuleCall batch_norm(const json& k) {
+  return one<M>(integer(k, "num_features", 1), num(k, "eps", 1e-5), num(k, "momentum", 0.1), flag(k, "affine", true),
+                flag(k, "track_running_stats", true));
+}
+
 // RNN, LSTM or GRU from torch.nn's keyword arguments.
 template <class M>
 ModuleCall recurrent(const json& k) {
@@ -516,10 +522,17 @@ const std::map<std::string, Factory>& table() {
        [](const json& k, const Tensors&) { return one<nn::AdaptiveAvgPool3d>(size<3>(k, "output_size", 1)); }},
       {"AdaptiveMaxPool3d",
        [](const json& k, const Tensors&) { return one<nn::AdaptiveMaxPool3d>(size<3>(k, "output_size", 1)); }},
-      {"BatchNorm3d",
+      {"BatchNorm1d", [](const json& k, const Tensors&) { return batch_norm<nn::BatchNorm1d>(k); }},
+      {"BatchNorm2d", [](const json& k, const Tensors&) { return batch_norm<nn::BatchNorm2d>(k); }},
+      {"BatchNorm3d", [](const json& k, const Tensors&) { return batch_norm<nn::BatchNorm3d>(k); }},
+      {"GroupNorm",
        [](const json& k, const Tensors&) {
-         return one<nn::BatchNorm3d>(integer(k, "num_features", 1), num(k, "eps", 1e-5), num(k, "momentum", 0.1),
-                                     flag(k, "affine", true));
+         return one<nn::GroupNorm>(integer(k, "num_groups", 1), integer(k, "num_channels", 1), num(k, "eps", 1e-5),
+                                   flag(k, "affine", true));
+       }},
+      {"Flatten",
+       [](const json& k, const Tensors&) {
+         return one<nn::Flatten>(integer(k, "start_dim", 1), integer(k, "end_dim", -1));
        }},
       {"LocalResponseNorm",
        [](const json& k, const Tensors&) {
