@@ -7,28 +7,38 @@ to the input and a subset of the parameters, then saves the module, loads
 it into a fresh one (xgrad: its safetensors file; PyTorch: torch.save) and
 runs it again.
 
-A layer is drawn by the shape it receives; each draw returns the class and
-PyTorch's keyword arguments, or None where the shape does not suit it. The
-activations are smooth or have no flat part, so that max pooling meets no
-ties.
+A layer is drawn by the tensor it receives (as the program's mode computes it);
+each draw returns the class and PyTorch's keyword arguments, or None where
+the tensor does not suit it. A normalisation is drawn only where each set it
+normalises has 2 or more elements and a variance of at least 1e-2 (near
+zero, its result is rounding error divided by sqrt(eps)). The activations
+are smooth or have no flat part, so that max pooling meets no ties.
 """
 import random
 
 import torch
 
 
-def _linear(r, shape):
+def spread(v):
+    """Whether every row of v (sets, elements) has 2 or more elements and a variance of at least 1e-2."""
+    return v.shape[-1] >= 2 and bool((v.var(-1, unbiased=False) >= 1e-2).all())
+
+
+def _linear(r, y):
+    shape = list(y.shape)
     return "Linear", {"in_features": shape[-1], "out_features": r.choice([2, 3, 4]), "bias": r.random() < 0.8}
 
 
-def _layer_norm(r, shape):
-    if shape[-1] < 2:
+def _layer_norm(r, y):
+    shape = list(y.shape)
+    if not spread(y.reshape(-1, shape[-1])):
         return None
     return "LayerNorm", {"normalized_shape": shape[-1], "eps": r.choice([1e-5, 1e-3]),
                          "elementwise_affine": r.random() < 0.8}
 
 
-def _activation(r, shape):
+def _activation(r, y):
+    shape = list(y.shape)
     name = r.choice(["Tanh", "GELU", "SiLU", "Sigmoid", "ELU", "Softplus", "LeakyReLU", "PReLU", "Mish"])
     if name == "GELU":
         return name, {"approximate": r.choice(["none", "tanh"])}
@@ -40,29 +50,35 @@ def _activation(r, shape):
     return name, {}
 
 
-def _batch_norm(r, shape):
-    if len(shape) not in (2, 3, 4):
+def _batch_norm(r, y):
+    shape = list(y.shape)
+    if len(shape) not in (2, 3, 4) or not spread(y.transpose(0, 1).reshape(shape[1], -1)):
         return None
     return f"BatchNorm{1 if len(shape) < 4 else 2}d", {
         "num_features": shape[1], "eps": r.choice([1e-5, 1e-3]), "momentum": r.choice([0.1, 0.3]),
         "affine": r.random() < 0.8, "track_running_stats": r.random() < 0.8}
 
 
-def _instance_norm(r, shape):
-    if len(shape) not in (3, 4) or shape[2] < 2:
+def _instance_norm(r, y):
+    shape = list(y.shape)
+    if len(shape) not in (3, 4) or not spread(y.reshape(shape[0] * shape[1], -1)):
         return None
     # track_running_stats is not built in xgrad (docs/nn.md): refused by name
     return f"InstanceNorm{len(shape) - 2}d", {"num_features": shape[1], "affine": r.random() < 0.5}
 
 
-def _group_norm(r, shape):
+def _group_norm(r, y):
+    shape = list(y.shape)
     if len(shape) < 2:
         return None
     groups = r.choice([g for g in (1, 2, 3) if shape[1] % g == 0])
+    if not spread(y.reshape(shape[0], groups, -1)):
+        return None
     return "GroupNorm", {"num_groups": groups, "num_channels": shape[1], "affine": r.random() < 0.8}
 
 
-def _conv(r, shape):
+def _conv(r, y):
+    shape = list(y.shape)
     if len(shape) not in (3, 4):
         return None
     d = len(shape) - 2
@@ -71,17 +87,19 @@ def _conv(r, shape):
                          "stride": r.choice([1, 1, 2]), "padding": r.choice([0, k // 2]), "bias": r.random() < 0.8}
 
 
-def _pool(r, shape):
+def _pool(r, y):
+    shape = list(y.shape)
     if len(shape) not in (3, 4) or min(shape[2:]) < 2:
         return None
     return f"{r.choice(['Max', 'Avg'])}Pool{len(shape) - 2}d", {"kernel_size": 2}
 
 
-def _flatten(r, shape):
-    return ("Flatten", {}) if len(shape) >= 3 else None
+def _flatten(r, y):
+    return ("Flatten", {}) if y.dim() >= 3 else None
 
 
-def _encoder_layer(r, shape):
+def _encoder_layer(r, y):
+    shape = list(y.shape)
     if len(shape) != 3 or shape[-1] % 2:
         return None
     return "TransformerEncoderLayer", {"d_model": shape[-1], "nhead": r.choice([1, 2]), "dim_feedforward": 6,
@@ -126,12 +144,12 @@ def program(seed):
     children, layers, y = [], [], x
     for _ in range(r.randint(2, 5)):
         draw = r.choice(DRAWS)
-        spec = draw(r, list(y.shape))
+        spec = draw(r, y)
         if spec is None:
             continue
         layer = torch_layer(*spec)
         with torch.no_grad():
-            y = layer.eval()(y)
+            y = layer.train(train)(y)
         children.append({"class": spec[0], "kwargs": spec[1]})
         layers.append(layer)
     if not children:
