@@ -36,22 +36,12 @@ T* ptr(Tensor& t) {
   return t.data<T>();
 }
 
-// Every process must hold the same parameters: compares a hash of their
-// count, shapes and dtypes across the processes (a collective: every process
+// Every process must hold the same parameters (a collective: every process
 // calls it at the same point).
 void check_same_model(const std::vector<Tensor>& params) {
-  const int64_t n = static_cast<int64_t>(params.size());
-  uint64_t h = 1469598103934665603ULL;
-  auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ULL; };
-  mix(n);
-  for (const Tensor& p : params) {
-    mix(p.dim());
-    for (int64_t d : p.shape()) mix(d);
-    mix(p.dtype() == Dtype::f32 ? 4 : 8);
-  }
-  if (!all_equal(static_cast<int64_t>(h >> 1)))
+  if (!all_same_shapes(params))
     throw std::invalid_argument("DataParallel: the processes' models differ (rank " + std::to_string(rank()) +
-                                " has " + std::to_string(n) +
+                                " has " + std::to_string(params.size()) +
                                 " parameters; their number, shapes or dtypes differ on some rank)");
 }
 

@@ -220,4 +220,16 @@ int cores_per_rank() {
   return g_cores_shared ? std::max(1, cores / g_local_size) : cores;
 }
 
+bool all_same_shapes(const std::vector<Tensor>& tensors) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a over the count, each rank, size and element size
+  auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ULL; };
+  mix(static_cast<int64_t>(tensors.size()));
+  for (const Tensor& t : tensors) {
+    mix(t.dim());
+    for (int64_t d : t.shape()) mix(d);
+    mix(dtype_size(t.dtype()));
+  }
+  return all_equal(static_cast<int64_t>(h >> 1));
+}
+
 }  // namespace xg::dist

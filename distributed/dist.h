@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "autograd/tensor.h"
 
@@ -74,6 +75,9 @@ void broadcast(Tensor& t, int root = 0);
 void barrier();  // returns when every process has called it
 // Whether every process passed the same value (one small allreduce).
 bool all_equal(int64_t value);
+// Whether every process holds as many tensors, of the same shapes and dtypes,
+// in the same order (a hash of them compared by all_equal).
+bool all_same_shapes(const std::vector<Tensor>& tensors);
 // Ends every process of the job with `code` after printing `message` (with the
 // rank) to stderr. Without MPI: std::exit(code).
 [[noreturn]] void abort(int code, const std::string& message);

@@ -167,7 +167,7 @@ int64_t state_int(const char* who, const std::map<std::string, Tensor>& state, c
 
 }  // namespace
 
-void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+Optimizer::CheckedState Optimizer::check_state(const std::map<std::string, Tensor>& state) const {
   const int64_t n = state_int(name(), state, "num_params");
   if (n != static_cast<int64_t>(params_.size()))
     throw std::invalid_argument(std::string(name()) + " state: saved for " + std::to_string(n) +
@@ -194,7 +194,7 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
                                   (t.defined() ? shape_str(t.shape()) + " " + dtype_name(t.dtype()) : "undefined") +
                                   ", parameter " + std::to_string(idx) + " is " + shape_str(p.shape()) + " " +
                                   dtype_name(p.dtype()));
-    fresh[static_cast<size_t>(idx)][buf] = t.clone().detach();
+    fresh[static_cast<size_t>(idx)][buf] = t;
   }
   // A parameter has either all of its buffers or none (never stepped).
   for (size_t i = 0; i < fresh.size(); ++i)
@@ -203,10 +203,24 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
         if (!fresh[i].count(nm))
           throw std::invalid_argument(std::string(name()) + " state: missing key '" + std::to_string(i) + "." + nm +
                                       "'");
+  return {std::move(fresh), steps, lr};
+}
+
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+  CheckedState c = check_state(state);
+  for (auto& buffers : c.buffers)
+    for (auto& [k, t] : buffers) t = t.clone().detach();
   // Everything checked: only now does anything change.
-  state_ = std::move(fresh);
-  steps_ = steps;
-  set_lr(lr);
+  state_ = std::move(c.buffers);
+  steps_ = c.steps;
+  set_lr(c.lr);
+}
+
+int64_t Optimizer::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& buffers : state_)
+    for (const auto& [k, t] : buffers) bytes += t.numel() * dtype_size(t.dtype());
+  return bytes;
 }
 
 void Optimizer::save(const std::string& path) const { save_tensors(path, state_dict()); }

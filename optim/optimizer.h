@@ -59,14 +59,19 @@ class Optimizer {
 
   // INDEX.NAME ("0.exp_avg") for per-parameter state, plus "step", "lr" and
   // "num_params" (0-d float64).
-  std::map<std::string, Tensor> state_dict() const;
+  virtual std::map<std::string, Tensor> state_dict() const;
   // Checks counts, missing/unexpected keys, shapes and dtypes before changing
   // anything; throws std::invalid_argument naming the key. "num_params" and
   // "step" must be whole numbers from 0 to 2^53, "lr" finite and >= 0, and a
   // buffer's key INDEX.NAME with the index as state_dict writes it.
-  void load_state_dict(const std::map<std::string, Tensor>& state);
+  virtual void load_state_dict(const std::map<std::string, Tensor>& state);
   void save(const std::string& path) const;  // atomic (save_tensors)
   void load(const std::string& path);        // load_state_dict of the file (FormatError if malformed)
+  // The names of the per-parameter buffers this optimiser keeps.
+  virtual std::vector<std::string> state_names() const = 0;
+  // Bytes of per-parameter state this process holds (Adam: two moments per
+  // parameter it has stepped).
+  virtual int64_t state_bytes() const;
 
  protected:
   // Called once per parameter with a gradient. `state` holds this
@@ -75,8 +80,6 @@ class Optimizer {
   // Called once per step() after every update(): an optimiser whose update()
   // only queues its work runs it here, over all parameters at once.
   virtual void finish_step() {}
-  // The names of the per-parameter buffers this optimiser keeps.
-  virtual std::vector<std::string> state_names() const = 0;
   virtual const char* name() const = 0;  // "Adam", "SGD", ...: names it in error messages
   // A zero buffer shaped like `param`, created once.
   Tensor& buffer(std::map<std::string, Tensor>& state, const std::string& key, const Tensor& param);
@@ -85,6 +88,15 @@ class Optimizer {
   double group_weight_decay(double optimiser_default) const {
     return groups_[current_group_].weight_decay.value_or(optimiser_default);
   }
+  // load_state_dict's checks, nothing changed and nothing copied: each
+  // parameter's buffers by name (empty: never stepped), the step count and lr.
+  struct CheckedState {
+    std::vector<std::map<std::string, Tensor>> buffers;
+    int64_t steps = 0;
+    double lr = 0;
+  };
+  CheckedState check_state(const std::map<std::string, Tensor>& state) const;
+  void set_steps(int64_t steps) { steps_ = steps; }  // a subclass that keeps its state elsewhere restores the count
 
  private:
   static constexpr int kLeakSteps = 20;

@@ -322,7 +322,7 @@ RunSummary fit(Trainer& trainer, const LoopOptions& loop) {
       reached = reached_target(e ? &*e : nullptr, loop);
     }
     const bool checkpoint_due = (loop.checkpoint_every > 0 && step % loop.checkpoint_every == 0) || at_end || reached;
-    if (lead && !loop.checkpoint.empty() && checkpoint_due) {
+    if ((lead || trainer.sharded()) && !loop.checkpoint.empty() && checkpoint_due) {  // sharded: a collective
       trainer.save(loop.checkpoint);
       saved_at = step;
     }

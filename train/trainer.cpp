@@ -15,6 +15,7 @@
 #include "engine/gemm.h"
 #include "train/checkpoint.h"
 #include "data/hash.h"
+#include "distributed/zero.h"
 #include "train/detail/step_checks.h"
 
 namespace xg::train {
@@ -74,11 +75,18 @@ Trainer::Trainer(Job& job, const TrainOptions& o) : job_(job), opts_(o) {
   a.beta2 = opts_.beta2;
   a.eps = opts_.eps;
   a.weight_decay = opts_.weight_decay;
-  if (opts_.weight_decay > 0)
-    opt_ = std::make_unique<optim::AdamW>(optim::weight_decay_groups(params_, opts_.weight_decay),
-                                          optim::AdamWOptions(a));
+  const bool decay = opts_.weight_decay > 0;
+  auto make = [a, decay](std::vector<optim::ParamGroup> groups) -> std::unique_ptr<optim::Optimizer> {
+    if (decay) return std::make_unique<optim::AdamW>(std::move(groups), optim::AdamWOptions(a));
+    return std::make_unique<optim::Adam>(std::move(groups), a);
+  };
+  auto groups = decay ? optim::weight_decay_groups(params_, opts_.weight_decay)
+                      : optim::one_group(job_.model().parameters());
+  sharded_ = opts_.zero && dist::world_size() > 1;
+  if (sharded_)
+    opt_ = std::make_unique<dist::ZeroRedundancyOptimizer>(std::move(groups), 0.0, make);
   else
-    opt_ = std::make_unique<optim::Adam>(job_.model().parameters(), a);
+    opt_ = make(std::move(groups));
   const double lr = opts_.lr;
   if (opts_.schedule == "noam") {
     if (job_.model_width() <= 0) throw std::invalid_argument("schedule noam needs a model width, and this model has none");
@@ -213,8 +221,9 @@ Metadata Trainer::identity() const {
 
 void Trainer::save(const std::string& path) const {
   std::map<std::string, Tensor> all;
+  for (auto& [k, v] : opt_->state_dict()) all["optim." + k] = v;  // sharded: gathered from every process
+  if (sharded_ && dist::rank() != 0) return;
   for (auto& [k, v] : job_.model().state_dict()) all["model." + k] = v;
-  for (auto& [k, v] : opt_->state_dict()) all["optim." + k] = v;
   for (size_t i = 0; i < last_.size(); ++i) all["model." + params_[i].first] = last_[i];  // the training state
   for (size_t i = 0; i < average_.size(); ++i) all["average." + params_[i].first] = average_[i];
   Metadata meta = identity();

@@ -47,6 +47,11 @@ struct TrainOptions {
   // (optim::weight_decay_groups).
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   double clip_norm = 1.0;  // <= 0: no clipping
+  // Under mpirun: each process keeps Adam's state for its shard of the
+  // parameters only (ZeRO stage 1, dist::ZeroRedundancyOptimizer); the
+  // weights are the same as without. Not part of a run's identity: a
+  // checkpoint holds the whole state and resumes either way.
+  bool zero = false;
   uint64_t seed = 1;       // the dropout seeds of ranks > 0
   Precision precision = Precision::f32;  // bf16: the job's loss under Autocast(bf16)
   bool detect_anomaly = false;           // each step under DetectAnomalyGuard
@@ -99,8 +104,10 @@ class Trainer {
 
   // Atomic (save_tensors): model.NAME, optim.NAME, average.NAME tensors; the
   // job's identity() and state(), the recipe's keys, step, train_seconds and
-  // the generators in the metadata, "kind" the job's.
+  // the generators in the metadata, "kind" the job's. With `zero` it gathers
+  // the optimiser's shards first: every process calls it, and rank 0 writes.
   void save(const std::string& path) const;
+  bool sharded() const { return sharded_; }  // `zero` under mpirun: save() is a collective
   // Restores everything save() wrote, read by load_checkpoint (checksums; a
   // non-finite tensor refused unless `allow_non_finite`). Throws
   // std::invalid_argument listing only the keys of the run's identity that
@@ -127,6 +134,7 @@ class Trainer {
   TrainOptions opts_;
   std::vector<std::pair<std::string, Tensor>> params_;  // the model's, named
   std::unique_ptr<optim::Optimizer> opt_;
+  bool sharded_ = false;
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<dist::DataParallel> ddp_;
   int64_t step_ = 0, last_count_ = 0;

@@ -29,6 +29,9 @@ void add_train_options(CLI::App& app, train::TrainOptions& o, TrainWords& words,
   add_real(app, "--weight-decay", o.weight_decay, 0, 10,
            "AdamW weight decay on matrices, none on biases, norms and embeddings (0: Adam)");
   add_real(app, "--clip", o.clip_norm, 0, 1e6, "gradient norm clip (0: off)");
+  add_flag(app, "--zero", o.zero,
+           "under mpirun, keep Adam's state for each process's shard of the parameters only (ZeRO stage 1): "
+           "the same weights, 1/N of the optimiser's memory");
   add_int(app, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max() / 2, "random seed");
   add_real(app, "--average", o.average, 0, 0.99,
            "score and save the mean of the weights at 8 points over this last fraction of the schedule "
