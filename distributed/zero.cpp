@@ -107,7 +107,16 @@ void ZeroRedundancyOptimizer::finish_step() {
   }
 }
 
-std::map<std::string, Tensor> ZeroRedundancyOptimizer::state_dict() const {
+std::map<std::string, Tensor> ZeroRedundancyOptimizer::state_dict() const { return gather(-1); }
+
+std::map<std::string, Tensor> ZeroRedundancyOptimizer::consolidate_state_dict(int to) const {
+  if (to < 0 || to >= world_size())
+    throw std::invalid_argument("ZeroRedundancyOptimizer::consolidate_state_dict: rank " + std::to_string(to) +
+                                " is not a rank (0.." + std::to_string(world_size() - 1) + ")");
+  return gather(to);
+}
+
+std::map<std::string, Tensor> ZeroRedundancyOptimizer::gather(int to) const {
   const std::map<std::string, Tensor> mine = local_->state_dict();
   const std::vector<std::string> names = state_names();
   const size_t n = owner_.size();
@@ -125,9 +134,10 @@ std::map<std::string, Tensor> ZeroRedundancyOptimizer::state_dict() const {
       Tensor t = local_index_[i] >= 0 ? mine.at(std::to_string(local_index_[i]) + "." + nm).detach().clone()
                                       : zeros(p.shape(), p.dtype());
       broadcast(t, owner_[i]);
-      out[std::to_string(i) + "." + nm] = t;
+      if (to < 0 || to == rank()) out[std::to_string(i) + "." + nm] = t;  // elsewhere dropped at once
     }
   }
+  if (to >= 0 && to != rank()) return out;
   out["step"] = scalar(static_cast<double>(steps()), f64);
   out["lr"] = scalar(lr(), f64);
   out["num_params"] = scalar(static_cast<double>(n), f64);

@@ -35,6 +35,7 @@
 
 namespace xg::dist {
 
+// An optimiser whose per-parameter state is split over the processes (above).
 class ZeroRedundancyOptimizer : public optim::Optimizer {
  public:
   // Builds the optimiser of this process's shard from the groups restricted to it.
@@ -47,8 +48,12 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
 
   int owner(size_t param) const;                  // the rank that updates parameter `param` (0-based, through the groups)
   const optim::Optimizer& local() const { return *local_; }  // the shard's optimiser
-  // The whole state, gathered (collective).
+  // The whole state, gathered on every process (collective).
   std::map<std::string, Tensor> state_dict() const override;
+  // The whole state on rank `to` alone, as PyTorch's consolidate_state_dict:
+  // an empty map on the others, which hold one tensor at a time while it
+  // passes (collective). What a checkpoint written by one process needs.
+  std::map<std::string, Tensor> consolidate_state_dict(int to = 0) const;
   // The whole state checked, this process's shard kept (collective only in
   // that every process must load the same state).
   void load_state_dict(const std::map<std::string, Tensor>& state) override;
@@ -61,6 +66,7 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   const char* name() const override { return "ZeroRedundancyOptimizer"; }
 
  private:
+  std::map<std::string, Tensor> gather(int to) const;  // to < 0: every process
   std::vector<int> owner_;          // per parameter
   std::vector<int64_t> local_index_;  // per parameter: its index in local_ (-1: another process's)
   std::unique_ptr<optim::Optimizer> local_;

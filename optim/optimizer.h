@@ -91,9 +91,9 @@ class Optimizer {
   // load_state_dict's checks, nothing changed and nothing copied: each
   // parameter's buffers by name (empty: never stepped), the step count and lr.
   struct CheckedState {
-    std::vector<std::map<std::string, Tensor>> buffers;
-    int64_t steps = 0;
-    double lr = 0;
+    std::vector<std::map<std::string, Tensor>> buffers;  // per parameter, by buffer name (the state's own tensors)
+    int64_t steps = 0;                                   // "step"
+    double lr = 0;                                       // "lr"
   };
   CheckedState check_state(const std::map<std::string, Tensor>& state) const;
   void set_steps(int64_t steps) { steps_ = steps; }  // a subclass that keeps its state elsewhere restores the count

@@ -14,7 +14,7 @@ declare -A allowed=(
   [nn]="engine autograd nn"
   [optim]="engine autograd optim"
   [models]="engine autograd nn models"
-  [distributed]="engine autograd nn distributed"
+  [distributed]="engine autograd nn optim distributed"
   [train]="engine autograd data nn optim models distributed train"
   [onnx]="engine autograd nn models onnx"
 )

@@ -221,8 +221,11 @@ Metadata Trainer::identity() const {
 
 void Trainer::save(const std::string& path) const {
   std::map<std::string, Tensor> all;
-  for (auto& [k, v] : opt_->state_dict()) all["optim." + k] = v;  // sharded: gathered from every process
+  // Sharded: gathered on rank 0 from every process.
+  const auto optim = sharded_ ? static_cast<const dist::ZeroRedundancyOptimizer&>(*opt_).consolidate_state_dict(0)
+                              : opt_->state_dict();
   if (sharded_ && dist::rank() != 0) return;
+  for (auto& [k, v] : optim) all["optim." + k] = v;
   for (auto& [k, v] : job_.model().state_dict()) all["model." + k] = v;
   for (size_t i = 0; i < last_.size(); ++i) all["model." + params_[i].first] = last_[i];  // the training state
   for (size_t i = 0; i < average_.size(); ++i) all["average." + params_[i].first] = average_[i];

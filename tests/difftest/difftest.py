@@ -485,7 +485,14 @@ K16, FLOOR16 = 4.0, 5 * 2.0 ** -9
 BF16_ONLY_IN_XGRAD = ("conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "attention")
 
 
-K_NEEDED = {}  # family -> the largest (xgrad's error - floor) / PyTorch's error met (reduced modes)
+# Reduced modes: family -> the largest (xgrad's error - floor) / PyTorch's
+# error over the programs that pass; a forward value counts for its op's
+# family, a gradient for every family the program's forward ops belong to.
+K_NEEDED = {}
+
+
+def family(op):
+    return optable.BY_NAME[op].family if op in optable.BY_NAME else "core ops"
 
 
 def compare_reduced(prog, xr, t64, t32):
@@ -504,6 +511,8 @@ def compare_reduced(prog, xr, t64, t32):
         return f"xgrad failed at step {xr['error_step']} ({prog['steps'][xr['error_step']]['op']}): {xe}"
     k, floor = (K16, FLOOR16) if MODE == "bfloat16" else (K32, FLOOR32)
     owner = [j for j, s in enumerate(prog["steps"]) for _ in range(produces(s))]
+    forward_families = {family(s["op"]) for s in prog["steps"] if s["op"] not in NOT_FORWARD + ("input", "ids")}
+    needed = {}
 
     def judge(kind, i, x, ref):
         if i >= len(t32[kind]):
@@ -512,11 +521,11 @@ def compare_reduced(prog, xr, t64, t32):
         if et is None or et == math.inf:
             return None  # PyTorch's reduced run overflowed or went NaN where float64 did not
         if ex is not None and ex > floor and et > 0:
-            # the k this value needs beyond the floor, by the family of the op that made it
             op = prog["steps"][owner[i]]["op"] if kind == "values" else "leaf_grad"
-            fam = "gradients" if op in ("grad", "leaf_grad") else \
-                optable.BY_NAME[op].family if op in optable.BY_NAME else "core ops"
-            K_NEEDED[fam] = max(K_NEEDED.get(fam, 0.0), (ex - floor) / et)
+            fams = ["gradients through " + f for f in forward_families] if op in ("grad", "leaf_grad") else \
+                [family(op)]
+            for f in fams:
+                needed[f] = max(needed.get(f, 0.0), (ex - floor) / et)
         if ex is not None and ex <= k * et + floor:
             return None
         return f"{MODE} error {ex} against pytorch's {MODE} error {et}"
@@ -525,8 +534,13 @@ def compare_reduced(prog, xr, t64, t32):
         failed = t64 if t64.get("error") is not None else t32
         if xr["error_step"] != te_step(failed):
             return f"both failed, xgrad at step {xr['error_step']} ({xe}), pytorch at {failed['error_step']} ({te})"
-        return compare_values(prog, xr, t64, "", upto=xr["error_step"], judge=judge)
-    return compare_values(prog, xr, t64, "", judge=judge)
+        r = compare_values(prog, xr, t64, "", upto=xr["error_step"], judge=judge)
+    else:
+        r = compare_values(prog, xr, t64, "", judge=judge)
+    if r is None:
+        for f, v in needed.items():
+            K_NEEDED[f] = max(K_NEEDED.get(f, 0.0), v)
+    return r
 
 
 # The ONNX mode (--onnx): forward-only programs (their gradient steps, writes
@@ -1419,7 +1433,7 @@ def main():
               file=sys.stderr, flush=True)
     print(summary(passed, failed, skipped, deviations))
     if K_NEEDED:
-        print("k needed beyond the floor, by the family of the op that made the value: " +
+        print("k needed beyond the floor by the programs that pass, by op family: " +
               ", ".join(f"{f} {v:.2g}" for f, v in sorted(K_NEEDED.items())))
     return 1 if failed else 0
 

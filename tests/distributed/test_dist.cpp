@@ -418,6 +418,11 @@ TEST_CASE("dist: ZeroRedundancyOptimizer's state dict is Adam's, and loading it 
   r.steps(0, 3);
   const auto gathered = r.zero.state_dict();
   CHECK(max_state_difference(gathered, r.opt.state_dict()) == 0);
+  const auto on_last = r.zero.consolidate_state_dict(dist::world_size() - 1);  // on one rank only
+  if (dist::rank() == dist::world_size() - 1)
+    CHECK(max_state_difference(on_last, gathered) == 0);
+  else
+    CHECK(on_last.empty());
   // A fresh sharded optimiser loaded from the unsharded state continues as Adam does.
   models::Transformer fresh(small_config());
   fresh.to(f64);
