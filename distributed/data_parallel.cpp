@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "autograd/autograd.h"
 #include "distributed/detail/mpi.h"
+#include "engine/gemm.h"
 
 namespace xg::dist {
 
@@ -23,6 +25,7 @@ struct Bucket {
   int64_t values = 0;            // gradient elements (the flags follow)
   Tensor flat;
   std::shared_ptr<void> keep;  // owns `flat` for the gradients that view it
+  std::vector<engine::bf16_t> wire;  // bf16_exchange: `flat` as sent and reduced
   int64_t pending = 0;  // parameters whose gradient this backward has not finished
 #ifdef XG_HAVE_MPI
   std::vector<MPI_Request> requests;
@@ -30,6 +33,32 @@ struct Bucket {
 };
 
 int64_t g_top_pad = 0;  // the M_TOP_PAD DataParallel has set (never lowered)
+
+#ifdef XG_HAVE_MPI
+// MPI has no bf16 sum: each pair of values widened, added in float32 and
+// rounded back, as NCCL's bf16 allreduce does.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const engine::bf16_t*>(in);
+  auto* b = static_cast<engine::bf16_t*>(inout);
+  float x[256], y[256];
+  for (int i = 0; i < *len; i += 256) {
+    const int n = std::min(256, *len - i);
+    engine::from_bf16(a + i, x, n);
+    engine::from_bf16(b + i, y, n);
+    for (int j = 0; j < n; ++j) x[j] += y[j];
+    engine::to_bf16(x, b + i, n);
+  }
+}
+
+MPI_Op bf16_sum_op() {
+  static MPI_Op op = [] {
+    MPI_Op o;
+    check_mpi(MPI_Op_create(&bf16_sum, /*commute=*/1, &o), "MPI_Op_create");
+    return o;
+  }();
+  return op;
+}
+#endif
 
 template <class T>
 T* ptr(Tensor& t) {
@@ -116,7 +145,8 @@ void DataParallel::State::cut_buckets() {
     b.flat = zeros({b.values + static_cast<int64_t>(b.params.size())}, b.dtype);
     b.keep = std::shared_ptr<void>(new Tensor(b.flat), [](void* t) { delete static_cast<Tensor*>(t); });
     b.pending = static_cast<int64_t>(b.params.size());
-    stats.bytes += b.flat.numel() * (b.dtype == Dtype::f32 ? 4 : 8);
+    if (opts.bf16_exchange && b.dtype == Dtype::f32) b.wire.resize(static_cast<size_t>(b.flat.numel()));
+    stats.bytes += b.wire.empty() ? b.flat.numel() * (b.dtype == Dtype::f32 ? 4 : 8) : b.flat.numel() * 2;
   }
   stats.buckets = static_cast<int64_t>(buckets.size());
 }
@@ -233,6 +263,17 @@ void DataParallel::State::start(Bucket& b) {
   if (b.dtype == Dtype::f32) pack(float{});
   else pack(double{});
 #ifdef XG_HAVE_MPI
+  if (!b.wire.empty()) {  // bf16 on the wire (the flags, small integers, stay exact)
+    engine::to_bf16(ptr<float>(b.flat), b.wire.data(), b.flat.numel());
+    const int64_t piece = std::numeric_limits<int>::max();
+    for (int64_t at = 0; at < b.flat.numel(); at += piece) {
+      b.requests.emplace_back();
+      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, b.wire.data() + at, static_cast<int>(std::min(piece, b.flat.numel() - at)),
+                               MPI_UINT16_T, bf16_sum_op(), MPI_COMM_WORLD, &b.requests.back()),
+                "MPI_Iallreduce");
+    }
+    return;
+  }
   for_each_piece(b.flat, [&](void* p, int count) {
     b.requests.emplace_back();
     check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p, count, mpi_type(b.dtype), MPI_SUM, MPI_COMM_WORLD, &b.requests.back()),
@@ -278,6 +319,7 @@ void DataParallel::wait() {
   // gradient_as_bucket_view): no copy out.
   NoGradGuard no_grad;
   for (Bucket& b : s.buckets) {
+    if (!b.wire.empty()) engine::from_bf16(b.wire.data(), ptr<float>(b.flat), b.flat.numel());
     auto hand_out = [&](auto zero) {
       using T = decltype(zero);
       T* flat = ptr<T>(b.flat);

@@ -54,6 +54,10 @@ struct DataParallelOptions {
   // produces; its exchange cannot overlap anything): kept this small.
   int64_t last_bucket_bytes = 1 << 20;
   bool average = true;              // mean over processes (false: sum)
+  // float32 gradients sent as bf16, as PyTorch's bf16_compress_hook: half the
+  // bytes on the wire; each process's (already averaged) gradient is rounded
+  // to bf16, and so is each partial sum of the reduction.
+  bool bf16_exchange = false;
 };
 
 // What DataParallel has done so far (stats()).

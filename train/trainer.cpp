@@ -99,7 +99,9 @@ Trainer::Trainer(Job& job, const TrainOptions& o) : job_(job), opts_(o) {
     schedule_ = std::make_unique<optim::WarmupCosine>(lr, opts_.warmup, opts_.steps, lr * opts_.min_lr_ratio);
   }
   if (dist::world_size() > 1) {
-    ddp_ = std::make_unique<dist::DataParallel>(job_.model());
+    dist::DataParallelOptions d;
+    d.bf16_exchange = opts_.bf16_exchange;
+    ddp_ = std::make_unique<dist::DataParallel>(job_.model(), d);
     if (dist::rank() > 0 && job_.dropout_generator())
       *job_.dropout_generator() = Generator(rank_seed(opts_.seed, dist::rank(), 0));
   }

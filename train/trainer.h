@@ -52,6 +52,10 @@ struct TrainOptions {
   // weights are the same as without. Not part of a run's identity: a
   // checkpoint holds the whole state and resumes either way.
   bool zero = false;
+  // Under mpirun: float32 gradients exchanged as bf16 (half the bytes;
+  // DataParallelOptions::bf16_exchange). Changes the trajectory by bf16
+  // rounding of the gradients; not part of a run's identity.
+  bool bf16_exchange = false;
   uint64_t seed = 1;       // the dropout seeds of ranks > 0
   Precision precision = Precision::f32;  // bf16: the job's loss under Autocast(bf16)
   bool detect_anomaly = false;           // each step under DetectAnomalyGuard

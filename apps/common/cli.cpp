@@ -32,6 +32,8 @@ void add_train_options(CLI::App& app, train::TrainOptions& o, TrainWords& words,
   add_flag(app, "--zero", o.zero,
            "under mpirun, keep Adam's state for each process's shard of the parameters only (ZeRO stage 1): "
            "the same weights, 1/N of the optimiser's memory");
+  add_flag(app, "--bf16-exchange", o.bf16_exchange,
+           "under mpirun, exchange float32 gradients as bf16 (half the bytes; the gradients rounded to bf16)");
   add_int(app, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max() / 2, "random seed");
   add_real(app, "--average", o.average, 0, 0.99,
            "score and save the mean of the weights at 8 points over this last fraction of the schedule "

@@ -343,6 +343,37 @@ TEST_CASE("dist: bucket sizes below one byte are refused") {
   CHECK(msg.find("DataParallel: bucket_bytes 0 and last_bucket_bytes 1048576: expected at least 1") != std::string::npos);
 }
 
+TEST_CASE("dist: bf16_exchange sends half the bytes and gives the mean gradient to bf16 rounding") {
+  models::Transformer a(small_config()), b(small_config());
+  dist::DataParallelOptions o;
+  dist::DataParallel exact(a, o);
+  o.bf16_exchange = true;
+  dist::DataParallel half(b, o);
+  CHECK(half.stats().bytes * 2 == exact.stats().bytes);
+  const auto all = global_batch(4 * dist::world_size(), 900);
+  const auto part = models::make_batch(std::vector<models::Example>(all.begin() + 4 * dist::rank(), all.begin() + 4 * dist::rank() + 4));
+  a.loss(part.src, part.tgt_in, part.tgt_out, 0.1).backward();
+  b.loss(part.src, part.tgt_in, part.tgt_out, 0.1).backward();
+  exact.wait();
+  half.wait();
+  // Each process's gradient over N rounded to bf16 (relative 2^-9), then N - 1
+  // sums each rounded: within N x 2^-8 of the largest magnitude of each tensor.
+  double worst = 0;
+  const auto pa = a.parameters(), pb = b.parameters();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const auto x = pa[i].grad().to_vector(), y = pb[i].grad().to_vector();
+    double big = 0, diff = 0;
+    for (size_t j = 0; j < x.size(); ++j) big = std::max(big, std::abs(x[j])), diff = std::max(diff, std::abs(x[j] - y[j]));
+    if (big > 0) worst = std::max(worst, diff / big);
+  }
+  MESSAGE("bf16 exchange at " << dist::world_size() << " processes: worst gradient difference " << worst
+                              << " of the tensor's largest magnitude");
+  if (dist::world_size() > 1) {
+    CHECK(worst > 0);  // rounded: not the float32 exchange
+    CHECK(worst <= dist::world_size() * std::pow(2.0, -8));
+  }
+}
+
 // Two copies of one model trained side by side through DataParallel, one by
 // Adam, the other by the same Adam under ZeroRedundancyOptimizer.
 struct ZeroRun {
