@@ -1158,11 +1158,16 @@ def check(binary, progs, workdir, tag, judging=True):
             t64 = run_torch(p)
             r = compare_reduced(p, x, t64, run_torch(p, dtype=torch.float32, autocast=bf))
             if judging and r is not None and not r.startswith(SKIP):
-                # the reference itself may be wrong: the float64 program judged
+                # The reference itself may be wrong: the float64 program judged.
+                # Where PyTorch's float64 is, xgrad's float64 (judged right)
+                # becomes the reference; PyTorch's reduced run, measured against
+                # it, has the wrong formula's error where it is wrong.
                 x64 = run_xgrad(binary, [p], workdir, "judge", mode="float64")[0]
                 d64 = compare(p, x64, t64)
                 if d64 is not None and judged(binary, workdir, p, x64, t64, d64).startswith(DEVIATION):
-                    r = SKIP + "no reference: PyTorch's float64 is wrong here (judged)"
+                    r = compare_reduced(p, x, x64, run_torch(p, dtype=torch.float32, autocast=bf))
+                    if r is not None and not r.startswith(SKIP):
+                        r += " (reference: xgrad's float64, where the judge found PyTorch's wrong)"
             out.append(r)
         return out
     out = []
@@ -1217,8 +1222,10 @@ def judged(binary, workdir, prog, xr, tr, why):
             # finds PyTorch wrong: no reference for the program with them.
             return SKIP + "PyTorch wrong (judged) in the program without its in-place writes, which change its values"
     verdict, lines = judge_verdict(prog, xr, tr)
-    if verdict == "undecided" and any(s["op"] in ("layer_norm", "add_layer_norm") for s in prog["steps"]) and \
-            compare(prog, xr, run_torch(prog, expand=True)) is None:
+    expanded = lambda: run_torch(prog, expand=True)
+    if verdict == "undecided" and xr.get("error") is None and any(s["op"] in ("layer_norm", "add_layer_norm")
+                                                                  for s in prog["steps"]) and \
+            (lambda e: e.get("error") is None and compare(prog, xr, e) is None)(expanded()):
         # Where finite differences cannot decide (a derivative with respect to
         # a value whose producer saved it), a second judge: PyTorch with layer
         # norm written in elementary ops, whose third derivative it gets right.

@@ -115,20 +115,24 @@ def torch_layer(cls, kwargs):
     return getattr(torch.nn, cls)(**kwargs)
 
 
-def state_of(module, r):
-    """The module's state dict as the program holds it: parameters as PyTorch
-    initialised them (seeded), running means and variances moved off their
-    initial 0 and 1, so that evaluation mode reads them."""
-    state = {}
-    for name, t in module.state_dict().items():
-        if name.endswith("running_mean"):
-            t = torch.tensor([r.uniform(-1, 1) for _ in range(t.numel())])
-        elif name.endswith("running_var"):
-            t = torch.tensor([r.uniform(0.5, 2) for _ in range(t.numel())])
-        elif name.endswith("num_batches_tracked"):
-            t = torch.tensor(r.randint(0, 5))
-        state[name] = {"shape": list(t.shape), "data": t.double().reshape(-1).tolist()}
-    return state
+def move_statistics(layer, r):
+    """Running means and variances moved off their initial 0 and 1, so that
+    evaluation mode reads them, before the layer runs in the generator."""
+    with torch.no_grad():
+        for name, t in layer.named_buffers():
+            if name.endswith("running_mean"):
+                t.copy_(torch.tensor([r.uniform(-1, 1) for _ in range(t.numel())]))
+            elif name.endswith("running_var"):
+                t.copy_(torch.tensor([r.uniform(0.5, 2) for _ in range(t.numel())]))
+            elif name.endswith("num_batches_tracked"):
+                t.fill_(r.randint(0, 5))
+
+
+def state_of(module):
+    """The module's state dict as the program holds it (parameters as PyTorch
+    initialised them, seeded; the statistics move_statistics set)."""
+    return {name: {"shape": list(t.shape), "data": t.double().reshape(-1).tolist()}
+            for name, t in module.state_dict().items()}
 
 
 def program(seed):
@@ -148,8 +152,11 @@ def program(seed):
         if spec is None:
             continue
         layer = torch_layer(*spec)
+        move_statistics(layer, r)
+        state = {k: v.clone() for k, v in layer.state_dict().items()}  # as the program loads it
         with torch.no_grad():
             y = layer.train(train)(y)
+        layer.load_state_dict(state)  # the statistics before this call (training mode updates them)
         children.append({"class": spec[0], "kwargs": spec[1]})
         layers.append(layer)
     if not children:
@@ -161,7 +168,7 @@ def program(seed):
     buffers = [name for name, _ in seq.named_buffers()]
     wrt_params = [p for p in params if r.random() < 0.6]
     steps = [{"op": "input", "shape": shape, "data": x.reshape(-1).tolist(), "rg": True},
-             {"op": "module", "class": "Sequential", "children": children, "state": state_of(seq, r),
+             {"op": "module", "class": "Sequential", "children": children, "state": state_of(seq),
               "eval": not train, "args": [0], "params": wrt_params, "buffers": buffers}]
     out = 1
     vid = 2 + len(wrt_params) + len(buffers)

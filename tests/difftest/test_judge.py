@@ -9,10 +9,12 @@ wrong. A judge that always blames one side, or never decides, fails.
 """
 import argparse
 import json
+import math
 import os
 import sys
 
 import difftest
+import judge
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -43,6 +45,17 @@ def main():
             print(f"{n} ({label}): {'ok' if ok else 'FAILED'}: judge says {verdict} wrong, expected {want}")
             if not ok:
                 print("\n".join("  " + line for line in lines))
+    # The finite differences alone: a kink at the point has no verdict, a smooth function its derivative.
+    try:
+        judge.richardson(lambda d: abs(d) + 0.3 * d, 0.0)
+        print("richardson: FAILED: |x| + 0.3 x at 0 gave a derivative (the mean of its two slopes)")
+        failed += 1
+    except judge.Kink:
+        print("richardson: ok: |x| + 0.3 x at 0 is a kink")
+    est, err = judge.richardson(lambda d: 3 * math.sin(1 + d), 0.0)
+    ok = abs(est - 3 * math.cos(1)) <= 1e-11 and err <= 1e-11
+    failed += not ok
+    print(f"richardson: {'ok' if ok else 'FAILED'}: d/dx 3 sin(x) at 1 = {est!r} +- {err:.1e} (exact {3 * math.cos(1)!r})")
     print(f"{len(names)} programs, {failed} failed")
     return 1 if failed else 0
 

@@ -161,7 +161,12 @@ class Program {
                                   ("xg_difftest_reload_" + std::to_string(::getpid()) + ".safetensors"))
                                      .string();
         modules_[n].second.module->save(path);
-        m.module->load(path);  // strict
+        try {
+          m.module->load(path);  // strict
+        } catch (...) {
+          std::filesystem::remove(path);
+          throw;
+        }
         std::filesystem::remove(path);
         reloaded_.push_back(m.module);
       }
