@@ -22,7 +22,9 @@
 // (INDEX.NAME over all parameters, "step", "lr", "num_params") on every
 // process, and load_state_dict() takes such a state and keeps its shard: a
 // checkpoint resumes at any process count, or without sharding. Both are
-// collectives: every process calls them at the same point.
+// collectives: every process calls them at the same point. So are the
+// inherited save(path) (every process writes the same file: call it on every
+// process, or write consolidate_state_dict(0) from rank 0) and load(path).
 #pragma once
 
 #include <functional>
