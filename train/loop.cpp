@@ -118,7 +118,16 @@ class Console {
 void prepare(Trainer& trainer, const LoopOptions& loop, const Console& console) {
   if (dist::rank() == 0) check_outputs({{"checkpoint", loop.checkpoint}, {"metrics", loop.metrics}});
   if (!loop.resume) return;
-  if (::access(loop.checkpoint.c_str(), F_OK) == 0) {
+  const bool exists = ::access(loop.checkpoint.c_str(), F_OK) == 0;
+  // Every process must take the same path: one that resumed and one that
+  // started afresh would train different models (and a sharded load is a
+  // collective that the others would never join).
+  if (!dist::all_equal(exists ? 1 : 0))
+    throw std::runtime_error(fmt::format(
+        "--resume: rank {} {} {}, and some other process does {}: every host must see the checkpoint at that path "
+        "(a shared file system, or a copy)",
+        dist::rank(), exists ? "sees" : "does not see", loop.checkpoint, exists ? "not" : "see it"));
+  if (exists) {
     trainer.load(loop.checkpoint);
     fmt::print(console.out(), "resumed from {} at step {}\n", loop.checkpoint, trainer.steps_done());
   } else {
