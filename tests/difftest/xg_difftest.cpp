@@ -289,18 +289,11 @@ class Program {
     for (auto it = st.begin(); it != st.end(); ++it) state[it.key()] = dense(it.value());
     for (auto it = ts.begin(); it != ts.end(); ++it) tensors[it.key()] = value(it.value());
     optable::ModuleCall m;
-    if (s.at("class") == "Sequential") {  // the module mode's compositions: each child's call in turn
+    if (s.at("class") == "Sequential") {  // the module mode's compositions, run by nn::Sequential itself
       auto seq = std::make_shared<nn::Sequential>();
-      std::vector<optable::ModuleCall> children;
-      for (const json& c : s.at("children")) {
-        children.push_back(optable::make_module(c.at("class"), c.value("kwargs", json::object()), {}));
-        seq->push_back(children.back().module);
-      }
-      m = {seq, [children](const std::vector<Tensor>& a) {
-             Tensor x = a.at(0);
-             for (const optable::ModuleCall& c : children) x = c.call({x});
-             return x;
-           }};
+      for (const json& c : s.at("children"))
+        seq->push_back(optable::make_module(c.at("class"), c.value("kwargs", json::object()), {}).module);
+      m = {seq, [seq](const std::vector<Tensor>& a) { return seq->forward(a.at(0)); }};
     } else {
       m = optable::make_module(s.at("class"), s.value("kwargs", json::object()), tensors);
     }
