@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <limits>
 #include <string>
 
 #include "autograd/autograd.h"
@@ -263,22 +262,18 @@ void DataParallel::State::start(Bucket& b) {
   if (b.dtype == Dtype::f32) pack(float{});
   else pack(double{});
 #ifdef XG_HAVE_MPI
-  if (!b.wire.empty()) {  // bf16 on the wire (the flags, small integers, stay exact)
-    engine::to_bf16(ptr<float>(b.flat), b.wire.data(), b.flat.numel());
-    const int64_t piece = std::numeric_limits<int>::max();
-    for (int64_t at = 0; at < b.flat.numel(); at += piece) {
-      b.requests.emplace_back();
-      check_mpi(MPI_Iallreduce(MPI_IN_PLACE, b.wire.data() + at, static_cast<int>(std::min(piece, b.flat.numel() - at)),
-                               MPI_UINT16_T, bf16_sum_op(), MPI_COMM_WORLD, &b.requests.back()),
-                "MPI_Iallreduce");
-    }
-    return;
-  }
-  for_each_piece(b.flat, [&](void* p, int count) {
+  const bool half = !b.wire.empty();  // bf16 on the wire (the flags, small integers, stay exact)
+  if (half) engine::to_bf16(ptr<float>(b.flat), b.wire.data(), b.flat.numel());
+  const MPI_Datatype type = half ? MPI_UINT16_T : mpi_type(b.dtype);
+  const MPI_Op op = half ? bf16_sum_op() : MPI_SUM;
+  auto issue = [&](void* p, int count) {
     b.requests.emplace_back();
-    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p, count, mpi_type(b.dtype), MPI_SUM, MPI_COMM_WORLD, &b.requests.back()),
-              "MPI_Iallreduce");
-  });
+    check_mpi(MPI_Iallreduce(MPI_IN_PLACE, p, count, type, op, MPI_COMM_WORLD, &b.requests.back()), "MPI_Iallreduce");
+  };
+  if (half)
+    for_each_piece(b.wire.data(), b.flat.numel(), sizeof(engine::bf16_t), issue);
+  else
+    for_each_piece(b.flat, issue);
 #endif
 }
 

@@ -17,15 +17,22 @@ MPI_Datatype mpi_type(Dtype d);
 // MPI counts are int: longer buffers go in pieces of at most this many elements.
 inline constexpr int64_t kMaxCount = INT_MAX / 2;
 
-// call(pointer, count) over t's values in pieces of at most kMaxCount elements.
+// call(pointer, count) over `total` elements of `elem` bytes from `base`, in
+// pieces of at most kMaxCount elements.
 template <class F>
-void for_each_piece(Tensor& t, F call) {
-  const int64_t total = t.numel(), elem = t.dtype() == Dtype::f32 ? 4 : 8;
-  char* p = t.dtype() == Dtype::f32   ? reinterpret_cast<char*>(t.data<float>())
-            : t.dtype() == Dtype::i64 ? reinterpret_cast<char*>(t.data<int64_t>())
-                                      : reinterpret_cast<char*>(t.data<double>());
+void for_each_piece(void* base, int64_t total, int64_t elem, F call) {
+  char* p = static_cast<char*>(base);
   for (int64_t at = 0; at < total; at += kMaxCount)
     call(static_cast<void*>(p + at * elem), static_cast<int>(std::min<int64_t>(kMaxCount, total - at)));
+}
+
+// The same over t's values.
+template <class F>
+void for_each_piece(Tensor& t, F call) {
+  void* p = t.dtype() == Dtype::f32   ? static_cast<void*>(t.data<float>())
+            : t.dtype() == Dtype::i64 ? static_cast<void*>(t.data<int64_t>())
+                                      : static_cast<void*>(t.data<double>());
+  for_each_piece(p, t.numel(), t.dtype() == Dtype::f32 ? 4 : 8, call);
 }
 
 }  // namespace xg::dist
