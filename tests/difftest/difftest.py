@@ -30,6 +30,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "optable"))
 import optable  # noqa: E402  (the op table: the torch.nn families' entries)
 import judge  # noqa: E402  (the third judge of a disagreement)
+from judge import owners as value_owners  # noqa: E402  (compare_values' `judge` argument hides the module)
 import modules  # noqa: E402  (the module mode's programs)
 
 # backward(create_graph=True) warns of the reference cycle it makes; programs are short-lived
@@ -510,7 +511,7 @@ def compare_reduced(prog, xr, t64, t32):
     if xe is not None and te is None:
         return f"xgrad failed at step {xr['error_step']} ({prog['steps'][xr['error_step']]['op']}): {xe}"
     k, floor = (K16, FLOOR16) if MODE == "bfloat16" else (K32, FLOOR32)
-    owner = [j for j, s in enumerate(prog["steps"]) for _ in range(produces(s))]
+    owner = value_owners(prog["steps"], produces)[0]
     forward_families = {family(s["op"]) for s in prog["steps"] if s["op"] not in NOT_FORWARD + ("input", "ids")}
     needed = {}
 
@@ -618,9 +619,7 @@ def compare_values(prog, xr, tr, prefix, upto=None, judge=within_rtol):
     n = len(tv) if upto is None else min(len(tv), upto)
     if upto is None and len(xv) != n:
         return f"{prefix}xgrad defined {len(xv)} values, pytorch {n}"
-    owner = []  # value -> step
-    for k, s in enumerate(prog["steps"]):
-        owner += [k] * produces(s)
+    owner = value_owners(prog["steps"], produces)[0]  # value -> step
     for i in range(min(len(xv), n)):
         why = judge("values", i, xv[i], tv[i])
         if why is not None:
@@ -1155,8 +1154,8 @@ def check(binary, progs, workdir, tag, judging=True):
         bf = MODE == "bfloat16"
         out = []
         for p, x in zip(progs, xs):
-            t64 = run_torch(p)
-            r = compare_reduced(p, x, t64, run_torch(p, dtype=torch.float32, autocast=bf))
+            t64, t32 = run_torch(p), run_torch(p, dtype=torch.float32, autocast=bf)
+            r = compare_reduced(p, x, t64, t32)
             if judging and r is not None and not r.startswith(SKIP):
                 # The reference itself may be wrong: the float64 program judged.
                 # Where PyTorch's float64 is, xgrad's float64 (judged right)
@@ -1165,7 +1164,7 @@ def check(binary, progs, workdir, tag, judging=True):
                 x64 = run_xgrad(binary, [p], workdir, "judge", mode="float64")[0]
                 d64 = compare(p, x64, t64)
                 if d64 is not None and judged(binary, workdir, p, x64, t64, d64).startswith(DEVIATION):
-                    r = compare_reduced(p, x, x64, run_torch(p, dtype=torch.float32, autocast=bf))
+                    r = compare_reduced(p, x, x64, t32)
                     if r is not None and not r.startswith(SKIP):
                         r += " (reference: xgrad's float64, where the judge found PyTorch's wrong)"
             out.append(r)
@@ -1222,15 +1221,15 @@ def judged(binary, workdir, prog, xr, tr, why):
             # finds PyTorch wrong: no reference for the program with them.
             return SKIP + "PyTorch wrong (judged) in the program without its in-place writes, which change its values"
     verdict, lines = judge_verdict(prog, xr, tr)
-    expanded = lambda: run_torch(prog, expand=True)
-    if verdict == "undecided" and xr.get("error") is None and any(s["op"] in ("layer_norm", "add_layer_norm")
-                                                                  for s in prog["steps"]) and \
-            (lambda e: e.get("error") is None and compare(prog, xr, e) is None)(expanded()):
+    if verdict == "undecided" and xr.get("error") is None and \
+            any(s["op"] in ("layer_norm", "add_layer_norm") for s in prog["steps"]):
         # Where finite differences cannot decide (a derivative with respect to
         # a value whose producer saved it), a second judge: PyTorch with layer
         # norm written in elementary ops, whose third derivative it gets right.
-        verdict = "pytorch"
-        lines.append("PyTorch with layer norm written in elementary ops agrees with xgrad at 1e-10")
+        expanded = run_torch(prog, expand=True)
+        if expanded.get("error") is None and compare(prog, xr, expanded) is None:
+            verdict = "pytorch"
+            lines.append("PyTorch with layer norm written in elementary ops agrees with xgrad at 1e-10")
     text = "\n  ".join(["judge: " + (verdict + " wrong" if verdict != "undecided" else verdict)] + lines)
     return (DEVIATION if verdict == "pytorch" else "") + why + "\n  " + text
 

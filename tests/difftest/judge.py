@@ -77,6 +77,7 @@ def richardson(f, x):
 
 
 def owners(steps, produces):
+    """The step that defines each value, and the first value of each step."""
     owner, first = [], []
     for k, s in enumerate(steps):
         first.append(len(owner))
