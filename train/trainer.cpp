@@ -82,8 +82,7 @@ Trainer::Trainer(Job& job, const TrainOptions& o) : job_(job), opts_(o) {
   };
   auto groups = decay ? optim::weight_decay_groups(params_, opts_.weight_decay)
                       : optim::one_group(job_.model().parameters());
-  sharded_ = opts_.zero && dist::world_size() > 1;
-  if (sharded_)
+  if (sharded())
     opt_ = std::make_unique<dist::ZeroRedundancyOptimizer>(std::move(groups), 0.0, make);
   else
     opt_ = make(std::move(groups));
@@ -224,9 +223,9 @@ Metadata Trainer::identity() const {
 void Trainer::save(const std::string& path) const {
   std::map<std::string, Tensor> all;
   // Sharded: gathered on rank 0 from every process.
-  const auto optim = sharded_ ? static_cast<const dist::ZeroRedundancyOptimizer&>(*opt_).consolidate_state_dict(0)
+  const auto optim = sharded() ? static_cast<const dist::ZeroRedundancyOptimizer&>(*opt_).consolidate_state_dict(0)
                               : opt_->state_dict();
-  if (sharded_ && dist::rank() != 0) return;
+  if (sharded() && dist::rank() != 0) return;
   for (auto& [k, v] : optim) all["optim." + k] = v;
   for (auto& [k, v] : job_.model().state_dict()) all["model." + k] = v;
   for (size_t i = 0; i < last_.size(); ++i) all["model." + params_[i].first] = last_[i];  // the training state

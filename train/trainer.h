@@ -111,7 +111,7 @@ class Trainer {
   // the generators in the metadata, "kind" the job's. With `zero` it gathers
   // the optimiser's shards first: every process calls it, and rank 0 writes.
   void save(const std::string& path) const;
-  bool sharded() const { return sharded_; }  // `zero` under mpirun: save() is a collective
+  bool sharded() const { return opts_.zero && dist::world_size() > 1; }  // save() is then a collective
   // Restores everything save() wrote, read by load_checkpoint (checksums; a
   // non-finite tensor refused unless `allow_non_finite`). Throws
   // std::invalid_argument listing only the keys of the run's identity that
@@ -138,7 +138,6 @@ class Trainer {
   TrainOptions opts_;
   std::vector<std::pair<std::string, Tensor>> params_;  // the model's, named
   std::unique_ptr<optim::Optimizer> opt_;
-  bool sharded_ = false;
   std::unique_ptr<optim::Schedule> schedule_;
   std::unique_ptr<dist::DataParallel> ddp_;
   int64_t step_ = 0, last_count_ = 0;
