@@ -91,6 +91,14 @@ def side_by_side(cfg_flags, threads, steps):
     return meds
 
 
+def sgemm_peaks(xg, torch):
+    """The machine's peak GFLOP/s per precision, from `sgemm` of both sides (xg_bench's and
+    torch_bench.py's JSON): the engine's rate on a 1024^3 product split over the pool; in float32
+    the better of that and OpenBLAS's, one library measured from both processes."""
+    big = [pk for pk in xg["peaks"] if pk["shape"] == "1024x1024x1024"][0]
+    return {"f32": max(big["f32"], xg["gflops"], torch["gflops"]), "bf16": big["bf16"]}
+
+
 def med(ms):
     return statistics.median(ms)
 
@@ -169,9 +177,7 @@ def main():
         for pk in xs[0]["peaks"]:
             rows.append((f"peak {pk['shape']} OpenBLAS/f32/bf16", threads,
                          f"{pk['openblas']:.0f} / {pk['f32']:.0f} / {pk['bf16']:.0f}", "", ""))
-        # The peak of each precision: the engine's rate on 1024^3 split over the pool.
-        big = [pk for pk in xs[0]["peaks"] if pk["shape"] == "1024x1024x1024"][0]
-        peaks = {"f32": max(big["f32"], xs[0]["gflops"], ts[0]["gflops"]), "bf16": big["bf16"]}
+        peaks = sgemm_peaks(xs[0], ts[0])
         for cfg in a.configs:
             v, l, c, h, n, f, b = CONFIGS[cfg]
             for prec in precisions:
