@@ -113,11 +113,11 @@ void block_gemm(int64_t nb, int64_t nh, bool ta, bool tb, int64_t m, int64_t n, 
 template <class T>
 void apply_dropout(const Plan& pl, int64_t base, int64_t n, const T* src, T* dst) {
   const T keep = T(1.0 / (1.0 - pl.p));
-  const uint64_t thr = detail::dropout_threshold(pl.p);
+  const uint32_t thr = detail::dropout_threshold(pl.p);
   const uint32_t lo = static_cast<uint32_t>(pl.key), hi = static_cast<uint32_t>(pl.key >> 32);
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t h = detail::dropout_hash(static_cast<uint32_t>(base + i), lo, hi);
-    const T s = static_cast<uint64_t>(h) >= thr ? keep : T(0);
+    const T s = h >= thr ? keep : T(0);
     dst[i] = src[i] * s;
   }
 }

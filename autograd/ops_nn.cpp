@@ -521,7 +521,7 @@ void dropout_kernel(const Tensor& in, Tensor& out, double p, uint64_t key) {
   dispatch(in.dtype(), [&](auto z) {
     using T = decltype(z);
     const T keep = p < 1 ? T(1.0 / (1.0 - p)) : T(0);
-    const uint64_t threshold = detail::dropout_threshold(p);
+    const uint32_t threshold = detail::dropout_threshold(p);
     const uint32_t lo = static_cast<uint32_t>(key), hi = static_cast<uint32_t>(key >> 32);
     T* po = out.data<T>();
     const T* px = in.data<T>();
@@ -531,11 +531,11 @@ void dropout_kernel(const Tensor& in, Tensor& out, double p, uint64_t key) {
       T* __restrict o = po;
       const T* __restrict x = px;
       const T kp = keep;
-      const uint64_t thr = threshold;
+      const uint32_t thr = threshold;
       const uint32_t klo = lo, khi = hi;
       for (int64_t i = i0; i < i1; ++i) {
         const uint32_t h = detail::dropout_hash(static_cast<uint32_t>(i), klo, khi);
-        const T scale = static_cast<uint64_t>(h) >= thr ? kp : T(0);
+        const T scale = h >= thr ? kp : T(0);
         const T v = Relu ? (x[i] > 0 ? x[i] : T(0)) : x[i];
         o[i] = v * scale;
       }

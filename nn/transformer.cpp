@@ -37,7 +37,11 @@ Tensor padding_flags(const Tensor& mask, Dtype dtype) {
   return m.dtype() == dtype ? m : m.to(dtype);
 }
 
-Tensor activate(const std::string& activation, const Tensor& x) { return activation == "gelu" ? gelu(x) : relu(x); }
+// drop(activation(x)); relu and dropout as one pass (Dropout::forward_relu): the same
+// mask, one write of the hidden layer instead of three, and a bit per element saved.
+Tensor activate_then_drop(const std::string& activation, Dropout& drop, const Tensor& x) {
+  return activation == "gelu" ? drop.forward(gelu(x)) : drop.forward_relu(x);
+}
 
 void check_layer_options(const char* who, const TransformerLayerOptions& o) {
   require_heads_divide(o.d_model(), o.nhead(), std::string(who) + ": ", "d_model", "nhead");
@@ -240,7 +244,7 @@ std::string TransformerEncoderLayer::type_name() const {
 }
 
 Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
-  return dropout2->forward(linear2->forward(dropout->forward(activate(options_.activation(), linear1->forward(x)))));
+  return dropout2->forward(linear2->forward(activate_then_drop(options_.activation(), *dropout, linear1->forward(x))));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& src, const Tensor& src_mask, const Tensor& src_key_padding_mask,
@@ -282,7 +286,7 @@ std::string TransformerDecoderLayer::type_name() const {
 }
 
 Tensor TransformerDecoderLayer::feed_forward(const Tensor& x) {
-  return dropout3->forward(linear2->forward(dropout->forward(activate(options_.activation(), linear1->forward(x)))));
+  return dropout3->forward(linear2->forward(activate_then_drop(options_.activation(), *dropout, linear1->forward(x))));
 }
 
 Tensor TransformerDecoderLayer::forward(const Tensor& tgt, const Tensor& memory, const Tensor& tgt_mask,

@@ -3,7 +3,11 @@
 // small products (OpenBLAS) and large ones (oneDNN in the default build),
 // batches with a shared operand, the primitive cache, and bf16.
 #include <cmath>
+#include <cstring>
+#include <random>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "engine/gemm.h"
 #include "tests/helpers.h"
@@ -174,6 +178,49 @@ TEST_CASE("engine: bf16 rounding is to nearest even, NaN and infinities kept") {
   CHECK(round_trip(-INFINITY) == -INFINITY);
   CHECK(round_trip(3.0e38f) == 3.0040553e38f);  // the nearest bf16
   CHECK(round_trip(3.4e38f) == INFINITY);       // past the midpoint above bf16's largest finite value
+}
+
+// bf16 nearest-even of x found by comparing distances in float64 (not the
+// engine's integer rounding): the neighbour toward zero (truncation) and the
+// one away from it; a tie goes to the even one. Infinity stands for 2^128
+// here, the value IEEE rounding treats it as when a value overflows.
+static uint16_t bf16_by_distance(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if (std::isnan(x)) return static_cast<uint16_t>((u >> 16) | 0x40u);  // quiet, sign and top payload kept
+  const auto lo = static_cast<uint16_t>(u >> 16);
+  if ((u & 0xffffu) == 0) return lo;
+  const auto hi = static_cast<uint16_t>(lo + 1);
+  auto value = [](uint16_t h) {
+    if ((h & 0x7fffu) == 0x7f80u) return (h & 0x8000u) ? -0x1p128 : 0x1p128;
+    const uint32_t v = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &v, 4);
+    return double(f);
+  };
+  const double below = std::fabs(double(x) - value(lo)), above = std::fabs(value(hi) - double(x));
+  if (below != above) return below < above ? lo : hi;
+  return (lo & 1u) ? hi : lo;
+}
+
+TEST_CASE("engine: bf16 conversion of every kind of float32 (denormals, ties, overflow, NaN) in long and odd lengths") {
+  // Random bit patterns cover every exponent, denormals and NaNs; the
+  // specials add exact ties, the overflow boundary and signed zeros. The
+  // length is odd, so the vector loop and its tail both run.
+  std::vector<uint32_t> bits = {0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00008000u, 0x00018000u,
+                                0x3f808000u, 0x3f818000u, 0x7f7f7fffu, 0x7f7f8000u, 0x7f7fffffu, 0xff7f8000u,
+                                0x7f800000u, 0xff800000u, 0x7f800001u, 0xffc00000u, 0x7fbfffffu};
+  std::mt19937 rng(7);
+  while (bits.size() < (1u << 20) + 7) bits.push_back(static_cast<uint32_t>(rng()));
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  std::vector<bf16_t> got(x.size());
+  engine::to_bf16(x.data(), got.data(), static_cast<int64_t>(x.size()));
+  int64_t wrong = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (got[i] != bf16_by_distance(x[i]) && wrong++ < 5)
+      FAIL_CHECK(fmt::format("{:#010x} -> {:#06x}, expected {:#06x}", bits[i], got[i], bf16_by_distance(x[i])));
+  CHECK(wrong == 0);
 }
 
 TEST_CASE("engine: bf16 gemm equals the float64 product of the rounded operands, or says why it cannot run") {

@@ -24,9 +24,13 @@ inline uint32_t dropout_hash(uint32_t i, uint32_t key_lo, uint32_t key_hi) {
   h ^= h >> 16;
   return h;
 }
-inline uint64_t dropout_threshold(double p) {
+// p * 2^32 rounded down, at most 2^32 - 1 so that the comparison stays in 32
+// bits (a 64-bit one makes the vectorised loops shuffle lanes). It is below
+// 2^32 for every p < 1; at p = 1 the one hash value 2^32 - 1 passes, which is
+// why dropout at p = 1 scales by 0 rather than relying on the mask.
+inline uint32_t dropout_threshold(double p) {
   const double limit = p * 4294967296.0;
-  return limit >= 4294967296.0 ? (uint64_t{1} << 32) : static_cast<uint64_t>(limit);
+  return limit >= 4294967295.0 ? 0xffffffffu : static_cast<uint32_t>(limit);
 }
 
 // a * b + c, one rounding where the target has FMA (x86-64-v3, the default
