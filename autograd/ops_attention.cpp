@@ -122,6 +122,46 @@ void apply_dropout(const Plan& pl, int64_t base, int64_t n, const T* src, T* dst
   }
 }
 
+// Row reductions in kLanes partial results, combined at the end: one running
+// sum or max is a chain the compiler may not reorder, so it would stay scalar.
+constexpr int64_t kLanes = 16;
+// The sum of term(j) for j in [0, n); term may also write element j.
+template <class T, class F>
+T lane_sum(int64_t n, F term) {
+  T lanes[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += term(j + l);
+  for (; j < n; ++j) lanes[0] += term(j);
+  T total = 0;
+  for (int64_t l = 0; l < kLanes; ++l) total += lanes[l];
+  return total;
+}
+// The largest of x[0..n) that is not NaN (-inf if none), as std::max does.
+template <class T>
+T lane_max(const T* x, int64_t n) {
+  T lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, -std::numeric_limits<T>::infinity());
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) lanes[l] = std::max(lanes[l], x[j + l]);
+  for (; j < n; ++j) lanes[0] = std::max(lanes[0], x[j]);
+  return *std::max_element(lanes, lanes + kLanes);
+}
+// row[j] = value where query i of batch row b may not see key j (Plan::is_masked), one
+// loop per kind of mask rather than a test per element.
+template <class T>
+void fill_masked(const Plan& pl, int64_t b, int64_t i, T* row, T value) {
+  const int64_t S = pl.g.S;
+  if (pl.causal)
+    for (int64_t j = i + 1; j < S; ++j) row[j] = value;
+  if (!pl.masked->empty()) {
+    const uint8_t* key_masked = pl.masked->data() + b * S;
+    for (int64_t j = 0; j < S; ++j)
+      if (key_masked[j]) row[j] = value;
+  }
+}
+
 // Softmax of each score row in place, masked scores first set to kMasked.
 // With `stat`, each row's max and 1/sum go to stat[2i], stat[2i+1]; with
 // `from_stat`, they are read from there instead (the same weights, bit for
@@ -131,24 +171,18 @@ void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* f
   const int64_t Tq = pl.g.T, S = pl.g.S;
   for (int64_t i = 0; i < Tq; ++i) {
     T* row = P + i * S;
-    T mx = -std::numeric_limits<T>::infinity();  // not kMasked: unmasked scores may lie below it
-    for (int64_t j = 0; j < S; ++j) {
-      if (pl.is_masked(b, i, j)) row[j] = T(kMasked);
-      mx = std::max(mx, row[j]);
-    }
-    if (from_stat) mx = from_stat[2 * i];
+    fill_masked(pl, b, i, row, T(kMasked));
+    // The max starts from -inf, not kMasked: unmasked scores may lie below it.
+    const T mx = from_stat ? from_stat[2 * i] : lane_max(row, S);
     // Scores more than 87 below the row's largest (masked ones among them)
     // get weight 0: exp would be below float's smallest normal, and glibc
     // takes a slow path there. float32 uses the vectorisable fast_expf.
-    T total = 0;
-    for (int64_t j = 0; j < S; ++j) {
+    const T total = lane_sum<T>(S, [row, mx](int64_t j) {
       const T z = row[j] - mx;
-      T e;
-      if constexpr (std::is_same_v<T, float>) e = z < -87.0f ? 0.0f : detail::fast_expf(z);
-      else e = z < -87.0 ? 0.0 : std::exp(z);
-      row[j] = e;
-      total += e;
-    }
+      if constexpr (std::is_same_v<T, float>) row[j] = z < -87.0f ? 0.0f : detail::fast_expf(z);
+      else row[j] = z < -87.0 ? 0.0 : std::exp(z);
+      return row[j];
+    });
     const T inv = from_stat ? from_stat[2 * i + 1] : T(1) / total;
     if (stat) {
       stat[2 * i] = mx;
@@ -235,9 +269,9 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
         for (int64_t i = 0; i < Tq; ++i) {
           const T* pr = Ph + i * S;
           T* dr = dh + i * S;
-          T dot = 0;
-          for (int64_t j = 0; j < S; ++j) dot += dr[j] * pr[j];
-          for (int64_t j = 0; j < S; ++j) dr[j] = pl.is_masked(b + bi, i, j) ? T(0) : pr[j] * (dr[j] - dot);
+          const T dot = lane_sum<T>(S, [dr, pr](int64_t j) { return dr[j] * pr[j]; });
+          for (int64_t j = 0; j < S; ++j) dr[j] = pr[j] * (dr[j] - dot);
+          fill_masked(pl, b + bi, i, dr, T(0));
         }
       }
     // dq = scale dS k; dk = scale dS^T q
