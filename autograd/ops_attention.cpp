@@ -44,9 +44,6 @@ struct Plan {
   // Memory linear in T: the weights are not kept; each row's max and 1/sum
   // are, and backward recomputes the scores head by head.
   bool recompute = false;
-  bool is_masked(int64_t b, int64_t i, int64_t j) const {
-    return (causal && j > i) || (!masked->empty() && (*masked)[static_cast<size_t>(b * g.S + j)]);
-  }
 };
 
 // The heads [bh0, bh1) of the (B, H) grid, as at most three blocks of nb
@@ -122,34 +119,10 @@ void apply_dropout(const Plan& pl, int64_t base, int64_t n, const T* src, T* dst
   }
 }
 
-// Row reductions in kLanes partial results, combined at the end: one running
-// sum or max is a chain the compiler may not reorder, so it would stay scalar.
-constexpr int64_t kLanes = 16;
-// The sum of term(j) for j in [0, n); term may also write element j.
-template <class T, class F>
-T lane_sum(int64_t n, F term) {
-  T lanes[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) lanes[l] += term(j + l);
-  for (; j < n; ++j) lanes[0] += term(j);
-  T total = 0;
-  for (int64_t l = 0; l < kLanes; ++l) total += lanes[l];
-  return total;
-}
-// The largest of x[0..n) that is not NaN (-inf if none), as std::max does.
-template <class T>
-T lane_max(const T* x, int64_t n) {
-  T lanes[kLanes];
-  std::fill(lanes, lanes + kLanes, -std::numeric_limits<T>::infinity());
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) lanes[l] = std::max(lanes[l], x[j + l]);
-  for (; j < n; ++j) lanes[0] = std::max(lanes[0], x[j]);
-  return *std::max_element(lanes, lanes + kLanes);
-}
-// row[j] = value where query i of batch row b may not see key j (Plan::is_masked), one
-// loop per kind of mask rather than a test per element.
+// row[j] = value where query i of batch row b may not see key j: j > i under
+// the causal mask, and the keys the padding mask names. One loop per kind of
+// mask rather than a test per element. The fused kernels and the composed
+// path (the reference for dtypes and orders they do not cover) both use it.
 template <class T>
 void fill_masked(const Plan& pl, int64_t b, int64_t i, T* row, T value) {
   const int64_t S = pl.g.S;
@@ -173,16 +146,25 @@ void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* f
     T* row = P + i * S;
     fill_masked(pl, b, i, row, T(kMasked));
     // The max starts from -inf, not kMasked: unmasked scores may lie below it.
-    const T mx = from_stat ? from_stat[2 * i] : lane_max(row, S);
+    // (A NaN score makes the whole row NaN whichever max the reduction keeps.)
+    T mx = -std::numeric_limits<T>::infinity();
+    if (from_stat) {
+      mx = from_stat[2 * i];
+    } else {
+#pragma omp simd reduction(max : mx)
+      for (int64_t j = 0; j < S; ++j) mx = std::max(mx, row[j]);
+    }
     // Scores more than 87 below the row's largest (masked ones among them)
     // get weight 0: exp would be below float's smallest normal, and glibc
     // takes a slow path there. float32 uses the vectorisable fast_expf.
-    const T total = lane_sum<T>(S, [row, mx](int64_t j) {
+    T total = 0;
+#pragma omp simd reduction(+ : total)
+    for (int64_t j = 0; j < S; ++j) {
       const T z = row[j] - mx;
       if constexpr (std::is_same_v<T, float>) row[j] = z < -87.0f ? 0.0f : detail::fast_expf(z);
       else row[j] = z < -87.0 ? 0.0 : std::exp(z);
-      return row[j];
-    });
+      total += row[j];
+    }
     const T inv = from_stat ? from_stat[2 * i + 1] : T(1) / total;
     if (stat) {
       stat[2 * i] = mx;
@@ -269,7 +251,9 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
         for (int64_t i = 0; i < Tq; ++i) {
           const T* pr = Ph + i * S;
           T* dr = dh + i * S;
-          const T dot = lane_sum<T>(S, [dr, pr](int64_t j) { return dr[j] * pr[j]; });
+          T dot = 0;
+#pragma omp simd reduction(+ : dot)
+          for (int64_t j = 0; j < S; ++j) dot += dr[j] * pr[j];
           for (int64_t j = 0; j < S; ++j) dr[j] = pr[j] * (dr[j] - dot);
           fill_masked(pl, b + bi, i, dr, T(0));
         }
@@ -294,10 +278,12 @@ Tensor composed(const Plan& pl, const Tensor& q, const Tensor& k, const Tensor& 
   Tensor scores = matmul(heads(q, g.T), transpose(heads(k, g.S), -1, -2)) * pl.scale;  // (B,H,T,S)
   if (pl.causal || !pl.masked->empty()) {
     Tensor mask = zeros({g.B, 1, g.T, g.S}, q.dtype());
-    for (int64_t b = 0; b < g.B; ++b)
-      for (int64_t i = 0; i < g.T; ++i)
-        for (int64_t j = 0; j < g.S; ++j)
-          if (pl.is_masked(b, i, j)) mask.set({b, 0, i, j}, 1.0);
+    dispatch(q.dtype(), [&](auto z) {
+      using T = decltype(z);
+      T* m = mask.data<T>();
+      for (int64_t b = 0; b < g.B; ++b)
+        for (int64_t i = 0; i < g.T; ++i) fill_masked(pl, b, i, m + (b * g.T + i) * g.S, T(1));
+    });
     scores = masked_fill(scores, mask, kMasked);
   }
   Tensor p = softmax(scores, -1);

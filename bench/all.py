@@ -19,16 +19,20 @@ for both sides (a user's machine does not set it). Every figure is a median:
 of the steps (Transformers, LSTM; over all rounds) or of the rounds' images
 per second (vision, each round --seconds of training, start-up excluded).
 Peak RSS is each process's own (wait4's ru_maxrss), the largest over the
-rounds. The share of peak is the products' floating-point work (the
+rounds; PyTorch's includes its import, printed on its own at the start; the
+LSTM's xgrad side reports its peak before its product timings allocate their
+buffers. The share of peak is the products' floating-point work (the
 benchmarks' own count for the Transformers and the LSTM: 3 x the forward
 products; for the vision models 3 x the forward's convolutions and matrix
 products as PyTorch's profiler counts them) over the time, against the
-engine's float32 or bf16 rate on a 1024^3 product at that thread count
-(xg_bench sgemm).
+machine's peak at that thread count as bench/compare.py measures it
+(sgemm_peaks: bf16, the engine on a 1024^3 product; float32, the best of the
+engine and OpenBLAS there). Where the CPU cannot run bf16 at speed, the bf16
+rows are left out and the reason printed.
 
 Prints the CPU (lscpu's model and family, and the flags that decide the
-kernels), then one Markdown table, then xgrad's bf16 speed-up over its own
-float32. Ratios below 1 mean xgrad is faster or smaller.
+kernels), then one Markdown table, a row as each is measured, then xgrad's
+bf16 speed-up over its own float32. Ratios below 1 mean xgrad is faster or smaller.
 """
 import argparse
 import json
@@ -55,13 +59,13 @@ FLAGS_SHOWN = ("avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_vnni
 
 
 def torch_variants(threads):
-    """PyTorch's thread variants at `threads`: (its OpenMP pool, OpenBLAS's, OMP_WAIT_POLICY). Its
-    bf16 matrix products and convolutions run on oneDNN in its OpenMP pool, its float32 matrix
-    products on OpenBLAS; its pool's workers spin while waiting unless the policy is passive,
-    which on 2 shared cores can cost it more than the second core gives."""
+    """PyTorch's thread variants at `threads`: (its OpenMP pool, OpenBLAS's, OMP_WAIT_POLICY or
+    "default" for unset). Its bf16 matrix products and convolutions run on oneDNN in its OpenMP
+    pool, its float32 matrix products on OpenBLAS. Unset, libgomp's workers spin a while before
+    they sleep, which on 2 shared cores can cost more than the second core gives, or help."""
     out = [(omp, blas, "passive") for omp, blas in SPLITS[threads]]
     if threads > 1:
-        out.append((threads, 1, "active"))
+        out.append((threads, 1, "default"))
     return out
 
 
@@ -69,7 +73,7 @@ def run(cmd, variant):
     """Runs cmd at `variant`; returns (its standard output, the peak RSS in MB of that process alone)."""
     omp, blas, policy = variant
     env = env_for(omp, blas)
-    if policy == "active":
+    if policy == "default":
         env.pop("OMP_WAIT_POLICY", None)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         pid = os.posix_spawn(cmd[0], cmd, env, file_actions=[(os.POSIX_SPAWN_DUP2, out.fileno(), 1),
@@ -139,7 +143,7 @@ def measure(workload, precision, threads, a):
                   "--precision", precision, "--reps", str(a.steps)]
         text, rss = run([XG_BENCH, "rnn"] + common + ["--threads", str(threads)], (1, 1, "passive"))
         x = last_json(text)
-        xg = (x["ms"], rss, x["flops"])
+        xg = (x["ms"], x["rss_mb"], x["flops"])
         pt = {}
         for v in torch_variants(threads):
             text, rss = run([PY, os.path.join(HERE, "rnn.py"), "torch"] + common + ["--threads", str(v[0])], v)
@@ -147,14 +151,14 @@ def measure(workload, precision, threads, a):
         return xg, pt
     # vision: ms per step from the images per second of a timed run
     cmd = [VISION, "train", "--model", workload, "--precision", precision, "--time-limit", str(a.seconds),
-           "--eval-every", "1000000", "--log-every", "1000000", "--threads", str(threads)]
+           "--batch", str(VISION_BATCH), "--eval-every", "1000000", "--log-every", "1000000", "--threads", str(threads)]
     text, rss = run(cmd, (1, 1, "passive"))
     f = final_line(text)
     xg = ([1000 * f["train_seconds"] / f["steps"]], rss, None)
     pt = {}
     for v in torch_variants(threads):
         cmd = [PY, os.path.join(HERE, "vision.py"), "--model", workload, "--time-limit", str(a.seconds),
-               "--threads", str(v[0])] + (["--bf16"] if precision == "bf16" else [])
+               "--batch", str(VISION_BATCH), "--threads", str(v[0])] + (["--bf16"] if precision == "bf16" else [])
         text, rss = run(cmd, v)
         f = final_line(text)
         pt[v] = ([1000 * f["train_seconds"] / f["steps"]], rss)
@@ -173,7 +177,7 @@ def cpu_lines():
 
 
 def variant_name(v):
-    return f"torch {v[0]}/BLAS {v[1]}" + (", spinning" if v[2] == "active" else "")
+    return f"torch {v[0]}/BLAS {v[1]}" + (", default wait" if v[2] == "default" else "")
 
 
 def main():
@@ -186,24 +190,33 @@ def main():
     p.add_argument("--steps", type=positive, default=10, help="timed steps per run (Transformers, LSTM)")
     p.add_argument("--seconds", type=positive, default=30, help="training seconds per run (vision)")
     a = p.parse_args()
-    for path in (XG_BENCH, VISION):
+    needed = [XG_BENCH] + ([VISION] if {"resnet", "vit"} & set(a.only) else [])
+    for path in needed:
         if not os.path.exists(path):
             sys.exit(f"all.py: {path} not found: build first (bash scripts/build.sh)")
     print(f"bench/all.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()}")
     print("\n".join(cpu_lines()))
-    print("OPENBLAS_CORETYPE removed for both sides; PyTorch "
-          + subprocess.run([PY, "-c", "import torch; print(torch.__version__)"], capture_output=True,
-                           text=True).stdout.strip(), flush=True)
+    text, import_rss = run([PY, "-c", "import torch; print(torch.__version__)"], (1, 1, "passive"))
+    print(f"OPENBLAS_CORETYPE removed for both sides; PyTorch {text.strip()}, whose import alone takes "
+          f"{import_rss:.0f} MB of RSS", flush=True)
     peaks = {}
     for t in [int(t) for t in a.threads]:
         xs, ts = both(["sgemm"], t)
         peaks[t] = sgemm_peaks(xs[0], ts[0])
-        print(f"peak at {t} thread(s), GFLOP/s (1024^3 product): f32 {peaks[t]['f32']:.0f}, bf16 {peaks[t]['bf16']:.0f}",
-              flush=True)
+        print(f"peak at {t} thread(s), GFLOP/s: f32 {peaks[t]['f32']:.0f}, bf16 {peaks[t]['bf16']:.0f}", flush=True)
+    precisions = list(a.precisions)
+    if "bf16" in precisions and not all(peaks[t]["bf16"] > 0 for t in peaks):
+        precisions.remove("bf16")
+        why = subprocess.run([XG_BENCH, "train", "--precision", "bf16", "--steps", "1"], capture_output=True,
+                             text=True).stderr.strip().splitlines()
+        print(f"bf16 rows left out: {why[-1] if why else 'this CPU has no bf16 products at speed'}")
     flops_per_image = {w: vision_flops(w) for w in a.only if w in ("resnet", "vit")}
-    rows, own = [], {}
+    print("\n| workload | precision | threads | xgrad ms/step | PyTorch ms/step | PyTorch's best variant "
+          "| xgrad / PyTorch | xgrad % of peak | PyTorch % of peak | peak RSS MB xgrad / PyTorch | RSS ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    own = {}
     for w in a.only:
-        for prec in a.precisions:
+        for prec in precisions:
             for t in [int(t) for t in a.threads]:
                 xg, pt, flops = Side(), {}, None
                 for _ in range(a.rounds):
@@ -214,25 +227,17 @@ def main():
                 best = min(pt, key=lambda v: pt[v].ms())
                 if flops is None:
                     flops = flops_per_image[w] * VISION_BATCH
-                share = [flops / (s.ms() / 1000) / 1e9 / peaks[t][prec] for s in (xg, pt[best])]
+                sx, sp = (flops / (side.ms() / 1000) / 1e9 / peaks[t][prec] for side in (xg, pt[best]))
                 own[(w, prec, t)] = xg.ms()
-                rows.append((w, prec, t, xg.ms(), pt[best].ms(), variant_name(best), xg.ms() / pt[best].ms(),
-                             share[0], share[1], xg.rss, pt[best].rss))
-                r = rows[-1]
-                print(f"all.py: {w} {prec} {t}t: {r[3]:.1f} ms vs {r[4]:.1f} ms ({r[5]}), ratio {r[6]:.2f}",
-                      file=sys.stderr, flush=True)
-    print("\n| workload | precision | threads | xgrad ms/step | PyTorch ms/step | PyTorch's best variant "
-          "| xgrad / PyTorch | xgrad % of peak | PyTorch % of peak | peak RSS MB xgrad / PyTorch | RSS ratio |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for w, prec, t, x, pm, v, r, sx, sp, rx, rp in rows:
-        print(f"| {w} | {prec} | {t} | {x:.1f} | {pm:.1f} | {v} | {r:.2f} | {sx:.0%} | {sp:.0%} "
-              f"| {rx:.0f} / {rp:.0f} | {rx / rp:.2f} |")
+                x, pm = xg.ms(), pt[best].ms()
+                # each row as it is measured: a run cut short keeps what it has
+                print(f"| {w} | {prec} | {t} | {x:.1f} | {pm:.1f} | {variant_name(best)} | {x / pm:.2f} | {sx:.0%} "
+                      f"| {sp:.0%} | {xg.rss:.0f} / {pt[best].rss:.0f} | {xg.rss / pt[best].rss:.2f} |", flush=True)
     speedups = [f"{w} {t}t {own[(w, 'f32', t)] / own[(w, 'bf16', t)]:.2f}x" for w in a.only
                 for t in [int(t) for t in a.threads] if (w, "f32", t) in own and (w, "bf16", t) in own]
     if speedups:
         print("\nxgrad's bf16 speed-up over its own float32 (time per step): " + ", ".join(speedups))
     print(f"\nload average at end: {os.getloadavg()}")
-
 
 if __name__ == "__main__":
     main()

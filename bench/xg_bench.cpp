@@ -11,7 +11,8 @@
 //   xg_bench xtensor [--batch 80] [--len 10] [--reps 20] [--threads T]: xgrad's kernels vs xtensor expressions
 //   xg_bench rnn    --cell lstm|gru --batch B --len T --input C --hidden H [--precision f32|bf16] [--threads T]
 //                   [--reps 10] [--warmup 3]: one layer's forward + backward, and the time its products take
-//                   alone at the engine's best speed on each of their shapes
+//                   alone at the engine's best speed on each of their shapes; rss_mb is the peak before
+//                   those timings allocate their buffers
 // Any mode: --emulate-bf16 1 lets bf16 run emulated in float32 where the CPU
 // has no bf16 (engine::set_bf16_emulation): for memory figures, not times.
 // A flag it does not know, a value that is not a whole number in the flag's
@@ -540,6 +541,7 @@ int rnn_mode(const std::map<std::string, std::string>& a) {
     sum(y).backward();
     if (r >= warm) times.push_back(ms_since(t0));
   }
+  const double layer_rss_mb = peak_rss_mb();  // before the buffers of the product timings below
   // The products: (m, n, k, transposed A, transposed B, how many).
   struct Product {
     int64_t m, n, k;
@@ -590,10 +592,10 @@ int rnn_mode(const std::map<std::string, std::string>& a) {
   std::sort(times.begin(), times.end());
   std::printf("{\"mode\":\"rnn\",\"side\":\"xgrad\",\"cell\":\"%s\",\"batch\":%lld,\"len\":%lld,\"input\":%lld,"
               "\"hidden\":%lld,\"threads\":%d,\"precision\":\"%s\",\"ms\":%s,\"median_ms\":%.2f,\"flops\":%.6g,"
-              "\"products_ms\":%.2f,\"products\":[%s],\"core\":\"%s\"}\n",
+              "\"products_ms\":%.2f,\"products\":[%s],\"core\":\"%s\",\"rss_mb\":%.1f}\n",
               cell.c_str(), (long long)B, (long long)T, (long long)C, (long long)H, num_threads(),
               precision_name(precision), list(times).c_str(), times[times.size() / 2],
-              3.0 * 2.0 * B * T * GH * (C + H), bound_ms, each.c_str(), engine::blas_core().c_str());
+              3.0 * 2.0 * B * T * GH * (C + H), bound_ms, each.c_str(), engine::blas_core().c_str(), layer_rss_mb);
   return 0;
 }
 

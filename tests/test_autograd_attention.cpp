@@ -283,6 +283,48 @@ TEST_CASE("attention: kv_length reads the first positions of longer key/value bu
   CHECK_THROWS_AS(attention(q, k, v, o), ShapeError);
 }
 
+TEST_CASE("attention: rows longer than a vector, with causality, padding and a row that sees no key") {
+  // S = 37 runs the softmax's vectorised reductions past several full
+  // vectors and a remainder; T != S; batch row 1 hides every key.
+  const int64_t t = 5, s = 37;
+  std::vector<double> hidden(static_cast<size_t>(B * s), 0.0);
+  for (int64_t j : {3, 20, 36}) hidden[static_cast<size_t>(j)] = 1.0;
+  for (int64_t j = 0; j < s; ++j) hidden[static_cast<size_t>(s + j)] = 1.0;
+  const Tensor mask = from_vector(hidden, {B, s}, f64);
+  const V in{leaf({B, t, C}, 60), leaf({B, s, C}, 61), leaf({B, s, C}, 62)};
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    auto run = [&](auto attend) {
+      return values_and_grads(
+          [&](const V& x) {
+            Generator g(9);
+            return attend(x[0], x[1], x[2], mask, causal, 0.25, &g);
+          },
+          in);
+    };
+    check_close(run([](const auto&... a) { return fused(a...); }), run([](const auto&... a) { return composed(a...); }),
+                1e-9);
+    for (Dtype dt : {f64, f32}) {  // the recomputed weights are the forward's
+      CAPTURE(dtype_name(dt));
+      const V typed{in[0].to(dt).detach().requires_grad_(), in[1].to(dt).detach().requires_grad_(),
+                    in[2].to(dt).detach().requires_grad_()};
+      auto with = [&](AttentionMemory memory) {
+        return values_and_grads(
+            [&](const V& x) {
+              AttentionOptions o;
+              o.heads = H;
+              o.key_padding_mask = mask.to(dt);
+              o.causal = causal;
+              o.memory = memory;
+              return attention(x[0], x[1], x[2], o);
+            },
+            typed);
+      };
+      check_close(with(AttentionMemory::recompute), with(AttentionMemory::keep_weights), dt == f64 ? 1e-13 : 1e-6);
+    }
+  }
+}
+
 TEST_CASE("attention: recomputing the scores in backward equals keeping the weights, values and gradients") {
   for (Dtype dt : {f64, f32}) {
     for (double p : {0.0, 0.3})
