@@ -277,17 +277,16 @@ Tensor gelu(const Tensor& a) {
   });
   return record("gelu", out, {a}, [a](const Tensor& g) {
     if (grad_enabled()) return std::vector<Tensor>{mul(g, gelu_slope(a))};  // second order
-    // d/dx = Phi(x) + x * phi(x)
-    Tensor d = map(a, [](auto x) {
+    // g * d/dx, d/dx = Phi(x) + x * phi(x): one pass over g and the input.
+    return std::vector<Tensor>{binary_kernel("gelu", g, a, [](auto gi, auto x) {
       if constexpr (std::is_same_v<decltype(x), float>) {
         const float cdf = 0.5f * (1.0f + detail::fast_erff(x * 0.70710678f));
-        return cdf + x * 0.39894228f * detail::fast_expf(-0.5f * x * x);
+        return gi * (cdf + x * 0.39894228f * detail::fast_expf(-0.5f * x * x));
       } else {
         const double cdf = 0.5 * (1.0 + std::erf(x * 0.70710678118654752440));
-        return cdf + x * 0.39894228040143267794 * std::exp(-0.5 * x * x);
+        return gi * (cdf + x * 0.39894228040143267794 * std::exp(-0.5 * x * x));
       }
-    });
-    return std::vector<Tensor>{mul(g, d)};
+    })};
   }, {a});
 }
 
