@@ -74,6 +74,15 @@ class DetectAnomalyGuard {
   bool prev_;
 };
 
+// Runs `each` on this thread after every node's backward formula, until
+// remove_between_backward_nodes(id) on this thread; returns the id. For work
+// that must advance between formulas rather than wait for the walk to end:
+// dist::DataParallel moves its non-blocking gradient exchange forward this
+// way, since MPI progresses it only inside MPI calls. `each` must not add or
+// remove such functions.
+int64_t add_between_backward_nodes(std::function<void()> each);
+void remove_between_backward_nodes(int64_t id);  // an id unknown on this thread is ignored
+
 // Names the ops created while it is alive, for anomaly messages; the previous
 // name comes back when it ends. Modules open one in forward (Module::scope(),
 // "MultiHeadAttention(d_model=512, heads=8) 'decoder.1.self_attn'"). Does

@@ -41,6 +41,7 @@ std::vector<Tensor> call_backward(Node& node, const Tensor& g) {
   if (g_profile) g_profile->charge("between", "", "backward walk");  // the walk's own work since the last node
   std::vector<Tensor> in_grads = node.fn(g);
   if (g_profile) g_profile->charge("backward", node.scope, node.op);
+  for (const auto& entry : g_between_nodes) entry.second();
   if (in_grads.size() != node.next.size())
     throw std::logic_error(std::string("backward of ") + node.op + " returned " + std::to_string(in_grads.size()) +
                            " gradients for " + std::to_string(node.next.size()) + " inputs");

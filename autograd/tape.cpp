@@ -1,6 +1,7 @@
 // The tape. Each op output that needs a gradient gets a Node holding its
 // backward closure and edges to the nodes of its inputs; backward.cpp and
 // grad.cpp walk them (autograd/detail/tape.h lists the files of the tape).
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -15,6 +16,7 @@ thread_local bool g_anomaly = false;
 thread_local std::string g_scope;
 thread_local const std::vector<std::shared_ptr<Node>>* g_backward_edges = nullptr;
 thread_local Node* g_current_node = nullptr;
+thread_local std::vector<std::pair<int64_t, std::function<void()>>> g_between_nodes;
 thread_local std::vector<TracedOp>* g_trace = nullptr;
 thread_local const std::unordered_set<const Node*>* g_needed = nullptr;
 std::atomic<uint64_t> g_seq{0};
@@ -30,6 +32,17 @@ bool grad_enabled() { return g_grad_enabled; }
 void set_grad_enabled(bool on) { g_grad_enabled = on; }
 NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+
+int64_t add_between_backward_nodes(std::function<void()> each) {
+  const int64_t id = ++g_hook_id;
+  g_between_nodes.emplace_back(id, std::move(each));
+  return id;
+}
+void remove_between_backward_nodes(int64_t id) {
+  auto& list = g_between_nodes;
+  list.erase(std::remove_if(list.begin(), list.end(), [id](const auto& entry) { return entry.first == id; }), list.end());
+}
+
 int64_t live_nodes() { return g_live_nodes.load(); }
 
 namespace {

@@ -8,12 +8,18 @@ through zero_grad, forward+loss (autocast for bf16), backward and Adam's step.
 Run with /usr/bin/python3 (Debian's python3-torch). Rank 0 prints one JSON line on stdout.
 
   torch_ddp.py --vocab V --len L --d-model C --heads H --layers N --d-ff F --batch B
-               --steps K --warmup W --precision f32|bf16 --processes P --bucket-mb 25
+               --steps K --warmup W --precision f32|bf16 --processes P --bucket-mb 25 [--comm 1|0]
+
+--comm 0 runs the same P processes without any exchange (every step under DDP's no_sync()),
+as xg_bench ddp --comm 0 does: the difference of the two step times is the exchange's cost
+that backward did not hide. With P > 1, rank 0 also reports allreduce_ms: the median of 3
+all_reduce calls of one tensor as large as all the gradients, after training.
 
 Across hosts (one process each, e.g. scripts/cluster.sh's namespaces), every host runs
   torch_ddp.py ... --processes P --rank R --master ADDR:PORT
 with the same ADDR:PORT, rank 0's address (gloo over TCP between the hosts).
 """
+import contextlib
 import json
 import os
 import socket
@@ -42,6 +48,9 @@ def run(rank, a, port, master="127.0.0.1"):
     steps, warm = int(a.get("steps", 20)), int(a.get("warmup", 3))
     c, m = torch_bench.model_of(a)  # seeds 0: every rank starts from the same weights
     m.train()
+    comm = a.get("comm", "1")
+    if comm not in ("0", "1"):
+        sys.exit(f"torch_ddp.py: --comm {comm!r}: expected 1 (exchange the gradients) or 0 (each trains alone)")
     if P > 1:
         dist.init_process_group("gloo", rank=rank, world_size=P, init_method=f"tcp://{master}:{port}")
         model = torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=float(a.get("bucket-mb", 25)))
@@ -58,21 +67,33 @@ def run(rank, a, port, master="127.0.0.1"):
             dist.barrier()  # ranks start each timed step together
         t0 = time.perf_counter()
         opt.zero_grad()
-        with torch_bench.autocast(precision):
-            logits = model(src, tgt[:, :-1])
-            loss = F.cross_entropy(logits.reshape(-1, c["vocab"]), tgt[:, 1:].reshape(-1), ignore_index=0,
-                                   label_smoothing=0.1)
-        loss.backward()
+        alone = model.no_sync() if P > 1 and comm == "0" else contextlib.nullcontext()
+        with alone:
+            with torch_bench.autocast(precision):
+                logits = model(src, tgt[:, :-1])
+                loss = F.cross_entropy(logits.reshape(-1, c["vocab"]), tgt[:, 1:].reshape(-1), ignore_index=0,
+                                       label_smoothing=0.1)
+            loss.backward()
         opt.step()
         ms = (time.perf_counter() - t0) * 1000
         if s >= warm:
             times.append(ms)
     sys.stderr.write(f"torch_ddp: rank {rank} last loss {loss.item():.4f}, "
                      f"median step {sorted(times)[len(times) // 2]:.1f} ms\n")  # one write: ranks don't interleave
+    allreduce_ms = None
+    if P > 1:  # one exchange of all the gradients' bytes, alone
+        flat = torch.zeros(sum(p.numel() for p in m.parameters()))
+        alone_ms = []
+        for _ in range(3):
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(flat)
+            alone_ms.append((time.perf_counter() - t0) * 1000)
+        allreduce_ms = sorted(alone_ms)[1]
     if rank == 0:
         print(json.dumps(dict(mode="ddp", side="pytorch", processes=P, threads=torch.get_num_threads(),
-                              precision=precision, ms=times, tokens_per_step=P * c["batch"] * c["len"],
-                              core=torch_bench.blas_core())), flush=True)
+                              precision=precision, comm=int(comm), ms=times, allreduce_ms=allreduce_ms,
+                              tokens_per_step=P * c["batch"] * c["len"], core=torch_bench.blas_core())), flush=True)
     if P > 1:
         dist.destroy_process_group()
 

@@ -3,9 +3,11 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "autograd/autograd.h"
 #include "distributed/detail/mpi.h"
@@ -95,6 +97,15 @@ struct DataParallel::State {
   std::vector<bool> ready;         // per parameter, this backward
   std::vector<Bucket> buckets;
   std::vector<int64_t> hook_ids;
+  // progress() after every backward formula on the constructing thread, not
+  // only when a gradient is ready: between two ready gradients a backward
+  // can run for tens of milliseconds, and over TCP a bucket's transfer
+  // stalls for as long once the socket's buffer is drained. `alive` turns
+  // the function off if the destructor runs on another thread (which cannot
+  // remove it from this one's list).
+  int64_t between_id = 0;
+  std::thread::id between_thread;
+  std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
   size_t next_start = 0;  // buckets start in index order on every process
   bool sync = true;
   DataParallelStats stats;
@@ -193,10 +204,17 @@ DataParallel::DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffe
     State* s = s_.get();
     for (int64_t i = 0; i < n; ++i)
       s_->hook_ids.push_back(s_->params[i].add_post_accumulate_grad_hook([s, i](const Tensor&) { s->on_ready(i); }));
+    s_->between_thread = std::this_thread::get_id();
+    s_->between_id = add_between_backward_nodes([s, alive = s_->alive] {
+      if (alive->load()) s->progress();
+    });
   }
 }
 
 DataParallel::~DataParallel() {
+  s_->alive->store(false);
+  if (s_->between_id != 0 && std::this_thread::get_id() == s_->between_thread)
+    remove_between_backward_nodes(s_->between_id);
   for (size_t i = 0; i < s_->hook_ids.size(); ++i) s_->params[i].remove_post_accumulate_grad_hook(s_->hook_ids[i]);
 #ifdef XG_HAVE_MPI
   // Requests in flight must complete before their buffers go away.

@@ -1,5 +1,7 @@
 // The tape: diamonds, reuse, accumulation, no-grad, detach, deep graphs,
 // releasing saved values, and the running-loss leak made loud.
+#include <thread>
+
 #include "tests/helpers.h"
 
 using namespace xg;
@@ -207,4 +209,37 @@ TEST_CASE("tape: post-accumulate hooks only on leaves that require grad") {
   Tensor w = ones({2}).requires_grad_();
   Tensor y = w * 2.0;
   CHECK_THROWS_AS(y.add_post_accumulate_grad_hook([](const Tensor&) {}), std::logic_error);
+}
+
+TEST_CASE("tape: functions between backward nodes run once after each formula, on this thread, until removed") {
+  Tensor x = tensor({2.0, 3.0}, {2}, f64).requires_grad_();
+  int first = 0, second = 0;
+  std::string order;
+  const int64_t a = add_between_backward_nodes([&] {
+    ++first;
+    order += "a";
+  });
+  const int64_t b = add_between_backward_nodes([&] {
+    ++second;
+    order += "b";
+  });
+  sum(exp(x) * x).backward();  // three formulas: sum, mul, exp
+  CHECK(first == 3);
+  CHECK(second == 3);
+  CHECK(order == "ababab");  // each node: every function, in the order they were added
+  int other_thread = -1;
+  std::thread([&] {  // another thread's walk runs none of them
+    Tensor y = tensor({1.0}, {1}, f64).requires_grad_();
+    sum(y * 2.0).backward();
+    other_thread = first;
+  }).join();
+  CHECK(other_thread == 3);
+  remove_between_backward_nodes(a);
+  remove_between_backward_nodes(12345);  // unknown: ignored
+  sum(x * 2.0).backward();
+  CHECK(first == 3);
+  CHECK(second == 5);
+  remove_between_backward_nodes(b);
+  sum(x * 2.0).backward();
+  CHECK(second == 5);
 }

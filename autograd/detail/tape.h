@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <queue>
 #include <string>
@@ -28,6 +29,8 @@ extern thread_local bool g_anomaly;
 extern thread_local std::string g_scope;
 extern thread_local const std::vector<std::shared_ptr<Node>>* g_backward_edges;
 extern thread_local Node* g_current_node;
+// add_between_backward_nodes' functions on this thread, with their ids.
+extern thread_local std::vector<std::pair<int64_t, std::function<void()>>> g_between_nodes;
 // The op profile of this thread (autograd/profile.h), null when none is alive.
 extern thread_local OpProfile* g_profile;
 // xg::grad: the nodes through which a gradient reaches an input asked for
