@@ -124,44 +124,42 @@ class Side:
         return statistics.median(self.values)
 
 
+def step_ms(text):
+    """A run's step times in ms: the JSON line's list (xg_bench, torch_bench.py, rnn.py), or
+    for the vision programs the training time over the steps of their last line."""
+    if any(line.startswith("final steps=") for line in text.splitlines()):
+        f = final_line(text)
+        return [1000 * f["train_seconds"] / f["steps"]]
+    return last_json(text)["ms"]
+
+
 def measure(workload, precision, threads, a):
     """One round: xgrad's run, then PyTorch's at each of its variants. Returns (xgrad's
-    (ms list, rss, flops per step), {variant: (ms list, rss)})."""
+    (ms list, rss, flops per step or None), {variant: (ms list, rss)})."""
     if workload in CONFIGS:
         common = ["train"] + model_flags(workload) + ["--steps", str(a.steps), "--precision", precision]
-        text, rss = run([XG_BENCH] + common + ["--threads", str(threads)], (1, 1, "passive"))
-        x = last_json(text)
-        xg = (x["ms"], rss, x["flops"])
-        pt = {}
-        for v in torch_variants(threads):
-            text, rss = run([PY, os.path.join(HERE, "torch_bench.py")] + common + ["--threads", str(v[0])], v)
-            pt[v] = (last_json(text)["ms"], rss)
-        return xg, pt
-    if workload == "lstm":
+        xg_cmd = [XG_BENCH] + common
+        torch_cmd = [PY, os.path.join(HERE, "torch_bench.py")] + common
+    elif workload == "lstm":
         B, T, C, H = LSTM
         common = ["--cell", "lstm", "--batch", str(B), "--len", str(T), "--input", str(C), "--hidden", str(H),
                   "--precision", precision, "--reps", str(a.steps)]
-        text, rss = run([XG_BENCH, "rnn"] + common + ["--threads", str(threads)], (1, 1, "passive"))
-        x = last_json(text)
-        xg = (x["ms"], x["rss_mb"], x["flops"])
-        pt = {}
-        for v in torch_variants(threads):
-            text, rss = run([PY, os.path.join(HERE, "rnn.py"), "torch"] + common + ["--threads", str(v[0])], v)
-            pt[v] = (last_json(text)["ms"], rss)
-        return xg, pt
-    # vision: ms per step from the images per second of a timed run
-    cmd = [VISION, "train", "--model", workload, "--precision", precision, "--time-limit", str(a.seconds),
-           "--batch", str(VISION_BATCH), "--eval-every", "1000000", "--log-every", "1000000", "--threads", str(threads)]
-    text, rss = run(cmd, (1, 1, "passive"))
-    f = final_line(text)
-    xg = ([1000 * f["train_seconds"] / f["steps"]], rss, None)
+        xg_cmd = [XG_BENCH, "rnn"] + common
+        torch_cmd = [PY, os.path.join(HERE, "rnn.py"), "torch"] + common
+    else:  # vision: ms per step from a timed run
+        common = ["--model", workload, "--time-limit", str(a.seconds), "--batch", str(VISION_BATCH)]
+        xg_cmd = [VISION, "train", "--precision", precision, "--eval-every", "1000000",
+                  "--log-every", "1000000"] + common
+        torch_cmd = [PY, os.path.join(HERE, "vision.py")] + common + (["--bf16"] if precision == "bf16" else [])
+    text, rss = run(xg_cmd + ["--threads", str(threads)], (1, 1, "passive"))
+    x = {} if workload in ("resnet", "vit") else last_json(text)
+    # xg_bench's own peak where it reports one: rnn's leaves out the buffers of
+    # its product timings; train's is the process's peak, as wait4's
+    xg = (step_ms(text), x.get("rss_mb", rss), x.get("flops"))
     pt = {}
     for v in torch_variants(threads):
-        cmd = [PY, os.path.join(HERE, "vision.py"), "--model", workload, "--time-limit", str(a.seconds),
-               "--batch", str(VISION_BATCH), "--threads", str(v[0])] + (["--bf16"] if precision == "bf16" else [])
-        text, rss = run(cmd, v)
-        f = final_line(text)
-        pt[v] = ([1000 * f["train_seconds"] / f["steps"]], rss)
+        text, rss = run(torch_cmd + ["--threads", str(v[0])], v)
+        pt[v] = (step_ms(text), rss)
     return xg, pt
 
 
