@@ -51,6 +51,19 @@ def args(argv):
     return a
 
 
+# The model's flags and the smallest value each takes (model_of reads them).
+MODEL_FLAGS = {"vocab": 4, "len": 1, "d-model": 1, "heads": 1, "layers": 1, "d-ff": 1, "batch": 1}
+
+
+def check_whole(a, lowest, prog):
+    """Exits naming the flag where a given --flag of `lowest` ({flag: smallest value}) is not a whole
+    number at least that large."""
+    for key, lo in lowest.items():
+        v = a.get(key)
+        if v is not None and not (v.isdigit() and int(v) >= lo):
+            sys.exit(f"{prog}: --{key} {v!r}: expected a whole number of at least {lo}")
+
+
 class Model(nn.Module):
     def __init__(self, vocab, d_model, heads, layers, d_ff, max_len, dropout=0.1):
         super().__init__()
@@ -104,6 +117,26 @@ def model_of(a):
     return c, m
 
 
+def random_batch(c, g):
+    """Source (B, L) and target (B, L+1) ids drawn from `g`, never the ids 0-2."""
+    return (torch.randint(3, c["vocab"], (c["batch"], c["len"]), generator=g),
+            torch.randint(3, c["vocab"], (c["batch"], c["len"] + 1), generator=g))
+
+
+def train_step(model, opt, c, precision, src, tgt, around=contextlib.nullcontext):
+    """One step: zero_grad, forward and label-smoothed loss (under autocast for bf16), backward
+    (forward and backward inside `around()`, e.g. DDP's no_sync), Adam's step. Returns the loss."""
+    opt.zero_grad()
+    with around():
+        with autocast(precision):
+            logits = model(src, tgt[:, :-1])
+            loss = F.cross_entropy(logits.reshape(-1, c["vocab"]), tgt[:, 1:].reshape(-1), ignore_index=0,
+                                   label_smoothing=0.1)
+        loss.backward()
+    opt.step()
+    return loss
+
+
 def train(a):
     c, m = model_of(a)
     steps, warm = int(a.get("steps", 20)), int(a.get("warmup", 3))
@@ -113,16 +146,9 @@ def train(a):
     g = torch.Generator().manual_seed(1)
     times = []
     for s in range(warm + steps):
-        src = torch.randint(3, c["vocab"], (c["batch"], c["len"]), generator=g)
-        tgt = torch.randint(3, c["vocab"], (c["batch"], c["len"] + 1), generator=g)
+        src, tgt = random_batch(c, g)
         t0 = time.perf_counter()
-        opt.zero_grad()
-        with autocast(precision):
-            logits = m(src, tgt[:, :-1])
-            loss = F.cross_entropy(logits.reshape(-1, c["vocab"]), tgt[:, 1:].reshape(-1), ignore_index=0,
-                                   label_smoothing=0.1)
-        loss.backward()
-        opt.step()
+        train_step(m, opt, c, precision, src, tgt)
         ms = (time.perf_counter() - t0) * 1000
         if s >= warm:
             times.append(ms)

@@ -32,7 +32,6 @@ import torch_bench  # noqa: E402
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 
 def free_port():
@@ -48,9 +47,7 @@ def run(rank, a, port, master="127.0.0.1"):
     steps, warm = int(a.get("steps", 20)), int(a.get("warmup", 3))
     c, m = torch_bench.model_of(a)  # seeds 0: every rank starts from the same weights
     m.train()
-    comm = a.get("comm", "1")
-    if comm not in ("0", "1"):
-        sys.exit(f"torch_ddp.py: --comm {comm!r}: expected 1 (exchange the gradients) or 0 (each trains alone)")
+    comm = a.get("comm", "1")  # checked by main()
     if P > 1:
         dist.init_process_group("gloo", rank=rank, world_size=P, init_method=f"tcp://{master}:{port}")
         model = torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=float(a.get("bucket-mb", 25)))
@@ -60,21 +57,13 @@ def run(rank, a, port, master="127.0.0.1"):
     opt = torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     g = torch.Generator().manual_seed(1 + rank)  # each rank its own data
     times = []
+    around = model.no_sync if P > 1 and comm == "0" else contextlib.nullcontext
     for s in range(warm + steps):
-        src = torch.randint(3, c["vocab"], (c["batch"], c["len"]), generator=g)
-        tgt = torch.randint(3, c["vocab"], (c["batch"], c["len"] + 1), generator=g)
+        src, tgt = torch_bench.random_batch(c, g)
         if P > 1:
             dist.barrier()  # ranks start each timed step together
         t0 = time.perf_counter()
-        opt.zero_grad()
-        alone = model.no_sync() if P > 1 and comm == "0" else contextlib.nullcontext()
-        with alone:
-            with torch_bench.autocast(precision):
-                logits = model(src, tgt[:, :-1])
-                loss = F.cross_entropy(logits.reshape(-1, c["vocab"]), tgt[:, 1:].reshape(-1), ignore_index=0,
-                                       label_smoothing=0.1)
-            loss.backward()
-        opt.step()
+        loss = torch_bench.train_step(model, opt, c, precision, src, tgt, around)
         ms = (time.perf_counter() - t0) * 1000
         if s >= warm:
             times.append(ms)
@@ -100,7 +89,11 @@ def run(rank, a, port, master="127.0.0.1"):
 
 def main():
     a = torch_bench.args([sys.argv[0], "ddp"] + sys.argv[1:])  # torch_bench.args skips a mode word
+    torch_bench.check_whole(a, {**torch_bench.MODEL_FLAGS, "processes": 1, "steps": 1, "warmup": 0, "bucket-mb": 1},
+                            "torch_ddp.py")
     P = int(a.get("processes", 1))
+    if a.get("comm", "1") not in ("0", "1"):
+        sys.exit(f"torch_ddp.py: --comm {a['comm']!r}: expected 1 (exchange the gradients) or 0 (each trains alone)")
     if "rank" in a:  # one process of P on this host, rank 0 at --master
         if not a.get("rank", "").isdigit() or not 0 <= int(a["rank"]) < P:
             sys.exit(f"torch_ddp.py: --rank {a.get('rank')!r}: expected a whole number from 0 to {P - 1}")
