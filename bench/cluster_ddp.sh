@@ -16,6 +16,7 @@ cd "$(dirname "$0")/.."
 build=$(cd "${1:?usage: cluster_ddp.sh BUILD_DIR [RATES] [ROUNDS] [flags]}" && pwd)
 rates=${2:-10gbit,1gbit}
 rounds=${3:-1}
+[[ "$rounds" =~ ^[1-9][0-9]{0,2}$ ]] || { echo "cluster_ddp.sh: ROUNDS '$rounds': expected a whole number from 1 to 999" >&2; exit 2; }
 shift $(( $# >= 3 ? 3 : $# ))
 flags=("$@")
 [ ${#flags[@]} -gt 0 ] || flags=(--vocab 1000 --len 64 --d-model 512 --heads 8 --layers 6 --d-ff 2048 --batch 16)

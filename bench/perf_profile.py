@@ -16,6 +16,7 @@ matches. For example, a base Transformer step in bf16 at one thread:
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,7 +27,7 @@ GROUPS = [
     ("OpenBLAS", r"^libopenblas"),
     ("bf16 conversions", r"to_bf16|from_bf16"),
     ("optimiser (Adam)", r"optim::"),
-    ("attention: softmax, masks, its backward", r"attention|softmax_rows|lane_sum|lane_max|apply_dropout|backward_heads"),
+    ("attention: softmax, masks, its backward", r"attention|softmax_rows|fill_masked|apply_dropout|backward_heads"),
     ("dropout (and relu + dropout)", r"dropout|masked_scale|positive_bits"),
     ("residual and other adds", r"binary_kernel<xg::add\(|add_into|accumulate"),
     ("layer norm", r"layer_norm"),
@@ -42,8 +43,13 @@ GROUPS = [
 def report(data):
     # Sample counts, not perf's rounded percentages: the JIT code spreads over
     # thousands of addresses of 0.01% each, and their rounding adds up.
-    out = subprocess.run(["perf", "report", "-i", data, "-n", "--sort", "dso,sym", "--stdio", "--no-children"],
-                         capture_output=True, text=True, check=True).stdout
+    if not os.path.isfile(data):
+        sys.exit(f"perf_profile.py: {data}: no such file")
+    run = subprocess.run(["perf", "report", "-i", data, "-n", "--sort", "dso,sym", "--stdio", "--no-children"],
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        sys.exit(f"perf_profile.py: perf report on {data} failed ({run.returncode}):\n{run.stderr[-2000:]}")
+    out = run.stdout
     samples = {name: 0 for name, _ in GROUPS}
     samples["other"] = 0
     for line in out.splitlines():
@@ -60,15 +66,24 @@ def report(data):
             print(f"| {name} | {100 * count / total:.1f}% |")
 
 
+def non_negative(text):
+    """argparse type: a whole number of milliseconds, 0 or more."""
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of milliseconds (0 or more), got '{text}'")
+    return int(text)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--data", help="report this perf.data instead of recording")
-    p.add_argument("--delay-ms", type=int, default=6000, help="samples start this late (set-up and warm-up)")
+    p.add_argument("--delay-ms", type=non_negative, default=6000, help="samples start this late (set-up and warm-up)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND...")
     a = p.parse_args()
     command = a.command[1:] if a.command[:1] == ["--"] else a.command
     if bool(a.data) == bool(command):
         p.error("give either --data FILE or -- COMMAND...")
+    if not shutil.which("perf"):
+        sys.exit("perf_profile.py: perf not found (Debian: linux-perf)")
     if a.data:
         report(a.data)
         return
