@@ -18,8 +18,8 @@ variant of torch_variants() and its best counts. OPENBLAS_CORETYPE is removed
 for both sides (a user's machine does not set it). Every figure is a median:
 of the steps (Transformers, LSTM; over all rounds) or of the rounds' images
 per second (vision, each round --seconds of training, start-up excluded).
-Peak RSS is each process's own (wait4's ru_maxrss), the largest over the
-rounds; PyTorch's includes its import, printed on its own at the start; the
+Peak RSS is each process's own (wait4's ru_maxrss, or the same peak as
+xg_bench reports it where it prints one), the largest over the rounds; PyTorch's includes its import, printed on its own at the start; the
 LSTM's xgrad side reports its peak before its product timings allocate their
 buffers. The share of peak is the products' floating-point work (the
 benchmarks' own count for the Transformers and the LSTM: 3 x the forward
