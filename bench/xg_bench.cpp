@@ -78,6 +78,7 @@ const std::map<std::string, std::string> kFlags = {
     {"max-steps", "converge: the most steps before giving up"},
     {"bucket-mb", "ddp: gradient bucket size in MB"},
     {"comm", "ddp: 1 exchanges the gradients, 0 lets each process train alone (the cost of running side by side)"},
+    {"progress-thread", "ddp: 1 (default) a thread moves the exchange forward, 0 the backward thread between formulas"},
     {"cell", "rnn: lstm or gru"},
     {"input", "rnn: input width (C)"},
     {"hidden", "rnn: hidden width (H)"}};
@@ -450,6 +451,7 @@ int ddp_mode(const std::map<std::string, std::string>& a) {
   models::Transformer model(tcfg(c));
   dist::DataParallelOptions o;
   o.bucket_bytes = geti(a, "bucket-mb", 25, 1, 4096) << 20;
+  o.progress_thread = geti(a, "progress-thread", 1, 0, 1) == 1;
   // --comm 0: the same processes without any exchange (each trains alone):
   // what running side by side costs by itself (shared memory bandwidth).
   const bool comm = geti(a, "comm", 1, 0, 1) == 1;
@@ -499,11 +501,12 @@ int ddp_mode(const std::map<std::string, std::string>& a) {
   if (dist::rank() == 0)
     std::printf("{\"mode\":\"ddp\",\"side\":\"xgrad\",\"processes\":%d,\"threads\":%d,\"precision\":\"%s\","
                 "\"ms\":%s,\"wait_ms\":%s,\"allreduce_ms\":%.3f,\"bytes\":%lld,\"buckets\":%lld,"
-                "\"started_in_backward\":%lld,\"tokens_per_step\":%lld,\"core\":\"%s\"}\n",
+                "\"started_in_backward\":%lld,\"progress_thread\":%d,\"tokens_per_step\":%lld,\"core\":\"%s\"}\n",
                 dist::world_size(), num_threads(), precision_name(precision), list(times).c_str(),
                 list(waits).c_str(), alone[alone.size() / 2], (long long)ddp.stats().bytes,
                 (long long)ddp.stats().buckets, (long long)ddp.stats().started_in_backward,
-                (long long)(dist::world_size() * c.batch * c.len), engine::blas_core().c_str());
+                ddp.stats().progress_thread ? 1 : 0, (long long)(dist::world_size() * c.batch * c.len),
+                engine::blas_core().c_str());
   return 0;
 }
 

@@ -58,6 +58,12 @@ struct DataParallelOptions {
   // bytes on the wire; each process's (already averaged) gradient is rounded
   // to bf16, and so is each partial sum of the reduction.
   bool bf16_exchange = false;
+  // A thread that moves the buckets in flight forward every half
+  // millisecond while backward runs (MPI then runs with
+  // MPI_THREAD_MULTIPLE). Off, or where MPI lacks MPI_THREAD_MULTIPLE, the
+  // backward thread tests them after each backward formula instead, and a
+  // transfer over TCP stalls while one long formula runs.
+  bool progress_thread = true;
 };
 
 // What DataParallel has done so far (stats()).
@@ -67,6 +73,7 @@ struct DataParallelStats {
   int64_t steps = 0;             // wait() calls that reduced
   int64_t started_in_backward = 0;  // buckets started by a hook (rest: by wait())
   double wait_seconds = 0;       // total time blocked in wait(): communication not hidden
+  bool progress_thread = false;  // a progress thread runs (the option, MPI_THREAD_MULTIPLE, more than 1 process)
 };
 
 // Keeps one model's gradients equal over the processes: buckets reduced while

@@ -37,6 +37,7 @@ bool compiled_with_mpi() { return true; }
 
 namespace {
 bool g_mpi = false;  // this Environment initialised MPI (not a single process started directly)
+bool g_thread_multiple = false;  // MPI provided MPI_THREAD_MULTIPLE
 // Started by mpirun (or another MPI launcher)? A program started directly is
 // one process: it does not start MPI at all (no singleton runtime, nothing
 // for a leak checker to report in MPI's own allocations).
@@ -46,6 +47,8 @@ bool launched_by_mpi() {
   return false;
 }
 }  // namespace
+
+bool thread_multiple() { return g_mpi && g_thread_multiple; }
 
 Environment::Environment(int* argc, char*** argv) : uncaught_(std::uncaught_exceptions()) {
   if (g_alive) throw std::logic_error("dist::Environment: MPI is already initialised by another Environment");
@@ -58,7 +61,16 @@ Environment::Environment(int* argc, char*** argv) : uncaught_(std::uncaught_exce
   MPI_Finalized(&done);
   if (done) throw std::logic_error("dist::Environment: MPI was finalised already and cannot start again");
   int provided = 0;
-  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  // OpenMPI's non-blocking allreduce (coll/libnbc) picks, by default, a
+  // binomial reduce then broadcast for fewer than 4 processes or an
+  // in-place buffer: one direction of a link at a time, half its bandwidth
+  // (docs/distributed.md). The ring uses both directions at once and is
+  // bandwidth-optimal at any size of world. A value the user has set stays.
+  setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
+  // MPI_THREAD_MULTIPLE for DataParallel's progress thread; the user's calls
+  // stay on this thread (see dist.h).
+  MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  g_thread_multiple = provided >= MPI_THREAD_MULTIPLE;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   check_mpi(MPI_Comm_rank(MPI_COMM_WORLD, &g_rank), "MPI_Comm_rank");
   check_mpi(MPI_Comm_size(MPI_COMM_WORLD, &g_size), "MPI_Comm_size");

@@ -11,8 +11,10 @@
 // every call here works for that single process (compiled_with_mpi() says
 // which) and Environment refuses only a launch by mpirun with N > 1.
 //
-// Only the thread that created the Environment may call these functions (MPI
-// is initialised with MPI_THREAD_FUNNELED); xgrad's kernel threads never do.
+// Only the thread that created the Environment may call these functions;
+// xgrad's kernel threads never do. MPI is initialised with
+// MPI_THREAD_MULTIPLE so that DataParallel's progress thread may test its
+// own requests beside them.
 #pragma once
 
 #include <cstdint>

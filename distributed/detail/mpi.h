@@ -14,6 +14,9 @@ namespace xg::dist {
 // Throws MpiError naming `call` and MPI's description of `rc` unless MPI_SUCCESS.
 void check_mpi(int rc, const char* call);
 MPI_Datatype mpi_type(Dtype d);
+// MPI was initialised with MPI_THREAD_MULTIPLE: a library thread (such as
+// DataParallel's progress thread) may call it beside the user's.
+bool thread_multiple();
 // MPI counts are int: longer buffers go in pieces of at most this many elements.
 inline constexpr int64_t kMaxCount = INT_MAX / 2;
 
