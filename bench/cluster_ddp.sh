@@ -4,6 +4,7 @@
 # each link rate given: one process of one thread per host, --batch per
 # process. Root; the build in BUILD_DIR.
 #   bash bench/cluster_ddp.sh BUILD_DIR [RATES (10gbit,1gbit)] [ROUNDS (1)] [model flags (base's)]
+#   e.g. ... 10gbit 3 --model resnet --batch 128 --steps 20 --warmup 3   (ResNet-20)
 # Each round runs, per side: 1 process alone; then at each rate, 2 hosts
 # exchanging the gradients and the same 2 hosts without any exchange
 # (--comm 0). The exchange's exposed cost is the difference of those two
@@ -21,6 +22,7 @@ shift $(( $# >= 3 ? 3 : $# ))
 flags=("$@")
 [ ${#flags[@]} -gt 0 ] || flags=(--vocab 1000 --len 64 --d-model 512 --heads 8 --layers 6 --d-ff 2048 --batch 16)
 timing=(--steps 4 --warmup 1)
+[[ " ${flags[*]} " == *" --steps "* ]] && timing=()  # the flags' own --steps and --warmup
 xg="$build/bench/xg_bench"
 unset OPENBLAS_CORETYPE  # a user's machine does not set it
 # One thread per process on both sides, as bench/ddp.py sets it: without

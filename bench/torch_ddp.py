@@ -9,6 +9,11 @@ Run with /usr/bin/python3 (Debian's python3-torch). Rank 0 prints one JSON line 
 
   torch_ddp.py --vocab V --len L --d-model C --heads H --layers N --d-ff F --batch B
                --steps K --warmup W --precision f32|bf16 --processes P --bucket-mb 25 [--comm 1|0]
+               [--bf16-exchange 0|1]
+  torch_ddp.py --model resnet --batch B ...   # ResNet-20 of vision.py on B random 28x28 images, AdamW
+
+--model resnet trains the ResNet-20 and AdamW of `vision.py --model resnet` (xg_bench ddp --model
+resnet the same model in xgrad) on random images and labels, no augmentation or clipping.
 
 --comm 0 runs the same P processes without any exchange (every step under DDP's no_sync()),
 as xg_bench ddp --comm 0 does: the difference of the two step times is the exchange's cost
@@ -40,30 +45,59 @@ def free_port():
         return s.getsockname()[1]
 
 
+def image_step(model, opt, precision, x, y, around):
+    """One ResNet step as xg_bench ddp --model resnet takes it: zero_grad, forward and
+    cross-entropy (autocast for bf16), backward (inside `around()`), AdamW's step."""
+    opt.zero_grad()
+    with around():
+        with torch_bench.autocast(precision):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+    opt.step()
+    return loss
+
+
 def run(rank, a, port, master="127.0.0.1"):
     torch.set_num_threads(1)
     P = int(a.get("processes", 1))
     precision = a.get("precision", "f32")
     steps, warm = int(a.get("steps", 20)), int(a.get("warmup", 3))
-    c, m = torch_bench.model_of(a)  # seeds 0: every rank starts from the same weights
+    resnet = a.get("model", "transformer") == "resnet"
+    if resnet:  # vision.py's ResNet-20 and its AdamW (seeded: every rank starts from the same weights)
+        import vision
+        m, opt = vision.build("resnet")
+        c = dict(batch=int(a.get("batch", 128)))
+    else:
+        c, m = torch_bench.model_of(a)  # seeds 0: every rank starts from the same weights
     m.train()
     comm = a.get("comm", "1")  # checked by main()
     if P > 1:
         dist.init_process_group("gloo", rank=rank, world_size=P, init_method=f"tcp://{master}:{port}")
         model = torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=float(a.get("bucket-mb", 25)))
+        if a.get("bf16-exchange", "0") == "1":  # as xg_bench ddp --bf16-exchange 1
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            model.register_comm_hook(None, default_hooks.bf16_compress_hook)
     else:
         # One process is what a user runs without DDP: the plain model, no process group.
         model = m
-    opt = torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    if not resnet:
+        opt = torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
     g = torch.Generator().manual_seed(1 + rank)  # each rank its own data
     times = []
     around = model.no_sync if P > 1 and comm == "0" else contextlib.nullcontext
     for s in range(warm + steps):
-        src, tgt = torch_bench.random_batch(c, g)
+        if resnet:
+            x = torch.rand(c["batch"], 1, 28, 28, generator=g)
+            y = torch.randint(0, 10, (c["batch"],), generator=g)
+        else:
+            src, tgt = torch_bench.random_batch(c, g)
         if P > 1:
             dist.barrier()  # ranks start each timed step together
         t0 = time.perf_counter()
-        loss = torch_bench.train_step(model, opt, c, precision, src, tgt, around)
+        if resnet:
+            loss = image_step(model, opt, precision, x, y, around)
+        else:
+            loss = torch_bench.train_step(model, opt, c, precision, src, tgt, around)
         ms = (time.perf_counter() - t0) * 1000
         if s >= warm:
             times.append(ms)
@@ -82,7 +116,9 @@ def run(rank, a, port, master="127.0.0.1"):
     if rank == 0:
         print(json.dumps(dict(mode="ddp", side="pytorch", processes=P, threads=torch.get_num_threads(),
                               precision=precision, comm=int(comm), ms=times, allreduce_ms=allreduce_ms,
-                              tokens_per_step=P * c["batch"] * c["len"], core=torch_bench.blas_core())), flush=True)
+                              **{"images_per_step" if resnet else "tokens_per_step":
+                                 P * c["batch"] * (1 if resnet else c["len"])},
+                              core=torch_bench.blas_core())), flush=True)
     if P > 1:
         dist.destroy_process_group()
 
@@ -92,6 +128,10 @@ def main():
     torch_bench.check_whole(a, {**torch_bench.MODEL_FLAGS, "processes": 1, "steps": 1, "warmup": 0, "bucket-mb": 1},
                             "torch_ddp.py")
     P = int(a.get("processes", 1))
+    if a.get("model", "transformer") not in ("transformer", "resnet"):
+        sys.exit(f"torch_ddp.py: --model {a['model']!r}: expected transformer or resnet")
+    if a.get("bf16-exchange", "0") not in ("0", "1"):
+        sys.exit(f"torch_ddp.py: --bf16-exchange {a['bf16-exchange']!r}: expected 0 or 1 (bf16_compress_hook)")
     if a.get("comm", "1") not in ("0", "1"):
         sys.exit(f"torch_ddp.py: --comm {a['comm']!r}: expected 1 (exchange the gradients) or 0 (each trains alone)")
     if "rank" in a:  # one process of P on this host, rank 0 at --master

@@ -46,6 +46,7 @@
 #include "engine/gemm.h"
 #include "distributed/data_parallel.h"
 #include "apps/seq2seq/seq2seq.h"
+#include "models/image_model.h"
 #include "models/transformer.h"
 #include "nn/rnn.h"
 #include "optim/optim.h"
@@ -77,6 +78,8 @@ const std::map<std::string, std::string> kFlags = {
     {"seed", "converge: random seed"},
     {"max-steps", "converge: the most steps before giving up"},
     {"bucket-mb", "ddp: gradient bucket size in MB"},
+    {"bf16-exchange", "ddp: 1 sends float32 gradients as bf16 (DataParallelOptions::bf16_exchange)"},
+    {"model", "ddp: transformer (the --vocab ... --batch flags) or resnet (ResNet-20, --batch 28x28 images)"},
     {"comm", "ddp: 1 exchanges the gradients, 0 lets each process train alone (the cost of running side by side)"},
     {"progress-thread", "ddp: 1 (default) a thread moves the exchange forward, 0 the backward thread between formulas"},
     {"cell", "rnn: lstm or gru"},
@@ -445,46 +448,77 @@ int converge(const std::map<std::string, std::string>& a) {
 // (communication not hidden behind backward) and the time one blocking
 // allreduce of all the gradients takes by itself.
 int ddp_mode(const std::map<std::string, std::string>& a) {
-  Cfg c = model_cfg(a);
   const int64_t steps = geti(a, "steps", 20), warm = geti(a, "warmup", 3, 0);
   const Precision precision = parse_precision(gets(a, "precision", "f32"));
-  models::Transformer model(tcfg(c));
+  const std::string which = gets(a, "model", "transformer");
+  if (which != "transformer" && which != "resnet")
+    throw std::invalid_argument("--model '" + which + "': expected transformer or resnet");
+  // Either model and its optimiser, and one step's loss on a fresh random
+  // batch: the Transformer of --vocab ... --batch with Adam, or ResNet-20 on
+  // --batch random 28x28 images with AdamW (vision train's defaults).
+  Cfg c = model_cfg(a);
+  std::shared_ptr<nn::Module> model;
+  std::unique_ptr<optim::Optimizer> opt;
+  Generator g(1 + static_cast<uint64_t>(dist::rank()));
+  std::function<Tensor()> loss_of_batch;
+  int64_t items = 0;  // tokens or images a step, every process
+  if (which == "transformer") {
+    auto t = std::make_shared<models::Transformer>(tcfg(c));
+    optim::AdamOptions ao;
+    ao.lr = 1e-4;
+    ao.beta2 = 0.98;
+    ao.eps = 1e-9;
+    opt = std::make_unique<optim::Adam>(t->parameters(), ao);
+    loss_of_batch = [t, &g, &c] {
+      const auto [src, tin, tout] = random_step(g, c);
+      return t->loss(src, tin, tout, 0.1);
+    };
+    model = t;
+    items = c.batch * c.len;
+  } else {
+    model = models::make_image_model(models::ResNetConfig{}).module;
+    optim::AdamWOptions wo;
+    wo.lr = 1e-3;
+    opt = std::make_unique<optim::AdamW>(model->parameters(), wo);
+    loss_of_batch = [model, &g, &c] {
+      const Tensor images = rand({c.batch, 1, 28, 28}, g);
+      std::vector<int64_t> labels(static_cast<size_t>(c.batch));
+      for (auto& y : labels) y = static_cast<int64_t>(g.uniform() * 10) % 10;
+      return cross_entropy(model->forward(images), labels);
+    };
+    items = c.batch;
+  }
   dist::DataParallelOptions o;
   o.bucket_bytes = geti(a, "bucket-mb", 25, 1, 4096) << 20;
   o.progress_thread = geti(a, "progress-thread", 1, 0, 1) == 1;
+  o.bf16_exchange = geti(a, "bf16-exchange", 0, 0, 1) == 1;
   // --comm 0: the same processes without any exchange (each trains alone):
   // what running side by side costs by itself (shared memory bandwidth).
   const bool comm = geti(a, "comm", 1, 0, 1) == 1;
   std::vector<Tensor> params, buffers;
   if (comm) {
-    params = model.parameters();
-    for (auto& [name, t] : model.named_buffers()) buffers.push_back(t);
+    params = model->parameters();
+    for (auto& [name, t] : model->named_buffers()) buffers.push_back(t);
   }
   dist::DataParallel ddp(params, buffers, o);
-  optim::AdamOptions ao;
-  ao.lr = 1e-4;
-  ao.beta2 = 0.98;
-  ao.eps = 1e-9;
-  optim::Adam opt(model.parameters(), ao);
-  Generator g(1 + static_cast<uint64_t>(dist::rank()));
-  std::vector<double> times, waits;
+  std::vector<double> times, waits, packs;
   for (int64_t s = 0; s < warm + steps; ++s) {
-    const auto [src, tin, tout] = random_step(g, c);
     dist::barrier();  // every process starts the step together
-    const double waited = ddp.stats().wait_seconds;
+    const double waited = ddp.stats().wait_seconds, packed = ddp.stats().pack_seconds;
     auto t0 = clk::now();
-    opt.zero_grad();
+    opt->zero_grad();
     Tensor loss;
     {
       Autocast cast(precision);
-      loss = model.loss(src, tin, tout, 0.1);
+      loss = loss_of_batch();
     }
     loss.backward();
     ddp.wait();
-    opt.step();
+    opt->step();
     if (s >= warm) {
       times.push_back(ms_since(t0));
       waits.push_back(1e3 * (ddp.stats().wait_seconds - waited));
+      packs.push_back(1e3 * (ddp.stats().pack_seconds - packed));
     }
   }
   // One blocking allreduce of every gradient byte, alone: what wait() would
@@ -500,12 +534,13 @@ int ddp_mode(const std::map<std::string, std::string>& a) {
   std::sort(alone.begin(), alone.end());
   if (dist::rank() == 0)
     std::printf("{\"mode\":\"ddp\",\"side\":\"xgrad\",\"processes\":%d,\"threads\":%d,\"precision\":\"%s\","
-                "\"ms\":%s,\"wait_ms\":%s,\"allreduce_ms\":%.3f,\"bytes\":%lld,\"buckets\":%lld,"
-                "\"started_in_backward\":%lld,\"progress_thread\":%d,\"tokens_per_step\":%lld,\"core\":\"%s\"}\n",
+                "\"ms\":%s,\"wait_ms\":%s,\"pack_ms\":%s,\"allreduce_ms\":%.3f,\"bytes\":%lld,\"buckets\":%lld,"
+                "\"started_in_backward\":%lld,\"progress_thread\":%d,\"%s_per_step\":%lld,\"core\":\"%s\"}\n",
                 dist::world_size(), num_threads(), precision_name(precision), list(times).c_str(),
-                list(waits).c_str(), alone[alone.size() / 2], (long long)ddp.stats().bytes,
+                list(waits).c_str(), list(packs).c_str(), alone[alone.size() / 2], (long long)ddp.stats().bytes,
                 (long long)ddp.stats().buckets, (long long)ddp.stats().started_in_backward,
-                ddp.stats().progress_thread ? 1 : 0, (long long)(dist::world_size() * c.batch * c.len),
+                ddp.stats().progress_thread ? 1 : 0, which == "resnet" ? "images" : "tokens",
+                (long long)(dist::world_size() * items),
                 engine::blas_core().c_str());
   return 0;
 }

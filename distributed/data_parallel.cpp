@@ -291,6 +291,7 @@ void DataParallel::State::on_ready(int64_t i) {
 }
 
 void DataParallel::State::start(Bucket& b) {
+  const auto t0 = std::chrono::steady_clock::now();
   const int64_t nv = b.values;
   // Copied in already divided by the number of processes (when averaging):
   // the sum is then the mean, and wait() hands out views of the buffer
@@ -320,6 +321,7 @@ void DataParallel::State::start(Bucket& b) {
 #ifdef XG_HAVE_MPI
   const bool half = !b.wire.empty();  // bf16 on the wire (the flags, small integers, stay exact)
   if (half) engine::to_bf16(ptr<float>(b.flat), b.wire.data(), b.flat.numel());
+  stats.pack_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const MPI_Datatype type = half ? MPI_UINT16_T : mpi_type(b.dtype);
   const MPI_Op op = half ? bf16_sum_op() : MPI_SUM;
   auto issue = [&](void* p, int count) {

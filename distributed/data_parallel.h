@@ -73,6 +73,7 @@ struct DataParallelStats {
   int64_t steps = 0;             // wait() calls that reduced
   int64_t started_in_backward = 0;  // buckets started by a hook (rest: by wait())
   double wait_seconds = 0;       // total time blocked in wait(): communication not hidden
+  double pack_seconds = 0;       // total time copying gradients into the buckets (and to bf16 for the wire)
   bool progress_thread = false;  // a progress thread runs (the option, MPI_THREAD_MULTIPLE, more than 1 process)
 };
 
