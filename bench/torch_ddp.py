@@ -9,7 +9,7 @@ Run with /usr/bin/python3 (Debian's python3-torch). Rank 0 prints one JSON line 
 
   torch_ddp.py --vocab V --len L --d-model C --heads H --layers N --d-ff F --batch B
                --steps K --warmup W --precision f32|bf16 --processes P --bucket-mb 25 [--comm 1|0]
-               [--bf16-exchange 0|1]
+               [--bf16-exchange 0|1] [--bucket-kb K (instead of --bucket-mb)]
   torch_ddp.py --model resnet --batch B ...   # ResNet-20 of vision.py on B random 28x28 images, AdamW
 
 --model resnet trains the ResNet-20 and AdamW of `vision.py --model resnet` (xg_bench ddp --model
@@ -73,7 +73,8 @@ def run(rank, a, port, master="127.0.0.1"):
     comm = a.get("comm", "1")  # checked by main()
     if P > 1:
         dist.init_process_group("gloo", rank=rank, world_size=P, init_method=f"tcp://{master}:{port}")
-        model = torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=float(a.get("bucket-mb", 25)))
+        cap_mb = int(a["bucket-kb"]) / 1024 if "bucket-kb" in a else int(a.get("bucket-mb", 25))
+        model = torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=cap_mb)
         if a.get("bf16-exchange", "0") == "1":  # as xg_bench ddp --bf16-exchange 1
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
             model.register_comm_hook(None, default_hooks.bf16_compress_hook)
@@ -125,7 +126,8 @@ def run(rank, a, port, master="127.0.0.1"):
 
 def main():
     a = torch_bench.args([sys.argv[0], "ddp"] + sys.argv[1:])  # torch_bench.args skips a mode word
-    torch_bench.check_whole(a, {**torch_bench.MODEL_FLAGS, "processes": 1, "steps": 1, "warmup": 0, "bucket-mb": 1},
+    torch_bench.check_whole(a, {**torch_bench.MODEL_FLAGS, "processes": 1, "steps": 1, "warmup": 0, "bucket-mb": 1,
+                                "bucket-kb": 1},
                             "torch_ddp.py")
     P = int(a.get("processes", 1))
     if a.get("model", "transformer") not in ("transformer", "resnet"):

@@ -78,6 +78,7 @@ const std::map<std::string, std::string> kFlags = {
     {"seed", "converge: random seed"},
     {"max-steps", "converge: the most steps before giving up"},
     {"bucket-mb", "ddp: gradient bucket size in MB"},
+    {"bucket-kb", "ddp: gradient bucket size in KB (instead of --bucket-mb)"},
     {"bf16-exchange", "ddp: 1 sends float32 gradients as bf16 (DataParallelOptions::bf16_exchange)"},
     {"model", "ddp: transformer (the --vocab ... --batch flags) or resnet (ResNet-20, --batch 28x28 images)"},
     {"comm", "ddp: 1 exchanges the gradients, 0 lets each process train alone (the cost of running side by side)"},
@@ -489,7 +490,7 @@ int ddp_mode(const std::map<std::string, std::string>& a) {
     items = c.batch;
   }
   dist::DataParallelOptions o;
-  o.bucket_bytes = geti(a, "bucket-mb", 25, 1, 4096) << 20;
+  o.bucket_bytes = a.count("bucket-kb") ? geti(a, "bucket-kb", 0, 1, 4 << 20) << 10 : geti(a, "bucket-mb", 25, 1, 4096) << 20;
   o.progress_thread = geti(a, "progress-thread", 1, 0, 1) == 1;
   o.bf16_exchange = geti(a, "bf16-exchange", 0, 0, 1) == 1;
   // --comm 0: the same processes without any exchange (each trains alone):
