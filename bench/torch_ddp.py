@@ -9,7 +9,7 @@ Run with /usr/bin/python3 (Debian's python3-torch). Rank 0 prints one JSON line 
 
   torch_ddp.py --vocab V --len L --d-model C --heads H --layers N --d-ff F --batch B
                --steps K --warmup W --precision f32|bf16 --processes P --bucket-mb 25 [--comm 1|0]
-               [--bf16-exchange 0|1] [--bucket-kb K (instead of --bucket-mb)]
+               [--bf16-exchange 0|1 (fp16_compress_hook)] [--bucket-kb K (instead of --bucket-mb)]
   torch_ddp.py --model resnet --batch B ...   # ResNet-20 of vision.py on B random 28x28 images, AdamW
 
 --model resnet trains the ResNet-20 and AdamW of `vision.py --model resnet` (xg_bench ddp --model
@@ -75,9 +75,11 @@ def run(rank, a, port, master="127.0.0.1"):
         dist.init_process_group("gloo", rank=rank, world_size=P, init_method=f"tcp://{master}:{port}")
         cap_mb = int(a["bucket-kb"]) / 1024 if "bucket-kb" in a else int(a.get("bucket-mb", 25))
         model = torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=cap_mb)
-        if a.get("bf16-exchange", "0") == "1":  # as xg_bench ddp --bf16-exchange 1
+        if a.get("bf16-exchange", "0") == "1":
+            # Half the bytes on the wire, as xg_bench ddp --bf16-exchange 1. PyTorch 1.13's
+            # bf16_compress_hook refuses anything but NCCL on CUDA; its fp16 twin runs on gloo.
             from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-            model.register_comm_hook(None, default_hooks.bf16_compress_hook)
+            model.register_comm_hook(None, default_hooks.fp16_compress_hook)
     else:
         # One process is what a user runs without DDP: the plain model, no process group.
         model = m
@@ -133,7 +135,7 @@ def main():
     if a.get("model", "transformer") not in ("transformer", "resnet"):
         sys.exit(f"torch_ddp.py: --model {a['model']!r}: expected transformer or resnet")
     if a.get("bf16-exchange", "0") not in ("0", "1"):
-        sys.exit(f"torch_ddp.py: --bf16-exchange {a['bf16-exchange']!r}: expected 0 or 1 (bf16_compress_hook)")
+        sys.exit(f"torch_ddp.py: --bf16-exchange {a['bf16-exchange']!r}: expected 0 or 1 (PyTorch: fp16_compress_hook)")
     if a.get("comm", "1") not in ("0", "1"):
         sys.exit(f"torch_ddp.py: --comm {a['comm']!r}: expected 1 (exchange the gradients) or 0 (each trains alone)")
     if "rank" in a:  # one process of P on this host, rank 0 at --master
