@@ -55,6 +55,7 @@ void TrainOptions::validate(bool option_names) const {
   finite("beta2", beta2, 0, 0.999999);
   require(std::isfinite(eps) && eps > 0 && eps <= 1, fmt::format("{} {}: expected a number above 0, at most 1", n("eps"), eps));
   finite("weight_decay", weight_decay, 0, 10);
+  finite("bucket_mb", bucket_mb, 1.0 / 1024, 4096);
   require(std::isfinite(clip_norm), fmt::format("{} {}: expected a finite number (<= 0: off)", n("clip_norm"), clip_norm));
   finite("average", average, 0, 0.99);
   finite("min_lr_ratio", min_lr_ratio, 0, 1);
@@ -100,6 +101,7 @@ Trainer::Trainer(Job& job, const TrainOptions& o) : job_(job), opts_(o) {
   if (dist::world_size() > 1) {
     dist::DataParallelOptions d;
     d.bf16_exchange = opts_.bf16_exchange;
+    d.bucket_bytes = static_cast<int64_t>(opts_.bucket_mb * (1 << 20));
     ddp_ = std::make_unique<dist::DataParallel>(job_.model(), d);
     if (dist::rank() > 0 && job_.dropout_generator())
       *job_.dropout_generator() = Generator(rank_seed(opts_.seed, dist::rank(), 0));

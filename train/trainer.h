@@ -56,6 +56,11 @@ struct TrainOptions {
   // DataParallelOptions::bf16_exchange). Changes the trajectory by bf16
   // rounding of the gradients; not part of a run's identity.
   bool bf16_exchange = false;
+  // Under mpirun: MB of gradients a bucket exchanges (DataParallelOptions::
+  // bucket_bytes; PyTorch DDP's bucket_cap_mb and its default). Smaller
+  // buckets hide more of a slow link (docs/distributed.md); the result is
+  // the same to float32 rounding.
+  double bucket_mb = 25;
   uint64_t seed = 1;       // the dropout seeds of ranks > 0
   Precision precision = Precision::f32;  // bf16: the job's loss under Autocast(bf16)
   bool detect_anomaly = false;           // each step under DetectAnomalyGuard

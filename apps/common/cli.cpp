@@ -34,6 +34,9 @@ void add_train_options(CLI::App& app, train::TrainOptions& o, TrainWords& words,
            "the same weights, 1/N of the optimiser's memory");
   add_flag(app, "--bf16-exchange", o.bf16_exchange,
            "under mpirun, exchange float32 gradients as bf16 (half the bytes; the gradients rounded to bf16)");
+  add_real(app, "--bucket-mb", o.bucket_mb, 1.0 / 1024, 4096,
+           "under mpirun, MB of gradients each allreduce exchanges (PyTorch DDP's bucket_cap_mb; smaller hides "
+           "more of a slow link)");
   add_int(app, "--seed", o.seed, 0, std::numeric_limits<int64_t>::max() / 2, "random seed");
   add_real(app, "--average", o.average, 0, 0.99,
            "score and save the mean of the weights at 8 points over this last fraction of the schedule "
