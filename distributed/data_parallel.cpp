@@ -99,8 +99,9 @@ struct DataParallel::State {
   std::vector<bool> ready;         // per parameter, this backward
   std::vector<Bucket> buckets;
   std::vector<int64_t> hook_ids;
-  // progress() after every backward formula on the constructing thread, not
-  // only when a gradient is ready: between two ready gradients a backward
+  // Without the progress thread: test() after every backward formula on the
+  // constructing thread, not only when a gradient is ready: between two
+  // ready gradients a backward
   // can run for tens of milliseconds, and over TCP a bucket's transfer
   // stalls for as long once the socket's buffer is drained. `alive` turns
   // the function off if the destructor runs on another thread (which cannot
@@ -130,8 +131,7 @@ struct DataParallel::State {
   void cut_buckets();
   void on_ready(int64_t i);
   void start(Bucket& b);
-  void progress();
-  bool test_started();
+  int64_t test(size_t n);
   void poll_loop();
   void stop_poller();
 };
@@ -241,7 +241,7 @@ DataParallel::DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffe
     } else {
       s_->between_thread = std::this_thread::get_id();
       s_->between_id = add_between_backward_nodes([s, alive = s_->alive] {
-        if (alive->load()) s->progress();
+        if (alive->load()) s->test(s->next_start);
       });
     }
   }
@@ -287,7 +287,7 @@ void DataParallel::State::on_ready(int64_t i) {
     start(buckets[next_start++]);
     ++stats.started_in_backward;
   }
-  if (!poller.joinable()) progress();
+  if (!poller.joinable()) test(next_start);
 }
 
 void DataParallel::State::start(Bucket& b) {
@@ -339,28 +339,13 @@ void DataParallel::State::start(Bucket& b) {
 #endif
 }
 
-// MPI moves a non-blocking collective forward only inside MPI calls: without
-// the progress thread, test the buckets in flight each time a gradient is
-// ready and after every backward formula.
-void DataParallel::State::progress() {
+// MPI moves a non-blocking collective forward only inside MPI calls: tests
+// the requests of the first `n` buckets started. Returns how many buckets
+// this call found complete. Without the progress thread, called each time a
+// gradient is ready and after every backward formula.
+int64_t DataParallel::State::test(size_t n) {
+  int64_t completed = 0;
 #ifdef XG_HAVE_MPI
-  for (size_t k = 0; k < next_start; ++k) {
-    Bucket& b = buckets[k];
-    if (b.requests.empty()) continue;
-    int done = 0;
-    check_mpi(MPI_Testall(static_cast<int>(b.requests.size()), b.requests.data(), &done, MPI_STATUSES_IGNORE),
-              "MPI_Testall");
-    if (done) b.requests.clear();
-  }
-#endif
-}
-
-// The progress thread's pass over the published buckets (mu held): true
-// while one is still in flight.
-bool DataParallel::State::test_started() {
-  bool any = false;
-#ifdef XG_HAVE_MPI
-  const size_t n = started.load(std::memory_order_acquire);
   for (size_t k = 0; k < n; ++k) {
     Bucket& b = buckets[k];
     if (b.requests.empty()) continue;
@@ -369,13 +354,13 @@ bool DataParallel::State::test_started() {
               "MPI_Testall");
     if (done) {
       b.requests.clear();
-      in_flight.fetch_sub(1);
-    } else {
-      any = true;
+      ++completed;
     }
   }
+#else
+  (void)n;
 #endif
-  return any;
+  return completed;
 }
 
 void DataParallel::State::poll_loop() {
@@ -384,7 +369,7 @@ void DataParallel::State::poll_loop() {
     wake.wait(lock, [&] { return stop || in_flight.load() > 0; });
     if (stop) break;
     try {
-      test_started();
+      in_flight.fetch_sub(test(started.load(std::memory_order_acquire)));
     } catch (const std::exception& e) {
       poll_error = e.what();
       stop = true;  // wait() throws it; MPI's own calls there report the same failure
