@@ -118,13 +118,16 @@ struct DataParallel::State {
   // longer than a socket's buffer takes to drain, so the thread tests the
   // buckets in flight every kPollInterval while any is. `started` publishes
   // the buckets whose requests start() has written; `mu` is held by the
-  // thread while it tests and by wait() and the destructor while they own
-  // the requests. Errors are kept for wait() to throw.
+  // thread while it tests and by wait() while it owns the requests. An MPI
+  // error ends the thread (`polling` false: the backward thread tests
+  // again) and is kept for wait() to throw.
   std::thread poller;
+  std::atomic<bool> polling{false};  // the thread runs and tests the requests
   std::mutex mu;
   std::condition_variable wake;
   std::atomic<size_t> started{0};
   std::atomic<int64_t> in_flight{0};  // started buckets the thread has not seen complete
+  std::atomic<int64_t> thread_completed{0};  // buckets the thread saw complete (stats, at wait())
   bool stop = false;                  // guarded by mu
   std::string poll_error;             // guarded by mu
 
@@ -237,6 +240,7 @@ DataParallel::DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffe
     const bool threads = false;
 #endif
     if (o.progress_thread && threads) {
+      s_->polling = true;
       s_->poller = std::thread([s] { s->poll_loop(); });
     } else {
       s_->between_thread = std::this_thread::get_id();
@@ -287,7 +291,7 @@ void DataParallel::State::on_ready(int64_t i) {
     start(buckets[next_start++]);
     ++stats.started_in_backward;
   }
-  if (!poller.joinable()) test(next_start);
+  if (!polling.load()) test(next_start);
 }
 
 void DataParallel::State::start(Bucket& b) {
@@ -334,7 +338,12 @@ void DataParallel::State::start(Bucket& b) {
     for_each_piece(b.flat, issue);
   if (poller.joinable()) {
     started.store(static_cast<size_t>(&b - buckets.data()) + 1, std::memory_order_release);
-    if (in_flight.fetch_add(1) == 0) wake.notify_one();
+    if (in_flight.fetch_add(1) == 0) {
+      // Through the mutex: a thread between its check of in_flight and its
+      // sleep would miss a bare notify, and sleep through the step.
+      { std::lock_guard<std::mutex> lock(mu); }
+      wake.notify_one();
+    }
   }
 #endif
 }
@@ -369,10 +378,12 @@ void DataParallel::State::poll_loop() {
     wake.wait(lock, [&] { return stop || in_flight.load() > 0; });
     if (stop) break;
     try {
-      in_flight.fetch_sub(test(started.load(std::memory_order_acquire)));
+      const int64_t done = test(started.load(std::memory_order_acquire));
+      in_flight.fetch_sub(done);
+      thread_completed.fetch_add(done);
     } catch (const std::exception& e) {
-      poll_error = e.what();
-      stop = true;  // wait() throws it; MPI's own calls there report the same failure
+      poll_error = e.what();  // wait() throws it
+      polling = false;        // the backward thread tests again
       break;
     }
     lock.unlock();
@@ -405,6 +416,7 @@ void DataParallel::wait() {
   // for the lock and finds nothing in flight once it has it.
   std::unique_lock<std::mutex> lock(s.mu);
   if (!s.poll_error.empty()) throw MpiError("DataParallel's progress thread: " + s.poll_error);
+  s.stats.completed_by_thread = s.thread_completed.load();
 #ifdef XG_HAVE_MPI
   for (Bucket& b : s.buckets)
     if (!b.requests.empty()) {

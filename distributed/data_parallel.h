@@ -59,10 +59,10 @@ struct DataParallelOptions {
   // to bf16, and so is each partial sum of the reduction.
   bool bf16_exchange = false;
   // A thread that moves the buckets in flight forward every half
-  // millisecond while backward runs (MPI then runs with
-  // MPI_THREAD_MULTIPLE). Off, or where MPI lacks MPI_THREAD_MULTIPLE, the
-  // backward thread tests them after each backward formula instead, and a
-  // transfer over TCP stalls while one long formula runs.
+  // millisecond while backward runs (it needs the MPI_THREAD_MULTIPLE that
+  // Environment asks for). Off, or where MPI gave less, the backward thread
+  // tests them after each backward formula instead, and a transfer over TCP
+  // stalls while one long formula runs.
   bool progress_thread = true;
 };
 
@@ -75,6 +75,7 @@ struct DataParallelStats {
   double wait_seconds = 0;       // total time blocked in wait(): communication not hidden
   double pack_seconds = 0;       // total time copying gradients into the buckets (and to bf16 for the wire)
   bool progress_thread = false;  // a progress thread runs (the option, MPI_THREAD_MULTIPLE, more than 1 process)
+  int64_t completed_by_thread = 0;  // buckets the progress thread saw complete, up to the last wait()
 };
 
 // Keeps one model's gradients equal over the processes: buckets reduced while

@@ -65,8 +65,15 @@ Environment::Environment(int* argc, char*** argv) : uncaught_(std::uncaught_exce
   // binomial reduce then broadcast for fewer than 4 processes or an
   // in-place buffer: one direction of a link at a time, half its bandwidth
   // (docs/distributed.md). The ring uses both directions at once and is
-  // bandwidth-optimal at any size of world. A value the user has set stays.
+  // bandwidth-optimal at any size of world. A value in the environment
+  // stays. Only from OpenMPI 4.0.7 and 4.1.2 on: the ring gave wrong sums on
+  // in-place buffers from 4 processes before them (open-mpi/ompi#9385).
+#if defined(OMPI_MAJOR_VERSION) && \
+    (OMPI_MAJOR_VERSION > 4 ||                                                    \
+     (OMPI_MAJOR_VERSION == 4 && (OMPI_MINOR_VERSION > 1 || (OMPI_MINOR_VERSION == 1 && OMPI_RELEASE_VERSION >= 2) || \
+                                  (OMPI_MINOR_VERSION == 0 && OMPI_RELEASE_VERSION >= 7))))
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", /*overwrite=*/0);
+#endif
   // MPI_THREAD_MULTIPLE for DataParallel's progress thread; the user's calls
   // stay on this thread (see dist.h).
   MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
