@@ -490,7 +490,8 @@ int ddp_mode(const std::map<std::string, std::string>& a) {
     items = c.batch;
   }
   dist::DataParallelOptions o;
-  o.bucket_bytes = a.count("bucket-kb") ? geti(a, "bucket-kb", 0, 1, 4 << 20) << 10 : geti(a, "bucket-mb", 25, 1, 4096) << 20;
+  o.bucket_bytes =
+      a.count("bucket-kb") ? geti(a, "bucket-kb", 0, 1, 4 << 20) << 10 : geti(a, "bucket-mb", 25, 1, 4096) << 20;
   o.progress_thread = geti(a, "progress-thread", 1, 0, 1) == 1;
   o.bf16_exchange = geti(a, "bf16-exchange", 0, 0, 1) == 1;
   // --comm 0: the same processes without any exchange (each trains alone):

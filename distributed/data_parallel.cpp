@@ -99,13 +99,13 @@ struct DataParallel::State {
   std::vector<bool> ready;         // per parameter, this backward
   std::vector<Bucket> buckets;
   std::vector<int64_t> hook_ids;
-  // Without the progress thread: test() after every backward formula on the
-  // constructing thread, not only when a gradient is ready: between two
-  // ready gradients a backward
-  // can run for tens of milliseconds, and over TCP a bucket's transfer
-  // stalls for as long once the socket's buffer is drained. `alive` turns
-  // the function off if the destructor runs on another thread (which cannot
-  // remove it from this one's list).
+  // Without the progress thread (or once an error has ended it): test()
+  // after every backward formula on the constructing thread, not only when a
+  // gradient is ready: between two ready gradients a backward can run for
+  // tens of milliseconds, and over TCP a bucket's transfer stalls for as
+  // long once the socket's buffer is drained. `alive` turns the function off
+  // if the destructor runs on another thread (which cannot remove it from
+  // this one's list).
   int64_t between_id = 0;
   std::thread::id between_thread;
   std::shared_ptr<std::atomic<bool>> alive = std::make_shared<std::atomic<bool>>(true);
@@ -242,12 +242,11 @@ DataParallel::DataParallel(std::vector<Tensor> params, std::vector<Tensor> buffe
     if (o.progress_thread && threads) {
       s_->polling = true;
       s_->poller = std::thread([s] { s->poll_loop(); });
-    } else {
-      s_->between_thread = std::this_thread::get_id();
-      s_->between_id = add_between_backward_nodes([s, alive = s_->alive] {
-        if (alive->load()) s->test(s->next_start);
-      });
     }
+    s_->between_thread = std::this_thread::get_id();
+    s_->between_id = add_between_backward_nodes([s, alive = s_->alive] {
+      if (alive->load() && !s->polling.load()) s->test(s->next_start);
+    });
   }
   s_->stats.progress_thread = s_->poller.joinable();
 }
