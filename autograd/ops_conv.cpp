@@ -194,14 +194,16 @@ struct DirectConv {
       }
     });
   }
-  // Layouts (engine::ConvBlocks) are float32's only: bf16 runs on NCHW.
   void forward(const In* x, const In* w, const float* b, float* y, engine::ConvBlocks blocks = {}) const {
     over_chunks([&](int64_t, const engine::ConvGeometry& p, int64_t n0) {
-      if constexpr (std::is_same_v<In, float>)
-        engine::conv_forward(p, x + n0 * g.c * g.h * g.w, w, b, y + n0 * g.o * g.ho * g.wo, blocks);
-      else
-        engine::conv_forward(p, x + n0 * g.c * g.h * g.w, w, b, y + n0 * g.o * g.ho * g.wo);
+      engine::conv_forward(p, x + n0 * g.c * g.h * g.w, w, b, y + n0 * g.o * g.ho * g.wo, blocks);
     });
+  }
+  // The layouts of the primitives of chunk 0 for an input in block xb
+  // (engine::conv_blocks), or none (all 0) when results are not kept blocked.
+  engine::ConvBlocks layouts(int xb) const {
+    if (!engine::blocked_activations() || g.n == 0) return {};
+    return engine::conv_blocks(chunk0(), xb, std::is_same_v<In, engine::bf16_t>);
   }
   void backward(const In* x, const In* w, const In* dy, float* dx, float* dw, float* db,
                 engine::ConvBlocks blocks = {}) const;
@@ -221,15 +223,9 @@ void DirectConv<In>::backward(const In* x, const In* w, const In* dy, float* dx,
     float* dxi = dx ? dx + n0 * g.c * g.h * g.w : nullptr;
     float* pw = i == 0 ? dw : partial.data() + (i - 1) * stride;
     float* pb = !db ? nullptr : i == 0 ? db : partial.data() + (i - 1) * stride + nw;
-    if constexpr (std::is_same_v<In, float>) {
-      if (!dw) return engine::conv_backward_data(p, dyi, w, dxi, blocks);
-      if (dxi) return engine::conv_backward(p, xi, w, dyi, dxi, pw, pb, blocks);
-      engine::conv_backward_weights(p, xi, dyi, pw, pb, blocks);
-    } else {
-      if (!dw) return engine::conv_backward_data(p, dyi, w, dxi);
-      if (dxi) return engine::conv_backward(p, xi, w, dyi, dxi, pw, pb);
-      engine::conv_backward_weights(p, xi, dyi, pw, pb);
-    }
+    if (!dw) return engine::conv_backward_data(p, dyi, w, dxi, blocks);
+    if (dxi) return engine::conv_backward(p, xi, w, dyi, dxi, pw, pb, blocks);
+    engine::conv_backward_weights(p, xi, dyi, pw, pb, blocks);
   });
   if (!dw) return;
   for (int64_t i = 1; i < k; ++i) {
@@ -256,18 +252,25 @@ std::vector<Tensor> direct_backward(const DirectConv<In>& dc, const In* x, const
 }
 
 // conv2d under Autocast(bf16): bf16 operands, float32 results. The input is
-// saved as its bf16 copy; the weight as itself, converted again in backward
-// (as linear does).
+// saved as its bf16 copy, in the layout x has (blocked or not); the weight
+// as itself, converted again in backward (as linear does). The result and
+// the input's gradient stay blocked as float32 ones do (conv2d_direct).
 Tensor conv2d_direct_bf16(const Tensor& x, const Tensor& weight, const Tensor& bias, const DirectConv<engine::bf16_t>& dc) {
-  Tensor y = make_tensor({dc.g.n, dc.g.o, dc.g.ho, dc.g.wo}, f32);
-  auto x16 = saved_bf16(x);
-  dc.forward(x16->data(), to_bf16(weight)->data(), bias.defined() ? bias.data<float>() : nullptr, y.data<float>());
+  int xb = 0;
+  auto x16 = saved_bf16(x, &xb);
+  const int yb = dc.layouts(xb).y;
+  const Shape ys{dc.g.n, dc.g.o, dc.g.ho, dc.g.wo};
+  Tensor y = yb ? detail::make_blocked(ys, yb) : make_tensor(ys, f32);
+  dc.forward(x16->data(), to_bf16(weight)->data(), bias.defined() ? bias.data<float>() : nullptr, detail::stored(y),
+             {xb, yb, 0});
   return record(
       "conv2d", y, {x, weight, bias},
-      [x16, w = weight.detach(), dc, xs = x.shape(), has_b = bias.defined()](const Tensor& g) {
+      [x16, xb, w = weight.detach(), dc, xs = x.shape(), has_b = bias.defined()](const Tensor& g) {
         if (grad_enabled()) throw_bf16_second_order("conv2d");
-        return direct_backward<engine::bf16_t>(dc, x16->data(), to_bf16(w)->data(), to_bf16(g)->data(), xs,
-                                               w.shape(), has_b);
+        // g as it is stored: its bf16 copy keeps that layout.
+        const int gb = detail::channel_block(g);
+        return direct_backward<engine::bf16_t>(dc, x16->data(), to_bf16(w)->data(), to_bf16(g, true)->data(), xs,
+                                               w.shape(), has_b, {xb, gb, dc.layouts(xb).dx});
       },
       {weight});
 }
@@ -284,7 +287,7 @@ Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   // The result stays in the layout the primitive writes, when that is
   // blocked: the next op reads it as it is or converts it (detail::stored).
   const int xb = detail::channel_block(x);
-  const int yb = engine::blocked_activations() && geo.n > 0 ? engine::conv_blocks(dc.chunk0(), xb).y : 0;
+  const int yb = dc.layouts(xb).y;
   const Shape ys{geo.n, geo.o, geo.ho, geo.wo};
   Tensor y = yb ? detail::make_blocked(ys, yb) : make_tensor(ys, f32);
   dc.forward(detail::stored(x), weight.data<float>(), bias.defined() ? bias.data<float>() : nullptr,
@@ -297,10 +300,9 @@ Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, 
               [win, G](const std::vector<Tensor>& in) { return conv2d_im2col(in[0], in[1], in[2], win, G); },
               {x, weight, bias}, g);
         // x and g as they are stored now (another op may have converted x since).
-        const int xb = detail::channel_block(x);
-        const int dxb = engine::blocked_activations() && dc.g.n > 0 ? engine::conv_blocks(dc.chunk0(), xb).dx : 0;
+        const int xb = detail::channel_block(x), gb = detail::channel_block(g);
         return direct_backward<float>(dc, detail::stored(x), weight.data<float>(), detail::stored(g), x.shape(),
-                                      weight.shape(), bias.defined(), {xb, detail::channel_block(g), dxb});
+                                      weight.shape(), bias.defined(), {xb, gb, dc.layouts(xb).dx});
       },
       {x, weight});
 }

@@ -19,9 +19,9 @@ namespace xg {
 
 using engine::bf16_t;
 
-std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t) {
+std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t, bool as_stored) {
   auto out = std::make_shared<Bf16Buffer>(t.numel());
-  const float* x = t.data<float>();
+  const float* x = as_stored ? detail::stored(t) : t.data<float>();
   uint16_t* y = out->data();
   parallel_for(t.numel(), 2, [=](int64_t i0, int64_t i1) { engine::to_bf16(x + i0, y + i0, i1 - i0); });
   return out;
@@ -38,21 +38,26 @@ Tensor from_bf16(const Bf16Buffer& b, const Shape& shape) {
 }
 
 namespace {
-std::mutex bf16_copies;  // guards Buffer::bf16_copy and bf16_version
+std::mutex bf16_copies;  // guards Buffer::bf16_copy, bf16_version and bf16_block
 }  // namespace
 
-std::shared_ptr<const Bf16Buffer> saved_bf16(const Tensor& t) {
+std::shared_ptr<const Bf16Buffer> saved_bf16(const Tensor& t, int* block) {
   Buffer& buf = *t.impl()->buf;
   const uint64_t version = buf.version.load();
+  // A copy in another layout than the one asked for (the values' own when
+  // `block` is given, row-major otherwise) is not reused.
+  const int layout = block ? detail::channel_block(t) : 0;
+  if (block) *block = layout;
   {
     std::lock_guard<std::mutex> lock(bf16_copies);
-    if (buf.bf16_version == version)
+    if (buf.bf16_version == version && buf.bf16_block == layout)
       if (auto kept = buf.bf16_copy.lock()) return std::static_pointer_cast<const Bf16Buffer>(kept);
   }
-  auto copy = to_bf16(t);
+  auto copy = to_bf16(t, layout != 0);
   std::lock_guard<std::mutex> lock(bf16_copies);
   buf.bf16_copy = copy;
   buf.bf16_version = version;
+  buf.bf16_block = layout;
   return copy;
 }
 

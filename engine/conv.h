@@ -65,17 +65,21 @@ struct ConvBlocks {
   int y = 0;   // y written by the forward; dy read by both gradients
   int dx = 0;  // dx written by the data gradient
 };
-// The layouts the float32 primitives of g use inside for each argument, given
-// that x arrives in block x_block (0: NCHW): each field the block b where that
-// is nChw{b}c, 0 where it is anything else. All 0 under ConvLayout::plain.
-ConvBlocks conv_blocks(const ConvGeometry& g, int x_block);
-// Whether convolutions keep their float32 results in the primitives' blocked
-// layout for the next op (autograd's conv2d: on by default): ops that know
+// The layouts the primitives of g use inside for each argument, given that x
+// arrives in block x_block (0: NCHW): each field the block b where that is
+// nChw{b}c, 0 where it is anything else. All 0 under ConvLayout::plain. Those
+// of the float32 primitives, or with bf16_inputs those of the calls below
+// that read bf16 (whose x and dy are bf16, y and dx float32: the blocks are
+// the same in either type).
+ConvBlocks conv_blocks(const ConvGeometry& g, int x_block, bool bf16_inputs = false);
+// Whether convolutions keep their float32 results (those of bf16 inputs
+// included) in the primitives' blocked layout for the next op (autograd's
+// conv2d: on by default): ops that know
 // the layout (elementwise ones, batch norm, the next convolution) read it as
 // it is, and any other op's read converts it to NCHW first. Process-wide.
 void set_blocked_activations(bool on);
 bool blocked_activations();
-// n images of c channels of h x w values from nChw{block}c to NCHW, and back.
+// n images of c channels of h x w float32 values from nChw{block}c to NCHW, and back.
 void unblock_activations(int block, int64_t n, int64_t c, int64_t h, int64_t w, const float* src, float* dst);
 void block_activations(int block, int64_t n, int64_t c, int64_t h, int64_t w, const float* src, float* dst);
 
@@ -110,14 +114,17 @@ void conv_backward_weights(const ConvGeometry& g, const float* x, const float* d
 void conv_backward(const ConvGeometry& g, const float* x, const float* w, const float* dy, float* dx, float* dw,
                    float* db, ConvBlocks b = {});
 
-// The same with bf16 inputs, accumulating and writing float32. Throw
-// std::runtime_error with bf16_refusal() when that is not empty; emulated
-// (bf16_emulated()) they widen their inputs to float32, exactly, and run the
-// float32 primitives.
-void conv_forward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const float* bias, float* y);
-void conv_backward_data(const ConvGeometry& g, const bf16_t* dy, const bf16_t* w, float* dx);
-void conv_backward_weights(const ConvGeometry& g, const bf16_t* x, const bf16_t* dy, float* dw, float* db);
+// The same with bf16 inputs, accumulating and writing float32, the
+// activations in the layouts `b` gives (a bf16 argument in nChw{b}c as a
+// float32 one would be). Throw std::runtime_error with bf16_refusal() when
+// that is not empty; emulated (bf16_emulated()) they widen their inputs to
+// float32, exactly, and run the float32 primitives.
+void conv_forward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const float* bias, float* y,
+                  ConvBlocks b = {});
+void conv_backward_data(const ConvGeometry& g, const bf16_t* dy, const bf16_t* w, float* dx, ConvBlocks b = {});
+void conv_backward_weights(const ConvGeometry& g, const bf16_t* x, const bf16_t* dy, float* dw, float* db,
+                           ConvBlocks b = {});
 void conv_backward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const bf16_t* dy, float* dx, float* dw,
-                   float* db);
+                   float* db, ConvBlocks b = {});
 
 }  // namespace xg::engine

@@ -67,10 +67,10 @@ tag activation_tag(int block) {
   throw std::invalid_argument(fmt::format("convolution: activation block {}: expected 0 (NCHW), 8 or 16", block));
 }
 
-// The block b where desc is nChw{b}c of dims, else 0.
+// The block b where desc is nChw{b}c of dims (in its own data type), else 0.
 int block_of(const dnnl::memory::desc& desc, const dims& d) {
   for (int b : {8, 16})
-    if (d[1] % b == 0 && desc == dnnl::memory::desc(d, dt::f32, activation_tag(b))) return b;
+    if (d[1] % b == 0 && desc == dnnl::memory::desc(d, desc.data_type(), activation_tag(b))) return b;
   return 0;
 }
 
@@ -359,19 +359,21 @@ ConvLayout conv_layout() { return g_layout.load(); }
 void set_blocked_activations(bool on) { g_blocked_activations.store(on); }
 bool blocked_activations() { return g_blocked_activations.load(); }
 
-ConvBlocks conv_blocks(const ConvGeometry& g, int x_block) {
+ConvBlocks conv_blocks(const ConvGeometry& g, int x_block, bool bf16_inputs) {
   activation_tag(x_block);  // checks it
   onednn::OneOmpThread one;
+  // Emulated bf16 runs the float32 primitives.
+  const dt in = bf16_inputs && !bf16_emulated() ? dt::bf16 : dt::f32;
   const dims xd{g.n, g.c, g.h, g.w}, yd{g.n, g.o, g.ho, g.wo};
   // Slot 0 of the forward is its source, slot 2 its destination; slot 2 of
   // the data gradient is dx (asked for in x's layout, which makes a 1x1
   // kernel blocked too when x is).
   // (One entry at a time: a full cache empties itself on an insertion.)
   ConvBlocks b;
-  const Entry& f = entry(key_of(Kind::forward, dt::f32, g, false, {x_block, 0, 0}));
+  const Entry& f = entry(key_of(Kind::forward, in, g, false, {x_block, 0, 0}));
   b.x = block_of(f.slots[0].inner.get_desc(), xd);
   b.y = block_of(f.slots[2].inner.get_desc(), yd);
-  const Entry& d = entry(key_of(Kind::backward_data, dt::f32, g, false, {0, 0, x_block}));
+  const Entry& d = entry(key_of(Kind::backward_data, in, g, false, {0, 0, x_block}));
   b.dx = block_of(d.slots[2].inner.get_desc(), xd);
   return b;
 }
@@ -422,40 +424,43 @@ void conv_backward(const ConvGeometry& g, const float* x, const float* w, const 
   run_backward(dt::f32, g, const_cast<float*>(x), const_cast<float*>(w), const_cast<float*>(dy), dx, dw, db, b);
 }
 
-void conv_forward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const float* bias, float* y) {
+void conv_forward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const float* bias, float* y,
+                  ConvBlocks b) {
   check_bf16();
   if (g.n == 0) return;
   if (bf16_emulated())
-    return conv_forward(g, widened(x, g.n * g.c * g.h * g.w).data(), widened(w, weight_numel(g)).data(), bias, y);
-  run(Kind::forward, dt::bf16, g, {const_cast<bf16_t*>(x), const_cast<bf16_t*>(w), y, const_cast<float*>(bias)});
+    return conv_forward(g, widened(x, g.n * g.c * g.h * g.w).data(), widened(w, weight_numel(g)).data(), bias, y, b);
+  run(Kind::forward, dt::bf16, g, {const_cast<bf16_t*>(x), const_cast<bf16_t*>(w), y, const_cast<float*>(bias)}, b);
 }
 
-void conv_backward_data(const ConvGeometry& g, const bf16_t* dy, const bf16_t* w, float* dx) {
+void conv_backward_data(const ConvGeometry& g, const bf16_t* dy, const bf16_t* w, float* dx, ConvBlocks b) {
   check_bf16();
   if (g.n == 0) return;
   if (bf16_emulated())
-    return conv_backward_data(g, widened(dy, g.n * g.o * g.ho * g.wo).data(), widened(w, weight_numel(g)).data(), dx);
-  run(Kind::backward_data, dt::bf16, g, {const_cast<bf16_t*>(dy), const_cast<bf16_t*>(w), dx});
+    return conv_backward_data(g, widened(dy, g.n * g.o * g.ho * g.wo).data(), widened(w, weight_numel(g)).data(), dx,
+                              b);
+  run(Kind::backward_data, dt::bf16, g, {const_cast<bf16_t*>(dy), const_cast<bf16_t*>(w), dx}, b);
 }
 
-void conv_backward_weights(const ConvGeometry& g, const bf16_t* x, const bf16_t* dy, float* dw, float* db) {
+void conv_backward_weights(const ConvGeometry& g, const bf16_t* x, const bf16_t* dy, float* dw, float* db,
+                           ConvBlocks b) {
   check_bf16();
   if (g.n == 0) return zero_weight_grads(g, dw, db);
   if (bf16_emulated())
     return conv_backward_weights(g, widened(x, g.n * g.c * g.h * g.w).data(),
-                                 widened(dy, g.n * g.o * g.ho * g.wo).data(), dw, db);
-  run(Kind::backward_weights, dt::bf16, g, {const_cast<bf16_t*>(x), const_cast<bf16_t*>(dy), dw, db});
+                                 widened(dy, g.n * g.o * g.ho * g.wo).data(), dw, db, b);
+  run(Kind::backward_weights, dt::bf16, g, {const_cast<bf16_t*>(x), const_cast<bf16_t*>(dy), dw, db}, b);
 }
 
 void conv_backward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const bf16_t* dy, float* dx, float* dw,
-                   float* db) {
+                   float* db, ConvBlocks b) {
   check_bf16();
   if (g.n == 0) return zero_weight_grads(g, dw, db);
   if (bf16_emulated()) {
-    conv_backward_data(g, dy, w, dx);
-    return conv_backward_weights(g, x, dy, dw, db);
+    conv_backward_data(g, dy, w, dx, b);
+    return conv_backward_weights(g, x, dy, dw, db, b);
   }
-  run_backward(dt::bf16, g, const_cast<bf16_t*>(x), const_cast<bf16_t*>(w), const_cast<bf16_t*>(dy), dx, dw, db);
+  run_backward(dt::bf16, g, const_cast<bf16_t*>(x), const_cast<bf16_t*>(w), const_cast<bf16_t*>(dy), dx, dw, db, b);
 }
 
 }  // namespace xg::engine

@@ -49,7 +49,7 @@ namespace {
 }  // namespace
 
 ConvKernels conv_kernels(const ConvGeometry&) { no_conv("conv_kernels"); }
-ConvBlocks conv_blocks(const ConvGeometry&, int) { no_conv("conv_blocks"); }
+ConvBlocks conv_blocks(const ConvGeometry&, int, bool) { no_conv("conv_blocks"); }
 void set_blocked_activations(bool) {}
 bool blocked_activations() { return false; }
 void unblock_activations(int, int64_t, int64_t, int64_t, int64_t, const float*, float*) {
@@ -65,15 +65,20 @@ void conv_backward_data(const ConvGeometry&, const float*, const float*, float*,
 void conv_backward_weights(const ConvGeometry&, const float*, const float*, float*, float*, ConvBlocks) {
   no_conv("conv_backward_weights");
 }
-void conv_forward(const ConvGeometry&, const bf16_t*, const bf16_t*, const float*, float*) { no_conv("conv_forward"); }
-void conv_backward_data(const ConvGeometry&, const bf16_t*, const bf16_t*, float*) { no_conv("conv_backward_data"); }
-void conv_backward_weights(const ConvGeometry&, const bf16_t*, const bf16_t*, float*, float*) {
+void conv_forward(const ConvGeometry&, const bf16_t*, const bf16_t*, const float*, float*, ConvBlocks) {
+  no_conv("conv_forward");
+}
+void conv_backward_data(const ConvGeometry&, const bf16_t*, const bf16_t*, float*, ConvBlocks) {
+  no_conv("conv_backward_data");
+}
+void conv_backward_weights(const ConvGeometry&, const bf16_t*, const bf16_t*, float*, float*, ConvBlocks) {
   no_conv("conv_backward_weights");
 }
 void conv_backward(const ConvGeometry&, const float*, const float*, const float*, float*, float*, float*, ConvBlocks) {
   no_conv("conv_backward");
 }
-void conv_backward(const ConvGeometry&, const bf16_t*, const bf16_t*, const bf16_t*, float*, float*, float*) {
+void conv_backward(const ConvGeometry&, const bf16_t*, const bf16_t*, const bf16_t*, float*, float*, float*,
+                   ConvBlocks) {
   no_conv("conv_backward");
 }
 

@@ -259,7 +259,9 @@ struct Chain {
   std::vector<int> blocks;  // per block result, its channel block before the loss read it
 };
 
-Chain residual_chain_of(Dtype d) {
+Chain residual_chain_of(Dtype d, bool autocast = false) {
+  std::optional<Autocast> scope;
+  if (autocast) scope.emplace(xg::bf16);
   const auto param = [&](const Shape& s, uint64_t seed) {
     return leaf(s, seed, -0.5, 0.5).detach().to(d).requires_grad_();
   };
@@ -287,9 +289,10 @@ Chain residual_chain_of(Dtype d) {
 
 // The chain's three results, the loss's gradients of every leaf, and the
 // running statistics after the step, all as float64; `blocked` gets, per
-// block result, its channel block.
-std::vector<Tensor> residual_chain(Dtype d, std::vector<int>* blocked = nullptr) {
-  Chain c = residual_chain_of(d);
+// block result, its channel block. The forward under Autocast(bf16) when
+// `autocast`.
+std::vector<Tensor> residual_chain(Dtype d, std::vector<int>* blocked = nullptr, bool autocast = false) {
+  Chain c = residual_chain_of(d, autocast);
   if (blocked) *blocked = c.blocks;
   c.loss.backward();
   std::vector<Tensor> out{c.h1.detach(), c.h2.detach(), c.h3.detach()};
@@ -389,6 +392,60 @@ TEST_CASE("results kept blocked between layers: a residual chain in float32 equa
   sum(ye).backward();
   CHECK(e.grad().shape() == Shape{0, 16, 5, 5});
   CHECK(w.grad().to_vector() == std::vector<double>(16 * 16 * 9, 0.0));
+}
+
+TEST_CASE("results kept blocked between layers under Autocast(bf16): the residual chain equals its plain run") {
+  // bf16 convolutions keep their float32 results blocked as float32 ones do,
+  // and read blocked inputs and gradients through bf16 copies made in that
+  // layout. The chain kept blocked agrees with itself run plain, whose
+  // single convolutions the test above holds to float64 (a channel
+  // misplaced by a layout would be off by the values' own scale). Its
+  // gradients are 5-15% of their scale from float64's either way: bf16's
+  // rounding, through three training-mode batch norms' cancellations.
+  xgt::Bf16Products on;
+  xgt::ThreadsGuard threads;
+  for (const int t : {1, 2}) {
+    set_num_threads(t);
+    CAPTURE(t);
+    std::vector<std::vector<Tensor>> runs;
+    for (const bool keep : {true, false}) {
+      CAPTURE(keep);
+      engine::set_blocked_activations(keep);
+      std::vector<int> blocked;
+      runs.push_back(residual_chain(f32, &blocked, true));
+      for (const int b : blocked) {
+        if (keep && engine::conv_available())
+          CHECK((b == 8 || b == 16));
+        else
+          CHECK(b == 0);
+      }
+    }
+    engine::set_blocked_activations(true);
+    const std::vector<Tensor> exact = residual_chain(f64);
+    // Results within bf16's rounding of float64's; kept blocked or not, the
+    // same bf16 products in another order, and a rounding flipped here and
+    // there (measured: 3e-4 of the scale at most).
+    const std::vector<Tensor> outputs(runs[0].begin(), runs[0].begin() + 3);
+    check_close_to_scale(outputs, std::vector<Tensor>(exact.begin(), exact.begin() + 3), 1e-2);
+    check_close_to_scale(runs[0], runs[1], 2e-3);
+  }
+}
+
+TEST_CASE("a blocked result's bf16 copy is shared only by ops that read the same layout") {
+  // A convolution saves a bf16 copy of its blocked input in the blocked
+  // layout; a product reading the same tensor row-major must not take it.
+  xgt::Bf16Products on;
+  Autocast scope(xg::bf16);
+  const Tensor x = leaf({2, 3, 6, 6}, 50).detach().to(f32), w = leaf({16, 3, 3, 3}, 51).detach().to(f32);
+  const Tensor w2 = leaf({16, 16, 3, 3}, 52).detach().to(f32).requires_grad_();
+  const Tensor proj = leaf({5, 4}, 53).detach().to(f32).requires_grad_();
+  const Tensor h = conv2d(x, w);  // (2,16,4,4), blocked where oneDNN runs it
+  CHECK((detail::channel_block(h) != 0) == engine::conv_available());
+  const Tensor y = conv2d(h, w2);                     // saves h's bf16 copy as h is stored
+  const Tensor z = linear(h, proj);                   // reads h row-major
+  const Tensor expected = linear(h.detach().clone(), proj);  // from a fresh row-major tensor
+  CHECK(z.to_vector() == expected.to_vector());
+  CHECK(y.shape() == Shape{2, 16, 2, 2});
 }
 
 TEST_CASE("the other windows' bf16 paths under Autocast: conv1d, conv3d and the transposed convolutions") {

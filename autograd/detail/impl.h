@@ -45,9 +45,11 @@ struct Buffer {
   void* ptr;
   std::atomic<uint64_t> version{0};
   // The bf16 copy that ops saved for backward under Autocast(bf16)
-  // (saved_bf16()), while one of them keeps it, and the version it copied.
+  // (saved_bf16()), while one of them keeps it, the version it copied, and
+  // the layout it copied them in (channel_block's value then).
   std::weak_ptr<const void> bf16_copy;
   uint64_t bf16_version = 0;
+  int bf16_block = 0;
   Buffer(Dtype dt, int64_t n)
       : dtype(dt), bytes(n * dtype_size(dt)), block(storage_alloc(static_cast<size_t>(bytes))),
         ptr(block.ptr) {
@@ -106,14 +108,18 @@ class Scratch {
 // A bf16 copy of a float32 tensor's values, saved for backward by the
 // products that run under Autocast(bf16); counted in memory_stats().
 using Bf16Buffer = Scratch<uint16_t>;
-// Converts (round to nearest even) across the thread pool.
-std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t);
+// Converts (round to nearest even) across the thread pool. With as_stored,
+// the values in the layout t keeps them in (detail::stored: nChw{b}c when
+// detail::channel_block(t) is b), without converting t to row-major first.
+std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t, bool as_stored = false);
 // The bf16 copy of a float32 tensor that an op saves for backward: the same
 // copy for every op that saves the same values (the three projections of
 // self-attention, every layer's projections of the encoder's memory), made
 // once and kept while one of them keeps it. A write to the tensor through
-// xgrad (a new version) makes the next call copy again.
-std::shared_ptr<const Bf16Buffer> saved_bf16(const Tensor& t);
+// xgrad (a new version) makes the next call copy again. With `block` not
+// null, the copy holds the values as stored (to_bf16's as_stored) and
+// *block gets their layout: detail::channel_block(t), 0 for row-major.
+std::shared_ptr<const Bf16Buffer> saved_bf16(const Tensor& t, int* block = nullptr);
 // A float32 tensor of `shape` with the values of a bf16 copy (exact).
 Tensor from_bf16(const Bf16Buffer& b, const Shape& shape);
 // True for a float32 tensor inside an Autocast(bf16) scope: what products
