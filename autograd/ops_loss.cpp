@@ -25,15 +25,6 @@ void check_label_smoothing(double label_smoothing, const char* op) {
 
 namespace {
 
-template <class T>
-const T* data_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-template <class T>
-T* data_or_null(Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 // Rows per chunk: each chunk's logits take at most this many bytes.
 constexpr int64_t kChunkBytes = int64_t(4) << 20;
 

@@ -66,12 +66,12 @@ namespace {
 // One engine call, for each stored operand type (bf16 accumulates into float).
 template <class T>
 void engine_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b, int64_t ldb,
-                 T beta, T* c, int64_t ldc) {
-  engine::gemm(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
+                 T beta, T* c, int64_t ldc, const T* bias) {
+  engine::gemm(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc, bias);
 }
 void engine_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const bf16_t* a, int64_t lda, const bf16_t* b,
-                 int64_t ldb, float beta, float* c, int64_t ldc) {
-  engine::gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+                 int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
+  engine::gemm_bf16(ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc, bias);
 }
 template <class T>
 void engine_batched(const engine::Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a,
@@ -83,7 +83,8 @@ void engine_batched(const engine::Batch& bt, bool ta, bool tb, int64_t m, int64_
   engine::gemm_bf16_batched(bt, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
 
-// C (m,n) = op(A) op(B) + beta C, split across the thread pool into blocks of
+// C (m,n) = op(A) op(B) + beta C (+ bias, n values added to every row, with
+// beta 0), split across the thread pool into blocks of
 // rows of C when A is the larger operand (m >= n), else of columns: each
 // thread packs its share of the larger operand and all of the smaller one.
 // (Splitting a 64x512 by 512x512 product by rows made both threads pack all
@@ -92,17 +93,18 @@ void engine_batched(const engine::Batch& bt, bool ta, bool tb, int64_t m, int64_
 // kernel over the same k order whatever the split.
 template <class In, class Out>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const In* a, int64_t lda, const In* b, int64_t ldb,
-          Out beta, Out* c, int64_t ldc) {
+          Out beta, Out* c, int64_t ldc, const Out* bias = nullptr) {
   constexpr int64_t kUnit = 16;  // split on multiples of the kernels' register blocks
   const bool by_rows = m >= n;
   const int64_t units = ((by_rows ? m : n) + kUnit - 1) / kUnit;
   parallel_for(units, 2 * kUnit * (by_rows ? n : m) * k, [=](int64_t u0, int64_t u1) {
     if (by_rows) {
       const int64_t i0 = u0 * kUnit, i1 = std::min(m, u1 * kUnit);
-      engine_gemm(ta, tb, i1 - i0, n, k, ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc);
+      engine_gemm(ta, tb, i1 - i0, n, k, ta ? a + i0 : a + i0 * lda, lda, b, ldb, beta, c + i0 * ldc, ldc, bias);
     } else {
       const int64_t j0 = u0 * kUnit, j1 = std::min(n, u1 * kUnit);
-      engine_gemm(ta, tb, m, j1 - j0, k, a, lda, tb ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc);
+      engine_gemm(ta, tb, m, j1 - j0, k, a, lda, tb ? b + j0 * ldb : b + j0, ldb, beta, c + j0, ldc,
+                  bias ? bias + j0 : nullptr);
     }
   });
 }
@@ -168,12 +170,6 @@ struct MatmulPlan {
     if (gb) batched_gemm<In, Out>(batch, astr, cstr, bstr, true, false, k, n, m, a, k, g, n, gb, true);
   }
 };
-
-// A gradient's storage, or null for one no input needs (the plans skip it).
-template <class T>
-T* data_or_null(Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
 
 // The plan of matmul(a, b), its arguments checked: the broadcast batch
 // shape, each operand's matrix offsets over it, and m, n, k.
@@ -274,12 +270,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 namespace {
 
-// linear's products: y (rows,O) = x (rows,I) Wᵀ (+ y); dx = g W; dW = gᵀ x.
+// linear's products: y (rows,O) = x (rows,I) Wᵀ (+ b); dx = g W; dW = gᵀ x.
 struct LinearPlan {
   int64_t rows, in, out_f;
   template <class In, class Out>
-  void forward(const In* x, const In* w, bool accumulate, Out* y) const {
-    gemm<In, Out>(false, true, rows, out_f, in, x, in, w, in, accumulate ? Out(1) : Out(0), y, out_f);
+  void forward(const In* x, const In* w, const Out* b, Out* y) const {
+    gemm<In, Out>(false, true, rows, out_f, in, x, in, w, in, Out(0), y, out_f, b);
   }
   template <class In, class Out>
   void backward(const In* x, const In* w, const In* g, Out* gx, Out* gw) const {
@@ -318,20 +314,6 @@ LinearPlan plan_linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   return LinearPlan{rows, in, out_f};
 }
 
-// linear's y (rows,O) = 1·b, every row the bias, for the product to add to
-// (nothing when b is undefined).
-void fill_bias(Tensor& out, const Tensor& b, int64_t rows, int64_t out_f) {
-  dispatch(out.dtype(), [&](auto z) {
-    using T = decltype(z);
-    if (!b.defined()) return;
-    T* y = out.data<T>();
-    const T* pb = b.data<T>();
-    parallel_for(rows, out_f, [=](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) std::copy(pb, pb + out_f, y + r * out_f);
-    });
-  });
-}
-
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
@@ -339,14 +321,13 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   Shape out_shape = x.shape();
   out_shape.back() = pl.out_f;
   Tensor out = make_tensor(out_shape, x.dtype());
-  fill_bias(out, b, pl.rows, pl.out_f);
   if (autocast_bf16(x)) {
     // The input is saved as its bf16 copy (half the bytes); the weight, a
     // parameter that outlives the step anyway, is saved as itself and
     // converted again in backward (a copy kept from forward to backward
     // would add 2 bytes per parameter to the peak).
     auto x16 = saved_bf16(x);
-    pl.forward(x16->data(), to_bf16(w)->data(), b.defined(), out.data<float>());
+    pl.forward(x16->data(), to_bf16(w)->data(), data_or_null<float>(b), out.data<float>());
     return record(
         "linear", out, {x, w, b},
         [x16, w = w.detach(), pl, xs = x.shape(), has_b = b.defined()](const Tensor& g) {
@@ -362,7 +343,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
   }
   dispatch(x.dtype(), [&](auto z) {
     using T = decltype(z);
-    pl.forward(x.data<T>(), w.data<T>(), b.defined(), out.data<T>());
+    pl.forward(x.data<T>(), w.data<T>(), data_or_null<T>(b), out.data<T>());
   });
   return record(
       "linear", out, {x, w, b},

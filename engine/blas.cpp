@@ -24,22 +24,33 @@ void single_threaded() {
 }
 }  // namespace
 
-void check_beta(double beta) {
+void check_beta(double beta, bool bias) {
   if (beta != 0.0 && beta != 1.0) throw std::invalid_argument(fmt::format("engine::gemm: beta {} is not 0 or 1", beta));
+  if (bias && beta != 0.0) throw std::invalid_argument("engine::gemm: a bias needs beta 0, got 1");
 }
+
+namespace {
+// C's m rows of n set to the bias, for a product with beta 1 to add to.
+template <class T>
+void fill_rows(const T* bias, int64_t m, int64_t n, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, bias, static_cast<size_t>(n) * sizeof(T));
+}
+}  // namespace
 
 template <>
 void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  check_beta(beta);
+                 const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
+  check_beta(beta, bias != nullptr);
+  if (bias) fill_rows(bias, m, n, c, ldc), beta = 1;
   single_threaded();
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
               b, ldb, beta, c, ldc);
 }
 template <>
 void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-                  const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  check_beta(beta);
+                  const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias) {
+  check_beta(beta, bias != nullptr);
+  if (bias) fill_rows(bias, m, n, c, ldc), beta = 1;
   single_threaded();
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
               b, ldb, beta, c, ldc);
@@ -62,8 +73,8 @@ std::string describe() {
 }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  blas::gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias) {
+  blas::gemm<double>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
@@ -107,8 +118,8 @@ std::string bf16_refusal() { return bf16_emulated() ? std::string() : bf16_unsup
 namespace blas {
 void gemm_bf16_emulated(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c,
-                        int64_t ldc) {
-  check_beta(beta);
+                        int64_t ldc, const float* bias) {
+  check_beta(beta, bias != nullptr);
   // op(A) is m x k: stored k x m when transposed; likewise B, k x n.
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
   // An operand repeated along the batch (stride 0) is widened once.
@@ -121,7 +132,7 @@ void gemm_bf16_emulated(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n,
       if (ai != a_done) widened(ai, a_rows, a_cols, lda, a32), a_done = ai;
       if (bi != b_done) widened(bi, b_rows, b_cols, ldb, b32), b_done = bi;
       engine::gemm(ta, tb, m, n, k, alpha, a32.data(), a_cols, b32.data(), b_cols, beta,
-                   c + i * bt.sc0 + j * bt.sc1, ldc);
+                   c + i * bt.sc0 + j * bt.sc1, ldc, bias);
     }
 }
 }  // namespace blas

@@ -10,10 +10,11 @@
 namespace xg::engine::blas {
 
 // cblas_sgemm or cblas_dgemm (T float or double) with gemm.h's contract:
-// row-major, beta 0 or 1 (check_beta), on one OpenBLAS thread.
+// row-major, beta 0 or 1 (check_beta), a bias copied into every row of C
+// first (check_beta's rule), on one OpenBLAS thread.
 template <class T>
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T beta, T* c, int64_t ldc);
+          int64_t ldb, T beta, T* c, int64_t ldc, const T* bias = nullptr);
 
 // A loop of gemm calls (OpenBLAS 0.3.21 has no batched API).
 template <class T>
@@ -29,13 +30,14 @@ void gemm_batched(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64
 // to float32, then engine::gemm.
 void gemm_bf16_emulated(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c,
-                        int64_t ldc);
+                        int64_t ldc, const float* bias = nullptr);
 
 std::string version();  // "OpenBLAS 0.3.21"
 
-// Throws std::invalid_argument unless beta is 0 or 1 (gemm.h's contract; the
-// two leaves, OpenBLAS and oneDNN, both check it, so every build and size does).
-void check_beta(double beta);
+// Throws std::invalid_argument unless beta is 0 or 1, and 0 when there is a
+// bias (gemm.h's contract; the two leaves, OpenBLAS and oneDNN, both check
+// it, so every build and size does).
+void check_beta(double beta, bool bias = false);
 
 // Below this many multiply-adds a oneDNN call costs more than the product.
 constexpr int64_t kSmallProduct = 48 * 48 * 48;

@@ -22,16 +22,19 @@ std::string blas_core();
 std::string describe();
 
 // C (m,n) = alpha op(A) op(B) + beta C, row-major, op(X) = X or Xᵀ; lda, ldb,
-// ldc are the row strides of A, B, C as stored. beta must be 0 or 1.
+// ldc are the row strides of A, B, C as stored. beta must be 0 or 1. A bias
+// (n values), when not null, is added to every row of C (beta must then be
+// 0): on oneDNN inside the product, which spares a pass over C (linear's
+// bias); on OpenBLAS written into C before a product with beta 1.
 // Products smaller than about 48³ multiply-adds go to OpenBLAS whatever the
 // build: oneDNN's fixed cost per call exceeds their work. So do float32
 // products with a transposed A of at least 2^25 multiply-adds on a CPU
 // without AVX-512, where oneDNN 2.6 runs some at half OpenBLAS's rate. The
 // figures are in docs/performance.md, section Matrix engine.
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias = nullptr);
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-          const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+          const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias = nullptr);
 
 // Where the products of a batch lie: n0 x n1 of them, the (i, j)th reading
 // A at a + i*sa0 + j*sa1 (likewise B) and writing C at c + i*sc0 + j*sc1. A
@@ -94,13 +97,15 @@ bool bf16_emulated();
 std::string bf16_refusal();
 
 // As gemm/gemm_batched with bf16 A and B, accumulating in float32 into a
-// float32 C. Throws std::runtime_error with bf16_unsupported_reason() when
+// float32 C (and a float32 bias, as gemm's, added to every row of every
+// product). Throws std::runtime_error with bf16_unsupported_reason() when
 // that is not empty, unless bf16_emulated().
 void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                       const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc);
+                       const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                       const float* bias = nullptr);
 inline void gemm_bf16(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const bf16_t* a, int64_t lda,
-                      const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  gemm_bf16_batched(Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+                      const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias = nullptr) {
+  gemm_bf16_batched(Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 inline void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                               const bf16_t* a, int64_t lda, int64_t sa, const bf16_t* b, int64_t ldb, int64_t sb,

@@ -38,7 +38,7 @@ using onednn::thread_stream;
 
 struct Key {
   dt in;
-  bool ta, tb, accumulate;
+  bool ta, tb, accumulate, bias;
   int64_t m, n, k, lda, ldb, ldc;
   Batch batch;
   float alpha;
@@ -46,7 +46,7 @@ struct Key {
 
 struct Entry {
   dnnl::matmul prim;
-  dnnl::memory a, b, c, scratch;  // scratch: over the thread's shared scratchpad
+  dnnl::memory a, b, c, bias, scratch;  // scratch: over the thread's shared scratchpad
   size_t scratch_size = 0;
 };
 
@@ -74,9 +74,12 @@ Entry make_entry(const Key& key) {
   auto a = matrix(key.in, bt.n0, bt.n1, key.m, key.k, key.ta, key.lda, bt.sa0, bt.sa1);
   auto b = matrix(key.in, bt.n0, bt.n1, key.k, key.n, key.tb, key.ldb, bt.sb0, bt.sb1);
   auto c = matrix(dt::f32, bt.n0, bt.n1, key.m, key.n, false, key.ldc, bt.sc0, bt.sc1);
+  // One row of n values, broadcast over the rows and the products.
+  const dnnl::memory::desc bias({1, 1, 1, key.n}, dt::f32, dnnl::memory::dims{key.n, key.n, key.n, 1});
   dnnl::matmul::primitive_desc pd;
   try {
-    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, cpu());
+    pd = dnnl::matmul::primitive_desc(key.bias ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c), attr,
+                                      cpu());
   } catch (const dnnl::error& e) {
     throw std::runtime_error(fmt::format("oneDNN matmul: no implementation for {}x{} x {}x{} by {}x{} ({}): {}",
                                          bt.n0, bt.n1, key.m, key.k, key.k, key.n,
@@ -87,6 +90,7 @@ Entry make_entry(const Key& key) {
   e.a = dnnl::memory(a, cpu(), DNNL_MEMORY_NONE);
   e.b = dnnl::memory(b, cpu(), DNNL_MEMORY_NONE);
   e.c = dnnl::memory(c, cpu(), DNNL_MEMORY_NONE);
+  if (key.bias) e.bias = dnnl::memory(bias, cpu(), DNNL_MEMORY_NONE);
   e.scratch_size = pd.scratchpad_desc().get_size();
   e.scratch = dnnl::memory(pd.scratchpad_desc(), cpu(), DNNL_MEMORY_NONE);
   return e;
@@ -98,15 +102,20 @@ Cache<Key, Entry>& cache() {
 }
 
 void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
-         const void* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+         const void* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias = nullptr) {
   if (m == 0 || n == 0 || bt.n0 <= 0 || bt.n1 <= 0) return;
-  blas::check_beta(beta);
-  if (k == 0) {  // an empty sum: C = beta C
+  blas::check_beta(beta, bias != nullptr);
+  if (k == 0) {  // an empty sum: C = beta C, plus the bias
     if (beta == 0.0f)
       for (int64_t i = 0; i < bt.n0; ++i)
         for (int64_t j = 0; j < bt.n1; ++j)
-          for (int64_t r = 0; r < m; ++r)
-            std::memset(c + i * bt.sc0 + j * bt.sc1 + r * ldc, 0, static_cast<size_t>(n) * sizeof(float));
+          for (int64_t r = 0; r < m; ++r) {
+            float* row = c + i * bt.sc0 + j * bt.sc1 + r * ldc;
+            if (bias)
+              std::memcpy(row, bias, static_cast<size_t>(n) * sizeof(float));
+            else
+              std::memset(row, 0, static_cast<size_t>(n) * sizeof(float));
+          }
     return;
   }
   // One key per product set, whichever way it came: a lone level is the
@@ -124,6 +133,7 @@ void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
   key.ta = ta;
   key.tb = tb;
   key.accumulate = beta != 0.0f;
+  key.bias = bias != nullptr;
   key.m = m;
   key.n = n;
   key.k = k;
@@ -138,8 +148,13 @@ void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
   e.a.set_data_handle(const_cast<void*>(a));
   e.b.set_data_handle(const_cast<void*>(b));
   e.c.set_data_handle(c);
-  e.prim.execute(thread_stream(), {{DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c},
-                          {DNNL_ARG_SCRATCHPAD, e.scratch}});
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, e.a}, {DNNL_ARG_WEIGHTS, e.b}, {DNNL_ARG_DST, e.c}, {DNNL_ARG_SCRATCHPAD, e.scratch}};
+  if (bias) {
+    e.bias.set_data_handle(const_cast<float*>(bias));
+    args[DNNL_ARG_BIAS] = e.bias;
+  }
+  e.prim.execute(thread_stream(), args);
 }
 
 }  // namespace
@@ -164,10 +179,10 @@ std::string f32_engine() {
 }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
   if (m * n * k < blas::kSmallProduct || (ta && m * n * k >= kLargeTransposedA && transposed_a_on_blas()))
-    return blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  run(dt::f32, Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+  run(dt::f32, Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -195,10 +210,12 @@ std::string bf16_unsupported_reason() {
 }
 
 void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                       const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+                       const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                       const float* bias) {
   if (const std::string why = bf16_refusal(); !why.empty()) throw std::runtime_error(why);
-  if (bf16_emulated()) return blas::gemm_bf16_emulated(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  run(dt::bf16, batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  if (bf16_emulated())
+    return blas::gemm_bf16_emulated(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+  run(dt::bf16, batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 CacheStats cache_stats() {

@@ -12,8 +12,8 @@ namespace xg::engine {
 std::string f32_engine() { return blas::version(); }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+          const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
+  blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
@@ -28,9 +28,10 @@ std::string bf16_unsupported_reason() {
 
 // Emulated only (set_bf16_emulation).
 void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                       const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+                       const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                       const float* bias) {
   if (const std::string why = bf16_refusal(); !why.empty()) throw std::runtime_error(why);
-  blas::gemm_bf16_emulated(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  blas::gemm_bf16_emulated(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 CacheStats cache_stats() { return {}; }

@@ -31,11 +31,16 @@ struct Mat {
   double op(bool t, int64_t i, int64_t j) const { return t ? v[j * ld + i] : v[i * ld + j]; }
 };
 
+// The largest error relative to ref's scale; infinite where c holds a NaN
+// (std::max would skip it).
 double max_rel_error(int64_t m, int64_t n, const std::vector<float>& c, int64_t ldc, const std::vector<double>& ref) {
   double worst = 0, scale = 1e-30;
   for (double r : ref) scale = std::max(scale, std::abs(r));
   for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) worst = std::max(worst, std::abs(c[i * ldc + j] - ref[i * n + j]) / scale);
+    for (int64_t j = 0; j < n; ++j) {
+      const double e = std::abs(c[i * ldc + j] - ref[i * n + j]) / scale;
+      worst = std::isnan(e) ? INFINITY : std::max(worst, e);
+    }
   return worst;
 }
 
@@ -294,6 +299,67 @@ TEST_CASE("engine: bf16 products in every transpose form, with padded strides, b
           for (int64_t j = n; j < ldc; ++j) CHECK(cq[i * ldc + j] == 0.5f);
       }
     }
+}
+
+TEST_CASE("engine: a bias added to every row of C: float32 small and large, float64, bf16, an empty sum") {
+  // C starts as NaN: with a bias, beta is 0 and C's old values are never read.
+  xgt::Bf16Products bf16_products;
+  struct Size {
+    int64_t m, n, k;
+  };
+  for (const Size z : {Size{5, 7, 3}, Size{70, 65, 80}, Size{3, 40, 0}})  // OpenBLAS, the engine, no terms
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        const int64_t m = z.m, n = z.n, k = z.k;
+        CAPTURE(m);
+        CAPTURE(k);
+        CAPTURE(ta);
+        CAPTURE(tb);
+        Mat a = ta ? Mat(k, m, 3, 21) : Mat(m, k, 3, 21);
+        Mat b = tb ? Mat(n, k, 5, 22) : Mat(k, n, 5, 22);
+        // Operands exact in bf16, so that one reference serves every type.
+        std::vector<bf16_t> a16(a.v.size()), b16(b.v.size());
+        engine::to_bf16(a.v.data(), a16.data(), static_cast<int64_t>(a16.size()));
+        engine::to_bf16(b.v.data(), b16.data(), static_cast<int64_t>(b16.size()));
+        engine::from_bf16(a16.data(), a.v.data(), static_cast<int64_t>(a.v.size()));
+        engine::from_bf16(b16.data(), b.v.data(), static_cast<int64_t>(b.v.size()));
+        const Mat bias(1, n, 0, 23);
+        const int64_t ldc = n + 2;
+        std::vector<double> ref(m * n);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double s = bias.v[j];
+            for (int64_t p = 0; p < k; ++p) s += a.op(ta, i, p) * b.op(tb, p, j);
+            ref[i * n + j] = s;
+          }
+        const auto check = [&](const std::vector<float>& c) {
+          CHECK(max_rel_error(m, n, c, ldc, ref) < 1e-5);
+          for (int64_t i = 0; i < m; ++i)  // the padding columns of C are untouched
+            for (int64_t j = n; j < ldc; ++j) CHECK(std::isnan(c[i * ldc + j]));
+        };
+        std::vector<float> c(m * ldc, std::nanf(""));
+        engine::gemm(ta, tb, m, n, k, 1.0f, a.v.data(), a.ld, b.v.data(), b.ld, 0.0f, c.data(), ldc, bias.v.data());
+        check(c);
+        std::fill(c.begin(), c.end(), std::nanf(""));
+        engine::gemm_bf16(ta, tb, m, n, k, 1.0f, a16.data(), a.ld, b16.data(), b.ld, 0.0f, c.data(), ldc,
+                          bias.v.data());
+        check(c);
+        const std::vector<double> ad(a.v.begin(), a.v.end()), bd(b.v.begin(), b.v.end());
+        const std::vector<double> biasd(bias.v.begin(), bias.v.end());
+        std::vector<double> cd(m * ldc, std::nan(""));
+        engine::gemm(ta, tb, m, n, k, 1.0, ad.data(), a.ld, bd.data(), b.ld, 0.0, cd.data(), ldc, biasd.data());
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) CHECK(std::abs(cd[i * ldc + j] - ref[i * n + j]) < 1e-12);
+      }
+  // A bias asks for beta 0: refused with beta 1, small or large.
+  for (int64_t size : {4, 64}) {
+    CAPTURE(size);
+    std::vector<float> a(size * size, 1.0f), c(size * size), bias(size, 1.0f);
+    CHECK(xgt::contains(XG_THROW_MESSAGE(engine::gemm(false, false, size, size, size, 1.0f, a.data(), size, a.data(),
+                                                      size, 1.0f, c.data(), size, bias.data()),
+                                         std::invalid_argument),
+                        "a bias needs beta 0"));
+  }
 }
 
 TEST_CASE("engine: products of different shapes share the thread's scratchpad and stay exact") {

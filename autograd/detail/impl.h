@@ -273,6 +273,17 @@ decltype(auto) dispatch_any(Dtype d, F&& f) {
 
 Tensor make_tensor(const Shape& s, Dtype d);  // uninitialised, no history
 
+// t's values, or null when t is undefined (an optional bias, a gradient no
+// input needs): what the kernels take for "none".
+template <class T>
+const T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+template <class T>
+T* data_or_null(Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
 namespace detail {
 // The block b when t's values are in nChw{b}c (Buffer::channel_block) and t
 // has the shape they were stored as (not a reshaped view); else 0.
