@@ -24,9 +24,13 @@ void single_threaded() {
 }
 }  // namespace
 
-void check_beta(double beta, bool bias) {
+void check_beta(double beta, bool bias, double alpha) {
   if (beta != 0.0 && beta != 1.0) throw std::invalid_argument(fmt::format("engine::gemm: beta {} is not 0 or 1", beta));
-  if (bias && beta != 0.0) throw std::invalid_argument("engine::gemm: a bias needs beta 0, got 1");
+  // oneDNN scales the bias with the product, OpenBLAS would not: one
+  // meaning, by allowing only alpha 1.
+  if (bias && (beta != 0.0 || alpha != 1.0))
+    throw std::invalid_argument(
+        fmt::format("engine::gemm: a bias needs alpha 1 and beta 0, got alpha {} and beta {}", alpha, beta));
 }
 
 namespace {
@@ -40,7 +44,7 @@ void fill_rows(const T* bias, int64_t m, int64_t n, T* c, int64_t ldc) {
 template <>
 void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
-  check_beta(beta, bias != nullptr);
+  check_beta(beta, bias != nullptr, alpha);
   if (bias) fill_rows(bias, m, n, c, ldc), beta = 1;
   single_threaded();
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
@@ -49,7 +53,7 @@ void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 template <>
 void gemm<double>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
                   const double* b, int64_t ldb, double beta, double* c, int64_t ldc, const double* bias) {
-  check_beta(beta, bias != nullptr);
+  check_beta(beta, bias != nullptr, alpha);
   if (bias) fill_rows(bias, m, n, c, ldc), beta = 1;
   single_threaded();
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
@@ -119,7 +123,7 @@ namespace blas {
 void gemm_bf16_emulated(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                         const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c,
                         int64_t ldc, const float* bias) {
-  check_beta(beta, bias != nullptr);
+  check_beta(beta, bias != nullptr, alpha);
   // op(A) is m x k: stored k x m when transposed; likewise B, k x n.
   const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
   // An operand repeated along the batch (stride 0) is widened once.

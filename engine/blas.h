@@ -34,10 +34,10 @@ void gemm_bf16_emulated(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n,
 
 std::string version();  // "OpenBLAS 0.3.21"
 
-// Throws std::invalid_argument unless beta is 0 or 1, and 0 when there is a
-// bias (gemm.h's contract; the two leaves, OpenBLAS and oneDNN, both check
-// it, so every build and size does).
-void check_beta(double beta, bool bias = false);
+// Throws std::invalid_argument unless beta is 0 or 1, and, when there is a
+// bias, alpha 1 and beta 0 (gemm.h's contract; the two leaves, OpenBLAS and
+// oneDNN, both check it, so every build and size does).
+void check_beta(double beta, bool bias = false, double alpha = 1);
 
 // Below this many multiply-adds a oneDNN call costs more than the product.
 constexpr int64_t kSmallProduct = 48 * 48 * 48;

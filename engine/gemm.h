@@ -23,9 +23,9 @@ std::string describe();
 
 // C (m,n) = alpha op(A) op(B) + beta C, row-major, op(X) = X or Xᵀ; lda, ldb,
 // ldc are the row strides of A, B, C as stored. beta must be 0 or 1. A bias
-// (n values), when not null, is added to every row of C (beta must then be
-// 0): on oneDNN inside the product, which spares a pass over C (linear's
-// bias); on OpenBLAS written into C before a product with beta 1.
+// (n values), when not null, is added to every row of C (alpha must then be
+// 1 and beta 0): on oneDNN inside the product, which spares a pass over C
+// (linear's bias); on OpenBLAS written into C before a product with beta 1.
 // Products smaller than about 48³ multiply-adds go to OpenBLAS whatever the
 // build: oneDNN's fixed cost per call exceeds their work. So do float32
 // products with a transposed A of at least 2^25 multiply-adds on a CPU

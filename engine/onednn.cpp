@@ -104,7 +104,7 @@ Cache<Key, Entry>& cache() {
 void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const void* a, int64_t lda,
          const void* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias = nullptr) {
   if (m == 0 || n == 0 || bt.n0 <= 0 || bt.n1 <= 0) return;
-  blas::check_beta(beta, bias != nullptr);
+  blas::check_beta(beta, bias != nullptr, alpha);
   if (k == 0) {  // an empty sum: C = beta C, plus the bias
     if (beta == 0.0f)
       for (int64_t i = 0; i < bt.n0; ++i)

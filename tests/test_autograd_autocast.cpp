@@ -1,6 +1,7 @@
 // Autocast(bf16): products take bf16 operands and accumulate in float32,
 // forward and backward; everything else stays float32; float64 is untouched.
 #include <cmath>
+#include <optional>
 #include <thread>
 
 #include "engine/gemm.h"
@@ -127,6 +128,33 @@ TEST_CASE("autocast: linear and matmul equal the float32 products of bf16-rounde
   CHECK(max_abs_diff(b.grad(), sum(gy, {0, 1})) < 1e-4);
   // And the operands really were rounded: the float32 result differs by more.
   CHECK(max_abs_diff(y, linear(x, w, b)) > 1e-3);
+}
+
+TEST_CASE("linear's bias added inside the product, wherever the pool splits it, float32 and bf16") {
+  // The pool splits a product by rows of the output, or by columns when it
+  // has fewer rows than columns (each part then takes its slice of the
+  // bias). Each part here is large enough for oneDNN. The reference is
+  // float64's matmul plus the bias as a separate op.
+  xgt::Bf16Products bf16_products;
+  xgt::ThreadsGuard threads;
+  Generator g(11);
+  for (const int64_t rows : {40, 300})  // fewer rows than the 192 outputs, then more
+    for (const int t : {1, 2})
+      for (const bool bf : {false, true}) {
+        CAPTURE(rows);
+        CAPTURE(t);
+        CAPTURE(bf);
+        set_num_threads(t);
+        const Tensor x = rounded(randn({rows, 128}, g)), w = rounded(randn({192, 128}, g)), b = randn({192}, g);
+        Tensor y;
+        {
+          std::optional<Autocast> cast;
+          if (bf) cast.emplace(xg::bf16);
+          y = linear(x, w, b);
+        }
+        const Tensor ref = matmul(x.to(f64), transpose(w.to(f64), 0, 1)) + b.to(f64);
+        CHECK(max_abs_diff(y.to(f64), ref) < 1e-4);
+      }
 }
 
 TEST_CASE("autocast: the gradients of a small model agree with float32 at bf16 precision, float64 is never cast") {

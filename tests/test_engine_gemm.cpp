@@ -351,14 +351,58 @@ TEST_CASE("engine: a bias added to every row of C: float32 small and large, floa
         for (int64_t i = 0; i < m; ++i)
           for (int64_t j = 0; j < n; ++j) CHECK(std::abs(cd[i * ldc + j] - ref[i * n + j]) < 1e-12);
       }
-  // A bias asks for beta 0: refused with beta 1, small or large.
+  // A bias asks for alpha 1 and beta 0 (oneDNN would scale the bias with
+  // the product, OpenBLAS would not): refused otherwise, small or large.
   for (int64_t size : {4, 64}) {
     CAPTURE(size);
     std::vector<float> a(size * size, 1.0f), c(size * size), bias(size, 1.0f);
     CHECK(xgt::contains(XG_THROW_MESSAGE(engine::gemm(false, false, size, size, size, 1.0f, a.data(), size, a.data(),
                                                       size, 1.0f, c.data(), size, bias.data()),
                                          std::invalid_argument),
-                        "a bias needs beta 0"));
+                        "a bias needs alpha 1 and beta 0, got alpha 1 and beta 1"));
+    CHECK(xgt::contains(XG_THROW_MESSAGE(engine::gemm(false, false, size, size, size, 2.0f, a.data(), size, a.data(),
+                                                      size, 0.0f, c.data(), size, bias.data()),
+                                         std::invalid_argument),
+                        "a bias needs alpha 1 and beta 0, got alpha 2 and beta 0"));
+  }
+  // A bias on each product of a batch (B shared by the three).
+  const int64_t m = 50, n = 60, k = 70, count = 3;
+  Mat a(count * m, k, 0, 31), b(k, n, 0, 32);
+  std::vector<bf16_t> a16(a.v.size()), b16(b.v.size());
+  engine::to_bf16(a.v.data(), a16.data(), static_cast<int64_t>(a16.size()));
+  engine::to_bf16(b.v.data(), b16.data(), static_cast<int64_t>(b16.size()));
+  engine::from_bf16(a16.data(), a.v.data(), static_cast<int64_t>(a.v.size()));
+  engine::from_bf16(b16.data(), b.v.data(), static_cast<int64_t>(b.v.size()));
+  const Mat bias(1, n, 0, 33);
+  std::vector<float> c(count * m * n, std::nanf(""));
+  engine::gemm_bf16_batched(engine::Batch::flat(count, m * k, 0, m * n), false, false, m, n, k, 1.0f, a16.data(), k,
+                            b16.data(), n, 0.0f, c.data(), n, bias.v.data());
+  for (int64_t q = 0; q < count; ++q) {
+    CAPTURE(q);
+    std::vector<double> ref(m * n);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = bias.v[j];
+        for (int64_t p = 0; p < k; ++p) s += double(a.v[(q * m + i) * k + p]) * b.v[p * n + j];
+        ref[i * n + j] = s;
+      }
+    CHECK(max_rel_error(m, n, std::vector<float>(c.begin() + q * m * n, c.begin() + (q + 1) * m * n), n, ref) < 1e-5);
+  }
+}
+
+TEST_CASE("engine: a product of no terms gives C = beta C, with leading dimensions of 0") {
+  // As linear with no input features passes them (OpenBLAS 0.3.21 accepts them when k is 0).
+  for (int64_t m : {3, 60}) {
+    CAPTURE(m);
+    std::vector<float> a(1), b(1), c(m * 5, std::nanf(""));
+    std::vector<double> ad(1), bd(1), cd(m * 5, std::nan(""));
+    engine::gemm(false, false, m, 5, 0, 1.0f, a.data(), 0, b.data(), 5, 0.0f, c.data(), 5);
+    engine::gemm(false, false, m, 5, 0, 1.0, ad.data(), 0, bd.data(), 5, 0.0, cd.data(), 5);
+    for (float v : c) CHECK(v == 0.0f);
+    for (double v : cd) CHECK(v == 0.0);
+    std::fill(c.begin(), c.end(), 2.0f);
+    engine::gemm(false, false, m, 5, 0, 1.0f, a.data(), 0, b.data(), 5, 1.0f, c.data(), 5);
+    for (float v : c) CHECK(v == 2.0f);
   }
 }
 
