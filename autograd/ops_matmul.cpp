@@ -284,6 +284,22 @@ struct LinearPlan {
   }
 };
 
+// g's bf16 copy, for the backward products under Autocast(bf16), and, when
+// gb is not null, g's column sums added into it (the bias gradient, as
+// bias_grad sums it): one pass over g, each row summed while in cache.
+std::shared_ptr<const Bf16Buffer> bf16_and_column_sums(const Tensor& g, int64_t rows, int64_t out_f, float* gb) {
+  if (!gb) return to_bf16(g);
+  auto out = std::make_shared<Bf16Buffer>(g.numel());
+  const float* pg = g.data<float>();
+  uint16_t* p16 = out->data();
+  detail::row_sums<float>(rows, out_f, gb, [=](int64_t r, float* acc) {
+    const float* row = pg + r * out_f;
+    engine::to_bf16(row, p16 + r * out_f, out_f);
+    for (int64_t j = 0; j < out_f; ++j) acc[j] += row[j];
+  });
+  return out;
+}
+
 // db = column sums of g (rows,O), in g's own precision.
 Tensor bias_grad(const Tensor& g, int64_t rows, int64_t out_f) {
   Tensor gb = zeros({out_f}, g.dtype());
@@ -334,10 +350,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
           if (grad_enabled()) throw_bf16_second_order("linear");
           Tensor gx = needs_input_grad(0) ? make_tensor(xs, f32) : Tensor();
           Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), f32) : Tensor();
-          pl.backward(x16->data(), needs_input_grad(0) ? to_bf16(w)->data() : nullptr, to_bf16(g)->data(),
+          Tensor gb = has_b && needs_input_grad(2) ? zeros({pl.out_f}, f32) : Tensor();
+          const auto g16 = bf16_and_column_sums(g, pl.rows, pl.out_f, data_or_null<float>(gb));
+          pl.backward(x16->data(), needs_input_grad(0) ? to_bf16(w)->data() : nullptr, g16->data(),
                       data_or_null<float>(gx), data_or_null<float>(gw));
-          return std::vector<Tensor>{gx, gw,
-                                     has_b && needs_input_grad(2) ? bias_grad(g, pl.rows, pl.out_f) : Tensor()};
+          return std::vector<Tensor>{gx, gw, gb};
         },
         {w});
   }

@@ -100,24 +100,30 @@ void parallel_for_each_strided(const Shape& shape, const std::array<const std::v
                [&](int64_t begin, int64_t end) { for_each_strided<N>(shape, strides, begin, end, f); });
 }
 
-// out[j] += sum over rows r of term(r, j), j < cols. Each thread sums a block
-// of rows (the same blocks the row-wise kernels use, so it reads what it
-// wrote) into its own partial row; the partials are then added in order.
-// Splitting by columns instead is slower (docs/performance.md, section Threads).
+// out[j] += sum over rows r of row r's j-th term, j < cols: add_row(r, acc)
+// adds row r's terms into acc[0..cols). Each thread sums a block of rows
+// (the same blocks the row-wise kernels use, so it reads what it wrote) into
+// its own partial row; the partials are then added in order. Splitting by
+// columns instead is slower (docs/performance.md, section Threads).
 template <class T, class F>
-void column_sums(int64_t rows, int64_t cols, T* out, F term) {
+void row_sums(int64_t rows, int64_t cols, T* out, F add_row) {
   const int64_t parts = rows * cols < 32768 ? 1 : std::min<int64_t>(num_threads(), rows);
   std::vector<T> partial(static_cast<size_t>(parts * cols), T(0));
   T* pp = partial.data();
   parallel_for(parts, rows * cols / std::max<int64_t>(parts, 1) * 2, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      T* acc = pp + i * cols;
-      for (int64_t r = rows * i / parts, r1 = rows * (i + 1) / parts; r < r1; ++r)
-        for (int64_t j = 0; j < cols; ++j) acc[j] += term(r, j);
-    }
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t r = rows * i / parts, r1 = rows * (i + 1) / parts; r < r1; ++r) add_row(r, pp + i * cols);
   });
   for (int64_t i = 0; i < parts; ++i)
     for (int64_t j = 0; j < cols; ++j) out[j] += pp[i * cols + j];
+}
+
+// out[j] += sum over rows r of term(r, j), j < cols (row_sums' blocks and order).
+template <class T, class F>
+void column_sums(int64_t rows, int64_t cols, T* out, F term) {
+  row_sums<T>(rows, cols, out, [&](int64_t r, T* acc) {
+    for (int64_t j = 0; j < cols; ++j) acc[j] += term(r, j);
+  });
 }
 
 }  // namespace xg::detail
