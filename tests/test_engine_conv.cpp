@@ -340,6 +340,17 @@ std::vector<Tensor> residual_chain_second(Dtype d, const std::vector<size_t>& fi
   return out;
 }
 
+// On oneDNN every block's result stayed in the primitives' layout (nChw16c
+// on AVX-512, nChw8c on AVX2) when `keep`; switched off, none did.
+void check_kept_blocked(const std::vector<int>& blocked, bool keep) {
+  for (const int b : blocked) {
+    if (keep && engine::conv_available())
+      CHECK((b == 8 || b == 16));
+    else
+      CHECK(b == 0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("results kept blocked between layers: a residual chain in float32 equals float64, values and gradients") {
@@ -353,14 +364,7 @@ TEST_CASE("results kept blocked between layers: a residual chain in float32 equa
       std::vector<int> blocked;
       const std::vector<Tensor> got = residual_chain(f32, &blocked);
       xgt::check_close(got, residual_chain(f64), 1e-4);
-      // On oneDNN every block's result stayed in the primitives' layout
-      // (nChw16c on AVX-512, nChw8c on AVX2); switched off, none did.
-      for (const int b : blocked) {
-        if (keep && engine::conv_available())
-          CHECK((b == 8 || b == 16));
-        else
-          CHECK(b == 0);
-      }
+      check_kept_blocked(blocked, keep);
     }
   engine::set_blocked_activations(true);
   // Second order through blocked results and the float32 batch norm, with
@@ -413,12 +417,7 @@ TEST_CASE("results kept blocked between layers under Autocast(bf16): the residua
       engine::set_blocked_activations(keep);
       std::vector<int> blocked;
       runs.push_back(residual_chain(f32, &blocked, true));
-      for (const int b : blocked) {
-        if (keep && engine::conv_available())
-          CHECK((b == 8 || b == 16));
-        else
-          CHECK(b == 0);
-      }
+      check_kept_blocked(blocked, keep);
     }
     engine::set_blocked_activations(true);
     const std::vector<Tensor> exact = residual_chain(f64);

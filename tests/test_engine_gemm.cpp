@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -29,6 +30,14 @@ struct Mat {
   }
   // Element (i,j) of op(X) where X is this stored matrix and t says transposed.
   double op(bool t, int64_t i, int64_t j) const { return t ? v[j * ld + i] : v[i * ld + j]; }
+  // The values rounded to bf16, in place, and their bf16 copy: operands of
+  // bf16 products whose exact result a float64 sum of v gives.
+  std::vector<bf16_t> round_to_bf16() {
+    std::vector<bf16_t> h(v.size());
+    engine::to_bf16(v.data(), h.data(), static_cast<int64_t>(h.size()));
+    engine::from_bf16(h.data(), v.data(), static_cast<int64_t>(v.size()));
+    return h;
+  }
 };
 
 // The largest error relative to ref's scale; infinite where c holds a NaN
@@ -44,6 +53,12 @@ double max_rel_error(int64_t m, int64_t n, const std::vector<float>& c, int64_t 
   return worst;
 }
 
+// op(A) (m,k) and op(B) (k,n), stored transposed where ta and tb say, rows
+// padded by 3 and 5 columns; B's values from seed + 1.
+std::pair<Mat, Mat> operands(bool ta, bool tb, int64_t m, int64_t n, int64_t k, uint64_t seed) {
+  return {ta ? Mat(k, m, 3, seed) : Mat(m, k, 3, seed), tb ? Mat(n, k, 5, seed + 1) : Mat(k, n, 5, seed + 1)};
+}
+
 void check_form(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, float beta) {
   CAPTURE(ta);
   CAPTURE(tb);
@@ -51,8 +66,7 @@ void check_form(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
   CAPTURE(n);
   CAPTURE(k);
   CAPTURE(beta);
-  Mat a = ta ? Mat(k, m, 3, 1) : Mat(m, k, 3, 1);
-  Mat b = tb ? Mat(n, k, 5, 2) : Mat(k, n, 5, 2);
+  const auto [a, b] = operands(ta, tb, m, n, k, 1);
   const int64_t ldc = n + 2;
   std::vector<float> c(m * ldc, 0.5f);
   std::vector<double> ref(m * n);
@@ -274,11 +288,7 @@ TEST_CASE("engine: bf16 products in every transpose form, with padded strides, b
       // `count` stored matrices one after the other; B is one matrix for all (stride 0).
       Mat a = ta ? Mat(count * k, m, 3, 11) : Mat(count * m, k, 3, 11);
       Mat b = tb ? Mat(n, k, 5, 12) : Mat(k, n, 5, 12);
-      std::vector<bf16_t> a16(a.v.size()), b16(b.v.size());
-      engine::to_bf16(a.v.data(), a16.data(), static_cast<int64_t>(a16.size()));
-      engine::to_bf16(b.v.data(), b16.data(), static_cast<int64_t>(b16.size()));
-      engine::from_bf16(a16.data(), a.v.data(), static_cast<int64_t>(a.v.size()));  // a and b now hold the rounded values
-      engine::from_bf16(b16.data(), b.v.data(), static_cast<int64_t>(b.v.size()));
+      const std::vector<bf16_t> a16 = a.round_to_bf16(), b16 = b.round_to_bf16();
       const int64_t ldc = n + 2, sa = (ta ? k : m) * a.ld, sc = m * ldc;
       std::vector<float> c(count * sc, 0.5f);
       engine::gemm_bf16_batched(count, ta, tb, m, n, k, 0.5f, a16.data(), a.ld, sa, b16.data(), b.ld, 0, 1.0f,
@@ -315,14 +325,9 @@ TEST_CASE("engine: a bias added to every row of C: float32 small and large, floa
         CAPTURE(k);
         CAPTURE(ta);
         CAPTURE(tb);
-        Mat a = ta ? Mat(k, m, 3, 21) : Mat(m, k, 3, 21);
-        Mat b = tb ? Mat(n, k, 5, 22) : Mat(k, n, 5, 22);
+        auto [a, b] = operands(ta, tb, m, n, k, 21);
         // Operands exact in bf16, so that one reference serves every type.
-        std::vector<bf16_t> a16(a.v.size()), b16(b.v.size());
-        engine::to_bf16(a.v.data(), a16.data(), static_cast<int64_t>(a16.size()));
-        engine::to_bf16(b.v.data(), b16.data(), static_cast<int64_t>(b16.size()));
-        engine::from_bf16(a16.data(), a.v.data(), static_cast<int64_t>(a.v.size()));
-        engine::from_bf16(b16.data(), b.v.data(), static_cast<int64_t>(b.v.size()));
+        const std::vector<bf16_t> a16 = a.round_to_bf16(), b16 = b.round_to_bf16();
         const Mat bias(1, n, 0, 23);
         const int64_t ldc = n + 2;
         std::vector<double> ref(m * n);
@@ -368,11 +373,7 @@ TEST_CASE("engine: a bias added to every row of C: float32 small and large, floa
   // A bias on each product of a batch (B shared by the three).
   const int64_t m = 50, n = 60, k = 70, count = 3;
   Mat a(count * m, k, 0, 31), b(k, n, 0, 32);
-  std::vector<bf16_t> a16(a.v.size()), b16(b.v.size());
-  engine::to_bf16(a.v.data(), a16.data(), static_cast<int64_t>(a16.size()));
-  engine::to_bf16(b.v.data(), b16.data(), static_cast<int64_t>(b16.size()));
-  engine::from_bf16(a16.data(), a.v.data(), static_cast<int64_t>(a.v.size()));
-  engine::from_bf16(b16.data(), b.v.data(), static_cast<int64_t>(b.v.size()));
+  const std::vector<bf16_t> a16 = a.round_to_bf16(), b16 = b.round_to_bf16();
   const Mat bias(1, n, 0, 33);
   std::vector<float> c(count * m * n, std::nanf(""));
   engine::gemm_bf16_batched(engine::Batch::flat(count, m * k, 0, m * n), false, false, m, n, k, 1.0f, a16.data(), k,
