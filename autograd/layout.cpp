@@ -38,6 +38,19 @@ void Buffer::unblock() {
 
 namespace detail {
 
+bool avx512_loops() {
+#if defined(__GNUC__) && defined(__x86_64__)
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
 int channel_block(const Tensor& t) {
   if (!t.defined()) return 0;
   const Buffer& buf = *t.impl()->buf;

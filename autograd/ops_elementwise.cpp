@@ -65,7 +65,10 @@ Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
     if (a.shape() == b.shape()) {
       parallel_for(n, 2, [=](int64_t i0, int64_t i1) {
         const auto fl = f;
-        for (int64_t i = i0; i < i1; ++i) po[i] = fl(pa[i], pb[i]);
+        if constexpr (std::is_same_v<T, float>)
+          detail::elementwise_range(i0, i1, [=](int64_t i) { po[i] = fl(pa[i], pb[i]); });
+        else
+          for (int64_t i = i0; i < i1; ++i) po[i] = fl(pa[i], pb[i]);
       });
     } else if (b.numel() == 1) {
       const T y = pb[0];

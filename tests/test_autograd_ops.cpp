@@ -1,8 +1,11 @@
 // Finite-difference gradient tests (float64) for every op, with broadcasting,
 // size-1 dimensions, negative axes, keepdims and non-square shapes.
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <vector>
 
+#include "autograd/detail/impl.h"
 #include "autograd/detail/kernels.h"
 #include "tests/helpers.h"
 
@@ -349,6 +352,37 @@ TEST_CASE("float32 kernels: fast_tanhf and fast_sigmoidf against double, across 
   CHECK(xg::detail::fast_sigmoidf(-1000.0f) == 0.0f);
   CHECK(xg::detail::fast_sigmoidf(1000.0f) == 1.0f);
   CHECK(std::isnan(xg::detail::fast_sigmoidf(std::nanf(""))));
+}
+
+TEST_CASE("float32 elementwise loops: the AVX-512 copy gives the plain copy's values, bit for bit") {
+  // What map() and binary_kernel() run where the CPU has AVX-512; gelu's,
+  // tanh's and sigmoid's kernels over a sweep with the specials.
+  std::vector<float> x;
+  for (int i = -200000; i <= 200000; ++i) x.push_back(static_cast<float>(i) * 1e-4f);
+  for (float v : {0.0f, -0.0f, 1e-30f, 90.0f, -90.0f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity()})
+    x.push_back(v);
+  const int64_t n = static_cast<int64_t>(x.size());
+  const float* px = x.data();
+  const auto gelu = [](float v) { return 0.5f * v * (1.0f + xg::detail::fast_erff(v * 0.70710678f)); };
+  const auto tanh = [](float v) { return xg::detail::fast_tanhf(v); };
+  const auto sigmoid = [](float v) { return xg::detail::fast_sigmoidf(v); };
+  const auto check = [&](auto f) {
+    std::vector<float> plain(x.size()), wide(x.size());
+    float *pp = plain.data(), *pw = wide.data();
+    xg::detail::for_range_plain(0, n, [=](int64_t i) { pp[i] = f(px[i]); });
+    xg::detail::for_range_avx512(0, n, [=](int64_t i) { pw[i] = f(px[i]); });
+    CHECK(std::memcmp(plain.data(), wide.data(), x.size() * sizeof(float)) == 0);
+  };
+  __builtin_cpu_init();
+  if (!xg::detail::avx512_loops()) {  // the copy would not run here; the plain one is what runs
+    CHECK(!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+            __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")));
+    return;
+  }
+  check(gelu);
+  check(tanh);
+  check(sigmoid);
 }
 
 TEST_CASE("float32 kernels: fast_expf and fast_erff against the C library, gelu float32 against float64") {

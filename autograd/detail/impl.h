@@ -5,6 +5,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "autograd/autograd.h"
@@ -303,6 +304,35 @@ std::vector<int64_t> contiguous_strides(const Shape& s);
 
 namespace xg::detail {
 
+// Whether this CPU has AVX-512 (F, DQ, BW and VL): then float32 elementwise
+// loops run a copy of themselves compiled for it (16 floats a vector where
+// the build's x86-64-v3 gives 8). Arithmetic-bound kernels (erf, exp, tanh)
+// take half the time; the results are the same, bit for bit.
+bool avx512_loops();
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define XG_AVX512_TARGET __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma")))
+#else
+#define XG_AVX512_TARGET
+#endif
+
+template <class F>
+XG_AVX512_TARGET void for_range_avx512(int64_t i0, int64_t i1, const F& body) {
+  for (int64_t i = i0; i < i1; ++i) body(i);
+}
+template <class F>
+void for_range_plain(int64_t i0, int64_t i1, const F& body) {
+  for (int64_t i = i0; i < i1; ++i) body(i);
+}
+// body(i) for i in [i0, i1): the AVX-512 copy where avx512_loops().
+template <class F>
+void elementwise_range(int64_t i0, int64_t i1, const F& body) {
+  if (avx512_loops())
+    for_range_avx512(i0, i1, body);
+  else
+    for_range_plain(i0, i1, body);
+}
+
 // out[i] = f(a[i]) with no tape: for backward formulas and masks.
 // A blocked float32 a (channel_block) gives a blocked result.
 template <class F>
@@ -315,7 +345,10 @@ Tensor map(const Tensor& a, F f) {
     T* q = block ? reinterpret_cast<T*>(stored(out)) : out.data<T>();
     parallel_for(a.numel(), 4, [=](int64_t i0, int64_t i1) {
       const auto fl = f;  // a local copy: f's captured scalars could alias q[i]
-      for (int64_t i = i0; i < i1; ++i) q[i] = fl(p[i]);
+      if constexpr (std::is_same_v<T, float>)
+        elementwise_range(i0, i1, [=](int64_t i) { q[i] = fl(p[i]); });
+      else
+        for (int64_t i = i0; i < i1; ++i) q[i] = fl(p[i]);
     });
   });
   return out;
