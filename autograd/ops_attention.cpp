@@ -301,8 +301,8 @@ std::vector<Tensor> attention_backward(const Plan& pl, int64_t cost, const Tenso
   dispatch(q.dtype(), [&](auto z) {
     using T = decltype(z);
     const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>(), *pg = g.data<T>();
-    const T* pw = w.defined() ? w.data<T>() : nullptr;
-    const T* ps = stats.defined() ? stats.data<T>() : nullptr;
+    const T* pw = data_or_null<T>(w);
+    const T* ps = data_or_null<T>(stats);
     T *gq = dq.data<T>(), *gk = dk.data<T>(), *gv = dv.data<T>();
     parallel_for(pl.g.B * pl.g.H, 2 * cost, [&](int64_t bh0, int64_t bh1) {
       backward_heads<T>(pl, pq, pk, pv, pw, ps, pg, gq, gk, gv, bh0, bh1);
@@ -382,8 +382,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     using T = decltype(z);
     const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
     T* po = out.data<T>();
-    T* pw = w.defined() ? w.data<T>() : nullptr;
-    T* ps = stats.defined() ? stats.data<T>() : nullptr;
+    T* pw = data_or_null<T>(w);
+    T* ps = data_or_null<T>(stats);
     parallel_for(B * H, cost, [&](int64_t bh0, int64_t bh1) { forward_heads<T>(pl, pq, pk, pv, po, pw, ps, bh0, bh1); });
   });
   if (o.weights) *o.weights = w;

@@ -246,8 +246,8 @@ std::vector<Tensor> direct_backward(const DirectConv<In>& dc, const In* x, const
   Tensor gb = has_b && needs_input_grad(2) ? make_tensor({dc.g.o}, f32) : Tensor();
   // The primitive computes both; a bias gradient alone still needs a weight buffer.
   Tensor w_out = gw.defined() ? gw : gb.defined() ? make_tensor(ws, f32) : Tensor();
-  dc.backward(x, w, dy, gx.defined() ? detail::stored(gx) : nullptr, w_out.defined() ? w_out.data<float>() : nullptr,
-              gb.defined() ? gb.data<float>() : nullptr, blocks);
+  dc.backward(x, w, dy, gx.defined() ? detail::stored(gx) : nullptr, data_or_null<float>(w_out),
+              data_or_null<float>(gb), blocks);
   return {gx, gw, gb};
 }
 
@@ -261,7 +261,7 @@ Tensor conv2d_direct_bf16(const Tensor& x, const Tensor& weight, const Tensor& b
   const int yb = dc.layouts(xb).y;
   const Shape ys{dc.g.n, dc.g.o, dc.g.ho, dc.g.wo};
   Tensor y = yb ? detail::make_blocked(ys, yb) : make_tensor(ys, f32);
-  dc.forward(x16->data(), to_bf16(weight)->data(), bias.defined() ? bias.data<float>() : nullptr, detail::stored(y),
+  dc.forward(x16->data(), to_bf16(weight)->data(), data_or_null<float>(bias), detail::stored(y),
              {xb, yb, 0});
   return record(
       "conv2d", y, {x, weight, bias},
@@ -290,7 +290,7 @@ Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   const int yb = dc.layouts(xb).y;
   const Shape ys{geo.n, geo.o, geo.ho, geo.wo};
   Tensor y = yb ? detail::make_blocked(ys, yb) : make_tensor(ys, f32);
-  dc.forward(detail::stored(x), weight.data<float>(), bias.defined() ? bias.data<float>() : nullptr,
+  dc.forward(detail::stored(x), weight.data<float>(), data_or_null<float>(bias),
              detail::stored(y), {xb, yb, 0});
   return record(
       "conv2d", y, {x, weight, bias},

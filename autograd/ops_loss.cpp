@@ -185,7 +185,7 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
   } else {
     dispatch(x.dtype(), [&](auto z) {
       using T = decltype(z);
-      total = forward_loss(pl, Operands<T>{x.data<T>(), weight.data<T>()}, bias.defined() ? bias.data<T>() : nullptr,
+      total = forward_loss(pl, Operands<T>{x.data<T>(), weight.data<T>()}, data_or_null<T>(bias),
                            lse.data<T>());
     });
   }
@@ -220,9 +220,9 @@ Tensor linear_cross_entropy(const Tensor& x, const Tensor& weight, const Tensor&
                   if (pl.count == 0) return std::vector<Tensor>{dx, dw, db};
                   dispatch(x.dtype(), [&](auto z) {
                     using T = decltype(z);
-                    backward_loss(pl, Operands<T>{x.data<T>(), w.data<T>()}, b.defined() ? b.data<T>() : nullptr,
-                                  lse.data<T>(), T(g.item() / double(pl.count)), dx.defined() ? dx.data<T>() : nullptr,
-                                  dw.defined() ? dw.data<T>() : nullptr, db.defined() ? db.data<T>() : nullptr);
+                    backward_loss(pl, Operands<T>{x.data<T>(), w.data<T>()}, data_or_null<T>(b),
+                                  lse.data<T>(), T(g.item() / double(pl.count)), data_or_null<T>(dx),
+                                  data_or_null<T>(dw), data_or_null<T>(db));
                   });
                   return std::vector<Tensor>{dx, dw, db};
                 },

@@ -126,10 +126,10 @@ std::vector<Tensor> layer_norm_backward(const Tensor& xhat, const Tensor& rstd, 
   dispatch(xhat.dtype(), [&](auto z) {
     using T = decltype(z);
     const T *pg = g.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
-    const T* pw = w.defined() ? w.data<T>() : nullptr;
+    const T* pw = data_or_null<T>(w);
     T* px = gx.data<T>();
-    T* pgw = gw.defined() ? gw.data<T>() : nullptr;
-    T* pgb = gb.defined() ? gb.data<T>() : nullptr;
+    T* pgw = data_or_null<T>(gw);
+    T* pgb = data_or_null<T>(gb);
     parallel_for(rows, 8 * c, [=](int64_t r0, int64_t r1) {
       std::vector<T> gh(c);  // one row of g * w
       for (int64_t r = r0; r < r1; ++r) {
@@ -245,8 +245,8 @@ Tensor layer_norm_impl(const char* op, const Tensor& x, const Tensor& r, const T
     using T = decltype(z);
     const T* px = x.data<T>();
     const T* pres = has_r ? r.data<T>() : nullptr;
-    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
-    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    const T* pw = data_or_null<T>(weight);
+    const T* pb = data_or_null<T>(bias);
     T *py = out.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
     layer_norm_forward<T>(px, pres, pw, pb, py, ph, pr, rows, c, eps);
   });

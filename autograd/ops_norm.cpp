@@ -292,7 +292,7 @@ std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const
   Tensor gw = weight.defined() && needs_input_grad(1) ? make_tensor({p.C}, f32) : Tensor();
   Tensor gb = has_bias && needs_input_grad(2) ? make_tensor({p.C}, f32) : Tensor();
   const float *px = detail::stored(x), *pg = p.b != 0 ? detail::stored(g) : g.data<float>();
-  const float* w = weight.defined() ? weight.data<float>() : nullptr;
+  const float* w = data_or_null<float>(weight);
   // Each plane's sum g and sum g (x - mean), (n, c) at n C + c.
   std::vector<float> pa(static_cast<size_t>(p.N * p.C)), pb(pa.size());
   if (p.b == 0) {
@@ -347,8 +347,8 @@ Tensor batch_norm_fused(const Tensor& x, Tensor running_mean, Tensor running_var
   auto stats = std::make_shared<ChannelStats>(training ? batch_stats(detail::stored(x), p, eps)
                                                        : running_stats(running_mean, running_var, eps));
   Tensor y = p.b != 0 ? detail::make_blocked(x.shape(), static_cast<int>(p.b)) : make_tensor(x.shape(), f32);
-  normalise_planes(detail::stored(x), p, *stats, weight.defined() ? weight.data<float>() : nullptr,
-                   bias.defined() ? bias.data<float>() : nullptr, detail::stored(y));
+  normalise_planes(detail::stored(x), p, *stats, data_or_null<float>(weight),
+                   data_or_null<float>(bias), detail::stored(y));
   // Evaluation reads the running statistics as they are now: copied into stats.
   Tensor rm = training ? Tensor() : running_mean.detach().clone(), rv = training ? Tensor() : running_var.detach().clone();
   y = record(

@@ -455,8 +455,8 @@ Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, co
   const Tensor acts = make_tensor({B, T, std::max<int64_t>(r.A, 1) * H}, proj.dtype());
   dispatch(proj.dtype(), [&](auto z) {
     using V = decltype(z);
-    forward<V>(r, proj.data<V>(), w_hh.data<V>(), b_hh.defined() ? b_hh.data<V>() : nullptr, h0.data<V>(),
-               c0.defined() ? c0.data<V>() : nullptr, const_cast<Tensor&>(states).data<V>(),
+    forward<V>(r, proj.data<V>(), w_hh.data<V>(), data_or_null<V>(b_hh), h0.data<V>(),
+               data_or_null<V>(c0), const_cast<Tensor&>(states).data<V>(),
                const_cast<Tensor&>(acts).data<V>());
   });
   std::vector<Tensor> saved = {w_hh, h0, states};
@@ -482,10 +482,10 @@ Tensor recurrence(RecurrentCell cell, const Tensor& proj, const Tensor& w_hh, co
           using V = decltype(z);
           std::unique_ptr<Scratch<V>> dhh;  // the GRU's recurrent-side gradient differs from dproj
           if (r.cell == RecurrentCell::gru) dhh = std::make_unique<Scratch<V>>(r.B * r.T * r.G * r.H);
-          backward<V>(r, grad.data<V>(), w.data<V>(), h0.data<V>(), c0.defined() ? c0.data<V>() : nullptr,
+          backward<V>(r, grad.data<V>(), w.data<V>(), h0.data<V>(), data_or_null<V>(c0),
                       states.data<V>(), acts.data<V>(), dproj.data<V>(), dhh ? dhh->data() : dproj.data<V>(),
-                      dh.data<V>(), dc.defined() ? dc.data<V>() : nullptr, dw.data<V>(),
-                      db.defined() ? db.data<V>() : nullptr);
+                      dh.data<V>(), data_or_null<V>(dc), dw.data<V>(),
+                      data_or_null<V>(db));
         });
         return std::vector<Tensor>{dproj, dw, db, dh, dc};
       },

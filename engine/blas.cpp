@@ -33,14 +33,6 @@ void check_beta(double beta, bool bias, double alpha) {
         fmt::format("engine::gemm: a bias needs alpha 1 and beta 0, got alpha {} and beta {}", alpha, beta));
 }
 
-namespace {
-// C's m rows of n set to the bias, for a product with beta 1 to add to.
-template <class T>
-void fill_rows(const T* bias, int64_t m, int64_t n, T* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, bias, static_cast<size_t>(n) * sizeof(T));
-}
-}  // namespace
-
 template <>
 void gemm<float>(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                  const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "engine/gemm.h"
@@ -38,6 +39,13 @@ std::string version();  // "OpenBLAS 0.3.21"
 // bias, alpha 1 and beta 0 (gemm.h's contract; the two leaves, OpenBLAS and
 // oneDNN, both check it, so every build and size does).
 void check_beta(double beta, bool bias = false, double alpha = 1);
+
+// C's m rows of n (row stride ldc) set to the bias: what a product with a
+// bias starts from where the bias is not added inside it.
+template <class T>
+void fill_rows(const T* bias, int64_t m, int64_t n, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < m; ++i) std::memcpy(c + i * ldc, bias, static_cast<size_t>(n) * sizeof(T));
+}
 
 // Below this many multiply-adds a oneDNN call costs more than the product.
 constexpr int64_t kSmallProduct = 48 * 48 * 48;

@@ -108,14 +108,13 @@ void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
   if (k == 0) {  // an empty sum: C = beta C, plus the bias
     if (beta == 0.0f)
       for (int64_t i = 0; i < bt.n0; ++i)
-        for (int64_t j = 0; j < bt.n1; ++j)
-          for (int64_t r = 0; r < m; ++r) {
-            float* row = c + i * bt.sc0 + j * bt.sc1 + r * ldc;
-            if (bias)
-              std::memcpy(row, bias, static_cast<size_t>(n) * sizeof(float));
-            else
-              std::memset(row, 0, static_cast<size_t>(n) * sizeof(float));
-          }
+        for (int64_t j = 0; j < bt.n1; ++j) {
+          float* cij = c + i * bt.sc0 + j * bt.sc1;
+          if (bias)
+            blas::fill_rows(bias, m, n, cij, ldc);
+          else
+            for (int64_t r = 0; r < m; ++r) std::memset(cij + r * ldc, 0, static_cast<size_t>(n) * sizeof(float));
+        }
     return;
   }
   // One key per product set, whichever way it came: a lone level is the
