@@ -19,45 +19,29 @@ const int64_t nz = 16, ngf = 8, ndf = 8, nc = 3;
 
 // --- the model (the lines the port counts) ---
 struct NetG : nn::Module {
-  std::shared_ptr<nn::Sequential> main;
-  NetG() {
-    main = register_module<nn::Sequential>("main");
-    main->append<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(nz, ngf * 8, 4).stride(1).padding(0).bias(false))
-        .append<nn::BatchNorm2d>(ngf * 8)
-        .append<nn::ReLU>()
-        .append<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(ngf * 8, ngf * 4, 4).stride(2).padding(1).bias(false))
-        .append<nn::BatchNorm2d>(ngf * 4)
-        .append<nn::ReLU>()
-        .append<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(ngf * 4, ngf * 2, 4).stride(2).padding(1).bias(false))
-        .append<nn::BatchNorm2d>(ngf * 2)
-        .append<nn::ReLU>()
-        .append<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(ngf * 2, ngf, 4).stride(2).padding(1).bias(false))
-        .append<nn::BatchNorm2d>(ngf)
-        .append<nn::ReLU>()
-        .append<nn::ConvTranspose2d>(nn::ConvTranspose2dOptions(ngf, nc, 4).stride(2).padding(1).bias(false))
-        .append<nn::Tanh>();
-  }
+  std::shared_ptr<nn::Sequential> main = register_module("main", nn::Sequential{
+      nn::ConvTranspose2d(nn::ConvTranspose2dOptions(nz, ngf * 8, 4).stride(1).padding(0).bias(false)),
+      nn::BatchNorm2d(ngf * 8), nn::ReLU(),
+      nn::ConvTranspose2d(nn::ConvTranspose2dOptions(ngf * 8, ngf * 4, 4).stride(2).padding(1).bias(false)),
+      nn::BatchNorm2d(ngf * 4), nn::ReLU(),
+      nn::ConvTranspose2d(nn::ConvTranspose2dOptions(ngf * 4, ngf * 2, 4).stride(2).padding(1).bias(false)),
+      nn::BatchNorm2d(ngf * 2), nn::ReLU(),
+      nn::ConvTranspose2d(nn::ConvTranspose2dOptions(ngf * 2, ngf, 4).stride(2).padding(1).bias(false)),
+      nn::BatchNorm2d(ngf), nn::ReLU(),
+      nn::ConvTranspose2d(nn::ConvTranspose2dOptions(ngf, nc, 4).stride(2).padding(1).bias(false)), nn::Tanh()});
   Tensor forward(const Tensor& input) override { return main->forward(input); }
 };
 
 struct NetD : nn::Module {
-  std::shared_ptr<nn::Sequential> main;
-  NetD() {
-    main = register_module<nn::Sequential>("main");
-    main->append<nn::Conv2d>(nn::Conv2dOptions(nc, ndf, 4).stride(2).padding(1).bias(false))
-        .append<nn::LeakyReLU>(0.2)
-        .append<nn::Conv2d>(nn::Conv2dOptions(ndf, ndf * 2, 4).stride(2).padding(1).bias(false))
-        .append<nn::BatchNorm2d>(ndf * 2)
-        .append<nn::LeakyReLU>(0.2)
-        .append<nn::Conv2d>(nn::Conv2dOptions(ndf * 2, ndf * 4, 4).stride(2).padding(1).bias(false))
-        .append<nn::BatchNorm2d>(ndf * 4)
-        .append<nn::LeakyReLU>(0.2)
-        .append<nn::Conv2d>(nn::Conv2dOptions(ndf * 4, ndf * 8, 4).stride(2).padding(1).bias(false))
-        .append<nn::BatchNorm2d>(ndf * 8)
-        .append<nn::LeakyReLU>(0.2)
-        .append<nn::Conv2d>(nn::Conv2dOptions(ndf * 8, 1, 4).stride(1).padding(0).bias(false))
-        .append<nn::Sigmoid>();
-  }
+  std::shared_ptr<nn::Sequential> main = register_module("main", nn::Sequential{
+      nn::Conv2d(nn::Conv2dOptions(nc, ndf, 4).stride(2).padding(1).bias(false)), nn::LeakyReLU(0.2),
+      nn::Conv2d(nn::Conv2dOptions(ndf, ndf * 2, 4).stride(2).padding(1).bias(false)), nn::BatchNorm2d(ndf * 2),
+      nn::LeakyReLU(0.2),
+      nn::Conv2d(nn::Conv2dOptions(ndf * 2, ndf * 4, 4).stride(2).padding(1).bias(false)), nn::BatchNorm2d(ndf * 4),
+      nn::LeakyReLU(0.2),
+      nn::Conv2d(nn::Conv2dOptions(ndf * 4, ndf * 8, 4).stride(2).padding(1).bias(false)), nn::BatchNorm2d(ndf * 8),
+      nn::LeakyReLU(0.2),
+      nn::Conv2d(nn::Conv2dOptions(ndf * 8, 1, 4).stride(1).padding(0).bias(false)), nn::Sigmoid()});
   Tensor forward(const Tensor& input) override { return squeeze(reshape(main->forward(input), {-1, 1}), 1); }
 };
 

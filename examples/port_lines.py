@@ -3,8 +3,10 @@
 # "--- end of the model" in examples/port_NAME.py and .cpp): every line that
 # is not blank and not only a comment. For C++ it also counts the lines that
 # Python has no counterpart for: member declarations ("std::shared_ptr<...>
-# name;") and lines that only close a block ("}" or "};").
-#   port_lines.py [EXAMPLES_DIR]
+# name;") and lines that only close a block ("}" or "};"). With --docs, also
+# checks that the ports' table in that file (docs/nn.md) gives these counts;
+# exits 1 naming each row that does not.
+#   port_lines.py [EXAMPLES_DIR] [--docs FILE]
 import os
 import re
 import sys
@@ -21,8 +23,28 @@ def model_lines(path, comment):
     return [line for line in body if line.strip() and not line.strip().startswith(comment)]
 
 
+def documented(docs):
+    """{port: (C++ lines, Python lines)} from the rows "| `port_x` | ... | C / P (...) | ..." of `docs`."""
+    rows = {}
+    for line in open(docs, encoding="utf-8"):
+        m = re.match(r"\| `(port_\w+)` \|.*\| (\d+) / (\d+) \(", line)
+        if m:
+            rows[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+    return rows
+
+
 def main():
-    folder = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
+    args = sys.argv[1:]
+    docs = None
+    if "--docs" in args:
+        i = args.index("--docs")
+        if i + 1 >= len(args):
+            sys.exit("port_lines.py: --docs needs a file")
+        docs = args[i + 1]
+        del args[i:i + 2]
+    folder = args[0] if args else os.path.dirname(os.path.abspath(__file__))
+    table = documented(docs) if docs else {}
+    wrong = []
     print(f"{'port':<22} {'Python':>6} {'C++':>5} {'ratio':>6} {'C++ declarations':>17} {'C++ closing braces':>19}"
           f" {'ratio without them':>19}")
     for port in PORTS:
@@ -32,6 +54,10 @@ def main():
         brace = sum(1 for line in cc if line.strip() in ("}", "};"))
         print(f"{port:<22} {len(py):>6} {len(cc):>5} {len(cc) / len(py):>6.2f} {decl:>17} {brace:>19}"
               f" {(len(cc) - decl - brace) / len(py):>19.2f}")
+        if docs and table.get(port) != (len(cc), len(py)):
+            wrong.append(f"{port}: {docs} gives {table.get(port, 'no row')}, the files {(len(cc), len(py))}")
+    if wrong:
+        sys.exit("port_lines.py: the documented line counts (C++, Python) differ:\n  " + "\n  ".join(wrong))
 
 
 if __name__ == "__main__":

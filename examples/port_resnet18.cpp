@@ -24,11 +24,10 @@ struct BasicBlock : nn::Module {
     relu = register_module<nn::ReLU>("relu");
     conv2 = register_module<nn::Conv2d>("conv2", nn::Conv2dOptions(planes, planes, 3).padding(1).bias(false));
     bn2 = register_module<nn::BatchNorm2d>("bn2", planes);
-    if (stride != 1 || inplanes != planes) {
-      downsample = register_module<nn::Sequential>("downsample");
-      downsample->append<nn::Conv2d>(nn::Conv2dOptions(inplanes, planes, 1).stride(stride).bias(false))
-          .append<nn::BatchNorm2d>(planes);
-    }
+    if (stride != 1 || inplanes != planes)
+      downsample = register_module(
+          "downsample", nn::Sequential{nn::Conv2d(nn::Conv2dOptions(inplanes, planes, 1).stride(stride).bias(false)),
+                                       nn::BatchNorm2d(planes)});
   }
   Tensor forward(const Tensor& x) override {
     const Tensor identity = downsample ? downsample->forward(x) : x;
@@ -50,14 +49,10 @@ struct ResNet18 : nn::Module {
     bn1 = register_module<nn::BatchNorm2d>("bn1", 64);
     relu = register_module<nn::ReLU>("relu");
     maxpool = register_module<nn::MaxPool2d>("maxpool", MaxPool2dOptions(3).stride(2).padding(1));
-    layer1 = register_module<nn::Sequential>("layer1");
-    layer1->append<BasicBlock>(64, 64).append<BasicBlock>(64, 64);
-    layer2 = register_module<nn::Sequential>("layer2");
-    layer2->append<BasicBlock>(64, 128, 2).append<BasicBlock>(128, 128);
-    layer3 = register_module<nn::Sequential>("layer3");
-    layer3->append<BasicBlock>(128, 256, 2).append<BasicBlock>(256, 256);
-    layer4 = register_module<nn::Sequential>("layer4");
-    layer4->append<BasicBlock>(256, 512, 2).append<BasicBlock>(512, 512);
+    layer1 = register_module("layer1", nn::Sequential{BasicBlock(64, 64), BasicBlock(64, 64)});
+    layer2 = register_module("layer2", nn::Sequential{BasicBlock(64, 128, 2), BasicBlock(128, 128)});
+    layer3 = register_module("layer3", nn::Sequential{BasicBlock(128, 256, 2), BasicBlock(256, 256)});
+    layer4 = register_module("layer4", nn::Sequential{BasicBlock(256, 512, 2), BasicBlock(512, 512)});
     avgpool = register_module<nn::AdaptiveAvgPool2d>("avgpool", 1);
     fc = register_module<nn::Linear>("fc", 512, num_classes);
   }

@@ -22,11 +22,8 @@ struct TextClassifier : nn::Module {
     layer.batch_first(true).norm_first(true);
     encoder =
         register_module<nn::TransformerEncoder>("encoder", layer, num_layers, std::make_shared<nn::LayerNorm>(d_model));
-    head = register_module<nn::Sequential>("head");
-    head->append<nn::Linear>(d_model, d_model)
-        .append<nn::GELU>()
-        .append<nn::Dropout>(0.1)
-        .append<nn::Linear>(d_model, classes);
+    head = register_module("head", nn::Sequential{nn::Linear(d_model, d_model), nn::GELU(), nn::Dropout(0.1),
+                                                  nn::Linear(d_model, classes)});
   }
   Tensor forward(const Tensor& ids) override {  // (N, S) int64, 0 = padding
     const Tensor pad = eq(ids, 0.0);

@@ -17,13 +17,12 @@ struct DoubleConv : nn::Module {
   std::shared_ptr<nn::Sequential> double_conv;
   DoubleConv(int64_t in_channels, int64_t out_channels, int64_t mid_channels = 0) {
     mid_channels = mid_channels ? mid_channels : out_channels;
-    double_conv = register_module<nn::Sequential>("double_conv");
-    double_conv->append<nn::Conv2d>(nn::Conv2dOptions(in_channels, mid_channels, 3).padding(1).bias(false))
-        .append<nn::BatchNorm2d>(mid_channels)
-        .append<nn::ReLU>()
-        .append<nn::Conv2d>(nn::Conv2dOptions(mid_channels, out_channels, 3).padding(1).bias(false))
-        .append<nn::BatchNorm2d>(out_channels)
-        .append<nn::ReLU>();
+    double_conv = register_module(
+        "double_conv",
+        nn::Sequential{nn::Conv2d(nn::Conv2dOptions(in_channels, mid_channels, 3).padding(1).bias(false)),
+                       nn::BatchNorm2d(mid_channels), nn::ReLU(),
+                       nn::Conv2d(nn::Conv2dOptions(mid_channels, out_channels, 3).padding(1).bias(false)),
+                       nn::BatchNorm2d(out_channels), nn::ReLU()});
   }
   Tensor forward(const Tensor& x) override { return double_conv->forward(x); }
 };
@@ -31,8 +30,8 @@ struct DoubleConv : nn::Module {
 struct Down : nn::Module {
   std::shared_ptr<nn::Sequential> maxpool_conv;
   Down(int64_t in_channels, int64_t out_channels) {
-    maxpool_conv = register_module<nn::Sequential>("maxpool_conv");
-    maxpool_conv->append<nn::MaxPool2d>(2).append<DoubleConv>(in_channels, out_channels);
+    maxpool_conv =
+        register_module("maxpool_conv", nn::Sequential{nn::MaxPool2d(2), DoubleConv(in_channels, out_channels)});
   }
   Tensor forward(const Tensor& x) override { return maxpool_conv->forward(x); }
 };

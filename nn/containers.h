@@ -19,12 +19,20 @@ class Sequential : public Module {
  public:
   Sequential() = default;
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);  // push_back of each, in order
-  // Modules of any types, in order, as LibTorch's Sequential(a, b, c).
-  template <class... M, class = std::enable_if_t<(std::is_base_of_v<Module, M> && ...)>>
-  explicit Sequential(std::shared_ptr<M>... modules) {
-    (push_back(std::move(modules)), ...);
+  // Modules of any types, in order, as LibTorch's Sequential(a, b, c): each a
+  // temporary (Sequential(Linear(4, 8), ReLU()), moved in) or a
+  // std::shared_ptr (kept, shared with the caller). A single Sequential
+  // temporary is moved, not nested, as LibTorch's copy of a Sequential is.
+  template <class... A, class = std::enable_if_t<(sizeof...(A) > 0) && (is_module_arg<A>() && ...)>>
+  explicit Sequential(A&&... modules) {
+    (push_back(to_shared(std::forward<A>(modules))), ...);
   }
   void push_back(std::shared_ptr<Module> m);  // registers m under the next name ("0", "1", ...); null throws
+  // push_back of a module made as a temporary (moved in): seq->push_back(ReLU()).
+  template <class M, class = std::enable_if_t<std::is_base_of_v<Module, std::decay_t<M>>>>
+  void push_back(M&& m) {
+    push_back(to_shared(std::forward<M>(m)));
+  }
   // push_back of an M made from `args`; returns this Sequential, so that
   // appends chain as PyTorch's append does: seq->append<Linear>(4, 8).append<ReLU>().
   template <class M, class... Args,
@@ -47,7 +55,17 @@ class Sequential : public Module {
 class ModuleList : public Module {
  public:
   ModuleList() = default;
+  // Modules in order, as Sequential's constructor takes them.
+  template <class... A, class = std::enable_if_t<(sizeof...(A) > 0) && (is_module_arg<A>() && ...)>>
+  explicit ModuleList(A&&... modules) {
+    (push_back(to_shared(std::forward<A>(modules))), ...);
+  }
   void push_back(std::shared_ptr<Module> m);  // registers m under the next name ("0", "1", ...); null throws
+  // push_back of a module made as a temporary (moved in).
+  template <class M, class = std::enable_if_t<std::is_base_of_v<Module, std::decay_t<M>>>>
+  void push_back(M&& m) {
+    push_back(to_shared(std::forward<M>(m)));
+  }
   size_t size() const { return modules_.size(); }  // number of modules
   bool empty() const { return modules_.empty(); }  // size() == 0
   // Bounds-checked (std::out_of_range naming the index and size).

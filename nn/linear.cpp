@@ -30,7 +30,7 @@ Tensor Linear::forward(const Tensor& x) {
   if (x.dim() < 1 || x.size(-1) != in_)
     throw ShapeError(describe() + ": input of shape " + shape_str(x.shape()) +
                      " must end in in=" + std::to_string(in_));
-  return linear(x, *weight_, *bias_);
+  return linear(x, *weight_, bias());
 }
 
 }  // namespace xg::nn

@@ -20,13 +20,13 @@ class Linear : public Module {
   // parameter to it ties the two (lm_head->weight() = wte->weight(), as
   // nanoGPT does), one tensor under both names.
   Tensor& weight() { return *weight_; }
-  Tensor& bias() { return *bias_; }  // (out), the parameter "bias"; undefined without bias
+  Tensor& bias() { return bias_ ? *bias_ : no_bias_; }  // (out), the parameter "bias"; undefined without bias
 
  private:
   int64_t in_, out_;
   Tensor no_bias_;  // undefined: what bias() is without a bias
   Tensor* weight_;  // the registered entries, so that an assignment re-registers
-  Tensor* bias_ = &no_bias_;
+  Tensor* bias_ = nullptr;  // null without a bias (a pointer to no_bias_ would not survive a move)
 };
 
 }  // namespace xg::nn

@@ -30,6 +30,37 @@ struct LoadResult {
 // The base of every layer and model: derive, register parameters, buffers and
 // children in the constructor, and override forward() and type_name().
 class Module {
+ protected:
+  // Whether Args is one M (then register_module moves it rather than
+  // building an M from it).
+  template <class M, class... Args>
+  static constexpr bool is_only_argument() {
+    if constexpr (sizeof...(Args) == 1)
+      return (std::is_same_v<M, std::decay_t<Args>> && ...);
+    else
+      return false;
+  }
+  // Whether a container takes an A as one of its modules: a module (a
+  // temporary, to be moved) or a std::shared_ptr to one.
+  template <class A>
+  static constexpr bool is_module_arg() {
+    using T = std::decay_t<A>;
+    return std::is_base_of_v<Module, T> || std::is_convertible_v<T, std::shared_ptr<Module>>;
+  }
+  // A module as a container keeps it: a std::shared_ptr as given, a
+  // temporary moved into one.
+  template <class A>
+  static std::shared_ptr<Module> to_shared(A&& a) {
+    using T = std::decay_t<A>;
+    if constexpr (std::is_base_of_v<Module, T>) {
+      static_assert(!std::is_lvalue_reference_v<A>,
+                    "a module is not copyable: pass a temporary (Linear(4, 8)), std::move(m) or a std::shared_ptr");
+      return std::make_shared<T>(std::move(a));
+    } else {
+      return std::shared_ptr<Module>(std::forward<A>(a));
+    }
+  }
+
  public:
   Module() = default;
   virtual ~Module() = default;
@@ -54,11 +85,18 @@ class Module {
     return child;
   }
   // Constructs an M from `args` and registers it: register_module<Linear>("fc",
-  // 512, 10), as LibTorch's register_module("fc", Linear(512, 10)).
+  // 512, 10).
   template <class M, class... Args,
-            class = std::enable_if_t<std::is_base_of_v<Module, M> && std::is_constructible_v<M, Args&&...>>>
+            class = std::enable_if_t<std::is_base_of_v<Module, M> && std::is_constructible_v<M, Args&&...> &&
+                                     !is_only_argument<M, Args...>()>>
   std::shared_ptr<M> register_module(const std::string& name, Args&&... args) {
     return register_module(name, std::make_shared<M>(std::forward<Args>(args)...));
+  }
+  // Moves a module built as a temporary into a shared_ptr and registers it,
+  // as LibTorch's register_module("fc", Linear(512, 10)).
+  template <class M, class = std::enable_if_t<std::is_base_of_v<Module, M> && !std::is_lvalue_reference_v<M>>>
+  std::shared_ptr<M> register_module(const std::string& name, M&& module) {
+    return register_module(name, std::make_shared<M>(std::move(module)));
   }
 
   // The tree, in registration order, with dotted paths. A tensor registered
@@ -140,6 +178,14 @@ class Module {
   virtual void upgrade_state_dict(std::map<std::string, Tensor>& state, const std::string& prefix) const {
     (void)state, (void)prefix;
   }
+
+  // Moving is for building in place: a module made as a temporary
+  // (Sequential(Linear(4, 8), ReLU()), register_module("fc", Linear(512, 10)))
+  // moves into the shared_ptr its owner keeps. Registered tensors keep their
+  // addresses (a deque's move keeps its elements), so a layer's pointers to
+  // its own entries stay valid; a layer must not point at its other members.
+  // Move assignment stays deleted: a module in a tree is never replaced.
+  Module(Module&&) = default;
 
  private:
   void upgrade_tree(std::map<std::string, Tensor>& state, const std::string& prefix) const;

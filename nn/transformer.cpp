@@ -108,7 +108,7 @@ std::string MultiheadAttention::type_name() const {
 Tensor MultiheadAttention::project(const Tensor& x, int64_t part) const {
   const int64_t E = options_.embed_dim();
   const Tensor& W = *in_proj_weight_;
-  const Tensor& b = *in_proj_bias_;
+  const Tensor& b = in_proj_bias_ ? *in_proj_bias_ : no_bias_;
   return linear(x, slice(W, 0, part * E, (part + 1) * E), b.defined() ? slice(b, 0, part * E, (part + 1) * E) : Tensor());
 }
 

@@ -74,7 +74,7 @@ class MultiheadAttention : public Module {
   std::string type_name() const override;  // "MultiheadAttention(embed_dim=8, num_heads=2)"
   const MultiheadAttentionOptions& options() const { return options_; }  // as given
   Tensor& in_proj_weight() { return *in_proj_weight_; }  // (3E, E): the q, k and v projections stacked
-  Tensor& in_proj_bias() { return *in_proj_bias_; }      // (3E), undefined without bias
+  Tensor& in_proj_bias() { return in_proj_bias_ ? *in_proj_bias_ : no_bias_; }      // (3E), undefined without bias
   std::shared_ptr<Linear> out_proj;                      // E -> E
 
   // Incremental decoding (PyTorch's module has none): keys and values
@@ -106,7 +106,7 @@ class MultiheadAttention : public Module {
   MultiheadAttentionOptions options_;
   Tensor no_bias_;
   Tensor* in_proj_weight_;
-  Tensor* in_proj_bias_ = &no_bias_;
+  Tensor* in_proj_bias_ = nullptr;  // null without a bias (a pointer to no_bias_ would not survive a move)
   std::shared_ptr<Generator> dropout_gen_;
   bool store_attention_ = false;
   Tensor attention_;  // (N, H, L, S)

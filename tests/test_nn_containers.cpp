@@ -53,6 +53,64 @@ TEST_CASE("nn Sequential append and register_module<M>: made in place, registere
   CHECK_THROWS_AS(Twice(), std::invalid_argument);
 }
 
+TEST_CASE("nn Sequential, ModuleList and register_module take modules made as temporaries, moved in, as LibTorch's") {
+  Generator g(3);
+  struct Block : nn::Module {  // a user's module with a child of its own, moved as a whole
+    std::shared_ptr<nn::Linear> fc;
+    Block(int64_t in, int64_t out, Generator& g) { fc = register_module("fc", nn::Linear(in, out, g, /*bias=*/false)); }
+    Tensor forward(const Tensor& x) override { return relu(fc->forward(x)); }
+  };
+  nn::Linear first(4, 6, g);
+  const Tensor w0 = first.weight(), b0 = first.bias();
+  auto shared = std::make_shared<nn::Linear>(5, 3, g);
+  nn::Sequential seq(std::move(first), nn::ReLU(), Block(6, 5, g), shared);
+  std::vector<std::string> names;
+  for (auto& [n, p] : seq.named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.fc.weight", "3.weight", "3.bias"});
+  const auto children = seq.named_children();
+  CHECK(children[3].second.get() == static_cast<nn::Module*>(shared.get()));  // a shared_ptr is kept, not copied
+  CHECK(children[2].second->named_children().at(0).second->path() == "2.fc");
+  // The moved layer's registered tensors are the ones it was made with, and
+  // its weight() still reaches its registered entry: assigning re-registers.
+  auto moved = std::dynamic_pointer_cast<nn::Linear>(children[0].second);
+  CHECK(seq.state_dict().at("0.weight").data<float>() == w0.data<float>());
+  const Tensor x = xgnt::input({2, 4}, 5, f32);
+  const Tensor w2 = seq.state_dict().at("2.fc.weight");
+  const Tensor want = linear(relu(linear(relu(linear(x, w0, b0)), w2)), shared->weight(), shared->bias());
+  CHECK(bit_equal(seq.forward(x), want));
+  const Tensor w = xgnt::input({6, 4}, 6, f32);
+  moved->weight() = w;
+  CHECK(seq.state_dict().at("0.weight").data<float>() == w.data<float>());
+  seq.push_back(nn::Tanh());
+  CHECK(seq.size() == 5);
+
+  // Layers without a bias keep none once moved, and compute as their twins
+  // made in place from the same seed: in braces, the modules are made in
+  // order (in parentheses C++ leaves the order of a call's arguments open).
+  Generator g1(9), g2(9);
+  nn::ModuleList list{nn::Linear(4, 3, g1, /*bias=*/false),
+                      nn::MultiheadAttention(nn::MultiheadAttentionOptions(4, 2).bias(false), g1)};
+  nn::Linear lin(4, 3, g2, /*bias=*/false);
+  nn::MultiheadAttention mha(nn::MultiheadAttentionOptions(4, 2).bias(false), g2);
+  auto lin_moved = list.at<nn::Linear>(0);
+  auto mha_moved = list.at<nn::MultiheadAttention>(1);
+  CHECK(!lin_moved->bias().defined());
+  CHECK(!mha_moved->in_proj_bias().defined());
+  CHECK(bit_equal(lin_moved->forward(x), lin.forward(x)));
+  const Tensor q = xgnt::input({3, 2, 4}, 7, f32);
+  CHECK(bit_equal(mha_moved->forward(q, q, q).output, mha.forward(q, q, q).output));
+  CHECK(list.named_parameters().size() == 3);  // 0.weight, 1.in_proj_weight, 1.out_proj.weight
+
+  // register_module(name, M(...)), M deduced, as LibTorch writes it.
+  struct Net : nn::Module {
+    std::shared_ptr<nn::Linear> fc;
+    Net() { fc = register_module("fc", nn::Linear(4, 3)); }
+  };
+  Net net;
+  CHECK(net.fc->path() == "fc");
+  CHECK(net.named_parameters().at(0).first == "fc.weight");
+}
+
 TEST_CASE("nn default_generator: layers and dropouts given no Generator draw from it, manual_seed replays it") {
   const Tensor x = ones({256});
   auto draw = [&](uint64_t seed) {

@@ -18,6 +18,15 @@ using json = nlohmann::json;
 using Tensors = std::map<std::string, Tensor>;
 using Factory = std::function<ModuleCall(const json&, const Tensors&)>;
 
+// Every module the table builds is made as a temporary and moved into its
+// shared_ptr, as Sequential(Linear(4, 8), ReLU()) and register_module("fc",
+// Linear(4, 8)) do: every parity, gradient and fuzz run of a table module is
+// then also a check that a moved module kept its parameters and options.
+template <class M, class... A>
+std::shared_ptr<M> made(A&&... a) {
+  return std::make_shared<M>(M(std::forward<A>(a)...));
+}
+
 double num(const json& k, const char* key, double fallback) { return k.contains(key) ? k.at(key).get<double>() : fallback; }
 int64_t integer(const json& k, const char* key, int64_t fallback) {
   return k.contains(key) ? k.at(key).get<int64_t>() : fallback;
@@ -52,7 +61,7 @@ nn::ConvTransposeOptions<D> conv_transpose_options(const json& k) {
 // A module whose forward takes the values and the indices (the unpooling classes).
 template <class M, class Options>
 ModuleCall unpool(const Options& o) {
-  auto m = std::make_shared<M>(o);
+  auto m = made<M>(o);
   return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
 }
 
@@ -74,7 +83,7 @@ Tensor tensor_arg(const Tensors& t, const char* key) { return t.count(key) ? t.a
 // A FractionalMaxPool: its values, then its indices as floats, in one tensor (as its twin, optable.py).
 template <size_t D>
 ModuleCall fractional(const json& k, const Tensors& t) {
-  auto m = std::make_shared<nn::FractionalMaxPoolNd<D>>(fractional_options<D>(k, tensor_arg(t, "_random_samples")));
+  auto m = made<nn::FractionalMaxPoolNd<D>>(fractional_options<D>(k, tensor_arg(t, "_random_samples")));
   return {m, [m](const std::vector<Tensor>& a) {
             const MaxPool2dResult r = m->forward_with_indices(a.at(0));
             return concat({reshape(r.values, {-1}), reshape(r.indices.to(r.values.dtype()), {-1})}, 0);
@@ -98,7 +107,7 @@ ModuleCall ternary(std::shared_ptr<M> m) {
 
 template <class M, class... A>
 ModuleCall one(A&&... a) {
-  return unary(std::make_shared<M>(std::forward<A>(a)...));
+  return unary(made<M>(std::forward<A>(a)...));
 }
 
 template <class M>
@@ -158,38 +167,38 @@ const std::map<std::string, Factory>& table() {
        [](const json& k, const Tensors&) { return one<nn::PReLU>(integer(k, "num_parameters", 1), num(k, "init", 0.25)); }},
       {"RReLU", [](const json& k, const Tensors&) { return one<nn::RReLU>(num(k, "lower", 0.125), num(k, "upper", 1.0 / 3)); }},
       // losses
-      {"L1Loss", [](const json& k, const Tensors&) { return binary(std::make_shared<nn::L1Loss>(reduction_of(k))); }},
-      {"MSELoss", [](const json& k, const Tensors&) { return binary(std::make_shared<nn::MSELoss>(reduction_of(k))); }},
+      {"L1Loss", [](const json& k, const Tensors&) { return binary(made<nn::L1Loss>(reduction_of(k))); }},
+      {"MSELoss", [](const json& k, const Tensors&) { return binary(made<nn::MSELoss>(reduction_of(k))); }},
       {"SmoothL1Loss",
        [](const json& k, const Tensors&) {
-         return binary(std::make_shared<nn::SmoothL1Loss>(
+         return binary(made<nn::SmoothL1Loss>(
              SmoothL1LossOptions().reduction(reduction_of(k)).beta(num(k, "beta", 1))));
        }},
       {"HuberLoss",
        [](const json& k, const Tensors&) {
          return binary(
-             std::make_shared<nn::HuberLoss>(HuberLossOptions().reduction(reduction_of(k)).delta(num(k, "delta", 1))));
+             made<nn::HuberLoss>(HuberLossOptions().reduction(reduction_of(k)).delta(num(k, "delta", 1))));
        }},
       {"BCELoss",
        [](const json& k, const Tensors& t) {
          return binary(
-             std::make_shared<nn::BCELoss>(BCELossOptions().weight(tensor_arg(t, "weight")).reduction(reduction_of(k))));
+             made<nn::BCELoss>(BCELossOptions().weight(tensor_arg(t, "weight")).reduction(reduction_of(k))));
        }},
       {"BCEWithLogitsLoss",
        [](const json& k, const Tensors& t) {
-         return binary(std::make_shared<nn::BCEWithLogitsLoss>(BCEWithLogitsLossOptions()
+         return binary(made<nn::BCEWithLogitsLoss>(BCEWithLogitsLossOptions()
                                                                    .weight(tensor_arg(t, "weight"))
                                                                    .reduction(reduction_of(k))
                                                                    .pos_weight(tensor_arg(t, "pos_weight"))));
        }},
       {"KLDivLoss",
        [](const json& k, const Tensors&) {
-         return binary(std::make_shared<nn::KLDivLoss>(
+         return binary(made<nn::KLDivLoss>(
              KLDivLossOptions().reduction(reduction_of(k)).log_target(flag(k, "log_target", false))));
        }},
       {"PoissonNLLLoss",
        [](const json& k, const Tensors&) {
-         return binary(std::make_shared<nn::PoissonNLLLoss>(PoissonNLLLossOptions()
+         return binary(made<nn::PoissonNLLLoss>(PoissonNLLLossOptions()
                                                                 .log_input(flag(k, "log_input", true))
                                                                 .full(flag(k, "full", false))
                                                                 .eps(num(k, "eps", 1e-8))
@@ -197,31 +206,31 @@ const std::map<std::string, Factory>& table() {
        }},
       {"GaussianNLLLoss",
        [](const json& k, const Tensors&) {
-         return ternary(std::make_shared<nn::GaussianNLLLoss>(
+         return ternary(made<nn::GaussianNLLLoss>(
              GaussianNLLLossOptions().full(flag(k, "full", false)).eps(num(k, "eps", 1e-6)).reduction(reduction_of(k))));
        }},
       {"SoftMarginLoss",
-       [](const json& k, const Tensors&) { return binary(std::make_shared<nn::SoftMarginLoss>(reduction_of(k))); }},
+       [](const json& k, const Tensors&) { return binary(made<nn::SoftMarginLoss>(reduction_of(k))); }},
       {"HingeEmbeddingLoss",
        [](const json& k, const Tensors&) {
-         return binary(std::make_shared<nn::HingeEmbeddingLoss>(
+         return binary(made<nn::HingeEmbeddingLoss>(
              HingeEmbeddingLossOptions().margin(num(k, "margin", 1)).reduction(reduction_of(k))));
        }},
       {"MultiLabelSoftMarginLoss",
        [](const json& k, const Tensors& t) {
-         return binary(std::make_shared<nn::MultiLabelSoftMarginLoss>(
+         return binary(made<nn::MultiLabelSoftMarginLoss>(
              MultilabelSoftMarginLossOptions().weight(tensor_arg(t, "weight")).reduction(reduction_of(k))));
        }},
       {"NLLLoss",
        [](const json& k, const Tensors& t) {
-         return binary(std::make_shared<nn::NLLLoss>(NLLLossOptions()
+         return binary(made<nn::NLLLoss>(NLLLossOptions()
                                                          .weight(tensor_arg(t, "weight"))
                                                          .ignore_index(integer(k, "ignore_index", -100))
                                                          .reduction(reduction_of(k))));
        }},
       {"CrossEntropyLoss",
        [](const json& k, const Tensors& t) {
-         return binary(std::make_shared<nn::CrossEntropyLoss>(CrossEntropyLossOptions()
+         return binary(made<nn::CrossEntropyLoss>(CrossEntropyLossOptions()
                                                                   .weight(tensor_arg(t, "weight"))
                                                                   .ignore_index(integer(k, "ignore_index", -100))
                                                                   .reduction(reduction_of(k))
@@ -229,7 +238,7 @@ const std::map<std::string, Factory>& table() {
        }},
       {"MultiMarginLoss",
        [](const json& k, const Tensors& t) {
-         return binary(std::make_shared<nn::MultiMarginLoss>(MultiMarginLossOptions()
+         return binary(made<nn::MultiMarginLoss>(MultiMarginLossOptions()
                                                                  .p(integer(k, "p", 1))
                                                                  .margin(num(k, "margin", 1))
                                                                  .weight(tensor_arg(t, "weight"))
@@ -237,7 +246,7 @@ const std::map<std::string, Factory>& table() {
        }},
       {"CTCLoss",  // after a log_softmax, as its PyTorch twin (tests/optable/optable.py)
        [](const json& k, const Tensors&) {
-         auto m = std::make_shared<nn::CTCLoss>(CTCLossOptions()
+         auto m = made<nn::CTCLoss>(CTCLossOptions()
                                                     .blank(integer(k, "blank", 0))
                                                     .reduction(reduction_of(k))
                                                     .zero_infinity(flag(k, "zero_infinity", false)));
@@ -246,20 +255,20 @@ const std::map<std::string, Factory>& table() {
                            }};
        }},
       {"MultiLabelMarginLoss",
-       [](const json& k, const Tensors&) { return binary(std::make_shared<nn::MultiLabelMarginLoss>(reduction_of(k))); }},
+       [](const json& k, const Tensors&) { return binary(made<nn::MultiLabelMarginLoss>(reduction_of(k))); }},
       {"MarginRankingLoss",
        [](const json& k, const Tensors&) {
-         return ternary(std::make_shared<nn::MarginRankingLoss>(
+         return ternary(made<nn::MarginRankingLoss>(
              MarginLossOptions().margin(num(k, "margin", 0)).reduction(reduction_of(k))));
        }},
       {"CosineEmbeddingLoss",
        [](const json& k, const Tensors&) {
-         return ternary(std::make_shared<nn::CosineEmbeddingLoss>(
+         return ternary(made<nn::CosineEmbeddingLoss>(
              MarginLossOptions().margin(num(k, "margin", 0)).reduction(reduction_of(k))));
        }},
       {"TripletMarginLoss",
        [](const json& k, const Tensors&) {
-         return ternary(std::make_shared<nn::TripletMarginLoss>(TripletMarginLossOptions()
+         return ternary(made<nn::TripletMarginLoss>(TripletMarginLossOptions()
                                                                     .margin(num(k, "margin", 1))
                                                                     .p(num(k, "p", 2))
                                                                     .eps(num(k, "eps", 1e-6))
@@ -268,7 +277,7 @@ const std::map<std::string, Factory>& table() {
        }},
       {"TripletMarginWithDistanceLoss",
        [](const json& k, const Tensors&) {
-         return ternary(std::make_shared<nn::TripletMarginWithDistanceLoss>(
+         return ternary(made<nn::TripletMarginWithDistanceLoss>(
              TripletMarginWithDistanceLossOptions().margin(num(k, "margin", 1)).swap(flag(k, "swap", false)).reduction(
                  reduction_of(k))));
        }},
@@ -301,21 +310,21 @@ const std::map<std::string, Factory>& table() {
       {"RNNCell",
        [](const json& k, const Tensors&) {
          Generator g(0);
-         auto m = std::make_shared<nn::RNNCell>(integer(k, "input_size", 1), integer(k, "hidden_size", 1), g,
+         auto m = made<nn::RNNCell>(integer(k, "input_size", 1), integer(k, "hidden_size", 1), g,
                                                 flag(k, "bias", true), k.value("nonlinearity", std::string("tanh")));
          return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
        }},
       {"GRUCell",
        [](const json& k, const Tensors&) {
          Generator g(0);
-         auto m = std::make_shared<nn::GRUCell>(integer(k, "input_size", 1), integer(k, "hidden_size", 1), g,
+         auto m = made<nn::GRUCell>(integer(k, "input_size", 1), integer(k, "hidden_size", 1), g,
                                                 flag(k, "bias", true));
          return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
        }},
       {"LSTMCell",  // (x, h, c) -> [h' | c'] along the last dimension
        [](const json& k, const Tensors&) {
          Generator g(0);
-         auto m = std::make_shared<nn::LSTMCell>(integer(k, "input_size", 1), integer(k, "hidden_size", 1), g,
+         auto m = made<nn::LSTMCell>(integer(k, "input_size", 1), integer(k, "hidden_size", 1), g,
                                                  flag(k, "bias", true));
          return ModuleCall{m, [m](const std::vector<Tensor>& a) {
                              const auto [h, c] = m->forward(a.at(0), a.at(1), a.at(2));
@@ -356,7 +365,7 @@ const std::map<std::string, Factory>& table() {
       {"MultiheadAttention",
        [](const json& k, const Tensors&) {
          Generator g(0);
-         auto m = std::make_shared<nn::MultiheadAttention>(
+         auto m = made<nn::MultiheadAttention>(
              nn::MultiheadAttentionOptions(integer(k, "embed_dim", 1), integer(k, "num_heads", 1))
                  .dropout(num(k, "dropout", 0))
                  .bias(flag(k, "bias", true))
@@ -369,7 +378,7 @@ const std::map<std::string, Factory>& table() {
       {"AdaptiveLogSoftmaxWithLoss",  // output, loss and log_prob in one tensor, as its twin (optable.py)
        [](const json& k, const Tensors&) {
          Generator g(0);
-         auto m = std::make_shared<nn::AdaptiveLogSoftmaxWithLoss>(
+         auto m = made<nn::AdaptiveLogSoftmaxWithLoss>(
              integer(k, "in_features", 1), integer(k, "n_classes", 2), ints(k, "cutoffs"), g, num(k, "div_value", 4.0),
              flag(k, "head_bias", false));
          return ModuleCall{m, [m](const std::vector<Tensor>& a) {
@@ -385,13 +394,13 @@ const std::map<std::string, Factory>& table() {
       {"TransformerEncoderLayer",
        [](const json& k, const Tensors&) {
          Generator g(0);
-         auto m = std::make_shared<nn::TransformerEncoderLayer>(layer_options(k), g);
+         auto m = made<nn::TransformerEncoderLayer>(layer_options(k), g);
          return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), opt(a, 1), opt(a, 2)); }};
        }},
       {"TransformerDecoderLayer",
        [](const json& k, const Tensors&) {
          Generator g(0);
-         auto m = std::make_shared<nn::TransformerDecoderLayer>(layer_options(k), g);
+         auto m = made<nn::TransformerDecoderLayer>(layer_options(k), g);
          return ModuleCall{m, [m](const std::vector<Tensor>& a) {
                              return m->forward(a.at(0), a.at(1), opt(a, 2), opt(a, 3), opt(a, 4), opt(a, 5));
                            }};
@@ -400,18 +409,18 @@ const std::map<std::string, Factory>& table() {
        [](const json& k, const Tensors&) {
          Generator g(0);
          const nn::TransformerLayerOptions o = layer_options(k);
-         auto norm = flag(k, "final_norm", false) ? std::make_shared<nn::LayerNorm>(o.d_model(), o.layer_norm_eps())
+         auto norm = flag(k, "final_norm", false) ? made<nn::LayerNorm>(o.d_model(), o.layer_norm_eps())
                                                   : nullptr;
-         auto m = std::make_shared<nn::TransformerEncoder>(o, integer(k, "num_layers", 1), g, norm);
+         auto m = made<nn::TransformerEncoder>(o, integer(k, "num_layers", 1), g, norm);
          return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), opt(a, 1), opt(a, 2)); }};
        }},
       {"TransformerDecoder",
        [](const json& k, const Tensors&) {
          Generator g(0);
          const nn::TransformerLayerOptions o = layer_options(k);
-         auto norm = flag(k, "final_norm", false) ? std::make_shared<nn::LayerNorm>(o.d_model(), o.layer_norm_eps())
+         auto norm = flag(k, "final_norm", false) ? made<nn::LayerNorm>(o.d_model(), o.layer_norm_eps())
                                                   : nullptr;
-         auto m = std::make_shared<nn::TransformerDecoder>(o, integer(k, "num_layers", 1), g, norm);
+         auto m = made<nn::TransformerDecoder>(o, integer(k, "num_layers", 1), g, norm);
          return ModuleCall{m, [m](const std::vector<Tensor>& a) {
                              return m->forward(a.at(0), a.at(1), opt(a, 2), opt(a, 3), opt(a, 4), opt(a, 5));
                            }};
@@ -420,7 +429,7 @@ const std::map<std::string, Factory>& table() {
        [](const json& k, const Tensors&) {
          Generator g(0);
          const nn::TransformerLayerOptions l = layer_options(k);
-         auto m = std::make_shared<nn::Transformer>(nn::TransformerOptions()
+         auto m = made<nn::Transformer>(nn::TransformerOptions()
                                                         .d_model(l.d_model())
                                                         .nhead(l.nhead())
                                                         .num_encoder_layers(integer(k, "num_encoder_layers", 6))
@@ -463,7 +472,7 @@ const std::map<std::string, Factory>& table() {
       {"Bilinear",
        [](const json& k, const Tensors&) {
          Generator g(0);
-         auto m = std::make_shared<nn::Bilinear>(integer(k, "in1_features", 1), integer(k, "in2_features", 1),
+         auto m = made<nn::Bilinear>(integer(k, "in1_features", 1), integer(k, "in2_features", 1),
                                                  integer(k, "out_features", 1), g, flag(k, "bias", true));
          return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), a.at(1)); }};
        }},
@@ -488,9 +497,9 @@ const std::map<std::string, Factory>& table() {
       {"ModuleDict",
        [](const json& k, const Tensors&) {
          Generator g(0);
-         auto m = std::make_shared<nn::ModuleDict>();
+         auto m = made<nn::ModuleDict>();
          for (int64_t i = 0; i < integer(k, "n", 1); ++i)
-           m->insert("m" + std::to_string(i), std::make_shared<nn::Linear>(integer(k, "in_features", 1),
+           m->insert("m" + std::to_string(i), made<nn::Linear>(integer(k, "in_features", 1),
                                                                          integer(k, "out_features", 1), g));
          return ModuleCall{m, [m](const std::vector<Tensor>& a) {
                              Tensor y;
@@ -500,7 +509,7 @@ const std::map<std::string, Factory>& table() {
        }},
       {"ParameterList",
        [](const json& k, const Tensors&) {
-         auto m = std::make_shared<nn::ParameterList>();
+         auto m = made<nn::ParameterList>();
          for (int64_t i = 0; i < integer(k, "n", 1); ++i) m->append(zeros({integer(k, "width", 1)}));
          return ModuleCall{m, [m](const std::vector<Tensor>& a) {
                              Tensor y = a.at(0) * (*m)[0];
@@ -511,7 +520,7 @@ const std::map<std::string, Factory>& table() {
       {"ParameterDict",
        [](const json& k, const Tensors&) {
          const int64_t w = integer(k, "width", 1);
-         auto m = std::make_shared<nn::ParameterDict>();
+         auto m = made<nn::ParameterDict>();
          m->insert("scale", zeros({w}));
          m->insert("shift", zeros({w}));
          return ModuleCall{m, [m](const std::vector<Tensor>& a) { return a.at(0) * (*m)["scale"] + (*m)["shift"]; }};
@@ -551,7 +560,7 @@ const std::map<std::string, Factory>& table() {
       {"EmbeddingBag",
        [](const json& k, const Tensors&) {
          Generator g(0);
-         auto m = std::make_shared<nn::EmbeddingBag>(
+         auto m = made<nn::EmbeddingBag>(
              integer(k, "num_embeddings", 1), integer(k, "embedding_dim", 1), g, k.value("mode", std::string("mean")),
              flag(k, "include_last_offset", false),
              k.contains("padding_idx") && !k.at("padding_idx").is_null() ? k.at("padding_idx").get<int64_t>() : -1);
@@ -589,12 +598,12 @@ const std::map<std::string, Factory>& table() {
       // distances
       {"PairwiseDistance",
        [](const json& k, const Tensors&) {
-         return binary(std::make_shared<nn::PairwiseDistance>(
+         return binary(made<nn::PairwiseDistance>(
              PairwiseDistanceOptions().p(num(k, "p", 2)).eps(num(k, "eps", 1e-6)).keepdim(flag(k, "keepdim", false))));
        }},
       {"CosineSimilarity",
        [](const json& k, const Tensors&) {
-         return binary(std::make_shared<nn::CosineSimilarity>(
+         return binary(made<nn::CosineSimilarity>(
              CosineSimilarityOptions().dim(integer(k, "dim", 1)).eps(num(k, "eps", 1e-8))));
        }},
   };
