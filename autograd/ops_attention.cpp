@@ -3,7 +3,8 @@
 // dropout by hash, one batched product for the context. Heads are addressed
 // inside the (B,T,C) projections through strides (batch rows T*C apart, heads
 // D apart), so nothing is permuted or copied; backward keeps q, k, v and the
-// weights (bf16 copies of q, k and v under Autocast(bf16)). Checked in tests
+// weights (bf16 copies of q, k and v under Autocast(bf16), which the products
+// then read). Checked in tests
 // against the composition of matmul, masked_fill, softmax and dropout, and by
 // finite differences.
 #include <algorithm>
@@ -98,12 +99,30 @@ Heads<T> in_scores(const Geometry& g, T* p) {
 // engine call (oneDNN: one primitive with two batch dimensions). It beats
 // per-head calls and kernels of our own for small heads, forward and backward
 // (bench/results/README.md, "full benchmark after batching the attention
-// products").
-template <class T>
-void block_gemm(int64_t nb, int64_t nh, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, Heads<const T> a,
-                Heads<const T> b, Heads<T> c) {
-  engine::gemm_batched(engine::Batch{nb, nh, a.s0, a.s1, b.s0, b.s1, c.s0, c.s1}, ta, tb, m, n, k, alpha, a.p, a.ld,
-                       b.p, b.ld, T(0), c.p, c.ld);
+// products"). The operands are In: T itself, or bf16 under Autocast(bf16)
+// (accumulated in float32, as PyTorch's autocast runs its bmm).
+template <class T, class In>
+void block_gemm(int64_t nb, int64_t nh, bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha,
+                Heads<const In> a, Heads<const In> b, Heads<T> c) {
+  const engine::Batch batch{nb, nh, a.s0, a.s1, b.s0, b.s1, c.s0, c.s1};
+  if constexpr (std::is_same_v<In, T>)
+    engine::gemm_batched(batch, ta, tb, m, n, k, alpha, a.p, a.ld, b.p, b.ld, T(0), c.p, c.ld);
+  else
+    engine::gemm_bf16_batched(batch, ta, tb, m, n, k, alpha, a.p, a.ld, b.p, b.ld, T(0), c.p, c.ld);
+}
+
+// The n values at x as a product reads them: x itself, or their bf16 copy
+// written to `narrow` (the weights and their gradient under Autocast(bf16),
+// which softmax and its backward compute in float32 between the products).
+template <class In, class T>
+const In* as_operand(const T* x, In* narrow, int64_t n) {
+  if constexpr (std::is_same_v<In, T>) {
+    (void)narrow, (void)n;
+    return x;
+  } else {
+    engine::to_bf16(x, narrow, n);
+    return narrow;
+  }
 }
 
 // dst[idx] = src[idx] * dropout scale of flat element base + idx, for idx < n.
@@ -177,8 +196,8 @@ void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* f
 // Heads [bh0, bh1): scores into w, softmax in place, then the context into
 // out. Each block of heads is one batched product for the scores and one for
 // the context.
-template <class T>
-void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T* w, T* stats, int64_t bh0,
+template <class T, class In>
+void forward_heads(const Plan& pl, const In* q, const In* k, const In* v, T* out, T* w, T* stats, int64_t bh0,
                    int64_t bh1) {
   // Plain copies, not a structured binding: lambdas may not capture those before C++20 (clang refuses).
   const int64_t B = pl.g.B, Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
@@ -187,11 +206,12 @@ void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T
   head_runs(pl, bh0, bh1, (pl.p > 0 ? 2 : 1) * TS * int64_t(sizeof(T)), [&](int64_t c0, int64_t c1) {
     // The weights: kept (w), or a scratch of this run's heads.
     Scratch<T> scratch(pl.recompute ? (c1 - c0) * TS : 0), dropped(pl.p > 0 ? (c1 - c0) * TS : 0);
+    Scratch<In> narrow(std::is_same_v<In, T> ? 0 : (c1 - c0) * TS);
     head_blocks(c0, c1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
       const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
       T* P = pl.recompute ? scratch.data() + (bh - c0) * TS : w + bh * TS;
-      block_gemm<T>(nb, nh, false, true, Tq, S, D, T(pl.scale), in_projection(pl.g, q + qo, Tq),
-                    in_projection(pl.g, k + ko, Skv), in_scores(pl.g, P));  // (T,S) per head
+      block_gemm<T, In>(nb, nh, false, true, Tq, S, D, T(pl.scale), in_projection(pl.g, q + qo, Tq),
+                        in_projection(pl.g, k + ko, Skv), in_scores(pl.g, P));  // (T,S) per head
       for (int64_t i = 0; i < nb; ++i)
         for (int64_t j = 0; j < nh; ++j)
           softmax_rows(pl, b + i, P + (i * H + j) * TS, stats ? stats + (bh + i * H + j) * Tq * 2 : nullptr);
@@ -202,36 +222,40 @@ void forward_heads(const Plan& pl, const T* q, const T* k, const T* v, T* out, T
           apply_dropout(pl, (bh + i * H) * TS, nh * TS, P + i * H * TS, d + i * H * TS);
         Pv = d;
       }
-      block_gemm<T>(nb, nh, false, false, Tq, D, S, T(1), in_scores(pl.g, Pv), in_projection(pl.g, v + ko, Skv),
-                    in_projection(pl.g, out + qo, Tq));  // (T,D) per head
+      // The block's heads are contiguous: nb > 1 only with every head of a row.
+      const In* Pn = as_operand<In>(Pv, narrow.data() + (bh - c0) * TS, nb * nh * TS);
+      block_gemm<T, In>(nb, nh, false, false, Tq, D, S, T(1), in_scores(pl.g, Pn), in_projection(pl.g, v + ko, Skv),
+                        in_projection(pl.g, out + qo, Tq));  // (T,D) per head
     });
   });
 }
 
-template <class T>
-void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T* w, const T* stats, const T* g, T* dq,
-                    T* dk, T* dv, int64_t bh0, int64_t bh1) {
+template <class T, class In>
+void backward_heads(const Plan& pl, const In* q, const In* k, const In* v, const T* w, const T* stats, const In* g,
+                    T* dq, T* dk, T* dv, int64_t bh0, int64_t bh1) {
   // Plain copies, not a structured binding: lambdas may not capture those before C++20 (clang refuses).
   const int64_t B = pl.g.B, Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
   (void)B;
   const int64_t TS = Tq * S;
   head_runs(pl, bh0, bh1, (pl.recompute ? 3 : 2) * TS * int64_t(sizeof(T)), [&](int64_t c0, int64_t c1) {
   Scratch<T> dPs((c1 - c0) * TS), dropped(pl.p > 0 ? (c1 - c0) * TS : 0), scratch(pl.recompute ? (c1 - c0) * TS : 0);
+  Scratch<In> narrow(std::is_same_v<In, T> ? 0 : (c1 - c0) * TS);
   head_blocks(c0, c1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
     const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
     const T* P = w ? w + bh * TS : scratch.data() + (bh - c0) * TS;
+    In* Pn = narrow.data() + (bh - c0) * TS;
     if (pl.recompute) {  // the weights again, from the scores and each row's saved max and 1/sum
       T* R = scratch.data() + (bh - c0) * TS;
-      block_gemm<T>(nb, nh, false, true, Tq, S, D, T(pl.scale), in_projection(pl.g, q + qo, Tq),
-                    in_projection(pl.g, k + ko, Skv), in_scores(pl.g, R));
+      block_gemm<T, In>(nb, nh, false, true, Tq, S, D, T(pl.scale), in_projection(pl.g, q + qo, Tq),
+                        in_projection(pl.g, k + ko, Skv), in_scores(pl.g, R));
       for (int64_t i = 0; i < nb; ++i)
         for (int64_t j = 0; j < nh; ++j)
           softmax_rows(pl, b + i, R + (i * H + j) * TS, static_cast<T*>(nullptr), stats + (bh + i * H + j) * Tq * 2);
     }
     T* dP = dPs.data() + (bh - c0) * TS;
     // d(dropped weights) = g v^T; dv = dropped^T g
-    block_gemm<T>(nb, nh, false, true, Tq, S, D, T(1), in_projection(pl.g, g + qo, Tq),
-                  in_projection(pl.g, v + ko, Skv), in_scores(pl.g, dP));
+    block_gemm<T, In>(nb, nh, false, true, Tq, S, D, T(1), in_projection(pl.g, g + qo, Tq),
+                      in_projection(pl.g, v + ko, Skv), in_scores(pl.g, dP));
     const T* Pv = P;
     if (pl.p > 0) {
       T* d = dropped.data() + (bh - c0) * TS;
@@ -241,8 +265,8 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
       }
       Pv = d;
     }
-    block_gemm<T>(nb, nh, true, false, S, D, Tq, T(1), in_scores(pl.g, Pv), in_projection(pl.g, g + qo, Tq),
-                  in_projection(pl.g, dv + ko, Skv));
+    block_gemm<T, In>(nb, nh, true, false, S, D, Tq, T(1), in_scores(pl.g, as_operand<In>(Pv, Pn, nb * nh * TS)),
+                      in_projection(pl.g, g + qo, Tq), in_projection(pl.g, dv + ko, Skv));
     // softmax backward, zero where the score was masked: dS = P (dP - <dP, P>)
     for (int64_t bi = 0; bi < nb; ++bi)
       for (int64_t hj = 0; hj < nh; ++hj) {
@@ -259,10 +283,11 @@ void backward_heads(const Plan& pl, const T* q, const T* k, const T* v, const T*
         }
       }
     // dq = scale dS k; dk = scale dS^T q
-    block_gemm<T>(nb, nh, false, false, Tq, D, S, T(pl.scale), in_scores<const T>(pl.g, dP),
-                  in_projection(pl.g, k + ko, Skv), in_projection(pl.g, dq + qo, Tq));
-    block_gemm<T>(nb, nh, true, false, S, D, Tq, T(pl.scale), in_scores<const T>(pl.g, dP),
-                  in_projection(pl.g, q + qo, Tq), in_projection(pl.g, dk + ko, Skv));
+    const In* dS = as_operand<In>(static_cast<const T*>(dP), Pn, nb * nh * TS);
+    block_gemm<T, In>(nb, nh, false, false, Tq, D, S, T(pl.scale), in_scores(pl.g, dS),
+                      in_projection(pl.g, k + ko, Skv), in_projection(pl.g, dq + qo, Tq));
+    block_gemm<T, In>(nb, nh, true, false, S, D, Tq, T(pl.scale), in_scores(pl.g, dS),
+                      in_projection(pl.g, q + qo, Tq), in_projection(pl.g, dk + ko, Skv));
   });
   });
 }
@@ -291,24 +316,36 @@ Tensor composed(const Plan& pl, const Tensor& q, const Tensor& k, const Tensor& 
   return reshape(permute(matmul(p, heads(v, g.S)), {0, 2, 1, 3}), {g.B, g.T, g.C});
 }
 
-// First-order backward of the fused core, in q's dtype.
-std::vector<Tensor> attention_backward(const Plan& pl, int64_t cost, const Tensor& q, const Tensor& k, const Tensor& v,
-                                       const Tensor& w, const Tensor& stats, const Tensor& g) {
-  Tensor dq = make_tensor(q.shape(), q.dtype());
+// First-order backward of the fused core from the operands of its products
+// (q, k, v and the output's gradient g, of shapes qs and ks: T, or their bf16
+// copies), writing gradients of type T.
+template <class T, class In>
+std::vector<Tensor> backward_core(const Plan& pl, int64_t cost, const In* q, const In* k, const In* v, const Shape& qs,
+                                  const Shape& ks, const Tensor& w, const Tensor& stats, const In* g) {
+  const Dtype dt = std::is_same_v<T, float> ? f32 : f64;
+  Tensor dq = make_tensor(qs, dt);
   const bool partial = pl.g.Skv != pl.g.S;  // positions past kv_length get 0
-  Tensor dk = partial ? zeros(k.shape(), k.dtype()) : make_tensor(k.shape(), k.dtype());
-  Tensor dv = partial ? zeros(v.shape(), v.dtype()) : make_tensor(v.shape(), v.dtype());
-  dispatch(q.dtype(), [&](auto z) {
-    using T = decltype(z);
-    const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>(), *pg = g.data<T>();
-    const T* pw = data_or_null<T>(w);
-    const T* ps = data_or_null<T>(stats);
-    T *gq = dq.data<T>(), *gk = dk.data<T>(), *gv = dv.data<T>();
-    parallel_for(pl.g.B * pl.g.H, 2 * cost, [&](int64_t bh0, int64_t bh1) {
-      backward_heads<T>(pl, pq, pk, pv, pw, ps, pg, gq, gk, gv, bh0, bh1);
-    });
+  Tensor dk = partial ? zeros(ks, dt) : make_tensor(ks, dt);
+  Tensor dv = partial ? zeros(ks, dt) : make_tensor(ks, dt);
+  const T* pw = data_or_null<T>(w);
+  const T* ps = data_or_null<T>(stats);
+  T *gq = dq.data<T>(), *gk = dk.data<T>(), *gv = dv.data<T>();
+  parallel_for(pl.g.B * pl.g.H, 2 * cost, [&](int64_t bh0, int64_t bh1) {
+    backward_heads<T, In>(pl, q, k, v, pw, ps, g, gq, gk, gv, bh0, bh1);
   });
   return std::vector<Tensor>{dq, dk, dv};
+}
+
+// First-order backward in q's dtype.
+std::vector<Tensor> attention_backward(const Plan& pl, int64_t cost, const Tensor& q, const Tensor& k, const Tensor& v,
+                                       const Tensor& w, const Tensor& stats, const Tensor& g) {
+  std::vector<Tensor> grads;
+  dispatch(q.dtype(), [&](auto z) {
+    using T = decltype(z);
+    grads = backward_core<T, T>(pl, cost, q.data<T>(), k.data<T>(), v.data<T>(), q.shape(), k.shape(), w, stats,
+                                g.data<T>());
+  });
+  return grads;
 }
 
 // The plan of a call of attention(), its arguments checked: the geometry,
@@ -378,13 +415,28 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   Tensor w = pl.recompute ? Tensor() : make_tensor({B, H, Tq, S}, q.dtype());
   Tensor stats = pl.recompute ? make_tensor({B, H, Tq, 2}, q.dtype()) : Tensor();
   const int64_t cost = 4 * Tq * S * D + 8 * Tq * S;
+  // Under Autocast(bf16) the products read bf16 copies of q, k and v (the
+  // ones backward keeps, shared with the projections that saved the same
+  // tensors) and of the weights; softmax stays float32, as PyTorch's
+  // autocast runs bmm in bf16 and softmax in float32.
+  const bool narrow = autocast_bf16(q);
+  std::shared_ptr<const Bf16Buffer> q16, k16, v16;
+  if (narrow) q16 = saved_bf16(q), k16 = saved_bf16(k), v16 = saved_bf16(v);
   dispatch(q.dtype(), [&](auto z) {
     using T = decltype(z);
-    const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
     T* po = out.data<T>();
     T* pw = data_or_null<T>(w);
     T* ps = data_or_null<T>(stats);
-    parallel_for(B * H, cost, [&](int64_t bh0, int64_t bh1) { forward_heads<T>(pl, pq, pk, pv, po, pw, ps, bh0, bh1); });
+    if constexpr (std::is_same_v<T, float>) {
+      if (narrow) {
+        parallel_for(B * H, cost, [&](int64_t bh0, int64_t bh1) {
+          forward_heads<float, engine::bf16_t>(pl, q16->data(), k16->data(), v16->data(), po, pw, ps, bh0, bh1);
+        });
+        return;
+      }
+    }
+    const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
+    parallel_for(B * H, cost, [&](int64_t bh0, int64_t bh1) { forward_heads<T, T>(pl, pq, pk, pv, po, pw, ps, bh0, bh1); });
   });
   if (o.weights) *o.weights = w;
   // For an export trace: heads, causal, kv_length; the scale as computed;
@@ -393,16 +445,15 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     t.attrs = attr::Attention{H, o.causal, o.kv_length, pl.scale};
     if (o.key_padding_mask.defined()) t.extra = {o.key_padding_mask};
   };
-  if (autocast_bf16(q) && records({q, k, v})) {
-    // Under Autocast(bf16) q, k and v are saved as bf16 copies (half the
-    // bytes; k and v shared with any product that saved the same tensor) and
-    // widened again for backward, which runs in float32 as forward did.
-    auto q16 = saved_bf16(q), k16 = saved_bf16(k), v16 = saved_bf16(v);
+  if (narrow && records({q, k, v})) {
+    // Backward keeps the bf16 copies (half the bytes) and runs its products
+    // on them and on a bf16 copy of the output's gradient, as forward did.
     return detail::traced(record("attention", out, {q, k, v},
                   [q16, k16, v16, qs = q.shape(), ks = k.shape(), w, stats, pl, cost](const Tensor& g) {
                     if (grad_enabled()) throw_bf16_second_order("attention");
-                    return attention_backward(pl, cost, from_bf16(*q16, qs), from_bf16(*k16, ks),
-                                              from_bf16(*v16, ks), w, stats, g);
+                    const auto g16 = to_bf16(g);
+                    return backward_core<float, engine::bf16_t>(pl, cost, q16->data(), k16->data(), v16->data(), qs,
+                                                                ks, w, stats, g16->data());
                   },
                   {w, stats}), attributes);
   }
