@@ -48,6 +48,18 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> child) {
   children_.emplace_back(name, std::move(child));
 }
 
+Module::Module(Module&& other)
+    : params_((other.check_movable(), std::move(other.params_))),
+      buffers_(std::move(other.buffers_)),
+      children_(std::move(other.children_)),
+      training_(other.training_) {}
+
+void Module::check_movable() const {
+  if (!path_.empty())
+    throw std::logic_error(describe() + ": a module registered in a parent cannot be moved out of it (the parent " +
+                           "would keep an empty shell); share it through its std::shared_ptr instead");
+}
+
 void Module::set_path(const std::string& path) {
   path_ = path;
   for (auto& [name, child] : children_) child->set_path(path_ + "." + name);

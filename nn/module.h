@@ -184,8 +184,10 @@ class Module {
   // moves into the shared_ptr its owner keeps. Registered tensors keep their
   // addresses (a deque's move keeps its elements), so a layer's pointers to
   // its own entries stay valid; a layer must not point at its other members.
-  // Move assignment stays deleted: a module in a tree is never replaced.
-  Module(Module&&) = default;
+  // A module registered in a parent is not moved out of it (the parent would
+  // keep an empty shell): std::logic_error naming it. Move assignment stays
+  // deleted: a module in a tree is never replaced.
+  Module(Module&& other);
 
  private:
   void upgrade_tree(std::map<std::string, Tensor>& state, const std::string& prefix) const;
@@ -195,6 +197,7 @@ class Module {
     bool persistent = true;
   };
   void check_name(const std::string& name, const char* what) const;
+  void check_movable() const;  // what the move constructor refuses
   void add_child(const std::string& name, std::shared_ptr<Module> child);
   void set_path(const std::string& path);
   void collect_tensors(const std::string& prefix, bool params, bool persistent_only,

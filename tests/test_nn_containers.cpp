@@ -109,6 +109,11 @@ TEST_CASE("nn Sequential, ModuleList and register_module take modules made as te
   Net net;
   CHECK(net.fc->path() == "fc");
   CHECK(net.named_parameters().at(0).first == "fc.weight");
+  // A module registered in a parent is not moved out of it: the parent keeps it whole.
+  CHECK(XG_THROW_MESSAGE(nn::Sequential{std::move(*net.fc)}, std::logic_error) ==
+        "Linear(in=4, out=3) 'fc': a module registered in a parent cannot be moved out of it (the parent would keep "
+        "an empty shell); share it through its std::shared_ptr instead");
+  CHECK(net.named_parameters().size() == 2);
 }
 
 TEST_CASE("nn default_generator: layers and dropouts given no Generator draw from it, manual_seed replays it") {
