@@ -176,14 +176,21 @@ void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* f
     // Scores more than 87 below the row's largest (masked ones among them)
     // get weight 0: exp would be below float's smallest normal, and glibc
     // takes a slow path there. float32 uses the vectorisable fast_expf.
+    // float32's exponentials run the AVX-512 copy of the loop where the CPU
+    // has it (detail::elementwise_range: the same values, bit for bit).
+    if constexpr (std::is_same_v<T, float>)
+      detail::elementwise_range(0, S, [row, mx](int64_t j) {
+        const float z = row[j] - mx;
+        row[j] = z < -87.0f ? 0.0f : detail::fast_expf(z);
+      });
+    else
+      for (int64_t j = 0; j < S; ++j) {
+        const T z = row[j] - mx;
+        row[j] = z < -87.0 ? 0.0 : std::exp(z);
+      }
     T total = 0;
 #pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < S; ++j) {
-      const T z = row[j] - mx;
-      if constexpr (std::is_same_v<T, float>) row[j] = z < -87.0f ? 0.0f : detail::fast_expf(z);
-      else row[j] = z < -87.0 ? 0.0 : std::exp(z);
-      total += row[j];
-    }
+    for (int64_t j = 0; j < S; ++j) total += row[j];
     const T inv = from_stat ? from_stat[2 * i + 1] : T(1) / total;
     if (stat) {
       stat[2 * i] = mx;
