@@ -19,10 +19,10 @@ using namespace xg;
 class SpiralClassifier : public nn::Module {
  public:
   SpiralClassifier(int64_t hidden, int64_t classes, Generator& gen) {
-    fc1 = register_module("fc1", std::make_shared<nn::Linear>(2, hidden, gen));
-    fc2 = register_module("fc2", std::make_shared<nn::Linear>(hidden, hidden, gen));
-    norm = register_module("norm", std::make_shared<nn::LayerNorm>(hidden));
-    head = register_module("head", std::make_shared<nn::Linear>(hidden, classes, gen));
+    fc1 = register_module("fc1", nn::Linear(2, hidden, gen));
+    fc2 = register_module("fc2", nn::Linear(hidden, hidden, gen));
+    norm = register_module("norm", nn::LayerNorm(hidden));
+    head = register_module("head", nn::Linear(hidden, classes, gen));
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = relu(fc1->forward(x));        // (N, hidden)

@@ -8,8 +8,8 @@ using namespace xg;
 struct MLP : nn::Module {                      // parameters fc1.weight, fc1.bias, fc2.weight, fc2.bias
   std::shared_ptr<nn::Linear> fc1, fc2;
   explicit MLP(Generator& gen)
-      : fc1(register_module("fc1", std::make_shared<nn::Linear>(2, 32, gen))),
-        fc2(register_module("fc2", std::make_shared<nn::Linear>(32, 2, gen))) {}
+      : fc1(register_module("fc1", nn::Linear(2, 32, gen))),
+        fc2(register_module("fc2", nn::Linear(32, 2, gen))) {}
   Tensor forward(const Tensor& x) override { return fc2->forward(relu(fc1->forward(x))); }
 };
 
