@@ -522,9 +522,10 @@ struct AttentionOptions {
 // k, v (B,S,H*D). Returns (B,T,H*D): heads are read and written in place
 // (BLAS leading dimensions), never permuted into copies. Saves q, k, v and
 // the (B,H,T,S) weights for backward, or instead of the weights their rows'
-// statistics (AttentionOptions::memory). Under Autocast(bf16) the products
-// read bf16 copies of q, k, v and of the weights, softmax stays float32 (as
-// torch.autocast runs bmm and softmax), and backward keeps the bf16 copies.
+// statistics (AttentionOptions::memory). Under Autocast(bf16), when recorded
+// for backward, the products read bf16 copies of q, k, v and of the weights,
+// softmax stays float32 (as torch.autocast runs bmm and softmax), and
+// backward keeps the bf16 copies; without a tape the core runs in float32.
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionOptions& opts);
 
 }  // namespace xg

@@ -112,16 +112,18 @@ void block_gemm(int64_t nb, int64_t nh, bool ta, bool tb, int64_t m, int64_t n, 
 }
 
 // The n values at x as a product reads them: x itself, or their bf16 copy
-// written to `narrow` (the weights and their gradient under Autocast(bf16),
-// which softmax and its backward compute in float32 between the products).
+// written to narrow[offset, offset + n) (the weights and their gradient under
+// Autocast(bf16), which softmax and its backward compute in float32 between
+// the products).
 template <class In, class T>
-const In* as_operand(const T* x, In* narrow, int64_t n) {
+const In* as_operand(const T* x, Scratch<In>& narrow, int64_t offset, int64_t n) {
   if constexpr (std::is_same_v<In, T>) {
-    (void)narrow, (void)n;
+    (void)narrow, (void)offset, (void)n;
     return x;
   } else {
-    engine::to_bf16(x, narrow, n);
-    return narrow;
+    In* to = narrow.data() + offset;
+    engine::to_bf16(x, to, n);
+    return to;
   }
 }
 
@@ -210,7 +212,8 @@ void forward_heads(const Plan& pl, const In* q, const In* k, const In* v, T* out
   const int64_t B = pl.g.B, Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
   (void)B;
   const int64_t TS = Tq * S;
-  head_runs(pl, bh0, bh1, (pl.p > 0 ? 2 : 1) * TS * int64_t(sizeof(T)), [&](int64_t c0, int64_t c1) {
+  const int64_t narrow_bytes = std::is_same_v<In, T> ? 0 : TS * int64_t(sizeof(In));
+  head_runs(pl, bh0, bh1, (pl.p > 0 ? 2 : 1) * TS * int64_t(sizeof(T)) + narrow_bytes, [&](int64_t c0, int64_t c1) {
     // The weights: kept (w), or a scratch of this run's heads.
     Scratch<T> scratch(pl.recompute ? (c1 - c0) * TS : 0), dropped(pl.p > 0 ? (c1 - c0) * TS : 0);
     Scratch<In> narrow(std::is_same_v<In, T> ? 0 : (c1 - c0) * TS);
@@ -230,7 +233,7 @@ void forward_heads(const Plan& pl, const In* q, const In* k, const In* v, T* out
         Pv = d;
       }
       // The block's heads are contiguous: nb > 1 only with every head of a row.
-      const In* Pn = as_operand<In>(Pv, narrow.data() + (bh - c0) * TS, nb * nh * TS);
+      const In* Pn = as_operand<In>(Pv, narrow, (bh - c0) * TS, nb * nh * TS);
       block_gemm<T, In>(nb, nh, false, false, Tq, D, S, T(1), in_scores(pl.g, Pn), in_projection(pl.g, v + ko, Skv),
                         in_projection(pl.g, out + qo, Tq));  // (T,D) per head
     });
@@ -244,13 +247,13 @@ void backward_heads(const Plan& pl, const In* q, const In* k, const In* v, const
   const int64_t B = pl.g.B, Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
   (void)B;
   const int64_t TS = Tq * S;
-  head_runs(pl, bh0, bh1, (pl.recompute ? 3 : 2) * TS * int64_t(sizeof(T)), [&](int64_t c0, int64_t c1) {
+  const int64_t narrow_bytes = std::is_same_v<In, T> ? 0 : TS * int64_t(sizeof(In));
+  head_runs(pl, bh0, bh1, (pl.recompute ? 3 : 2) * TS * int64_t(sizeof(T)) + narrow_bytes, [&](int64_t c0, int64_t c1) {
   Scratch<T> dPs((c1 - c0) * TS), dropped(pl.p > 0 ? (c1 - c0) * TS : 0), scratch(pl.recompute ? (c1 - c0) * TS : 0);
   Scratch<In> narrow(std::is_same_v<In, T> ? 0 : (c1 - c0) * TS);
   head_blocks(c0, c1, H, [&](int64_t b, int64_t h, int64_t nb, int64_t nh) {
     const int64_t bh = b * H + h, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
     const T* P = w ? w + bh * TS : scratch.data() + (bh - c0) * TS;
-    In* Pn = narrow.data() + (bh - c0) * TS;
     if (pl.recompute) {  // the weights again, from the scores and each row's saved max and 1/sum
       T* R = scratch.data() + (bh - c0) * TS;
       block_gemm<T, In>(nb, nh, false, true, Tq, S, D, T(pl.scale), in_projection(pl.g, q + qo, Tq),
@@ -272,7 +275,7 @@ void backward_heads(const Plan& pl, const In* q, const In* k, const In* v, const
       }
       Pv = d;
     }
-    block_gemm<T, In>(nb, nh, true, false, S, D, Tq, T(1), in_scores(pl.g, as_operand<In>(Pv, Pn, nb * nh * TS)),
+    block_gemm<T, In>(nb, nh, true, false, S, D, Tq, T(1), in_scores(pl.g, as_operand<In>(Pv, narrow, (bh - c0) * TS, nb * nh * TS)),
                       in_projection(pl.g, g + qo, Tq), in_projection(pl.g, dv + ko, Skv));
     // softmax backward, zero where the score was masked: dS = P (dP - <dP, P>)
     for (int64_t bi = 0; bi < nb; ++bi)
@@ -290,7 +293,7 @@ void backward_heads(const Plan& pl, const In* q, const In* k, const In* v, const
         }
       }
     // dq = scale dS k; dk = scale dS^T q
-    const In* dS = as_operand<In>(static_cast<const T*>(dP), Pn, nb * nh * TS);
+    const In* dS = as_operand<In>(static_cast<const T*>(dP), narrow, (bh - c0) * TS, nb * nh * TS);
     block_gemm<T, In>(nb, nh, false, false, Tq, D, S, T(pl.scale), in_scores(pl.g, dS),
                       in_projection(pl.g, k + ko, Skv), in_projection(pl.g, dq + qo, Tq));
     block_gemm<T, In>(nb, nh, true, false, S, D, Tq, T(pl.scale), in_scores(pl.g, dS),
@@ -353,6 +356,30 @@ std::vector<Tensor> attention_backward(const Plan& pl, int64_t cost, const Tenso
                                 g.data<T>());
   });
   return grads;
+}
+
+// Every head's forward into out, and w or stats: the products read q, k and
+// v, or their bf16 copies q16, k16 and v16 when given (float32 q).
+void forward_core(const Plan& pl, int64_t cost, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const Bf16Buffer* q16, const Bf16Buffer* k16, const Bf16Buffer* v16, Tensor& out, Tensor& w,
+                  Tensor& stats) {
+  dispatch(q.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* po = out.data<T>();
+    T* pw = data_or_null<T>(w);
+    T* ps = data_or_null<T>(stats);
+    if constexpr (std::is_same_v<T, float>) {
+      if (q16) {
+        parallel_for(pl.g.B * pl.g.H, cost, [&](int64_t bh0, int64_t bh1) {
+          forward_heads<float, engine::bf16_t>(pl, q16->data(), k16->data(), v16->data(), po, pw, ps, bh0, bh1);
+        });
+        return;
+      }
+    }
+    const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
+    parallel_for(pl.g.B * pl.g.H, cost,
+                 [&](int64_t bh0, int64_t bh1) { forward_heads<T, T>(pl, pq, pk, pv, po, pw, ps, bh0, bh1); });
+  });
 }
 
 // The plan of a call of attention(), its arguments checked: the geometry,
@@ -422,29 +449,17 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
   Tensor w = pl.recompute ? Tensor() : make_tensor({B, H, Tq, S}, q.dtype());
   Tensor stats = pl.recompute ? make_tensor({B, H, Tq, 2}, q.dtype()) : Tensor();
   const int64_t cost = 4 * Tq * S * D + 8 * Tq * S;
-  // Under Autocast(bf16) the products read bf16 copies of q, k and v (the
-  // ones backward keeps, shared with the projections that saved the same
-  // tensors) and of the weights; softmax stays float32, as PyTorch's
-  // autocast runs bmm in bf16 and softmax in float32.
-  const bool narrow = autocast_bf16(q);
+  // Under Autocast(bf16), when the op is recorded for backward, the products
+  // read the bf16 copies of q, k and v that backward keeps (shared with the
+  // projections that saved the same tensors) and bf16 copies of the weights;
+  // softmax stays float32, as PyTorch's autocast runs bmm in bf16 and softmax
+  // in float32. Without a tape (evaluation, decoding) the core computes in
+  // float32: copying q, k and v (a whole key/value cache when decoding) at
+  // every call would cost about what the bf16 products save at a few queries.
+  const bool narrow = autocast_bf16(q) && records({q, k, v});
   std::shared_ptr<const Bf16Buffer> q16, k16, v16;
   if (narrow) q16 = saved_bf16(q), k16 = saved_bf16(k), v16 = saved_bf16(v);
-  dispatch(q.dtype(), [&](auto z) {
-    using T = decltype(z);
-    T* po = out.data<T>();
-    T* pw = data_or_null<T>(w);
-    T* ps = data_or_null<T>(stats);
-    if constexpr (std::is_same_v<T, float>) {
-      if (narrow) {
-        parallel_for(B * H, cost, [&](int64_t bh0, int64_t bh1) {
-          forward_heads<float, engine::bf16_t>(pl, q16->data(), k16->data(), v16->data(), po, pw, ps, bh0, bh1);
-        });
-        return;
-      }
-    }
-    const T *pq = q.data<T>(), *pk = k.data<T>(), *pv = v.data<T>();
-    parallel_for(B * H, cost, [&](int64_t bh0, int64_t bh1) { forward_heads<T, T>(pl, pq, pk, pv, po, pw, ps, bh0, bh1); });
-  });
+  forward_core(pl, cost, q, k, v, q16.get(), k16.get(), v16.get(), out, w, stats);
   if (o.weights) *o.weights = w;
   // For an export trace: heads, causal, kv_length; the scale as computed;
   // the padding mask (if any) as the op's extra tensor.
@@ -452,7 +467,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const Attent
     t.attrs = attr::Attention{H, o.causal, o.kv_length, pl.scale};
     if (o.key_padding_mask.defined()) t.extra = {o.key_padding_mask};
   };
-  if (narrow && records({q, k, v})) {
+  if (narrow) {
     // Backward keeps the bf16 copies (half the bytes) and runs its products
     // on them and on a bf16 copy of the output's gradient, as forward did.
     return detail::traced(record("attention", out, {q, k, v},

@@ -53,7 +53,9 @@ class Module {
   static std::shared_ptr<Module> to_shared(A&& a) {
     using T = std::decay_t<A>;
     if constexpr (std::is_base_of_v<Module, T>) {
-      static_assert(!std::is_lvalue_reference_v<A>,
+      // A const module cannot be moved from (and a const Sequential would
+      // otherwise reach its own variadic constructor again).
+      static_assert(!std::is_lvalue_reference_v<A> && !std::is_const_v<std::remove_reference_t<A>>,
                     "a module is not copyable: pass a temporary (Linear(4, 8)), std::move(m) or a std::shared_ptr");
       return std::make_shared<T>(std::move(a));
     } else {
@@ -94,7 +96,8 @@ class Module {
   }
   // Moves a module built as a temporary into a shared_ptr and registers it,
   // as LibTorch's register_module("fc", Linear(512, 10)).
-  template <class M, class = std::enable_if_t<std::is_base_of_v<Module, M> && !std::is_lvalue_reference_v<M>>>
+  template <class M, class = std::enable_if_t<std::is_base_of_v<Module, M> && !std::is_lvalue_reference_v<M> &&
+                                              !std::is_const_v<M>>>
   std::shared_ptr<M> register_module(const std::string& name, M&& module) {
     return register_module(name, std::make_shared<M>(std::move(module)));
   }

@@ -309,6 +309,16 @@ TEST_CASE("autocast: attention's products read bf16 copies of q, k, v and the we
     CAPTURE(unrounded);
     CHECK(exact < 1e-5);
     CHECK(unrounded > 10 * exact);
+    // Without a tape (evaluation, decoding) the core computes in float32:
+    // the same values as outside Autocast, bit for bit.
+    NoGradGuard no_grad;
+    const Tensor q = layer_norm(x, w, b);
+    Tensor cast;
+    {
+      Autocast scope(bf16);
+      cast = attention(q, k, v, o);
+    }
+    CHECK(bit_equal(cast, attention(q, k, v, o)));
   }
   const int64_t n = B * T * C, weights = B * 4 * T * T, rows = B * T;
   // float32: layer norm's output (attention's q), its xhat and rstd; the
