@@ -202,6 +202,23 @@ void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* f
   }
 }
 
+// Softmax backward of one head's (T,S) weights P of batch row b, in place
+// of their gradient dP: dS = P (dP - <dP, P>), zero where the score was
+// masked.
+template <class T>
+void softmax_backward_rows(const Plan& pl, int64_t b, const T* P, T* dP) {
+  const int64_t S = pl.g.S;
+  for (int64_t i = 0; i < pl.g.T; ++i) {
+    const T* pr = P + i * S;
+    T* dr = dP + i * S;
+    T dot = 0;
+#pragma omp simd reduction(+ : dot)
+    for (int64_t j = 0; j < S; ++j) dot += dr[j] * pr[j];
+    for (int64_t j = 0; j < S; ++j) dr[j] = pr[j] * (dr[j] - dot);
+    fill_masked(pl, b, i, dr, T(0));
+  }
+}
+
 // Heads [bh0, bh1): scores into w, softmax in place, then the context into
 // out. Each block of heads is one batched product for the scores and one for
 // the context.
@@ -275,23 +292,12 @@ void backward_heads(const Plan& pl, const In* q, const In* k, const In* v, const
       }
       Pv = d;
     }
-    block_gemm<T, In>(nb, nh, true, false, S, D, Tq, T(1), in_scores(pl.g, as_operand<In>(Pv, narrow, (bh - c0) * TS, nb * nh * TS)),
-                      in_projection(pl.g, g + qo, Tq), in_projection(pl.g, dv + ko, Skv));
-    // softmax backward, zero where the score was masked: dS = P (dP - <dP, P>)
+    const In* Pn = as_operand<In>(Pv, narrow, (bh - c0) * TS, nb * nh * TS);
+    block_gemm<T, In>(nb, nh, true, false, S, D, Tq, T(1), in_scores(pl.g, Pn), in_projection(pl.g, g + qo, Tq),
+                      in_projection(pl.g, dv + ko, Skv));
     for (int64_t bi = 0; bi < nb; ++bi)
-      for (int64_t hj = 0; hj < nh; ++hj) {
-        const T* Ph = P + (bi * H + hj) * TS;
-        T* dh = dP + (bi * H + hj) * TS;
-        for (int64_t i = 0; i < Tq; ++i) {
-          const T* pr = Ph + i * S;
-          T* dr = dh + i * S;
-          T dot = 0;
-#pragma omp simd reduction(+ : dot)
-          for (int64_t j = 0; j < S; ++j) dot += dr[j] * pr[j];
-          for (int64_t j = 0; j < S; ++j) dr[j] = pr[j] * (dr[j] - dot);
-          fill_masked(pl, b + bi, i, dr, T(0));
-        }
-      }
+      for (int64_t hj = 0; hj < nh; ++hj)
+        softmax_backward_rows(pl, b + bi, P + (bi * H + hj) * TS, dP + (bi * H + hj) * TS);
     // dq = scale dS k; dk = scale dS^T q
     const In* dS = as_operand<In>(static_cast<const T*>(dP), narrow, (bh - c0) * TS, nb * nh * TS);
     block_gemm<T, In>(nb, nh, false, false, Tq, D, S, T(pl.scale), in_scores(pl.g, dS),

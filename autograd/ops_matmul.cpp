@@ -29,14 +29,6 @@ std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t, bool as_stored) {
 
 bool autocast_bf16(const Tensor& t) { return autocast_precision() == Precision::bf16 && t.dtype() == Dtype::f32; }
 
-Tensor from_bf16(const Bf16Buffer& b, const Shape& shape) {
-  Tensor out = make_tensor(shape, f32);
-  const uint16_t* x = b.data();
-  float* y = out.data<float>();
-  parallel_for(out.numel(), 2, [=](int64_t i0, int64_t i1) { engine::from_bf16(x + i0, y + i0, i1 - i0); });
-  return out;
-}
-
 namespace {
 std::mutex bf16_copies;  // guards Buffer::bf16_copy, bf16_version and bf16_block
 }  // namespace

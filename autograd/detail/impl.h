@@ -121,8 +121,6 @@ std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t, bool as_stored = fals
 // null, the copy holds the values as stored (to_bf16's as_stored) and
 // *block gets their layout: detail::channel_block(t), 0 for row-major.
 std::shared_ptr<const Bf16Buffer> saved_bf16(const Tensor& t, int* block = nullptr);
-// A float32 tensor of `shape` with the values of a bf16 copy (exact).
-Tensor from_bf16(const Bf16Buffer& b, const Shape& shape);
 // True for a float32 tensor inside an Autocast(bf16) scope: what products
 // run in bf16 and what ops may save bf16 copies of.
 bool autocast_bf16(const Tensor& t);
