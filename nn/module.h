@@ -47,10 +47,10 @@ class Module {
     using T = std::decay_t<A>;
     return std::is_base_of_v<Module, T> || std::is_convertible_v<T, std::shared_ptr<Module>>;
   }
-  // A module as a container keeps it: a std::shared_ptr as given, a
-  // temporary moved into one.
+  // A module as its owner keeps it: a std::shared_ptr as given, a temporary
+  // moved into a std::shared_ptr of its own type.
   template <class A>
-  static std::shared_ptr<Module> to_shared(A&& a) {
+  static auto to_shared(A&& a) {
     using T = std::decay_t<A>;
     if constexpr (std::is_base_of_v<Module, T>) {
       // A const module cannot be moved from (and a const Sequential would
@@ -99,7 +99,7 @@ class Module {
   template <class M, class = std::enable_if_t<std::is_base_of_v<Module, M> && !std::is_lvalue_reference_v<M> &&
                                               !std::is_const_v<M>>>
   std::shared_ptr<M> register_module(const std::string& name, M&& module) {
-    return register_module(name, std::make_shared<M>(std::move(module)));
+    return register_module(name, to_shared(std::move(module)));
   }
 
   // The tree, in registration order, with dotted paths. A tensor registered

@@ -74,8 +74,8 @@ class MultiheadAttention : public Module {
   std::string type_name() const override;  // "MultiheadAttention(embed_dim=8, num_heads=2)"
   const MultiheadAttentionOptions& options() const { return options_; }  // as given
   Tensor& in_proj_weight() { return *in_proj_weight_; }  // (3E, E): the q, k and v projections stacked
-  Tensor& in_proj_bias() { return in_proj_bias_ ? *in_proj_bias_ : no_bias_; }      // (3E), undefined without bias
-  std::shared_ptr<Linear> out_proj;                      // E -> E
+  Tensor& in_proj_bias() { return in_proj_bias_ ? *in_proj_bias_ : no_bias_; }  // (3E), undefined without bias
+  std::shared_ptr<Linear> out_proj;                                              // E -> E
 
   // Incremental decoding (PyTorch's module has none): keys and values
   // projected once into a KVCache (nn/attention.h), batch first (N, S, E)
