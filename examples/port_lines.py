@@ -7,6 +7,7 @@
 # checks that the ports' table in that file (docs/nn.md) gives these counts;
 # exits 1 naming each row that does not.
 #   port_lines.py [EXAMPLES_DIR] [--docs FILE]
+import argparse
 import os
 import re
 import sys
@@ -34,15 +35,16 @@ def documented(docs):
 
 
 def main():
-    args = sys.argv[1:]
-    docs = None
-    if "--docs" in args:
-        i = args.index("--docs")
-        if i + 1 >= len(args):
-            sys.exit("port_lines.py: --docs needs a file")
-        docs = args[i + 1]
-        del args[i:i + 2]
-    folder = args[0] if args else os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description="Line counts of the ports' models, C++ against Python.")
+    ap.add_argument("folder", nargs="?", default=os.path.dirname(os.path.abspath(__file__)),
+                    help="where the port_*.py and port_*.cpp files are (default: this script's folder)")
+    ap.add_argument("--docs", help="a file whose ports' table must give these counts (docs/nn.md)")
+    a = ap.parse_args()
+    folder, docs = a.folder, a.docs
+    if not os.path.isdir(folder):
+        ap.error(f"{folder}: not a folder")
+    if docs and not os.path.isfile(docs):
+        ap.error(f"--docs {docs}: no such file")
     table = documented(docs) if docs else {}
     wrong = []
     print(f"{'port':<22} {'Python':>6} {'C++':>5} {'ratio':>6} {'C++ declarations':>17} {'C++ closing braces':>19}"
