@@ -3,6 +3,7 @@
 // the helpers of the kernels that read the blocked layout as it is.
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include "autograd/detail/impl.h"
 #include "autograd/parallel.h"
@@ -11,7 +12,6 @@
 namespace xg {
 
 namespace {
-std::mutex g_unblocking;  // one conversion at a time; the loser finds it done
 
 // The (N,C,H,W) float32 values at src into dst, from nChw{block}c to NCHW
 // (to_plain) or back, across the pool: one engine reorder per range of images.
@@ -25,14 +25,19 @@ void reorder_images(bool to_plain, int block, const Shape& s, const float* src, 
 }  // namespace
 
 void Buffer::unblock() {
-  std::lock_guard<std::mutex> lock(g_unblocking);
+  std::lock_guard<std::mutex> lock(layout_lock);
   const int b = channel_block.load(std::memory_order_acquire);
   if (b == 0) return;
   Block fresh = storage_alloc(static_cast<size_t>(bytes));
-  reorder_images(true, b, blocked_shape, static_cast<const float*>(ptr), static_cast<float*>(fresh.ptr));
-  storage_free(block);
+  try {
+    reorder_images(true, b, blocked_shape, static_cast<const float*>(ptr), static_cast<float*>(fresh.ptr));
+  } catch (...) {
+    storage_free(fresh);
+    throw;
+  }
   block = fresh;
   ptr = fresh.ptr;
+  blocked.reset();  // freed here, or by the last detail::StoredView still reading it
   channel_block.store(0, std::memory_order_release);
 }
 
@@ -65,18 +70,29 @@ Tensor make_blocked(const Shape& s, int block) {
   Tensor t = make_tensor(s, f32);
   Buffer& buf = *t.impl()->buf;
   buf.blocked_shape = s;
+  const Block b = std::exchange(buf.block, Block{});  // empty first: the deleter frees b even if this throws
+  buf.blocked = std::shared_ptr<void>(b.ptr, [b](void*) { storage_free(b); });
   buf.channel_block.store(block, std::memory_order_release);
   return t;
 }
 
-float* stored(const Tensor& t) {
-  if (channel_block(t) == 0) return const_cast<Tensor&>(t).data<float>();
-  return static_cast<float*>(t.impl()->buf->ptr);
+StoredView stored_view(const Tensor& t) {
+  if (!t.defined()) return {};
+  Buffer& buf = *t.impl()->buf;
+  if (buf.channel_block.load(std::memory_order_acquire) != 0 && t.shape() == buf.blocked_shape) {
+    // Under unblock's lock: the layout, the pointer and the storage it
+    // points into change together there.
+    std::lock_guard<std::mutex> lock(buf.layout_lock);
+    const int b = buf.channel_block.load(std::memory_order_relaxed);
+    if (b != 0) return {static_cast<float*>(buf.ptr), b, buf.blocked};
+  }
+  if (t.dtype() != f32) return {};
+  return {const_cast<Tensor&>(t).data<float>(), 0, nullptr};
 }
 
 Tensor blocked_copy(const Tensor& t, int block) {
   Tensor out = make_blocked(t.shape(), block);
-  reorder_images(false, block, t.shape(), t.data<float>(), stored(out));
+  reorder_images(false, block, t.shape(), t.data<float>(), stored_view(out).p);
   return out;
 }
 

@@ -246,7 +246,7 @@ std::vector<Tensor> direct_backward(const DirectConv<In>& dc, const In* x, const
   Tensor gb = has_b && needs_input_grad(2) ? make_tensor({dc.g.o}, f32) : Tensor();
   // The primitive computes both; a bias gradient alone still needs a weight buffer.
   Tensor w_out = gw.defined() ? gw : gb.defined() ? make_tensor(ws, f32) : Tensor();
-  dc.backward(x, w, dy, gx.defined() ? detail::stored(gx) : nullptr, data_or_null<float>(w_out),
+  dc.backward(x, w, dy, detail::stored_view(gx).p, data_or_null<float>(w_out),
               data_or_null<float>(gb), blocks);
   return {gx, gw, gb};
 }
@@ -261,16 +261,17 @@ Tensor conv2d_direct_bf16(const Tensor& x, const Tensor& weight, const Tensor& b
   const int yb = dc.layouts(xb).y;
   const Shape ys{dc.g.n, dc.g.o, dc.g.ho, dc.g.wo};
   Tensor y = yb ? detail::make_blocked(ys, yb) : make_tensor(ys, f32);
-  dc.forward(x16->data(), to_bf16(weight)->data(), data_or_null<float>(bias), detail::stored(y),
+  dc.forward(x16->data(), to_bf16(weight)->data(), data_or_null<float>(bias), detail::stored_view(y).p,
              {xb, yb, 0});
   return record(
       "conv2d", y, {x, weight, bias},
       [x16, xb, w = weight.detach(), dc, xs = x.shape(), has_b = bias.defined()](const Tensor& g) {
         if (grad_enabled()) throw_bf16_second_order("conv2d");
         // g as it is stored: its bf16 copy keeps that layout.
-        const int gb = detail::channel_block(g);
-        return direct_backward<engine::bf16_t>(dc, x16->data(), to_bf16(w)->data(), to_bf16(g, true)->data(), xs,
-                                               w.shape(), has_b, {xb, gb, dc.layouts(xb).dx});
+        int gb = 0;
+        const auto g16 = to_bf16(g, &gb);
+        return direct_backward<engine::bf16_t>(dc, x16->data(), to_bf16(w)->data(), g16->data(), xs, w.shape(),
+                                               has_b, {xb, gb, dc.layouts(xb).dx});
       },
       {weight});
 }
@@ -285,13 +286,12 @@ Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   if (autocast_bf16(x)) return conv2d_direct_bf16(x, weight, bias, DirectConv<engine::bf16_t>{geo});
   const DirectConv<float> dc{geo};
   // The result stays in the layout the primitive writes, when that is
-  // blocked: the next op reads it as it is or converts it (detail::stored).
-  const int xb = detail::channel_block(x);
-  const int yb = dc.layouts(xb).y;
+  // blocked: the next op reads it as it is or converts it (detail::stored_view).
+  const detail::StoredView vx = detail::stored_view(x);
+  const int yb = dc.layouts(vx.block).y;
   const Shape ys{geo.n, geo.o, geo.ho, geo.wo};
   Tensor y = yb ? detail::make_blocked(ys, yb) : make_tensor(ys, f32);
-  dc.forward(detail::stored(x), weight.data<float>(), data_or_null<float>(bias),
-             detail::stored(y), {xb, yb, 0});
+  dc.forward(vx.p, weight.data<float>(), data_or_null<float>(bias), detail::stored_view(y).p, {vx.block, yb, 0});
   return record(
       "conv2d", y, {x, weight, bias},
       [x, weight, bias, dc, win, G](const Tensor& g) {
@@ -300,9 +300,9 @@ Tensor conv2d_direct(const Tensor& x, const Tensor& weight, const Tensor& bias, 
               [win, G](const std::vector<Tensor>& in) { return conv2d_im2col(in[0], in[1], in[2], win, G); },
               {x, weight, bias}, g);
         // x and g as they are stored now (another op may have converted x since).
-        const int xb = detail::channel_block(x), gb = detail::channel_block(g);
-        return direct_backward<float>(dc, detail::stored(x), weight.data<float>(), detail::stored(g), x.shape(),
-                                      weight.shape(), bias.defined(), {xb, gb, dc.layouts(xb).dx});
+        const detail::StoredView vx = detail::stored_view(x), vg = detail::stored_view(g);
+        return direct_backward<float>(dc, vx.p, weight.data<float>(), vg.p, x.shape(), weight.shape(),
+                                      bias.defined(), {vx.block, vg.block, dc.layouts(vx.block).dx});
       },
       {x, weight});
 }

@@ -22,24 +22,27 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
 
 namespace {
 
-// The channel block of binary_kernel's result (of shape `out`): that of a
-// blocked operand when the other has its shape or is a scalar that leaves
-// it unchanged, else 0 (a blocked operand is then read as row-major).
-int common_block(const Tensor& a, const Tensor& b, const Shape& out) {
-  const int ba = detail::channel_block(a), bb = detail::channel_block(b);
+// The channel block of binary_kernel's result (of shape `out`) from its
+// operands' layouts ba and bb: that of a blocked operand when the other has
+// its shape or is a scalar that leaves it unchanged, else 0 (a blocked
+// operand is then read as row-major).
+int common_block(const Tensor& a, int ba, const Tensor& b, int bb, const Shape& out) {
   if (a.shape() == b.shape()) return ba != 0 ? ba : bb;
   if (b.numel() == 1 && a.shape() == out) return ba;
   if (a.numel() == 1 && b.shape() == out) return bb;
   return 0;
 }
 
-// t in `block` when it has the result's shape and is stored otherwise: a
-// blocked copy, which keeps the rest of the chain (a residual's gradient
-// beside a convolution's) blocked, where converting the other operand would
-// leave it row-major.
-Tensor in_block(const Tensor& t, const Shape& shape, int block) {
-  if (block == 0 || t.shape() != shape || detail::channel_block(t) == block) return t;
-  return detail::blocked_copy(t, block);
+// t's values (stored as v says) for a result in `block` != 0: as stored
+// when they are in it; a blocked copy (in `copy`, alive and counted while
+// read) when t has the result's shape and is stored otherwise, which keeps
+// the rest of the chain (a residual's gradient beside a convolution's)
+// blocked, where converting the other operand would leave it row-major;
+// else v (a scalar).
+detail::StoredView in_block(const Tensor& t, detail::StoredView v, const Shape& shape, int block, Tensor& copy) {
+  if (t.shape() != shape || v.block == block) return v;
+  copy = detail::blocked_copy(t, block);
+  return detail::stored_view(copy);
 }
 
 // out = f(a, b) with NumPy broadcasting; no tape.
@@ -49,18 +52,20 @@ Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
   check_defined(b, op);
   detail::check_same_dtype(a, b, op);
   Shape out_shape = a.shape() == b.shape() ? a.shape() : detail::broadcast_shapes(a.shape(), b.shape(), op);
-  const int block = common_block(a, b, out_shape);
+  detail::StoredView va = detail::stored_view(a), vb = detail::stored_view(b);
+  const int block = common_block(a, va.block, b, vb.block, out_shape);
   Tensor out = block ? detail::make_blocked(out_shape, block) : make_tensor(out_shape, a.dtype());
-  const Tensor a_in = in_block(a, out_shape, block), b_in = in_block(b, out_shape, block);
+  Tensor a_copy, b_copy;
+  if (block == 0)
+    va = vb = {};  // read row-major below: a blocked operand's storage is freed when it is converted
+  else
+    va = in_block(a, std::move(va), out_shape, block, a_copy), vb = in_block(b, std::move(vb), out_shape, block, b_copy);
   dispatch(a.dtype(), [&](auto z) {
     using T = decltype(z);
     // Blocked: the same layout on every side, so elementwise reads need no conversion.
-    auto values = [&](const Tensor& t) -> const T* {
-      return block ? reinterpret_cast<const T*>(detail::stored(t)) : t.data<T>();
-    };
-    const T* pa = values(a_in);
-    const T* pb = values(b_in);
-    T* po = block ? reinterpret_cast<T*>(detail::stored(out)) : out.data<T>();
+    const T* pa = block ? reinterpret_cast<const T*>(va.p) : a.data<T>();
+    const T* pb = block ? reinterpret_cast<const T*>(vb.p) : b.data<T>();
+    T* po = block ? reinterpret_cast<T*>(detail::stored_view(out).p) : out.data<T>();
     const int64_t n = out.numel();
     if (a.shape() == b.shape()) {
       parallel_for(n, 2, [=](int64_t i0, int64_t i1) {

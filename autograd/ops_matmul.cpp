@@ -19,9 +19,11 @@ namespace xg {
 
 using engine::bf16_t;
 
-std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t, bool as_stored) {
+std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t, int* block) {
   auto out = std::make_shared<Bf16Buffer>(t.numel());
-  const float* x = as_stored ? detail::stored(t) : t.data<float>();
+  const detail::StoredView v = block ? detail::stored_view(t) : detail::StoredView{};
+  if (block) *block = v.block;
+  const float* x = block ? v.p : t.data<float>();
   uint16_t* y = out->data();
   parallel_for(t.numel(), 2, [=](int64_t i0, int64_t i1) { engine::to_bf16(x + i0, y + i0, i1 - i0); });
   return out;
@@ -39,17 +41,21 @@ std::shared_ptr<const Bf16Buffer> saved_bf16(const Tensor& t, int* block) {
   // A copy in another layout than the one asked for (the values' own when
   // `block` is given, row-major otherwise) is not reused.
   const int layout = block ? detail::channel_block(t) : 0;
-  if (block) *block = layout;
   {
     std::lock_guard<std::mutex> lock(bf16_copies);
     if (buf.bf16_version == version && buf.bf16_block == layout)
-      if (auto kept = buf.bf16_copy.lock()) return std::static_pointer_cast<const Bf16Buffer>(kept);
+      if (auto kept = buf.bf16_copy.lock()) {
+        if (block) *block = layout;
+        return std::static_pointer_cast<const Bf16Buffer>(kept);
+      }
   }
-  auto copy = to_bf16(t, layout != 0);
+  int copied = 0;  // the layout copied: layout, unless another thread converted t since
+  auto copy = to_bf16(t, block ? &copied : nullptr);
+  if (block) *block = copied;
   std::lock_guard<std::mutex> lock(bf16_copies);
   buf.bf16_copy = copy;
   buf.bf16_version = version;
-  buf.bf16_block = layout;
+  buf.bf16_block = copied;
   return copy;
 }
 

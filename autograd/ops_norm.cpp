@@ -134,9 +134,10 @@ struct Planes {
   int64_t tile_offset(int64_t i) const { return i * S * b; }
 };
 
-Planes planes_of(const Tensor& x) {
+// x's planes, stored in `block` (0: row-major).
+Planes planes_of(const Tensor& x, int block) {
   const int64_t N = x.size(0), C = x.size(1);
-  return {N, C, x.numel() / (N * C), detail::channel_block(x)};
+  return {N, C, x.numel() / (N * C), block};
 }
 
 constexpr int64_t kMaxBlock = 16;
@@ -284,14 +285,19 @@ void normalise_planes(const float* x, const Planes& p, const ChannelStats& s, co
 // g is read in x's layout (a copy when it comes in the other); dx is in it.
 std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const Tensor& weight, bool has_bias,
                                    bool training, Tensor g) {
-  const Planes p = planes_of(x);
-  if (p.b != 0 && detail::channel_block(g) != p.b) g = detail::blocked_copy(g, static_cast<int>(p.b));
+  const detail::StoredView vx = detail::stored_view(x);
+  const Planes p = planes_of(x, vx.block);
+  detail::StoredView vg;  // g in x's layout, when that is blocked
+  if (p.b != 0) {
+    vg = detail::stored_view(g);
+    if (vg.block != p.b) g = detail::blocked_copy(g, static_cast<int>(p.b)), vg = detail::stored_view(g);
+  }
   Tensor gx = !needs_input_grad(0) ? Tensor()
               : p.b != 0           ? detail::make_blocked(x.shape(), static_cast<int>(p.b))
                                    : make_tensor(x.shape(), f32);
   Tensor gw = weight.defined() && needs_input_grad(1) ? make_tensor({p.C}, f32) : Tensor();
   Tensor gb = has_bias && needs_input_grad(2) ? make_tensor({p.C}, f32) : Tensor();
-  const float *px = detail::stored(x), *pg = p.b != 0 ? detail::stored(g) : g.data<float>();
+  const float *px = vx.p, *pg = p.b != 0 ? vg.p : g.data<float>();
   const float* w = data_or_null<float>(weight);
   // Each plane's sum g and sum g (x - mean), (n, c) at n C + c.
   std::vector<float> pa(static_cast<size_t>(p.N * p.C)), pb(pa.size());
@@ -334,7 +340,7 @@ std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const
     k2[c] = static_cast<float>(f2);
     k3[c] = static_cast<float>(training ? -f1 * sg / M - f2 * s.mean[c] : 0.0);
   }
-  if (gx.defined()) channel_lines(pg, px, p, k1, k2, k3, detail::stored(gx));
+  if (gx.defined()) channel_lines(pg, px, p, k1, k2, k3, detail::stored_view(gx).p);
   return {gx, gw, gb};
 }
 
@@ -343,12 +349,13 @@ std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const
 // batch_norm_composed (as the direct convolution does through im2col).
 Tensor batch_norm_fused(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight,
                         const Tensor& bias, bool training, double momentum, double eps) {
-  const Planes p = planes_of(x);  // x as it is stored, blocked or row-major; y alike
-  auto stats = std::make_shared<ChannelStats>(training ? batch_stats(detail::stored(x), p, eps)
+  const detail::StoredView vx = detail::stored_view(x);
+  const Planes p = planes_of(x, vx.block);  // x as it is stored, blocked or row-major; y alike
+  auto stats = std::make_shared<ChannelStats>(training ? batch_stats(vx.p, p, eps)
                                                        : running_stats(running_mean, running_var, eps));
   Tensor y = p.b != 0 ? detail::make_blocked(x.shape(), static_cast<int>(p.b)) : make_tensor(x.shape(), f32);
-  normalise_planes(detail::stored(x), p, *stats, data_or_null<float>(weight),
-                   data_or_null<float>(bias), detail::stored(y));
+  normalise_planes(vx.p, p, *stats, data_or_null<float>(weight), data_or_null<float>(bias),
+                   detail::stored_view(y).p);
   // Evaluation reads the running statistics as they are now: copied into stats.
   Tensor rm = training ? Tensor() : running_mean.detach().clone(), rv = training ? Tensor() : running_var.detach().clone();
   y = record(

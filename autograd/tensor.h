@@ -81,7 +81,8 @@ class Tensor {
   // bump_version() after such a write if an op may have saved this tensor.
   // A convolution's float32 result that xgrad keeps in oneDNN's blocked
   // layout (engine::set_blocked_activations) is converted to row-major, in
-  // place and once, by the first call.
+  // place and once, by the first call; ops that read the blocked values in
+  // other threads meanwhile are unaffected.
   template <class T> T* data();
   template <class T> const T* data() const;
   double item() const;                                  // single-element tensors

@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -445,6 +446,57 @@ TEST_CASE("a blocked result's bf16 copy is shared only by ops that read the same
   const Tensor expected = linear(h.detach().clone(), proj);  // from a fresh row-major tensor
   CHECK(z.to_vector() == expected.to_vector());
   CHECK(y.shape() == Shape{2, 16, 2, 2});
+}
+
+TEST_CASE("a view of blocked values outlives their conversion to row-major by another reader") {
+  if (!engine::conv_available()) return;  // the OpenBLAS build keeps no blocked layout
+  // A kernel reads a blocked tensor through detail::stored_view; another
+  // thread's plain read (data<T>()) converts the tensor meanwhile. The
+  // view's storage must stay out of the allocator's cache until it ends:
+  // tensors of its size made after the conversion must not be given it.
+  const Tensor plain = leaf({2, 16, 3, 3}, 60).detach().to(f32);
+  Tensor t = detail::blocked_copy(plain, 8);
+  const detail::StoredView v = detail::stored_view(t);
+  REQUIRE(v.block == 8);
+  const std::vector<double> blocked(v.p, v.p + t.numel());
+  CHECK(blocked != plain.to_vector());  // nChw8c, not row-major
+  CHECK(t.to_vector() == plain.to_vector());  // converts t
+  CHECK(detail::stored_view(t).block == 0);
+  std::vector<Tensor> others;
+  for (int i = 0; i < 8; ++i) others.push_back(full(plain.shape(), -1.0));
+  CHECK(std::vector<double>(v.p, v.p + t.numel()) == blocked);
+}
+
+TEST_CASE("ops that read a blocked tensor as stored agree with row-major while another thread converts it") {
+  if (!engine::conv_available()) return;  // the OpenBLAS build keeps no blocked layout
+  // Elementwise ops, batch norm and a convolution read the blocked layout as
+  // it is; a thread converting the same tensor to row-major at the same time
+  // must change none of their results (each layout and pointer read
+  // together, and the storage kept until the op is done).
+  const Tensor plain = leaf({2, 16, 5, 5}, 61).detach().to(f32), w = leaf({8, 16, 3, 3}, 62).detach().to(f32);
+  const Tensor mean = zeros({16}), var = ones({16});
+  auto ops = [&](const Tensor& x) {
+    return std::vector<Tensor>{relu(x), add(x, x), mul(x, scalar(2.0)), batch_norm(x, mean, var, Tensor(), Tensor(), true),
+                               conv2d(x, w)};
+  };
+  // The two layouts sum in different orders: an op gives one of two results,
+  // as it finds the tensor blocked or already converted.
+  auto values = [&](const Tensor& x) {
+    std::vector<std::vector<double>> v;
+    for (const Tensor& r : ops(x)) v.push_back(r.to_vector());
+    return v;
+  };
+  const auto from_plain = values(plain), from_blocked = values(detail::blocked_copy(plain, 8));
+  for (int round = 0; round < 200; ++round) {
+    Tensor t = detail::blocked_copy(plain, 8);
+    std::thread reader([t]() mutable { (void)t.data<float>(); });
+    const auto got = values(t);
+    reader.join();
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO("round " << round << ", op " << i);
+      REQUIRE((got[i] == from_blocked[i] || got[i] == from_plain[i]));
+    }
+  }
 }
 
 TEST_CASE("the other windows' bf16 paths under Autocast: conv1d, conv3d and the transposed convolutions") {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -71,9 +72,16 @@ struct Buffer {
   // when the values are plain row-major. raw(), and so data<T>(), converts
   // them to row-major in place first (once: a buffer never goes back to
   // blocked, so a pointer from data<T>() stays valid); ops that know the
-  // layout read them as they are (detail::stored).
+  // layout read them as they are (detail::stored_view).
   std::atomic<int> channel_block{0};
   Shape blocked_shape;
+  // While blocked: the blocked values' storage (ptr points into it, block is
+  // empty), shared with the readers that hold a detail::StoredView of it, so
+  // that another thread's conversion to row-major frees it only after them.
+  std::shared_ptr<void> blocked;
+  // Taken by unblock() and detail::stored_view(): one conversion at a time
+  // (the loser finds it done), and the layout, ptr and `blocked` read together.
+  std::mutex layout_lock;
   void* raw() {
     if (channel_block.load(std::memory_order_acquire) != 0) unblock();
     return ptr;
@@ -109,17 +117,17 @@ class Scratch {
 // A bf16 copy of a float32 tensor's values, saved for backward by the
 // products that run under Autocast(bf16); counted in memory_stats().
 using Bf16Buffer = Scratch<uint16_t>;
-// Converts (round to nearest even) across the thread pool. With as_stored,
-// the values in the layout t keeps them in (detail::stored: nChw{b}c when
-// detail::channel_block(t) is b), without converting t to row-major first.
-std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t, bool as_stored = false);
+// Converts (round to nearest even) across the thread pool. With `block` not
+// null, the values in the layout t keeps them in (detail::stored_view), without
+// converting t to row-major first, and *block gets that layout (0: row-major).
+std::shared_ptr<const Bf16Buffer> to_bf16(const Tensor& t, int* block = nullptr);
 // The bf16 copy of a float32 tensor that an op saves for backward: the same
 // copy for every op that saves the same values (the three projections of
 // self-attention, every layer's projections of the encoder's memory), made
 // once and kept while one of them keeps it. A write to the tensor through
 // xgrad (a new version) makes the next call copy again. With `block` not
-// null, the copy holds the values as stored (to_bf16's as_stored) and
-// *block gets their layout: detail::channel_block(t), 0 for row-major.
+// null, the copy holds the values as stored (as to_bf16's) and *block gets
+// their layout, 0 for row-major.
 std::shared_ptr<const Bf16Buffer> saved_bf16(const Tensor& t, int* block = nullptr);
 // True for a float32 tensor inside an Autocast(bf16) scope: what products
 // run in bf16 and what ops may save bf16 copies of.
@@ -285,13 +293,25 @@ T* data_or_null(Tensor& t) {
 
 namespace detail {
 // The block b when t's values are in nChw{b}c (Buffer::channel_block) and t
-// has the shape they were stored as (not a reshaped view); else 0.
+// has the shape they were stored as (not a reshaped view); else 0. Another
+// thread may convert t to row-major right after: a kernel reads the values
+// through stored_view, which gives the layout and the pointer together.
 int channel_block(const Tensor& t);
 // An uninitialised float32 (N,C,H,W) tensor stored in nChw{block}c.
 Tensor make_blocked(const Shape& s, int block);
-// t's values as they are stored, blocked (channel_block(t) != 0) or plain,
-// without converting them: for kernels that treat both layouts alike.
-float* stored(const Tensor& t);
+// t's float32 values as they are stored, read together with their layout,
+// for kernels that treat both layouts alike: p points at nChw{block}c values
+// when block != 0 (block is channel_block(t)), else at row-major ones (t
+// converted first when it is blocked under another shape); p is null for
+// other dtypes. While the view lives, p stays valid and its values unchanged
+// even if another thread converts t to row-major (data<T>()) meanwhile: the
+// blocked storage is freed with the last of its views.
+struct StoredView {
+  float* p = nullptr;
+  int block = 0;
+  std::shared_ptr<void> keep;  // the blocked storage, while block != 0
+};
+StoredView stored_view(const Tensor& t);
 // A copy of a plain float32 (N,C,H,W) t stored in nChw{block}c.
 Tensor blocked_copy(const Tensor& t, int block);
 }  // namespace detail
@@ -335,12 +355,13 @@ void elementwise_range(int64_t i0, int64_t i1, const F& body) {
 // A blocked float32 a (channel_block) gives a blocked result.
 template <class F>
 Tensor map(const Tensor& a, F f) {
-  const int block = channel_block(a);
+  const StoredView va = stored_view(a);
+  const int block = va.block;
   Tensor out = block ? make_blocked(a.shape(), block) : make_tensor(a.shape(), a.dtype());
   dispatch(a.dtype(), [&](auto z) {
     using T = decltype(z);
-    const T* p = block ? reinterpret_cast<const T*>(stored(a)) : a.data<T>();
-    T* q = block ? reinterpret_cast<T*>(stored(out)) : out.data<T>();
+    const T* p = block ? reinterpret_cast<const T*>(va.p) : a.data<T>();
+    T* q = block ? reinterpret_cast<T*>(stored_view(out).p) : out.data<T>();
     parallel_for(a.numel(), 4, [=](int64_t i0, int64_t i1) {
       const auto fl = f;  // a local copy: f's captured scalars could alias q[i]
       if constexpr (std::is_same_v<T, float>)
