@@ -2,23 +2,21 @@
 
 namespace xg::nn {
 
-Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+namespace detail {
+OrderedModules::OrderedModules(std::initializer_list<std::shared_ptr<Module>> modules) {
   for (const auto& m : modules) push_back(m);
 }
 
-void Sequential::push_back(std::shared_ptr<Module> m) {
+void OrderedModules::push_back(std::shared_ptr<Module> m) {
   modules_.push_back(register_module(std::to_string(modules_.size()), std::move(m)));
 }
+}  // namespace detail
 
 Tensor Sequential::forward(const Tensor& x) {
   const auto named = scope();
   Tensor h = x;
   for (auto& m : modules_) h = m->forward(h);
   return h;
-}
-
-void ModuleList::push_back(std::shared_ptr<Module> m) {
-  modules_.push_back(register_module(std::to_string(modules_.size()), std::move(m)));
 }
 
 const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {

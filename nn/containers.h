@@ -14,17 +14,17 @@
 
 namespace xg::nn {
 
-// Modules applied one after the other.
-class Sequential : public Module {
+namespace detail {
+// What Sequential and ModuleList share: modules kept in order, registered
+// as the children "0", "1", ... (PyTorch's names, so its state-dict keys).
+class OrderedModules : public Module {
  public:
-  Sequential() = default;
-  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);  // push_back of each, in order
   // Modules of any types, in order, as LibTorch's Sequential(a, b, c): each a
   // temporary (Sequential(Linear(4, 8), ReLU()), moved in) or a
-  // std::shared_ptr (kept, shared with the caller). A single Sequential
-  // temporary is moved, not nested, as LibTorch's copy of a Sequential is.
+  // std::shared_ptr (kept, shared with the caller). A single Sequential (or
+  // ModuleList) temporary is moved, not nested, as LibTorch's copy is.
   template <class... A, class = std::enable_if_t<(sizeof...(A) > 0) && (is_module_arg<A>() && ...)>>
-  explicit Sequential(A&&... modules) {
+  explicit OrderedModules(A&&... modules) {
     (push_back(to_shared(std::forward<A>(modules))), ...);
   }
   void push_back(std::shared_ptr<Module> m);  // registers m under the next name ("0", "1", ...); null throws
@@ -33,6 +33,22 @@ class Sequential : public Module {
   void push_back(M&& m) {
     push_back(to_shared(std::forward<M>(m)));
   }
+  size_t size() const { return modules_.size(); }  // number of modules
+
+ protected:
+  OrderedModules() = default;
+  OrderedModules(std::initializer_list<std::shared_ptr<Module>> modules);  // push_back of each, in order
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+}  // namespace detail
+
+// Modules applied one after the other.
+class Sequential : public detail::OrderedModules {
+ public:
+  using OrderedModules::OrderedModules;  // Sequential(Linear(4, 8), ReLU(), ...), as OrderedModules takes them
+  Sequential() = default;
+  // push_back of each, in order.
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules) : OrderedModules(modules) {}
   // push_back of an M made from `args`; returns this Sequential, so that
   // appends chain as PyTorch's append does: seq->append<Linear>(4, 8).append<ReLU>().
   template <class M, class... Args,
@@ -41,32 +57,17 @@ class Sequential : public Module {
     push_back(std::make_shared<M>(std::forward<Args>(args)...));
     return *this;
   }
-  size_t size() const { return modules_.size(); }  // number of modules
   // x -> m0.forward(x) -> m1.forward(...) -> ...; empty: the identity.
   Tensor forward(const Tensor& x) override;
   std::string type_name() const override { return "Sequential"; }  // "Sequential"
-
- private:
-  std::vector<std::shared_ptr<Module>> modules_;
 };
 
 // Modules kept in order, for a loop of the owner's forward (no forward of
 // its own).
-class ModuleList : public Module {
+class ModuleList : public detail::OrderedModules {
  public:
+  using OrderedModules::OrderedModules;  // modules in order, as Sequential's constructor takes them
   ModuleList() = default;
-  // Modules in order, as Sequential's constructor takes them.
-  template <class... A, class = std::enable_if_t<(sizeof...(A) > 0) && (is_module_arg<A>() && ...)>>
-  explicit ModuleList(A&&... modules) {
-    (push_back(to_shared(std::forward<A>(modules))), ...);
-  }
-  void push_back(std::shared_ptr<Module> m);  // registers m under the next name ("0", "1", ...); null throws
-  // push_back of a module made as a temporary (moved in).
-  template <class M, class = std::enable_if_t<std::is_base_of_v<Module, std::decay_t<M>>>>
-  void push_back(M&& m) {
-    push_back(to_shared(std::forward<M>(m)));
-  }
-  size_t size() const { return modules_.size(); }  // number of modules
   bool empty() const { return modules_.empty(); }  // size() == 0
   // Bounds-checked (std::out_of_range naming the index and size).
   const std::shared_ptr<Module>& operator[](size_t i) const;
@@ -81,9 +82,6 @@ class ModuleList : public Module {
   auto begin() const { return modules_.begin(); }  // iteration over the modules in order
   auto end() const { return modules_.end(); }      // end of that iteration
   std::string type_name() const override { return "ModuleList"; }  // "ModuleList"
-
- private:
-  std::vector<std::shared_ptr<Module>> modules_;
 };
 
 // Modules by name, in insertion order (torch.nn.ModuleDict): each child's
