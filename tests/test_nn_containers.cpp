@@ -83,6 +83,14 @@ TEST_CASE("nn Sequential, ModuleList and register_module take modules made as te
   CHECK(seq.state_dict().at("0.weight").data<float>() == w.data<float>());
   seq.push_back(nn::Tanh());
   CHECK(seq.size() == 5);
+  // A single container temporary is moved into the new one, not nested in it,
+  // as LibTorch's copy of a Sequential: the keys stay "0.weight", not "0.0.weight".
+  nn::Sequential outer(nn::Sequential{nn::Linear(4, 6, g), nn::ReLU()});
+  CHECK(outer.size() == 2);
+  CHECK(outer.named_parameters().at(0).first == "0.weight");
+  nn::ModuleList outer_list(nn::ModuleList{nn::Linear(4, 6, g)});
+  CHECK(outer_list.size() == 1);
+  CHECK(outer_list.named_parameters().at(0).first == "0.weight");
 
   // Layers without a bias keep none once moved, and compute as their twins
   // made in place from the same seed: in braces, the modules are made in
