@@ -9,6 +9,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -142,14 +143,26 @@ Planes planes_of(const Tensor& x, int block) {
 
 constexpr int64_t kMaxBlock = 16;
 
-// Per tile of blocked values, per lane l (channel c0 + l): f(l, value at
-// position j) for every j, lanes innermost.
+// f(std::integral_constant<int64_t, b>) for the layout's block b (8 or 16):
+// the lane loops below then have a fixed length, and their per-lane sums
+// stay in registers (with b read at run time they went through memory at
+// every position, and the blocked layout's passes took longer than NCHW's).
 template <class F>
-void over_lanes(const float* t, const Planes& p, F&& f) {
-  for (int64_t j = 0; j < p.S; ++j) {
-    const float* r = t + j * p.b;
+void with_block(int64_t b, F&& f) {
+  if (b == 8)
+    f(std::integral_constant<int64_t, 8>{});
+  else
+    f(std::integral_constant<int64_t, kMaxBlock>{});
+}
+
+// Per tile of blocked values (B lanes), per lane l (channel c0 + l): f(l,
+// value at position j) for every j of the S, lanes innermost.
+template <int64_t B, class F>
+void over_lanes(const float* t, int64_t S, F&& f) {
+  for (int64_t j = 0; j < S; ++j) {
+    const float* r = t + j * B;
 #pragma omp simd
-    for (int64_t l = 0; l < p.b; ++l) f(l, r[l]);
+    for (int64_t l = 0; l < B; ++l) f(l, r[l]);
   }
 }
 
@@ -181,16 +194,19 @@ ChannelStats batch_stats(const float* x, const Planes& p, double eps) {
       }
     });
   } else {
-    parallel_for(p.tiles(), 3 * p.S * p.b, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float* t = x + p.tile_offset(i);
-        float sum[kMaxBlock] = {}, sq[kMaxBlock] = {}, rm[kMaxBlock];
-        over_lanes(t, p, [&](int64_t l, float v) { sum[l] += v; });
-        for (int64_t l = 0; l < p.b; ++l) rm[l] = sum[l] / static_cast<float>(p.S);
-        over_lanes(t, p, [&](int64_t l, float v) { sq[l] += (v - rm[l]) * (v - rm[l]); });
-        const int64_t at = p.tile_image(i) * p.C + p.tile_channel(i);
-        for (int64_t l = 0; l < p.b; ++l) pm[at + l] = rm[l], pq[at + l] = sq[l];
-      }
+    with_block(p.b, [&](auto block) {
+      constexpr int64_t B = decltype(block)::value;
+      parallel_for(p.tiles(), 3 * p.S * B, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const float* t = x + p.tile_offset(i);
+          float sum[B] = {}, sq[B] = {}, rm[B];
+          over_lanes<B>(t, p.S, [&](int64_t l, float v) { sum[l] += v; });
+          for (int64_t l = 0; l < B; ++l) rm[l] = sum[l] / static_cast<float>(p.S);
+          over_lanes<B>(t, p.S, [&](int64_t l, float v) { sq[l] += (v - rm[l]) * (v - rm[l]); });
+          const int64_t at = p.tile_image(i) * p.C + p.tile_channel(i);
+          for (int64_t l = 0; l < B; ++l) pm[at + l] = rm[l], pq[at + l] = sq[l];
+        }
+      });
     });
   }
   ChannelStats s{std::vector<float>(p.C), std::vector<float>(p.C), std::vector<double>(p.C)};
@@ -244,23 +260,27 @@ void channel_lines(const float* d, const float* x, const Planes& p, const std::v
     });
     return;
   }
-  parallel_for(p.tiles(), 2 * p.S * p.b, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t c0 = p.tile_channel(i), at = p.tile_offset(i);
-      const float *f1 = k1.data() + c0, *f2 = k2.data() + c0, *f3 = d ? k3.data() + c0 : nullptr;
-      for (int64_t j = 0; j < p.S; ++j) {
-        const float* r = x + at + j * p.b;
-        float* o = y + at + j * p.b;
-        if (d) {
-          const float* g = d + at + j * p.b;
+  with_block(p.b, [&](auto block) {
+    constexpr int64_t B = decltype(block)::value;
+    parallel_for(p.tiles(), 2 * p.S * B, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t c0 = p.tile_channel(i), at = p.tile_offset(i);
+        float f1[B], f2[B], f3[B];  // the tile's channels' factors, in registers
+        for (int64_t l = 0; l < B; ++l) f1[l] = k1[c0 + l], f2[l] = k2[c0 + l], f3[l] = d ? k3[c0 + l] : 0.0f;
+        for (int64_t j = 0; j < p.S; ++j) {
+          const float* r = x + at + j * B;
+          float* o = y + at + j * B;
+          if (d) {
+            const float* g = d + at + j * B;
 #pragma omp simd
-          for (int64_t l = 0; l < p.b; ++l) o[l] = f1[l] * g[l] + f2[l] * r[l] + f3[l];
-        } else {
+            for (int64_t l = 0; l < B; ++l) o[l] = f1[l] * g[l] + f2[l] * r[l] + f3[l];
+          } else {
 #pragma omp simd
-          for (int64_t l = 0; l < p.b; ++l) o[l] = r[l] * f1[l] + f2[l];
+            for (int64_t l = 0; l < B; ++l) o[l] = r[l] * f1[l] + f2[l];
+          }
         }
       }
-    }
+    });
   });
 }
 
@@ -273,6 +293,43 @@ void normalise_planes(const float* x, const Planes& p, const ChannelStats& s, co
     shift[c] = (b ? b[c] : 0.0f) - s.mean[c] * scale[c];
   }
   channel_lines(nullptr, x, p, scale, shift, {}, y);
+}
+
+// Each plane's sum g (into pa) and sum g (x - mean) (into pb), (n, c) at
+// n C + c: the sums of batch norm's backward, x and g in the layout p says.
+void plane_grad_sums(const float* px, const float* pg, const Planes& p, const std::vector<float>& mean,
+                     std::vector<float>& pa, std::vector<float>& pb) {
+  pa.resize(static_cast<size_t>(p.N * p.C));
+  pb.resize(pa.size());
+  if (p.b == 0) {
+    parallel_for(p.N * p.C, 3 * p.S, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float mu = mean[i % p.C], *r = px + i * p.S, *d = pg + i * p.S;
+        float a = 0, b = 0;
+#pragma omp simd reduction(+ : a, b)
+        for (int64_t j = 0; j < p.S; ++j) a += d[j], b += d[j] * (r[j] - mu);
+        pa[i] = a, pb[i] = b;
+      }
+    });
+  } else {
+    with_block(p.b, [&](auto block) {
+      constexpr int64_t B = decltype(block)::value;
+      parallel_for(p.tiles(), 3 * p.S * B, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t c0 = p.tile_channel(i), at = p.tile_offset(i);
+          float mu[B], a[B] = {}, b[B] = {};
+          for (int64_t l = 0; l < B; ++l) mu[l] = mean[c0 + l];
+          for (int64_t j = 0; j < p.S; ++j) {
+            const float *r = px + at + j * B, *d = pg + at + j * B;
+#pragma omp simd
+            for (int64_t l = 0; l < B; ++l) a[l] += d[l], b[l] += d[l] * (r[l] - mu[l]);
+          }
+          const int64_t to = p.tile_image(i) * p.C + c0;
+          for (int64_t l = 0; l < B; ++l) pa[to + l] = a[l], pb[to + l] = b[l];
+        }
+      });
+    });
+  }
 }
 
 // The first-order gradients {dx, dweight, dbias} of the fused batch norm.
@@ -299,34 +356,8 @@ std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const
   Tensor gb = has_bias && needs_input_grad(2) ? make_tensor({p.C}, f32) : Tensor();
   const float *px = vx.p, *pg = p.b != 0 ? vg.p : g.data<float>();
   const float* w = data_or_null<float>(weight);
-  // Each plane's sum g and sum g (x - mean), (n, c) at n C + c.
-  std::vector<float> pa(static_cast<size_t>(p.N * p.C)), pb(pa.size());
-  if (p.b == 0) {
-    parallel_for(p.N * p.C, 3 * p.S, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float mu = s.mean[i % p.C], *r = px + i * p.S, *d = pg + i * p.S;
-        float a = 0, b = 0;
-#pragma omp simd reduction(+ : a, b)
-        for (int64_t j = 0; j < p.S; ++j) a += d[j], b += d[j] * (r[j] - mu);
-        pa[i] = a, pb[i] = b;
-      }
-    });
-  } else {
-    parallel_for(p.tiles(), 3 * p.S * p.b, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t c0 = p.tile_channel(i), at = p.tile_offset(i);
-        const float* mu = s.mean.data() + c0;
-        float a[kMaxBlock] = {}, b[kMaxBlock] = {};
-        for (int64_t j = 0; j < p.S; ++j) {
-          const float *r = px + at + j * p.b, *d = pg + at + j * p.b;
-#pragma omp simd
-          for (int64_t l = 0; l < p.b; ++l) a[l] += d[l], b[l] += d[l] * (r[l] - mu[l]);
-        }
-        const int64_t to = p.tile_image(i) * p.C + c0;
-        for (int64_t l = 0; l < p.b; ++l) pa[to + l] = a[l], pb[to + l] = b[l];
-      }
-    });
-  }
+  std::vector<float> pa, pb;
+  plane_grad_sums(px, pg, p, s.mean, pa, pb);
   std::vector<float> k1(p.C), k2(p.C), k3(p.C);
   for (int64_t c = 0; c < p.C; ++c) {
     double sg = 0, sgd = 0;  // sum g, sum g (x - mean)
