@@ -8,6 +8,7 @@
 // exact.
 #include <cmath>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -151,8 +152,10 @@ template <class F>
 void with_block(int64_t b, F&& f) {
   if (b == 8)
     f(std::integral_constant<int64_t, 8>{});
-  else
+  else if (b == kMaxBlock)
     f(std::integral_constant<int64_t, kMaxBlock>{});
+  else
+    throw std::logic_error("batch_norm: channel block " + std::to_string(b) + ", expected 8 or 16");
 }
 
 // Per tile of blocked values (B lanes), per lane l (channel c0 + l): f(l,

@@ -2,15 +2,13 @@
 
 namespace xg::nn {
 
-namespace detail {
-OrderedModules::OrderedModules(std::initializer_list<std::shared_ptr<Module>> modules) {
-  for (const auto& m : modules) push_back(m);
-}
-
 void OrderedModules::push_back(std::shared_ptr<Module> m) {
   modules_.push_back(register_module(std::to_string(modules_.size()), std::move(m)));
 }
-}  // namespace detail
+
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules) {
+  for (const auto& m : modules) push_back(m);
+}
 
 Tensor Sequential::forward(const Tensor& x) {
   const auto named = scope();

@@ -14,7 +14,6 @@
 
 namespace xg::nn {
 
-namespace detail {
 // What Sequential and ModuleList share: modules kept in order, registered
 // as the children "0", "1", ... (PyTorch's names, so its state-dict keys).
 class OrderedModules : public Module {
@@ -22,7 +21,7 @@ class OrderedModules : public Module {
   // Modules of any types, in order, as LibTorch's Sequential(a, b, c): each a
   // temporary (Sequential(Linear(4, 8), ReLU()), moved in) or a
   // std::shared_ptr (kept, shared with the caller). A single Sequential (or
-  // ModuleList) temporary is moved, not nested, as LibTorch's copy is.
+  // ModuleList) passed with std::move is moved, not nested, as LibTorch's copy is.
   template <class... A, class = std::enable_if_t<(sizeof...(A) > 0) && (is_module_arg<A>() && ...)>>
   explicit OrderedModules(A&&... modules) {
     (push_back(to_shared(std::forward<A>(modules))), ...);
@@ -36,19 +35,16 @@ class OrderedModules : public Module {
   size_t size() const { return modules_.size(); }  // number of modules
 
  protected:
-  OrderedModules() = default;
-  OrderedModules(std::initializer_list<std::shared_ptr<Module>> modules);  // push_back of each, in order
-  std::vector<std::shared_ptr<Module>> modules_;
+  OrderedModules() = default;                     // empty
+  std::vector<std::shared_ptr<Module>> modules_;  // the modules, in order
 };
-}  // namespace detail
 
 // Modules applied one after the other.
-class Sequential : public detail::OrderedModules {
+class Sequential : public OrderedModules {
  public:
   using OrderedModules::OrderedModules;  // Sequential(Linear(4, 8), ReLU(), ...), as OrderedModules takes them
   Sequential() = default;
-  // push_back of each, in order.
-  Sequential(std::initializer_list<std::shared_ptr<Module>> modules) : OrderedModules(modules) {}
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);  // push_back of each, in order
   // push_back of an M made from `args`; returns this Sequential, so that
   // appends chain as PyTorch's append does: seq->append<Linear>(4, 8).append<ReLU>().
   template <class M, class... Args,
@@ -64,7 +60,7 @@ class Sequential : public detail::OrderedModules {
 
 // Modules kept in order, for a loop of the owner's forward (no forward of
 // its own).
-class ModuleList : public detail::OrderedModules {
+class ModuleList : public OrderedModules {
  public:
   using OrderedModules::OrderedModules;  // modules in order, as Sequential's constructor takes them
   ModuleList() = default;

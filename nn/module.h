@@ -53,8 +53,7 @@ class Module {
   static auto to_shared(A&& a) {
     using T = std::decay_t<A>;
     if constexpr (std::is_base_of_v<Module, T>) {
-      // A const module cannot be moved from (and a const Sequential would
-      // otherwise reach its own variadic constructor again).
+      // A const module cannot be moved from, and no module is copied.
       static_assert(!std::is_lvalue_reference_v<A> && !std::is_const_v<std::remove_reference_t<A>>,
                     "a module is not copyable: pass a temporary (Linear(4, 8)), std::move(m) or a std::shared_ptr");
       return std::make_shared<T>(std::move(a));

@@ -8,7 +8,8 @@ Reads the JUnit file of `ctest --output-junit`. A test is skipped when it
 printed "xg-skip" (doctest cases that cannot run here) or exited 77 (the
 PyTorch parity tests without python3-torch, the distributed tests without
 MPI). Only "xg-skip (hardware): ..." and "xg-skip (machine): ..." are
-accepted: bf16 on a CPU without AVX512_BF16, and network namespaces where
+accepted: a CPU feature a case needs (no case needs one today: bf16 runs
+emulated on a CPU without AVX512_BF16), and network namespaces where
 the machine does not allow them (the cluster tests of scripts/cluster.sh:
 not root, or a container without CAP_SYS_ADMIN), cannot be fixed by
 installing anything; every other skip can, and fails the run. Exit 0 when

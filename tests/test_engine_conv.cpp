@@ -448,6 +448,27 @@ TEST_CASE("a blocked result's bf16 copy is shared only by ops that read the same
   CHECK(y.shape() == Shape{2, 16, 2, 2});
 }
 
+TEST_CASE("batch norm on blocked values, 8 and 16 channels a block, equals it on row-major: values and gradients") {
+  // Both block sizes run here whatever the CPU (oneDNN itself picks 16 only
+  // with AVX-512): each has its own compiled lane loops.
+  if (!engine::conv_available()) return;
+  const Tensor plain = leaf({3, 32, 5, 4}, 63).detach().to(f32);
+  const Tensor w = leaf({32}, 64).detach().to(f32).requires_grad_(), b = leaf({32}, 65).detach().to(f32).requires_grad_();
+  for (const bool training : {true, false}) {
+    auto f = [&](const std::vector<Tensor>& in) {
+      return batch_norm(in[0], zeros({32}), ones({32}), in[1], in[2], training);
+    };
+    const auto want = xgt::values_and_grads(f, {plain.detach().requires_grad_(), w, b});
+    for (const int block : {8, 16}) {
+      CAPTURE(block);
+      CAPTURE(training);
+      const Tensor x = detail::blocked_copy(plain, block).requires_grad_();
+      REQUIRE(detail::channel_block(x) == block);
+      xgt::check_close(xgt::values_and_grads(f, {x, w, b}), want, 1e-5);
+    }
+  }
+}
+
 TEST_CASE("a view of blocked values outlives their conversion to row-major by another reader") {
   if (!engine::conv_available()) return;  // the OpenBLAS build keeps no blocked layout
   // A kernel reads a blocked tensor through detail::stored_view; another

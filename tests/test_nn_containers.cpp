@@ -83,14 +83,28 @@ TEST_CASE("nn Sequential, ModuleList and register_module take modules made as te
   CHECK(seq.state_dict().at("0.weight").data<float>() == w.data<float>());
   seq.push_back(nn::Tanh());
   CHECK(seq.size() == 5);
-  // A single container temporary is moved into the new one, not nested in it,
-  // as LibTorch's copy of a Sequential: the keys stay "0.weight", not "0.0.weight".
-  nn::Sequential outer(nn::Sequential{nn::Linear(4, 6, g), nn::ReLU()});
+  // A single container passed with std::move is moved into the new one, not
+  // nested in it, as LibTorch's copy of a Sequential: the keys stay
+  // "0.weight", not "0.0.weight". So is one registered as a temporary.
+  nn::Sequential inner{nn::Linear(4, 6, g), nn::ReLU()};
+  nn::Sequential outer(std::move(inner));
   CHECK(outer.size() == 2);
   CHECK(outer.named_parameters().at(0).first == "0.weight");
-  nn::ModuleList outer_list(nn::ModuleList{nn::Linear(4, 6, g)});
+  nn::ModuleList inner_list{nn::Linear(4, 6, g)};
+  nn::ModuleList outer_list(std::move(inner_list));
   CHECK(outer_list.size() == 1);
   CHECK(outer_list.named_parameters().at(0).first == "0.weight");
+  struct Holder : nn::Module {
+    std::shared_ptr<nn::Sequential> body;
+    explicit Holder(Generator& g) { body = register_module("body", nn::Sequential{nn::Linear(4, 6, g), nn::ReLU()}); }
+  };
+  Holder holder(g);
+  CHECK(holder.named_parameters().at(0).first == "body.0.weight");
+  // shared_ptrs in braces, for both containers (docs/nn.md)
+  nn::ModuleList shared_list{std::make_shared<nn::Linear>(4, 3, g), std::make_shared<nn::ReLU>()};
+  nn::Sequential shared_seq{std::make_shared<nn::Linear>(4, 3, g), std::make_shared<nn::ReLU>()};
+  CHECK(shared_list.size() == 2);
+  CHECK(shared_seq.size() == 2);
 
   // Layers without a bias keep none once moved, and compute as their twins
   // made in place from the same seed: in braces, the modules are made in
