@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/common/cli.h"
+#include "apps/common/program.h"
 #include "apps/seq2seq/cli.h"
 #include "apps/vision/cli.h"
 #include "apps/xg_export/cli.h"

@@ -11,7 +11,7 @@
 #include <cstdio>
 
 #include "apps/char_lm/cli.h"
-#include "apps/common/cli.h"
+#include "apps/common/program.h"
 
 int main(int argc, char** argv) {
   xg::char_lm::CharLMCommand cmd;

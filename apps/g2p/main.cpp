@@ -15,7 +15,7 @@
 #include "apps/g2p/cli.h"
 #include "models/attention_map.h"
 #include "train/checkpoint.h"
-#include "apps/common/cli.h"
+#include "apps/common/program.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 
 #include "apps/seq2seq/cli.h"
 #include "apps/seq2seq/seq2seq.h"
-#include "apps/common/cli.h"
+#include "apps/common/program.h"
 
 int main(int argc, char** argv) {
   xg::seq2seq::DecodeCommand cmd;

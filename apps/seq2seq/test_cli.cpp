@@ -11,7 +11,7 @@
 #include "autograd/serialize.h"
 #include "tests/helpers.h"
 #include "train/checkpoint.h"
-#include "apps/common/cli.h"
+#include "apps/common/program.h"
 
 using namespace xg;
 using namespace xg::seq2seq;

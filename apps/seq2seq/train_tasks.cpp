@@ -9,7 +9,7 @@
 // checkpoint), 2 a usage error. Under mpirun, an error on any process ends
 // the whole job (MPI_Abort) after printing it with the process's rank.
 #include "apps/seq2seq/cli.h"
-#include "apps/common/cli.h"
+#include "apps/common/program.h"
 
 int main(int argc, char** argv) {
   xg::seq2seq::TrainCommand cmd;

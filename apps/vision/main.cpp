@@ -11,7 +11,7 @@
 // non-finite loss), 2 a usage error.
 #include <fmt/format.h>
 
-#include "apps/common/cli.h"
+#include "apps/common/program.h"
 #include "apps/vision/cli.h"
 #include "apps/vision/pictures.h"
 #include "autograd/autograd.h"

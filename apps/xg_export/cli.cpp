@@ -1,5 +1,7 @@
 #include "apps/xg_export/cli.h"
 
+#include "apps/common/cli.h"
+
 namespace xg::xg_export {
 
 cli::Parsed parse_export_command(int argc, const char* const* argv, ExportCommand& cmd) {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "apps/common/cli.h"
+#include "apps/common/program.h"
 
 namespace xg::xg_export {
 
