@@ -96,5 +96,13 @@ Tensor blocked_copy(const Tensor& t, int block) {
   return out;
 }
 
+StoredView stored_in_block(const Tensor& t, int block, Tensor& copy) {
+  StoredView v = stored_view(t);
+  if (v.block == block) return v;
+  v = {};  // t's storage in another block need not outlive the copy's making
+  copy = blocked_copy(t, block);
+  return stored_view(copy);
+}
+
 }  // namespace detail
 }  // namespace xg

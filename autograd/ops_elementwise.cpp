@@ -33,18 +33,6 @@ int common_block(const Tensor& a, int ba, const Tensor& b, int bb, const Shape& 
   return 0;
 }
 
-// t's values (stored as v says) for a result in `block` != 0: as stored
-// when they are in it; a blocked copy (in `copy`, alive and counted while
-// read) when t has the result's shape and is stored otherwise, which keeps
-// the rest of the chain (a residual's gradient beside a convolution's)
-// blocked, where converting the other operand would leave it row-major;
-// else v (a scalar).
-detail::StoredView in_block(const Tensor& t, detail::StoredView v, const Shape& shape, int block, Tensor& copy) {
-  if (t.shape() != shape || v.block == block) return v;
-  copy = detail::blocked_copy(t, block);
-  return detail::stored_view(copy);
-}
-
 // out = f(a, b) with NumPy broadcasting; no tape.
 template <class F>
 Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
@@ -56,10 +44,13 @@ Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
   const int block = common_block(a, va.block, b, vb.block, out_shape);
   Tensor out = block ? detail::make_blocked(out_shape, block) : make_tensor(out_shape, a.dtype());
   Tensor a_copy, b_copy;
+  // Blocked: an operand of the result's shape in another layout is read from
+  // a blocked copy, which keeps the rest of the chain (a residual's gradient
+  // beside a convolution's) blocked; a scalar is read as it is.
   if (block == 0)
     va = vb = {};  // read row-major below: a blocked operand's storage is freed when it is converted
-  else
-    va = in_block(a, std::move(va), out_shape, block, a_copy), vb = in_block(b, std::move(vb), out_shape, block, b_copy);
+  if (block != 0 && a.shape() == out_shape) va = detail::stored_in_block(a, block, a_copy);
+  if (block != 0 && b.shape() == out_shape) vb = detail::stored_in_block(b, block, b_copy);
   dispatch(a.dtype(), [&](auto z) {
     using T = decltype(z);
     // Blocked: the same layout on every side, so elementwise reads need no conversion.

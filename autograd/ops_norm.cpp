@@ -344,14 +344,12 @@ void plane_grad_sums(const float* px, const float* pg, const Planes& p, const st
 // As dx = k1 g + k2 x + k3 per channel, the second pass is one line.
 // g is read in x's layout (a copy when it comes in the other); dx is in it.
 std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const Tensor& weight, bool has_bias,
-                                   bool training, Tensor g) {
+                                   bool training, const Tensor& g) {
   const detail::StoredView vx = detail::stored_view(x);
   const Planes p = planes_of(x, vx.block);
   detail::StoredView vg;  // g in x's layout, when that is blocked
-  if (p.b != 0) {
-    vg = detail::stored_view(g);
-    if (vg.block != p.b) g = detail::blocked_copy(g, static_cast<int>(p.b)), vg = detail::stored_view(g);
-  }
+  Tensor g_copy;
+  if (p.b != 0) vg = detail::stored_in_block(g, static_cast<int>(p.b), g_copy);
   Tensor gx = !needs_input_grad(0) ? Tensor()
               : p.b != 0           ? detail::make_blocked(x.shape(), static_cast<int>(p.b))
                                    : make_tensor(x.shape(), f32);

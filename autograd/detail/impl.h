@@ -314,6 +314,13 @@ struct StoredView {
 StoredView stored_view(const Tensor& t);
 // A copy of a plain float32 (N,C,H,W) t stored in nChw{block}c.
 Tensor blocked_copy(const Tensor& t, int block);
+// The float32 (N,C,H,W) t's values in nChw{block}c, block != 0: as stored
+// when they are in it, else a blocked copy made into `copy`, which the
+// caller keeps alive while it reads the view. Kernels that read two tensors
+// alike (an elementwise op's operands, batch norm's input and gradient) take
+// the second in the first one's block this way, so that the result stays
+// blocked where converting the blocked one would leave it row-major.
+StoredView stored_in_block(const Tensor& t, int block, Tensor& copy);
 }  // namespace detail
 int64_t normalize_axis(int64_t axis, int64_t ndim, const char* op);
 std::vector<int64_t> contiguous_strides(const Shape& s);
