@@ -32,12 +32,12 @@ fi
 
 # ONNX Runtime for node, into the build tree (tests/CMakeLists.txt's
 # XG_ONNXRUNTIME_DIR), once, at a fixed version: the tests never download. Its install script
-# would fetch CUDA libraries from outside the npm registry on Linux x64;
-# skipping that (the option and the variable) keeps the CPU runtime the package ships.
+# would fetch CUDA libraries from outside the npm registry on Linux x64, and
+# npm warns about it: --ignore-scripts runs none, and installs the same files
+# (the CPU runtime the package ships).
 ORT_DIR=${XG_ONNXRUNTIME_DIR:-$(cd "$(dirname "$0")/.." && pwd)/build/onnxruntime}
 if ! (cd "$ORT_DIR" 2>/dev/null && node -e "require('onnxruntime-node')" 2>/dev/null); then
   echo "setup: installing onnxruntime-node into $ORT_DIR"
   mkdir -p "$ORT_DIR"
-  ONNXRUNTIME_NODE_INSTALL=skip npm install --prefix "$ORT_DIR" --no-audit --no-fund --onnxruntime-node-install=skip \
-    onnxruntime-node@1.30.0 >/dev/null
+  npm install --prefix "$ORT_DIR" --no-audit --no-fund --ignore-scripts onnxruntime-node@1.30.0 >/dev/null
 fi
