@@ -44,13 +44,15 @@ Tensor binary_kernel(const char* op, const Tensor& a, const Tensor& b, F f) {
   const int block = common_block(a, va.block, b, vb.block, out_shape);
   Tensor out = block ? detail::make_blocked(out_shape, block) : make_tensor(out_shape, a.dtype());
   Tensor a_copy, b_copy;
-  // Blocked: an operand of the result's shape in another layout is read from
-  // a blocked copy, which keeps the rest of the chain (a residual's gradient
-  // beside a convolution's) blocked; a scalar is read as it is.
-  if (block == 0)
+  if (block == 0) {
     va = vb = {};  // read row-major below: a blocked operand's storage is freed when it is converted
-  if (block != 0 && a.shape() == out_shape) va = detail::stored_in_block(a, block, a_copy);
-  if (block != 0 && b.shape() == out_shape) vb = detail::stored_in_block(b, block, b_copy);
+  } else {
+    // An operand of the result's shape in another layout is read from a
+    // blocked copy, which keeps the rest of the chain (a residual's gradient
+    // beside a convolution's) blocked; a scalar is read as it is.
+    if (a.shape() == out_shape) va = detail::stored_in_block(a, block, a_copy);
+    if (b.shape() == out_shape) vb = detail::stored_in_block(b, block, b_copy);
+  }
   dispatch(a.dtype(), [&](auto z) {
     using T = decltype(z);
     // Blocked: the same layout on every side, so elementwise reads need no conversion.

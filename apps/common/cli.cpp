@@ -1,12 +1,8 @@
 #include "apps/common/cli.h"
 
-#include <cstdio>
-#include <cstdlib>
-#include <iostream>
 #include <limits>
 
 #include "autograd/autograd.h"
-#include "distributed/dist.h"
 #include "engine/gemm.h"
 
 namespace xg::cli {

@@ -5,8 +5,8 @@
 // the option groups every training program shares, those of the model
 // families the applications train, and parse_with. The main() skeleton with
 // its exit codes is in program.h, which a file that only runs a parsed
-// command line includes instead: CLI11 is header-only, and compiles for
-// seconds in every file that includes it.
+// command line includes instead: CLI11 is header-only, and slow to compile
+// in every file that includes it.
 //
 //   xg::train::TrainOptions t;
 //   xg::train::LoopOptions l;
