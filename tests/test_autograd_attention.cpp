@@ -206,6 +206,31 @@ TEST_CASE("attention: scores far below the masking value still give finite weigh
   }
 }
 
+TEST_CASE("attention: softmax subtracts each row's largest score wherever it lies, so a spread of 200 stays finite") {
+  // Query i scores 200 on key i and 0 elsewhere, over 40 keys (full vector
+  // blocks and a remainder): e^200 overflows float32, so a row whose
+  // subtracted maximum missed key i would be inf / inf. Each output row is
+  // then value row i, and the gradients are finite.
+  constexpr int64_t n = 40;
+  for (Dtype dt : {f32, f64}) {
+    CAPTURE(std::string(dtype_name(dt)));
+    std::vector<double> diagonal(static_cast<size_t>(n * n), 0.0);
+    for (int64_t i = 0; i < n; ++i) diagonal[static_cast<size_t>(i * n + i)] = 1.0;
+    Tensor k = from_vector(diagonal, {1, n, n}, dt), q = (k * 200.0).detach().requires_grad_();
+    Generator g(5);
+    Tensor v = randn({1, n, n}, g, dt).requires_grad_();
+    AttentionOptions o;
+    o.heads = 1;
+    o.scale = 1.0;
+    Tensor out = attention(q, k, v, o);
+    const std::vector<double> got = out.to_vector(), want = v.to_vector();
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(want[i]).epsilon(1e-6));
+    sum(out * out).backward();
+    for (double x : q.grad().to_vector()) CHECK(std::isfinite(x));
+    for (double x : v.grad().to_vector()) CHECK(std::isfinite(x));
+  }
+}
+
 TEST_CASE("attention: bad shapes and options name the op and the shapes") {
   Tensor q = leaf({B, T, C}, 1), k = leaf({B, S, C}, 2), v = leaf({B, S, C}, 3);
   AttentionOptions o;
@@ -305,7 +330,7 @@ TEST_CASE("attention: rows longer than a vector, with causality, padding and a r
     check_close(run([](const auto&... a) { return fused(a...); }), run([](const auto&... a) { return composed(a...); }),
                 1e-9);
     for (Dtype dt : {f64, f32}) {  // the recomputed weights are the forward's
-      CAPTURE(dtype_name(dt));
+      CAPTURE(std::string(dtype_name(dt)));
       const V typed{in[0].to(dt).detach().requires_grad_(), in[1].to(dt).detach().requires_grad_(),
                     in[2].to(dt).detach().requires_grad_()};
       auto with = [&](AttentionMemory memory) {
@@ -329,7 +354,7 @@ TEST_CASE("attention: recomputing the scores in backward equals keeping the weig
   for (Dtype dt : {f64, f32}) {
     for (double p : {0.0, 0.3})
       for (bool causal : {false, true}) {
-        CAPTURE(dtype_name(dt));
+        CAPTURE(std::string(dtype_name(dt)));
         CAPTURE(p);
         CAPTURE(causal);
         Tensor q = leaf({B, T, C}, 40).to(dt).detach().requires_grad_(), k = leaf({B, S + 2, C}, 41).to(dt).detach().requires_grad_(),
