@@ -156,26 +156,6 @@ void fill_masked(const Plan& pl, int64_t b, int64_t i, T* row, T value) {
   }
 }
 
-// The largest of row[0, n) (-inf for none; a NaN may be skipped), in 16
-// partial maxima that stay in vector registers: on rows of a few dozen keys
-// (a ViT's) it runs faster than an omp simd max reduction over the row
-// (bench/results/README.md), and softmax's result does not depend on it
-// except that e^(score - max) must not overflow.
-template <class T>
-T row_max(const T* row, int64_t n) {
-  constexpr int64_t L = 16;
-  T part[L];
-  for (int64_t l = 0; l < L; ++l) part[l] = -std::numeric_limits<T>::infinity();
-  int64_t j = 0;
-  for (; j + L <= n; j += L)
-#pragma omp simd
-    for (int64_t l = 0; l < L; ++l) part[l] = row[j + l] > part[l] ? row[j + l] : part[l];
-  for (; j < n; ++j) part[0] = row[j] > part[0] ? row[j] : part[0];
-  T mx = part[0];
-  for (int64_t l = 1; l < L; ++l) mx = part[l] > mx ? part[l] : mx;
-  return mx;
-}
-
 // Softmax of each score row in place, masked scores first set to kMasked.
 // With `stat`, each row's max and 1/sum go to stat[2i], stat[2i+1]; with
 // `from_stat`, they are read from there instead (the same weights, bit for
@@ -192,18 +172,15 @@ void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* f
     if (from_stat) {
       mx = from_stat[2 * i];
     } else {
-      mx = row_max(row, S);
+      mx = detail::row_max(row, S);
     }
     // Scores more than 87 below the row's largest (masked ones among them)
-    // get weight 0: exp would be below float's smallest normal, and glibc
-    // takes a slow path there. float32 uses the vectorisable fast_expf.
-    // float32's exponentials run the AVX-512 copy of the loop where the CPU
-    // has it (detail::elementwise_range: the same values, bit for bit).
+    // get weight 0, in both dtypes as detail::softmax_exp does for float32
+    // (below that, glibc's exp takes a slow path). float32's exponentials
+    // run the AVX-512 copy of the loop where the CPU has it
+    // (detail::elementwise_range: the same values, bit for bit).
     if constexpr (std::is_same_v<T, float>)
-      detail::elementwise_range(0, S, [row, mx](int64_t j) {
-        const float z = row[j] - mx;
-        row[j] = z < -87.0f ? 0.0f : detail::fast_expf(z);
-      });
+      detail::elementwise_range(0, S, [row, mx](int64_t j) { row[j] = detail::softmax_exp(row[j] - mx); });
     else
       for (int64_t j = 0; j < S; ++j) {
         const T z = row[j] - mx;

@@ -26,10 +26,34 @@ AxisView around(const Shape& s, int64_t ax) {
   return v;
 }
 
+// One float32 row of n values along the last axis (contiguous): its max in
+// vector registers, the exponentials on fast_expf (detail::softmax_exp) in
+// vectorised loops, where glibc's expf is a call per element.
+void softmax_row(const float* x, float* y, int64_t n, bool log_form) {
+  float mx = detail::row_max(x, n);
+  if (mx == -std::numeric_limits<float>::infinity()) mx = 0;  // all -inf: keep it finite
+  detail::elementwise_range(0, n, [=](int64_t k) { y[k] = detail::softmax_exp(x[k] - mx); });
+  float total = 0;
+#pragma omp simd reduction(+ : total)
+  for (int64_t k = 0; k < n; ++k) total += y[k];
+  if (log_form) {
+    const float lse = mx + std::log(total);
+    detail::elementwise_range(0, n, [=](int64_t k) { y[k] = x[k] - lse; });
+  } else {
+    const float inv = 1.0f / total;
+    detail::elementwise_range(0, n, [=](int64_t k) { y[k] *= inv; });
+  }
+}
+
 // y = softmax or log_softmax of x along the middle axis of `v`.
 template <class T>
 void softmax_kernel(const T* x, T* y, const AxisView& v, bool log_form) {
   parallel_for(v.outer * v.inner, 8 * v.n, [=](int64_t r0, int64_t r1) {
+    if constexpr (std::is_same_v<T, float>)
+      if (v.inner == 1) {
+        for (int64_t r = r0; r < r1; ++r) softmax_row(x + r * v.n, y + r * v.n, v.n, log_form);
+        return;
+      }
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t o = r / v.inner, i = r % v.inner;
       const T* xr = x + o * v.n * v.inner + i;
@@ -49,6 +73,50 @@ void softmax_kernel(const T* x, T* y, const AxisView& v, bool log_form) {
       } else {
         const T inv = T(1) / total;
         for (int64_t k = 0; k < v.n; ++k) yr[k * v.inner] *= inv;
+      }
+    }
+  });
+}
+
+// dx of one contiguous row of n values (the last axis), y the output:
+//   softmax:     dx = y (g - sum_k g_k y_k),
+//   log_softmax: dx = g - e^y sum_k g_k,
+// in loops that vectorise; float32's e^y on fast_expf, as forward.
+template <class T>
+void softmax_backward_row(const T* y, const T* g, T* dx, int64_t n, bool log_form) {
+  T dot = 0;
+  if (log_form) {
+#pragma omp simd reduction(+ : dot)
+    for (int64_t k = 0; k < n; ++k) dot += g[k];
+    if constexpr (std::is_same_v<T, float>)
+      detail::elementwise_range(0, n, [=](int64_t k) { dx[k] = g[k] - detail::softmax_exp(y[k]) * dot; });
+    else
+      for (int64_t k = 0; k < n; ++k) dx[k] = g[k] - std::exp(y[k]) * dot;
+  } else {
+#pragma omp simd reduction(+ : dot)
+    for (int64_t k = 0; k < n; ++k) dot += g[k] * y[k];
+    for (int64_t k = 0; k < n; ++k) dx[k] = y[k] * (g[k] - dot);
+  }
+}
+
+// The same along the middle axis of `v`, rows v.inner apart.
+template <class T>
+void softmax_backward_kernel(const T* py, const T* pg, T* px, const AxisView& v, bool log_form) {
+  parallel_for(v.outer * v.inner, 6 * v.n, [=](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t base = (r / v.inner) * v.n * v.inner + r % v.inner;
+      if (v.inner == 1) {
+        softmax_backward_row(py + base, pg + base, px + base, v.n, log_form);
+        continue;
+      }
+      T dot = 0;
+      for (int64_t k = 0; k < v.n; ++k) {
+        const int64_t j = base + k * v.inner;
+        dot += log_form ? pg[j] : pg[j] * py[j];
+      }
+      for (int64_t k = 0; k < v.n; ++k) {
+        const int64_t j = base + k * v.inner;
+        px[j] = log_form ? pg[j] - std::exp(py[j]) * dot : py[j] * (pg[j] - dot);
       }
     }
   });
@@ -74,22 +142,7 @@ Tensor softmax_impl(const Tensor& a, int64_t axis, bool log_form) {
     Tensor gx = make_tensor(y.shape(), y.dtype());
     dispatch(y.dtype(), [&](auto z) {
       using T = decltype(z);
-      const T *py = y.data<T>(), *pg = g.data<T>();
-      T* px = gx.data<T>();
-      parallel_for(v.outer * v.inner, 6 * v.n, [=](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          const int64_t base = (r / v.inner) * v.n * v.inner + r % v.inner;
-          T dot = 0;
-          for (int64_t k = 0; k < v.n; ++k) {
-            const int64_t j = base + k * v.inner;
-            dot += log_form ? pg[j] : pg[j] * py[j];
-          }
-          for (int64_t k = 0; k < v.n; ++k) {
-            const int64_t j = base + k * v.inner;
-            px[j] = log_form ? pg[j] - std::exp(py[j]) * dot : py[j] * (pg[j] - dot);
-          }
-        }
-      });
+      softmax_backward_kernel(y.data<T>(), g.data<T>(), gx.data<T>(), v, log_form);
     });
     return std::vector<Tensor>{gx};
   }, {out});

@@ -418,6 +418,41 @@ TEST_CASE("float32 kernels: fast_expf and fast_erff against the C library, gelu 
   CHECK(worst_g < 2e-6);
 }
 
+TEST_CASE("float32 kernels: softmax and log_softmax along the last axis equal float64, values and gradients") {
+  // Rows of 1 to 70 values (whole vectors of 16 and remainders), with the
+  // largest 100 above the rest in the last place, a -inf, and a value more
+  // than 87 below the largest: float32's rows run the vectorised path
+  // (fast_expf, the 16 partial maxima); float64 computes them with exp.
+  xgt::ThreadsGuard guard;
+  set_num_threads(1);
+  Generator gen(61);
+  for (int64_t n : {1, 7, 16, 17, 50, 70}) {
+    CAPTURE(n);
+    Tensor x = randn({3, n}, gen, f64, 0.0, 5.0), g = randn({3, n}, gen, f64);
+    x.set({0, n - 1}, 100.0);
+    if (n > 1) x.set({1, 0}, -std::numeric_limits<double>::infinity()), x.set({2, n / 2}, -95.0);
+    for (bool log_form : {false, true}) {
+      CAPTURE(log_form);
+      auto run = [&](Dtype dt) {
+        Tensor a = x.to(dt).detach().requires_grad_();
+        Tensor y = log_form ? log_softmax(a, -1) : softmax(a, -1);
+        sum(y * g.to(dt)).backward();
+        return std::pair{y.to_vector(), a.grad().to_vector()};
+      };
+      const auto [y32, g32] = run(f32);
+      const auto [y64, g64] = run(f64);
+      for (size_t i = 0; i < y64.size(); ++i) {
+        if (std::isinf(y64[i])) {
+          CHECK(y32[i] == y64[i]);  // log_softmax of -inf
+        } else {
+          CHECK(std::fabs(y32[i] - y64[i]) <= 2e-6 * std::max(1.0, std::fabs(y64[i])));
+        }
+        CHECK(std::fabs(g32[i] - g64[i]) <= 2e-5 * std::max(1.0, std::fabs(g64[i])));
+      }
+    }
+  }
+}
+
 TEST_CASE("ops: flatten and unflatten reshape as torch does, and refuse bad dimensions by name") {
   Tensor a = leaf({2, 3, 4, 5}, 40);
   CHECK(flatten(a).shape() == Shape{2, 60});

@@ -1,5 +1,6 @@
 // Private to autograd/*.cpp: the dropout hash, shared by dropout and the
-// fused attention op.
+// fused attention op; the float32 exponentials and softmax's row steps,
+// shared by the activations, softmax and the attention op.
 #pragma once
 
 #include <algorithm>
@@ -71,6 +72,32 @@ inline float fast_expf(float x) {
   std::memcpy(&scale, &bits, sizeof scale);
   const float y = x > 88.3f ? std::numeric_limits<float>::infinity() : p * scale;
   return x == x ? y : x;
+}
+
+// e^z for softmax's z = x - (the row's max) <= 0, on fast_expf: 0 below -87,
+// where e^z would be below float's smallest normal (fast_expf would give
+// about 1e-38 there, and glibc takes a slow path).
+inline float softmax_exp(float z) { return z < -87.0f ? 0.0f : fast_expf(z); }
+
+// The largest of row[0, n) (-inf for none; a NaN may be skipped), in 16
+// partial maxima that stay in vector registers: on rows of a few dozen
+// values (attention over a ViT's 50 positions) it runs faster than an omp
+// simd max reduction over the row (bench/results/README.md). A softmax does
+// not depend on which maximum it subtracts, except that e^(x - max) must not
+// overflow.
+template <class T>
+T row_max(const T* row, int64_t n) {
+  constexpr int64_t L = 16;
+  T part[L];
+  for (int64_t l = 0; l < L; ++l) part[l] = -std::numeric_limits<T>::infinity();
+  int64_t j = 0;
+  for (; j + L <= n; j += L)
+#pragma omp simd
+    for (int64_t l = 0; l < L; ++l) part[l] = row[j + l] > part[l] ? row[j + l] : part[l];
+  for (; j < n; ++j) part[0] = row[j] > part[0] ? row[j] : part[0];
+  T mx = part[0];
+  for (int64_t l = 1; l < L; ++l) mx = part[l] > mx ? part[l] : mx;
+  return mx;
 }
 
 // erf(x) for float32 kernels, branch-free: Abramowitz and Stegun 7.1.26
