@@ -166,14 +166,9 @@ void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* f
   for (int64_t i = 0; i < Tq; ++i) {
     T* row = P + i * S;
     fill_masked(pl, b, i, row, T(kMasked));
-    // The max starts from -inf, not kMasked: unmasked scores may lie below it.
-    // (A NaN score makes the whole row NaN whichever max the reduction keeps.)
-    T mx = -std::numeric_limits<T>::infinity();
-    if (from_stat) {
-      mx = from_stat[2 * i];
-    } else {
-      mx = detail::row_max(row, S);
-    }
+    // The row's own max, not kMasked: unmasked scores may lie below it. (A
+    // NaN score makes the whole row NaN whether or not row_max skips it.)
+    const T mx = from_stat ? from_stat[2 * i] : detail::row_max(row, S);
     // Scores more than 87 below the row's largest (masked ones among them)
     // get weight 0, in both dtypes as detail::softmax_exp does for float32
     // (below that, glibc's exp takes a slow path). float32's exponentials

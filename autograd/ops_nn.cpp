@@ -28,7 +28,8 @@ AxisView around(const Shape& s, int64_t ax) {
 
 // One float32 row of n values along the last axis (contiguous): its max in
 // vector registers, the exponentials on fast_expf (detail::softmax_exp) in
-// vectorised loops, where glibc's expf is a call per element.
+// vectorised loops, where glibc's expf is a call per element. y must not
+// alias x: log_softmax reads x after y holds the exponentials.
 void softmax_row(const float* x, float* y, int64_t n, bool log_form) {
   float mx = detail::row_max(x, n);
   if (mx == -std::numeric_limits<float>::infinity()) mx = 0;  // all -inf: keep it finite

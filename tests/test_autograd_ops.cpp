@@ -418,18 +418,23 @@ TEST_CASE("float32 kernels: fast_expf and fast_erff against the C library, gelu 
   CHECK(worst_g < 2e-6);
 }
 
-TEST_CASE("float32 kernels: softmax and log_softmax along the last axis equal float64, values and gradients") {
+TEST_CASE("float32 kernels: softmax, log_softmax and cross_entropy along the last axis equal float64, values and gradients") {
   // Rows of 1 to 70 values (whole vectors of 16 and remainders), with the
-  // largest 100 above the rest in the last place, a -inf, and a value more
-  // than 87 below the largest: float32's rows run the vectorised path
-  // (fast_expf, the 16 partial maxima); float64 computes them with exp.
+  // largest 200 above the rest in the last place (a maximum missed would
+  // overflow e^(x - max)), a -inf, and a value more than 87 below the
+  // largest: float32's rows run the vectorised path (fast_expf, the 16
+  // partial maxima); float64 computes them with exp. Below float32's
+  // smallest normal a float32 weight is 0 by design.
   xgt::ThreadsGuard guard;
   set_num_threads(1);
   Generator gen(61);
+  auto close = [](double got, double want, double rel) {
+    return std::fabs(got - want) <= rel * std::max(1.0, std::fabs(want));
+  };
   for (int64_t n : {1, 7, 16, 17, 50, 70}) {
     CAPTURE(n);
     Tensor x = randn({3, n}, gen, f64, 0.0, 5.0), g = randn({3, n}, gen, f64);
-    x.set({0, n - 1}, 100.0);
+    x.set({0, n - 1}, 200.0);
     if (n > 1) x.set({1, 0}, -std::numeric_limits<double>::infinity()), x.set({2, n / 2}, -95.0);
     for (bool log_form : {false, true}) {
       CAPTURE(log_form);
@@ -442,14 +447,37 @@ TEST_CASE("float32 kernels: softmax and log_softmax along the last axis equal fl
       const auto [y32, g32] = run(f32);
       const auto [y64, g64] = run(f64);
       for (size_t i = 0; i < y64.size(); ++i) {
-        if (std::isinf(y64[i])) {
-          CHECK(y32[i] == y64[i]);  // log_softmax of -inf
-        } else {
-          CHECK(std::fabs(y32[i] - y64[i]) <= 2e-6 * std::max(1.0, std::fabs(y64[i])));
-        }
-        CHECK(std::fabs(g32[i] - g64[i]) <= 2e-5 * std::max(1.0, std::fabs(g64[i])));
+        if (std::isinf(y64[i])) CHECK(y32[i] == y64[i]);  // log_softmax of -inf
+        else if (log_form) CHECK(close(y32[i], y64[i], 2e-6));
+        else CHECK(std::fabs(y32[i] - y64[i]) <= 1e-5 * y64[i] + 1e-37);  // relative, for small weights too
+        CHECK(close(g32[i], g64[i], 2e-5));
       }
     }
+    // cross_entropy's log-probabilities come from the same rows (rows 0 and 2:
+    // row 1's -inf logit would make its gradient NaN in both dtypes).
+    Tensor logits = concat({slice(x, 0, 0, 1), slice(x, 0, 2, 3)}, 0);
+    const std::vector<int64_t> t = {0, n - 1};
+    auto ce = [&](Dtype dt) {
+      Tensor a = logits.to(dt).detach().requires_grad_();
+      Tensor loss = cross_entropy(a, t, CrossEntropyLossOptions().label_smoothing(0.1));
+      loss.backward();
+      std::vector<double> out = a.grad().to_vector();
+      out.push_back(loss.item());
+      return out;
+    };
+    const std::vector<double> c32 = ce(f32), c64 = ce(f64);
+    for (size_t i = 0; i < c64.size(); ++i) CHECK(close(c32[i], c64[i], 2e-5));
+  }
+  // NaN, +inf and all -inf rows give NaN rows, as in float64 and PyTorch,
+  // wherever the NaN or +inf lies (here in the second block of 16).
+  for (double special : {std::nan(""), std::numeric_limits<double>::infinity()}) {
+    std::vector<double> row(20, 0.5);
+    row[18] = special;
+    std::vector<double> all_minus_inf(20, -std::numeric_limits<double>::infinity());
+    row.insert(row.end(), all_minus_inf.begin(), all_minus_inf.end());
+    Tensor x = from_vector(row, {2, 20}, f32);
+    for (double y : softmax(x, -1).to_vector()) CHECK(std::isnan(y));
+    for (double y : log_softmax(x, -1).to_vector()) CHECK(std::isnan(y));
   }
 }
 
