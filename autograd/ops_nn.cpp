@@ -104,12 +104,12 @@ void softmax_backward_row(const T* y, const T* g, T* dx, int64_t n, bool log_for
 template <class T>
 void softmax_backward_kernel(const T* py, const T* pg, T* px, const AxisView& v, bool log_form) {
   parallel_for(v.outer * v.inner, 6 * v.n, [=](int64_t r0, int64_t r1) {
+    if (v.inner == 1) {
+      for (int64_t r = r0; r < r1; ++r) softmax_backward_row(py + r * v.n, pg + r * v.n, px + r * v.n, v.n, log_form);
+      return;
+    }
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t base = (r / v.inner) * v.n * v.inner + r % v.inner;
-      if (v.inner == 1) {
-        softmax_backward_row(py + base, pg + base, px + base, v.n, log_form);
-        continue;
-      }
       T dot = 0;
       for (int64_t k = 0; k < v.n; ++k) {
         const int64_t j = base + k * v.inner;
