@@ -171,19 +171,18 @@ void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* f
     const T mx = from_stat ? from_stat[2 * i] : detail::row_max(row, S);
     // Scores more than 87 below the row's largest (masked ones among them)
     // get weight 0, in both dtypes as detail::softmax_exp does for float32
-    // (below that, glibc's exp takes a slow path). float32's exponentials
-    // run the AVX-512 copy of the loop where the CPU has it
-    // (detail::elementwise_range: the same values, bit for bit).
-    if constexpr (std::is_same_v<T, float>)
-      detail::elementwise_range(0, S, [row, mx](int64_t j) { row[j] = detail::softmax_exp(row[j] - mx); });
-    else
+    // (below that, glibc's exp takes a slow path).
+    T total = 0;
+    if constexpr (std::is_same_v<T, float>) {
+      total = detail::softmax_exp_sum(row, row, S, mx);
+    } else {
       for (int64_t j = 0; j < S; ++j) {
         const T z = row[j] - mx;
         row[j] = z < -87.0 ? 0.0 : std::exp(z);
       }
-    T total = 0;
 #pragma omp simd reduction(+ : total)
-    for (int64_t j = 0; j < S; ++j) total += row[j];
+      for (int64_t j = 0; j < S; ++j) total += row[j];
+    }
     const T inv = from_stat ? from_stat[2 * i + 1] : T(1) / total;
     if (stat) {
       stat[2 * i] = mx;

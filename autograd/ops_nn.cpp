@@ -12,6 +12,14 @@
 
 namespace xg {
 
+float detail::softmax_exp_sum(const float* x, float* y, int64_t n, float mx) {
+  elementwise_range(0, n, [=](int64_t k) { y[k] = softmax_exp(x[k] - mx); });
+  float total = 0;
+#pragma omp simd reduction(+ : total)
+  for (int64_t k = 0; k < n; ++k) total += y[k];
+  return total;
+}
+
 namespace {
 
 // A tensor seen as (outer, n, inner) around `axis`.
@@ -33,10 +41,7 @@ AxisView around(const Shape& s, int64_t ax) {
 void softmax_row(const float* x, float* y, int64_t n, bool log_form) {
   float mx = detail::row_max(x, n);
   if (mx == -std::numeric_limits<float>::infinity()) mx = 0;  // all -inf: keep it finite
-  detail::elementwise_range(0, n, [=](int64_t k) { y[k] = detail::softmax_exp(x[k] - mx); });
-  float total = 0;
-#pragma omp simd reduction(+ : total)
-  for (int64_t k = 0; k < n; ++k) total += y[k];
+  const float total = detail::softmax_exp_sum(x, y, n, mx);
   if (log_form) {
     const float lse = mx + std::log(total);
     detail::elementwise_range(0, n, [=](int64_t k) { y[k] = x[k] - lse; });

@@ -358,6 +358,11 @@ void elementwise_range(int64_t i0, int64_t i1, const F& body) {
     for_range_plain(i0, i1, body);
 }
 
+// y[k] = e^(x[k] - mx) for k in [0, n) on softmax_exp (detail/kernels.h:
+// 0 below -87), vectorised; returns their sum. y may be x. The float32 rows
+// of softmax, log_softmax, cross_entropy and the attention core.
+float softmax_exp_sum(const float* x, float* y, int64_t n, float mx);
+
 // out[i] = f(a[i]) with no tape: for backward formulas and masks.
 // A blocked float32 a (channel_block) gives a blocked result.
 template <class F>
