@@ -281,8 +281,11 @@ Tensor gelu(const Tensor& a) {
     // g * d/dx, d/dx = Phi(x) + x * phi(x): one pass over g and the input.
     return std::vector<Tensor>{binary_kernel("gelu", g, a, [](auto gi, auto x) {
       if constexpr (std::is_same_v<decltype(x), float>) {
-        const float cdf = 0.5f * (1.0f + detail::fast_erff(x * 0.70710678f));
-        return gi * (cdf + x * 0.39894228f * detail::fast_expf(-0.5f * x * x));
+        // One exponential for both terms: e^(-z^2) with z = x / sqrt(2) is
+        // erf's and phi's.
+        const float z = x * 0.70710678f, e = detail::fast_expf(-z * z);
+        const float cdf = 0.5f * (1.0f + detail::erff_given_exp(z, e));
+        return gi * (cdf + x * 0.39894228f * e);
       } else {
         const double cdf = 0.5 * (1.0 + std::erf(x * 0.70710678118654752440));
         return gi * (cdf + x * 0.39894228040143267794 * std::exp(-0.5 * x * x));

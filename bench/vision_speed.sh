@@ -7,10 +7,13 @@
 # threads also with OMP_WAIT_POLICY=passive: its OpenMP workers spin while
 # waiting, which on 2 shared cores can cost it more than the second core gives.
 #   bench/vision_speed.sh [SECONDS] [MODELS...]  (from the repository root, after a build)
+# XG_PRECISIONS="f32" leaves bf16 out (on a CPU without AVX512_BF16, where
+# xgrad's bf16 is emulated and its speed means nothing).
 set -u
 secs=${1:-40}
 shift || true
 models=${*:-cnn resnet vit}
+precisions=${XG_PRECISIONS:-f32 bf16}
 run() {  # label, command...: prints "label img/s rss_MB"
   local label=$1
   shift
@@ -30,7 +33,7 @@ run() {  # label, command...: prints "label img/s rss_MB"
 }
 for m in $models; do
   for t in 1 2; do
-    for p in f32 bf16; do
+    for p in $precisions; do
       run "xgrad $m threads=$t $p" build/apps/vision/vision train --model "$m" --threads "$t" --precision "$p" \
         --time-limit "$secs" --eval-every 1000000 --log-every 1000000
       flag=""
