@@ -282,10 +282,14 @@ Tensor gelu(const Tensor& a) {
     return std::vector<Tensor>{binary_kernel("gelu", g, a, [](auto gi, auto x) {
       if constexpr (std::is_same_v<decltype(x), float>) {
         // One exponential for both terms: e^(-z^2) with z = x / sqrt(2) is
-        // erf's and phi's.
+        // erf's and phi's. fast_expf gives about 1e-38 where e^(-z^2) is
+        // smaller, so x = +-inf would give +-inf; float64 and PyTorch give
+        // inf * 0 = NaN there. x - x is 0 for finite x and NaN for +-inf
+        // (kept: the build does not assume finite math), cheaper than a
+        // test of e.
         const float z = x * 0.70710678f, e = detail::fast_expf(-z * z);
         const float cdf = 0.5f * (1.0f + detail::erff_given_exp(z, e));
-        return gi * (cdf + x * 0.39894228f * e);
+        return gi * (cdf + x * 0.39894228f * e + (x - x));
       } else {
         const double cdf = 0.5 * (1.0 + std::erf(x * 0.70710678118654752440));
         return gi * (cdf + x * 0.39894228040143267794 * std::exp(-0.5 * x * x));

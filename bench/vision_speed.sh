@@ -7,8 +7,8 @@
 # threads also with OMP_WAIT_POLICY=passive: its OpenMP workers spin while
 # waiting, which on 2 shared cores can cost it more than the second core gives.
 #   bench/vision_speed.sh [SECONDS] [MODELS...]  (from the repository root, after a build)
-# XG_PRECISIONS="f32" leaves bf16 out (on a CPU without AVX512_BF16, where
-# xgrad's bf16 is emulated and its speed means nothing).
+# XG_PRECISIONS="f32" leaves bf16 out: on a CPU without AVX512_BF16, vision
+# train refuses --precision bf16 and those rows would only print FAILED.
 set -u
 secs=${1:-40}
 shift || true

@@ -416,6 +416,14 @@ TEST_CASE("float32 kernels: fast_expf and fast_erff against the C library, gelu 
   double worst_g = 0;
   for (size_t i = 0; i < gd.size(); ++i) worst_g = std::max(worst_g, std::fabs(gf[i] - gd[i]));
   CHECK(worst_g < 2e-6);
+  // +-inf: the derivative is inf * 0 = NaN in both dtypes (and PyTorch's), not +-inf
+  Tensor inf32 = from_vector(std::vector<float>{std::numeric_limits<float>::infinity(),
+                                                -std::numeric_limits<float>::infinity()}, {2}).requires_grad_();
+  Tensor inf64 = inf32.to(f64).detach().requires_grad_();
+  sum(gelu(inf32)).backward();
+  sum(gelu(inf64)).backward();
+  for (const Tensor& t : {inf32, inf64})
+    for (double v : t.grad().to_vector()) CHECK(std::isnan(v));
 }
 
 TEST_CASE("float32 kernels: softmax, log_softmax and cross_entropy along the last axis equal float64, values and gradients") {

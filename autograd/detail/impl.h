@@ -359,8 +359,9 @@ void elementwise_range(int64_t i0, int64_t i1, const F& body) {
 }
 
 // y[k] = e^(x[k] - mx) for k in [0, n) on softmax_exp (detail/kernels.h:
-// 0 below -87), vectorised; returns their sum. y may be x. The float32 rows
-// of softmax, log_softmax, cross_entropy and the attention core.
+// 0 below -87), on elementwise_range (the AVX-512 copy where the CPU has it:
+// the same values, bit for bit); returns their sum. y may be x. The float32
+// rows of softmax, log_softmax, cross_entropy and the attention core.
 float softmax_exp_sum(const float* x, float* y, int64_t n, float mx);
 
 // out[i] = f(a[i]) with no tape: for backward formulas and masks.
