@@ -174,59 +174,66 @@ Tensor layer_norm_composed(const Tensor& x, const Tensor& w, const Tensor& b, do
   if (b.defined()) y = y + b;
   return y;
 }
+// One row of layer_norm's backward: its dx into xr and, when acc is not
+// null, its terms of dw into acc[0, c) and of db into acc[c, 2c), while the
+// row of g and of xhat is in cache (a second pass over both for the column
+// sums took about a third of the backward's time). gh: c values of scratch.
+template <class T>
+void layer_norm_backward_row(const T* gr, const T* hr, const T* pw, T rstd, int64_t c, T* gh, T* xr, T* acc) {
+  if (pw)
+    for (int64_t j = 0; j < c; ++j) gh[j] = gr[j] * pw[j];
+  else
+    std::copy(gr, gr + c, gh);
+  T m1 = 0, m2 = 0;
+#pragma omp simd reduction(+ : m1, m2)
+  for (int64_t j = 0; j < c; ++j) {
+    m1 += gh[j];
+    m2 += gh[j] * hr[j];
+  }
+  m1 /= T(c);
+  m2 /= T(c);
+  for (int64_t j = 0; j < c; ++j) xr[j] = rstd * (gh[j] - m1 - hr[j] * m2);
+  if (acc)
+    for (int64_t j = 0; j < c; ++j) {
+      acc[j] += gr[j] * hr[j];
+      acc[c + j] += gr[j];
+    }
+}
+
 // First-order backward of layer_norm from its saved xhat (rows, C) and rstd.
 std::vector<Tensor> layer_norm_backward(const Tensor& xhat, const Tensor& rstd, const Tensor& w, bool has_b,
                                         int64_t rows, int64_t c, const Tensor& g) {
   // With gh = g * w:  dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
   //                   dw = sum_rows g * xhat,  db = sum_rows g
   Tensor gx = make_tensor(xhat.shape(), xhat.dtype());
-  Tensor gw = w.defined() ? zeros({c}, xhat.dtype()) : Tensor();
-  Tensor gb = has_b ? zeros({c}, xhat.dtype()) : Tensor();
+  Tensor gw = w.defined() ? make_tensor({c}, xhat.dtype()) : Tensor();  // both written whole below
+  Tensor gb = has_b ? make_tensor({c}, xhat.dtype()) : Tensor();
   dispatch(xhat.dtype(), [&](auto z) {
     using T = decltype(z);
     const T *pg = g.data<T>(), *ph = xhat.data<T>(), *pr = rstd.data<T>();
     const T* pw = data_or_null<T>(w);
     T* px = gx.data<T>();
-    // One row: its dx, and its terms of dw (acc[0, c)) and db (acc[c, 2c))
-    // while g's and xhat's row are in cache (a second pass over both for
-    // the column sums took about a third of the backward's time).
-    const bool sums = gw.defined() || gb.defined();
     const auto row = [=](int64_t r, T* gh, T* acc) {
-      const T *gr = pg + r * c, *hr = ph + r * c;
-      if (pw)
-        for (int64_t j = 0; j < c; ++j) gh[j] = gr[j] * pw[j];
-      else
-        std::copy(gr, gr + c, gh);
-      T m1 = 0, m2 = 0;
-#pragma omp simd reduction(+ : m1, m2)
-      for (int64_t j = 0; j < c; ++j) {
-        m1 += gh[j];
-        m2 += gh[j] * hr[j];
-      }
-      m1 /= T(c);
-      m2 /= T(c);
-      T* xr = px + r * c;
-      for (int64_t j = 0; j < c; ++j) xr[j] = pr[r] * (gh[j] - m1 - hr[j] * m2);
-      if (acc)
-        for (int64_t j = 0; j < c; ++j) {
-          acc[j] += gr[j] * hr[j];
-          acc[c + j] += gr[j];
-        }
+      layer_norm_backward_row(pg + r * c, ph + r * c, pw, pr[r], c, gh, px + r * c, acc);
     };
-    if (!sums) {
+    if (!gw.defined() && !gb.defined()) {
       parallel_for(rows, 8 * c, [=](int64_t r0, int64_t r1) {
         std::vector<T> gh(c);  // one row of g * w
         for (int64_t r = r0; r < r1; ++r) row(r, gh.data(), nullptr);
       });
       return;
     }
-    // row_sums gives each block of rows its own partial [dw | db] row, added in order.
+    // row_sums gives each block of rows its own partial [dw | db] row, added
+    // in order; a row costs about 10 c (dx's 8, the sums' 2).
     std::vector<T> total(static_cast<size_t>(2 * c), T(0));
-    detail::row_sums<T>(rows, 2 * c, total.data(), [=](int64_t r, T* acc) {
-      thread_local std::vector<T> gh;
-      gh.resize(c);
-      row(r, gh.data(), acc);
-    });
+    detail::row_sums<T>(
+        rows, 2 * c, total.data(),
+        [=](int64_t r, T* acc) {
+          thread_local std::vector<T> gh;
+          gh.resize(c);
+          row(r, gh.data(), acc);
+        },
+        10 * c);
     if (T* pgw = data_or_null<T>(gw)) std::copy(total.begin(), total.begin() + c, pgw);
     if (T* pgb = data_or_null<T>(gb)) std::copy(total.begin() + c, total.end(), pgb);
   });

@@ -105,12 +105,16 @@ void parallel_for_each_strided(const Shape& shape, const std::array<const std::v
 // (the same blocks the row-wise kernels use, so it reads what it wrote) into
 // its own partial row; the partials are then added in order. Splitting by
 // columns instead is slower (docs/performance.md, section Threads).
+// add_row runs once per row, rows of different blocks at the same time, and
+// may also write that row's own outputs (layer norm's input gradient);
+// row_cost is its scalar work (default cols), which decides the split.
 template <class T, class F>
-void row_sums(int64_t rows, int64_t cols, T* out, F add_row) {
-  const int64_t parts = rows * cols < 32768 ? 1 : std::min<int64_t>(num_threads(), rows);
+void row_sums(int64_t rows, int64_t cols, T* out, F add_row, int64_t row_cost = 0) {
+  const int64_t work = rows * std::max(cols, row_cost);
+  const int64_t parts = work < 32768 ? 1 : std::min<int64_t>(num_threads(), rows);
   std::vector<T> partial(static_cast<size_t>(parts * cols), T(0));
   T* pp = partial.data();
-  parallel_for(parts, rows * cols / std::max<int64_t>(parts, 1) * 2, [&](int64_t i0, int64_t i1) {
+  parallel_for(parts, work / std::max<int64_t>(parts, 1) * 2, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
       for (int64_t r = rows * i / parts, r1 = rows * (i + 1) / parts; r < r1; ++r) add_row(r, pp + i * cols);
   });

@@ -74,8 +74,7 @@ inline float fast_expf(float x) {
   return x == x ? y : x;
 }
 
-// e^z for z <= 0 (softmax's z = x - the row's max; GELU's -x^2/2), on
-// fast_expf: 0 below -87, where e^z would be below float's smallest normal
+// e^z for softmax's z = x - (the row's max) <= 0, on fast_expf: 0 below -87, where e^z would be below float's smallest normal
 // (fast_expf would give about 1e-38 there, and glibc takes a slow path).
 inline float softmax_exp(float z) { return z < -87.0f ? 0.0f : fast_expf(z); }
 
