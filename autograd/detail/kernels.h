@@ -74,8 +74,9 @@ inline float fast_expf(float x) {
   return x == x ? y : x;
 }
 
-// e^z for softmax's z = x - (the row's max) <= 0, on fast_expf: 0 below -87, where e^z would be below float's smallest normal
-// (fast_expf would give about 1e-38 there, and glibc takes a slow path).
+// e^z for softmax's z = x - (the row's max) <= 0, on fast_expf: 0 below -87,
+// where e^z would be below float's smallest normal (fast_expf would give
+// about 1e-38 there, and glibc takes a slow path).
 inline float softmax_exp(float z) { return z < -87.0f ? 0.0f : fast_expf(z); }
 
 // The largest of row[0, n) (-inf for none; a NaN may be skipped), in 16
