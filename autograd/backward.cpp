@@ -51,7 +51,7 @@ std::vector<Tensor> call_backward(Node& node, const Tensor& g) {
 // Adds g to a leaf's .grad.
 void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
   if (leaf.grad.defined())
-    leaf.grad = add(leaf.grad, g);
+    accumulate(leaf.grad, g);
   else if (g.impl().use_count() == 1 && g.impl()->buf.use_count() == 1)
     leaf.grad = std::move(g);  // no other tensor sees these values: keep them, no copy
   else

@@ -86,7 +86,7 @@ std::vector<Tensor> grad_walk(const std::vector<Tensor>& roots, const std::vecto
   for (auto [node, g] = pass.next(); node; std::tie(node, g) = pass.next()) {
     auto t = target_of.find(node);
     if (t != target_of.end())  // a leaf's node may pop more than once (its seq is its first use's)
-      for (size_t i : t->second) results[i] = results[i].defined() ? add(results[i], g) : g;
+      for (size_t i : t->second) accumulate(results[i], g);
     if (node->leaf || !leads_to(*node, needed)) continue;
     const std::vector<Tensor> in_grads = run_node(*node, g);
     for (size_t i = 0; i < node->next.size(); ++i) {

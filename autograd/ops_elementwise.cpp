@@ -18,6 +18,33 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
     throw ShapeError(std::string(op) + ": dtype mismatch, " + dtype_name(a.dtype()) + " " + shape_str(a.shape()) +
                      " vs " + dtype_name(b.dtype()) + " " + shape_str(b.shape()) + " (convert one with .to())");
 }
+
+bool add_in_place(Tensor& acc, const Tensor& g) {
+  if (grad_enabled() || !acc.defined() || !g.defined() || acc.dtype() != g.dtype() || acc.shape() != g.shape() ||
+      (acc.dtype() != f32 && acc.dtype() != f64))
+    return false;
+  const std::shared_ptr<TensorImpl>& impl = acc.impl();
+  Buffer& buf = *impl->buf;
+  // Only this handle sees acc's values (no other tensor, view or saved
+  // copy), they are xgrad's own storage, and no graph has recorded them.
+  if (impl.use_count() != 1 || impl->buf.use_count() != 1 || buf.owner || impl->grad_fn || impl->requires_grad)
+    return false;
+  if (buf.channel_block.load(std::memory_order_acquire) != 0 || stored_view(g).block != 0) return false;
+  dispatch(acc.dtype(), [&](auto z) {
+    using T = decltype(z);
+    T* pa = acc.data<T>();
+    const T* pg = g.data<T>();
+    parallel_for(acc.numel(), 2, [=](int64_t i0, int64_t i1) {
+      if constexpr (std::is_same_v<T, float>)
+        elementwise_range(i0, i1, [=](int64_t i) { pa[i] += pg[i]; });
+      else
+        for (int64_t i = i0; i < i1; ++i) pa[i] += pg[i];
+    });
+  });
+  buf.version.fetch_add(1, std::memory_order_relaxed);  // no saved tensor holds it: no global write counted
+  return true;
+}
+
 }  // namespace detail
 
 namespace {

@@ -34,6 +34,42 @@ TEST_CASE("tape: gradients accumulate over backward calls on separate graphs, ze
   CHECK(x.grad().to_vector() == std::vector<double>{1, 1});
 }
 
+TEST_CASE("tape: a second backward adds into grad() in place, unless a handle to it is held") {
+  auto storage_of = [](const Tensor& t) -> const void* {
+    return t.dtype() == f32 ? static_cast<const void*>(t.data<float>()) : static_cast<const void*>(t.data<double>());
+  };
+  for (Dtype dt : {f32, f64}) {
+    CAPTURE(dtype_name(dt));
+    Tensor x = tensor({1.0, 2.0, 3.0}, {3}, dt).requires_grad_();
+    sum(x * x).backward();
+    const void* storage = storage_of(x.grad());  // no handle kept: only grad() sees its values
+    sum(x * 3.0).backward();
+    CHECK(storage_of(x.grad()) == storage);  // as PyTorch's AccumulateGrad: added in place
+    CHECK(x.grad().to_vector() == std::vector<double>{2 + 3, 4 + 3, 6 + 3});
+    // A handle to grad() keeps its values: the next backward makes a new tensor.
+    const Tensor held = x.grad();
+    sum(x).backward();
+    CHECK(held.to_vector() == std::vector<double>{5, 7, 9});
+    CHECK(x.grad().to_vector() == std::vector<double>{6, 8, 10});
+    CHECK(storage_of(x.grad()) != storage_of(held));
+  }
+}
+
+TEST_CASE("tape: a gradient handed to two inputs unchanged is summed into, not written over") {
+  // add's backward passes the same gradient tensor to both of its inputs, so
+  // p's and q's waiting gradients are one tensor when w's backward sends p
+  // more: that sum must be a new tensor, or q would receive it too.
+  Tensor x = tensor({1.0, 2.0}, {2}, f64).requires_grad_();
+  Tensor p = x * 2.0, q = x * 3.0;
+  Tensor w = p * 7.0;
+  Tensor s = p + q;
+  sum((s + w) * tensor({1.0, 10.0}, {2}, f64)).backward();  // 2x + 3x + 14x
+  CHECK(x.grad().to_vector() == std::vector<double>{19, 190});
+  Tensor u = tensor({1.0, 2.0}, {2}, f64).requires_grad_();
+  sum((u + u) * (u + u)).backward();  // 4u^2 -> 8u: the same gradient sent twice to u
+  CHECK(u.grad().to_vector() == std::vector<double>{8, 16});
+}
+
 TEST_CASE("tape: no-grad guard records nothing and restores the mode") {
   Tensor x = ones({2}).requires_grad_();
   {

@@ -392,6 +392,15 @@ Tensor unbroadcast(const Tensor& g, const Shape& shape);
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 
+// acc += g in place, and true, when no one else can see the change: no
+// other tensor, view or saved copy holds acc's values, they are xgrad's own
+// plain (not blocked) float32 or float64 storage of g's shape and dtype, no
+// graph has recorded acc, and grad mode is off (nothing records the sum).
+// Otherwise false, changing nothing. Backward's accumulation of gradients
+// tries it before add(), as PyTorch's AccumulateGrad adds in place when it
+// can: it spares a new tensor and a pass of writes.
+bool add_in_place(Tensor& acc, const Tensor& g);
+
 // The cross-entropy losses' label_smoothing: a number in [0, 1] (NaN is
 // refused too, since it would turn every loss into NaN), else a ShapeError
 // naming `op`.

@@ -80,8 +80,14 @@ void check_input_gradient(const Node& node, size_t i, const Tensor& gi, const Te
 // Without retain_graph: the node drops what it saved.
 void release(Node& node);
 
-// Adds g to the gradient waiting in slot.
-inline void accumulate(Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; }
+// Adds g to the gradient waiting in slot (or a leaf's grad): in place when
+// add_in_place may, else into a new tensor.
+inline void accumulate(Tensor& slot, const Tensor& g) {
+  if (!slot.defined())
+    slot = g;
+  else if (!add_in_place(slot, g))
+    slot = add(slot, g);
+}
 
 // The state of one backward pass: the nodes ready to run, latest first (a
 // node's seq is its place on the tape, so every node runs after all that
