@@ -29,11 +29,14 @@ bool add_in_place(Tensor& acc, const Tensor& g) {
   // copy), they are xgrad's own storage, and no graph has recorded them.
   if (impl.use_count() != 1 || impl->buf.use_count() != 1 || buf.owner || impl->grad_fn || impl->requires_grad)
     return false;
-  if (buf.channel_block.load(std::memory_order_acquire) != 0 || stored_view(g).block != 0) return false;
+  // Both in one layout: row-major, or the same channel block (whose storage
+  // has no padding: make_blocked), read as stored.
+  const StoredView va = stored_view(acc), vg = stored_view(g);
+  if (va.block != vg.block) return false;
   dispatch(acc.dtype(), [&](auto z) {
     using T = decltype(z);
-    T* pa = acc.data<T>();
-    const T* pg = g.data<T>();
+    T* pa = va.block ? reinterpret_cast<T*>(va.p) : acc.data<T>();
+    const T* pg = vg.block ? reinterpret_cast<const T*>(vg.p) : g.data<T>();
     parallel_for(acc.numel(), 2, [=](int64_t i0, int64_t i1) {
       if constexpr (std::is_same_v<T, float>)
         elementwise_range(i0, i1, [=](int64_t i) { pa[i] += pg[i]; });

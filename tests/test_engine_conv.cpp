@@ -469,6 +469,26 @@ TEST_CASE("batch norm on blocked values, 8 and 16 channels a block, equals it on
   }
 }
 
+TEST_CASE("backward's in-place sum of gradients reads blocked ones as stored, and leaves mixed layouts to add") {
+  if (!engine::conv_available()) return;  // the OpenBLAS build keeps no blocked layout
+  const Tensor a = leaf({2, 16, 3, 3}, 66).detach().to(f32), b = leaf({2, 16, 3, 3}, 67).detach().to(f32);
+  const std::vector<double> want = add(a, b).to_vector();
+  NoGradGuard backward_mode;  // as during backward(): nothing records the sum
+  for (const int block : {8, 16}) {
+    CAPTURE(block);
+    Tensor acc = detail::blocked_copy(a, block);
+    REQUIRE(detail::add_in_place(acc, detail::blocked_copy(b, block)));
+    CHECK(detail::channel_block(acc) == block);
+    CHECK(acc.to_vector() == want);
+    Tensor mixed = detail::blocked_copy(a, block);
+    CHECK_FALSE(detail::add_in_place(mixed, b));  // b row-major: left to add(), which converts
+    CHECK(mixed.to_vector() == a.to_vector());
+    Tensor plain = a.clone();
+    CHECK_FALSE(detail::add_in_place(plain, detail::blocked_copy(b, block)));
+    CHECK(plain.to_vector() == a.to_vector());
+  }
+}
+
 TEST_CASE("a view of blocked values outlives their conversion to row-major by another reader") {
   if (!engine::conv_available()) return;  // the OpenBLAS build keeps no blocked layout
   // A kernel reads a blocked tensor through detail::stored_view; another

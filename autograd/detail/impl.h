@@ -394,7 +394,7 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 
 // acc += g in place, and true, when no one else can see the change: no
 // other tensor, view or saved copy holds acc's values, they are xgrad's own
-// plain (not blocked) float32 or float64 storage of g's shape and dtype, no
+// float32 or float64 storage of g's shape, dtype and layout, no
 // graph has recorded acc, and grad mode is off (nothing records the sum).
 // Otherwise false, changing nothing. Backward's accumulation of gradients
 // tries it before add(), as PyTorch's AccumulateGrad adds in place when it
