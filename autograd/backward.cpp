@@ -62,6 +62,25 @@ void accumulate_into_leaf(TensorImpl& leaf, Tensor g) {
 
 namespace detail {
 
+thread_local GradSlots* g_grad_slots = nullptr;
+
+Tensor accumulating_grad(size_t i) {
+  GradSlots* s = g_grad_slots;
+  // Only the node backward() is running now: not a node of a walk that its
+  // backward runs inside (a second order by recomputation).
+  if (!s || g_anomaly || g_current_node != s->node || i >= s->taken.size() || s->taken[i]) return {};
+  const Node* input = s->node->next[i].get();
+  if (!input) return {};
+  for (size_t j = 0; j < s->taken.size(); ++j)
+    if (s->taken[j] && s->node->next[j].get() == input) return {};  // one formula writing it twice at once
+  Tensor* slot = s->pass->waiting(input);
+  if (!slot || !writable_alone(*slot) || slot->dtype() != s->node->input_dtypes[i] ||
+      slot->shape() != s->node->input_shapes[i] || channel_block(*slot) != 0)
+    return {};
+  s->taken[i] = 1;
+  return *slot;
+}
+
 // Whether every tensor the node saved is at the version it was saved at.
 bool saved_versions_match(const Node& node) {
   for (const SavedVersion& sv : node.saved)
@@ -168,6 +187,17 @@ std::vector<Tensor> seeds(const char* who, const std::vector<Tensor>& outputs, c
 
 namespace {
 
+// run_node with the walk's waiting gradients offered to the node's backward
+// (accumulating_grad), the previous offer restored after.
+std::vector<Tensor> run_with_slots(Node& node, const Tensor& g, GradSlots& slots) {
+  struct Restore {
+    GradSlots* prev = g_grad_slots;
+    ~Restore() { g_grad_slots = prev; }
+  } restore;
+  g_grad_slots = &slots;
+  return run_node(node, g);
+}
+
 // backward()'s walk: every node reachable from the roots runs, and the
 // gradients reaching leaves accumulate into their grad(). Before it, the
 // saved tensors of every node are checked (BackwardPass), so a version
@@ -185,11 +215,19 @@ void backward_walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& 
       pass.leaf_accumulated(node);
       continue;
     }
-    const std::vector<Tensor> in_grads = run_node(*node, g);
+    GradSlots slots{&pass, node, std::vector<char>(node->next.size(), 0)};
+    const std::vector<Tensor> in_grads = run_with_slots(*node, g, slots);
     for (size_t i = 0; i < node->next.size(); ++i) {
       const std::shared_ptr<Node>& input = node->next[i];
       if (!input) continue;
       pass.edge_walked(input.get(), in_grads[i]);
+      if (slots.taken[i]) {  // the backward added its gradient into the waiting one
+        const Tensor* waiting = pass.waiting(input.get());
+        if (!waiting || in_grads[i].impl() != waiting->impl())
+          throw std::logic_error(std::string("backward of ") + node->op + " took input " + std::to_string(i) +
+                                 "'s waiting gradient (accumulating_grad) but did not return it");
+        continue;
+      }
       if (!in_grads[i].defined()) continue;
       check_input_gradient(*node, i, in_grads[i], g);
       pass.send(input, in_grads[i]);

@@ -19,15 +19,18 @@ void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
                      " vs " + dtype_name(b.dtype()) + " " + shape_str(b.shape()) + " (convert one with .to())");
 }
 
-bool add_in_place(Tensor& acc, const Tensor& g) {
-  if (grad_enabled() || !acc.defined() || !g.defined() || acc.dtype() != g.dtype() || acc.shape() != g.shape() ||
-      (acc.dtype() != f32 && acc.dtype() != f64))
-    return false;
+bool writable_alone(const Tensor& acc) {
+  if (grad_enabled() || !acc.defined()) return false;
   const std::shared_ptr<TensorImpl>& impl = acc.impl();
-  Buffer& buf = *impl->buf;
   // Only this handle sees acc's values (no other tensor, view or saved
   // copy), they are xgrad's own storage, and no graph has recorded them.
-  if (impl.use_count() != 1 || impl->buf.use_count() != 1 || buf.owner || impl->grad_fn || impl->requires_grad)
+  return impl.use_count() == 1 && impl->buf.use_count() == 1 && !impl->buf->owner && !impl->grad_fn &&
+         !impl->requires_grad;
+}
+
+bool add_in_place(Tensor& acc, const Tensor& g) {
+  if (!g.defined() || !writable_alone(acc) || acc.dtype() != g.dtype() || acc.shape() != g.shape() ||
+      (acc.dtype() != f32 && acc.dtype() != f64))
     return false;
   // Both in one layout: row-major, or the same channel block (whose storage
   // has no padding: make_blocked), read as stored.
@@ -44,7 +47,7 @@ bool add_in_place(Tensor& acc, const Tensor& g) {
         for (int64_t i = i0; i < i1; ++i) pa[i] += pg[i];
     });
   });
-  buf.version.fetch_add(1, std::memory_order_relaxed);  // no saved tensor holds it: no global write counted
+  acc.impl()->buf->version.fetch_add(1, std::memory_order_relaxed);  // no saved tensor holds it: no global write counted
   return true;
 }
 

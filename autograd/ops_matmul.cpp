@@ -275,9 +275,10 @@ struct LinearPlan {
   void forward(const In* x, const In* w, const Out* b, Out* y) const {
     gemm<In, Out>(false, true, rows, out_f, in, x, in, w, in, Out(0), y, out_f, b);
   }
+  // gx_add: gx already holds a gradient, which dx is added to (beta 1).
   template <class In, class Out>
-  void backward(const In* x, const In* w, const In* g, Out* gx, Out* gw) const {
-    if (gx) gemm<In, Out>(false, false, rows, in, out_f, g, out_f, w, in, Out(0), gx, in);
+  void backward(const In* x, const In* w, const In* g, Out* gx, Out* gw, bool gx_add = false) const {
+    if (gx) gemm<In, Out>(false, false, rows, in, out_f, g, out_f, w, in, Out(gx_add ? 1 : 0), gx, in);
     if (gw) gemm<In, Out>(true, false, out_f, in, rows, g, out_f, x, in, Out(0), gw, in);
   }
 };
@@ -346,12 +347,14 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
         "linear", out, {x, w, b},
         [x16, w = w.detach(), pl, xs = x.shape(), has_b = b.defined()](const Tensor& g) {
           if (grad_enabled()) throw_bf16_second_order("linear");
-          Tensor gx = needs_input_grad(0) ? make_tensor(xs, f32) : Tensor();
+          Tensor gx = needs_input_grad(0) ? detail::accumulating_grad(0) : Tensor();
+          const bool gx_add = gx.defined();
+          if (needs_input_grad(0) && !gx_add) gx = make_tensor(xs, f32);
           Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), f32) : Tensor();
           Tensor gb = has_b && needs_input_grad(2) ? zeros({pl.out_f}, f32) : Tensor();
           const auto g16 = bf16_and_column_sums(g, pl.rows, pl.out_f, data_or_null<float>(gb));
           pl.backward(x16->data(), needs_input_grad(0) ? to_bf16(w)->data() : nullptr, g16->data(),
-                      data_or_null<float>(gx), data_or_null<float>(gw));
+                      data_or_null<float>(gx), data_or_null<float>(gw), gx_add);
           return std::vector<Tensor>{gx, gw, gb};
         },
         {w});
@@ -371,12 +374,16 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
           if (has_b && needs_input_grad(2)) gb = sum(g2, {0});
           return std::vector<Tensor>{gx, gw, gb};
         }
-        Tensor gx = needs_input_grad(0) ? make_tensor(x.shape(), x.dtype()) : Tensor();
+        // dx added into the gradient already waiting for x, when there is one
+        // that may be (the q, k and v projections of one input, a residual).
+        Tensor gx = needs_input_grad(0) ? detail::accumulating_grad(0) : Tensor();
+        const bool gx_add = gx.defined();
+        if (needs_input_grad(0) && !gx_add) gx = make_tensor(x.shape(), x.dtype());
         Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), w.dtype()) : Tensor();
         dispatch(x.dtype(), [&](auto z) {
           using T = decltype(z);
           pl.backward(x.data<T>(), w.data<T>(), g.data<T>(), data_or_null<T>(gx),
-                      data_or_null<T>(gw));
+                      data_or_null<T>(gw), gx_add);
         });
         return std::vector<Tensor>{gx, gw, has_b && needs_input_grad(2) ? bias_grad(g, pl.rows, pl.out_f) : Tensor()};
       },

@@ -174,12 +174,14 @@ Tensor layer_norm_composed(const Tensor& x, const Tensor& w, const Tensor& b, do
   if (b.defined()) y = y + b;
   return y;
 }
-// One row of layer_norm's backward: its dx into xr and, when acc is not
-// null, its terms of dw into acc[0, c) and of db into acc[c, 2c), while the
-// row of g and of xhat is in cache (a second pass over both for the column
-// sums took about a third of the backward's time). gh: c values of scratch.
+// One row of layer_norm's backward: its dx into xr (added to it with
+// add_dx) and, when acc is not null, its terms of dw into acc[0, c) and of
+// db into acc[c, 2c), while the row of g and of xhat is in cache (a second
+// pass over both for the column sums took about a third of the backward's
+// time). gh: c values of scratch.
 template <class T>
-void layer_norm_backward_row(const T* gr, const T* hr, const T* pw, T rstd, int64_t c, T* gh, T* xr, T* acc) {
+void layer_norm_backward_row(const T* gr, const T* hr, const T* pw, T rstd, int64_t c, T* gh, T* xr, T* acc,
+                             bool add_dx) {
   if (pw)
     for (int64_t j = 0; j < c; ++j) gh[j] = gr[j] * pw[j];
   else
@@ -192,7 +194,15 @@ void layer_norm_backward_row(const T* gr, const T* hr, const T* pw, T rstd, int6
   }
   m1 /= T(c);
   m2 /= T(c);
-  for (int64_t j = 0; j < c; ++j) xr[j] = rstd * (gh[j] - m1 - hr[j] * m2);
+  if (add_dx) {
+    // dx rounded on its own, then added (a separate loop, so that the
+    // compiler does not fuse the product and the sum into one rounding): the
+    // same values as a new dx added by the walk.
+    for (int64_t j = 0; j < c; ++j) gh[j] = rstd * (gh[j] - m1 - hr[j] * m2);
+    for (int64_t j = 0; j < c; ++j) xr[j] += gh[j];
+  } else {
+    for (int64_t j = 0; j < c; ++j) xr[j] = rstd * (gh[j] - m1 - hr[j] * m2);
+  }
   if (acc)
     for (int64_t j = 0; j < c; ++j) {
       acc[j] += gr[j] * hr[j];
@@ -200,12 +210,15 @@ void layer_norm_backward_row(const T* gr, const T* hr, const T* pw, T rstd, int6
     }
 }
 
-// First-order backward of layer_norm from its saved xhat (rows, C) and rstd.
+// First-order backward of layer_norm from its saved xhat (rows, C) and rstd;
+// dx is added into `into` when it is defined (the gradient already waiting
+// for x: detail::accumulating_grad), else written to a new tensor.
 std::vector<Tensor> layer_norm_backward(const Tensor& xhat, const Tensor& rstd, const Tensor& w, bool has_b,
-                                        int64_t rows, int64_t c, const Tensor& g) {
+                                        int64_t rows, int64_t c, const Tensor& g, const Tensor& into) {
   // With gh = g * w:  dx = rstd * (gh - mean(gh) - xhat * mean(gh * xhat))
   //                   dw = sum_rows g * xhat,  db = sum_rows g
-  Tensor gx = make_tensor(xhat.shape(), xhat.dtype());
+  const bool add_dx = into.defined();
+  Tensor gx = add_dx ? into : make_tensor(xhat.shape(), xhat.dtype());
   Tensor gw = w.defined() ? make_tensor({c}, xhat.dtype()) : Tensor();  // both written whole below
   Tensor gb = has_b ? make_tensor({c}, xhat.dtype()) : Tensor();
   dispatch(xhat.dtype(), [&](auto z) {
@@ -214,7 +227,7 @@ std::vector<Tensor> layer_norm_backward(const Tensor& xhat, const Tensor& rstd, 
     const T* pw = data_or_null<T>(w);
     T* px = gx.data<T>();
     const auto row = [=](int64_t r, T* gh, T* acc) {
-      layer_norm_backward_row(pg + r * c, ph + r * c, pw, pr[r], c, gh, px + r * c, acc);
+      layer_norm_backward_row(pg + r * c, ph + r * c, pw, pr[r], c, gh, px + r * c, acc, add_dx);
     };
     if (!gw.defined() && !gb.defined()) {
       parallel_for(rows, 8 * c, [=](int64_t r0, int64_t r1) {
@@ -367,7 +380,10 @@ Tensor layer_norm_impl(const char* op, const Tensor& x, const Tensor& r, const T
                         [eps](const std::vector<Tensor>& in) { return layer_norm_composed(in[0], in[1], in[2], eps); },
                         {detail::input_with_values(0, centred), w, b}, g);
                   }
-                  return of_inputs(layer_norm_backward(xhat, rstd, w, has_b, rows, c, g));
+                  // With a residual, x and r share one dx: nothing is added
+                  // into a gradient already waiting for x.
+                  const Tensor into = has_r ? Tensor() : detail::accumulating_grad(0);
+                  return of_inputs(layer_norm_backward(xhat, rstd, w, has_b, rows, c, g, into));
                 }, {weight});
 }
 }  // namespace

@@ -2,6 +2,7 @@
 // releasing saved values, and the running-loss leak made loud.
 #include <thread>
 
+#include "autograd/detail/impl.h"
 #include "tests/helpers.h"
 
 using namespace xg;
@@ -68,6 +69,60 @@ TEST_CASE("tape: a gradient handed to two inputs unchanged is summed into, not w
   Tensor u = tensor({1.0, 2.0}, {2}, f64).requires_grad_();
   sum((u + u) * (u + u)).backward();  // 4u^2 -> 8u: the same gradient sent twice to u
   CHECK(u.grad().to_vector() == std::vector<double>{8, 16});
+}
+
+namespace {
+// x itself as an op whose backward asks for the gradient already waiting for
+// x (detail::accumulating_grad) and adds its own into it when offered one,
+// counting the offers.
+Tensor probe(const Tensor& x, int* offers) {
+  return record("probe", x.detach().clone(), {x}, [offers](const Tensor& g) {
+    Tensor into = detail::accumulating_grad(0);
+    if (!into.defined()) return std::vector<Tensor>{g.clone()};
+    ++*offers;
+    into.copy_(add(into, g));
+    return std::vector<Tensor>{into};
+  });
+}
+}  // namespace
+
+TEST_CASE("tape: a backward may add its gradient into the one already waiting, only when no one else sees it") {
+  // u = x * 1 is recorded first, so its node runs after both of its users.
+  const Tensor w1 = tensor({1.0, 10.0}, {2}, f64), w2 = tensor({100.0, 1000.0}, {2}, f64);
+  int offers = 0;
+  auto run = [&](bool probe_first, bool create_graph) {
+    Tensor x = tensor({1.0, 2.0}, {2}, f64).requires_grad_();
+    Tensor u = x * 1.0, a, b;
+    if (probe_first) {
+      b = probe(u, &offers);
+      a = u * 2.0;  // recorded later, so its backward runs first
+    } else {
+      a = u * 2.0;
+      b = probe(u, &offers);
+    }
+    sum(a * w1 + b * w2).backward(false, create_graph);
+    CHECK(x.grad().to_vector() == std::vector<double>{102, 1020});
+  };
+  run(true, false);  // u's gradient from 2u arrives first, alone: the probe adds into it
+  CHECK(offers == 1);
+  offers = 0;
+  run(false, false);  // the probe runs first: nothing waits yet
+  run(true, true);    // create_graph: the sum must be recorded, so the walk adds
+  {
+    DetectAnomalyGuard anomaly;  // each gradient checked alone: the walk adds
+    run(true, false);
+  }
+  CHECK(offers == 0);
+  {  // u's waiting gradient is also v's (add passes one tensor to both): no offer
+    Tensor x = tensor({1.0, 2.0}, {2}, f64).requires_grad_(), y = tensor({3.0, 4.0}, {2}, f64).requires_grad_();
+    Tensor v = y * 1.0, u = x * 1.0;
+    Tensor b = probe(u, &offers);
+    Tensor s = u + v;
+    sum(s * w1 + b * w2).backward();
+    CHECK(offers == 0);
+    CHECK(x.grad().to_vector() == std::vector<double>{101, 1010});
+    CHECK(y.grad().to_vector() == std::vector<double>{1, 10});
+  }
 }
 
 TEST_CASE("tape: no-grad guard records nothing and restores the mode") {

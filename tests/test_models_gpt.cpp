@@ -183,3 +183,29 @@ TEST_CASE("gpt: ids and targets as int64 tensors give the batch form's loss, flo
   CHECK(XG_THROW_MESSAGE(m.loss(tx, ty.reshape({10})), std::invalid_argument) ==
         "GPT::loss: targets must be a 2-D int64 tensor (B,T), got int64 (10,)");
 }
+
+TEST_CASE("gpt: backward()'s gradients, added into waiting ones inside products and layer norms, equal xg::grad's bit for bit") {
+  // backward() lets linear and layer_norm add their input gradient into the
+  // one already waiting (a beta-1 product, a row added after rounding);
+  // xg::grad's walk adds every gradient itself. The two must agree exactly,
+  // in both dtypes, on the full model: q, k and v's projections of one
+  // normalised input, residual streams, tied embeddings.
+  for (const Dtype dt : {f32, f64}) {
+    CAPTURE(dtype_name(dt));
+    GPTConfig c = tiny();
+    c.d_model = 16, c.d_ff = 32, c.max_len = 16;
+    GPT m(c);
+    m.to(dt);
+    Batch xs{std::vector<int64_t>(24), 2, 12}, ys = xs;
+    for (int64_t i = 0; i < 24; ++i) xs.ids[i] = (i * 5 + 1) % c.vocab, ys.ids[i] = (i * 3 + 2) % c.vocab;
+    const std::vector<Tensor> params = m.parameters();
+    const std::vector<Tensor> want = grad({m.loss(xs, ys)}, params);
+    m.zero_grad();
+    m.loss(xs, ys).backward();
+    for (size_t i = 0; i < params.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(params[i].grad().defined());
+      CHECK(params[i].grad().to_vector() == want[i].to_vector());
+    }
+  }
+}

@@ -392,14 +392,24 @@ Tensor unbroadcast(const Tensor& g, const Shape& shape);
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op);
 
-// acc += g in place, and true, when no one else can see the change: no
-// other tensor, view or saved copy holds acc's values, they are xgrad's own
-// float32 or float64 storage of g's shape, dtype and layout, no
-// graph has recorded acc, and grad mode is off (nothing records the sum).
-// Otherwise false, changing nothing. Backward's accumulation of gradients
-// tries it before add(), as PyTorch's AccumulateGrad adds in place when it
-// can: it spares a new tensor and a pass of writes.
+// Whether acc may be written in place with no one else seeing the change:
+// grad mode is off (nothing records the write), no other tensor, view or
+// saved copy holds acc's values, they are xgrad's own storage (not a
+// from_blob), and no graph has recorded acc.
+bool writable_alone(const Tensor& acc);
+// acc += g in place, and true, when writable_alone(acc) and acc is float32
+// or float64 of g's shape, dtype and layout (row-major, or the same channel
+// block). Otherwise false, changing nothing. Backward's accumulation of
+// gradients tries it before add(), as PyTorch's AccumulateGrad adds in
+// place when it can: it spares a new tensor and a pass of writes.
 bool add_in_place(Tensor& acc, const Tensor& g);
+// In a backward formula run by backward(): the gradient already waiting for
+// input i, when the formula may add its own into it (writable_alone, plain
+// layout, input i's shape and dtype, not handed out for another input this
+// run, anomaly mode off), else an undefined tensor. A formula given one must
+// return it holding the sum (a product with beta 1 writes the sum for the
+// cost of the product alone); the walk then adds nothing more.
+Tensor accumulating_grad(size_t i);
 
 // The cross-entropy losses' label_smoothing: a number in [0, 1] (NaN is
 // refused too, since it would turn every loss into NaN), else a ShapeError

@@ -115,6 +115,12 @@ class BackwardPass {
     visited_.push_back(n);
   }
 
+  // The gradient waiting for node n (not yet run), or null.
+  Tensor* waiting(const Node* n) {
+    auto it = waiting_.find(const_cast<Node*>(n));
+    return it == waiting_.end() ? nullptr : &it->second;
+  }
+
   // The next node to run and its whole gradient; null when done.
   std::pair<Node*, Tensor> next() {
     if (ready_.empty()) return {nullptr, Tensor()};
@@ -188,5 +194,15 @@ class BackwardPass {
   // node drops the last reference to one of its inputs' nodes.
   std::vector<std::shared_ptr<Node>> visited_;
 };
+
+// While backward() runs a node's backward: the walk's waiting gradients,
+// and which of them, per input edge, the backward took to add its own into
+// (accumulating_grad); the walk sends those edges nothing more.
+struct GradSlots {
+  BackwardPass* pass = nullptr;
+  const Node* node = nullptr;
+  std::vector<char> taken;
+};
+extern thread_local GradSlots* g_grad_slots;
 
 }  // namespace xg::detail
