@@ -71,8 +71,10 @@ Tensor accumulating_grad(size_t i) {
   if (!s || g_anomaly || g_current_node != s->node || i >= s->taken.size() || s->taken[i]) return {};
   const Node* input = s->node->next[i].get();
   if (!input) return {};
+  // Not when another edge of this node leads to the same input: its gradient
+  // would be sent into the same sum while the formula holds it.
   for (size_t j = 0; j < s->taken.size(); ++j)
-    if (s->taken[j] && s->node->next[j].get() == input) return {};  // one formula writing it twice at once
+    if (j != i && s->node->next[j].get() == input) return {};
   Tensor* slot = s->pass->waiting(input);
   if (!slot || !writable_alone(*slot) || slot->dtype() != s->node->input_dtypes[i] ||
       slot->shape() != s->node->input_shapes[i] || channel_block(*slot) != 0)
@@ -226,6 +228,7 @@ void backward_walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& 
         if (!waiting || in_grads[i].impl() != waiting->impl())
           throw std::logic_error(std::string("backward of ") + node->op + " took input " + std::to_string(i) +
                                  "'s waiting gradient (accumulating_grad) but did not return it");
+        waiting->impl()->buf->version.fetch_add(1, std::memory_order_relaxed);  // written in place, as add_in_place
         continue;
       }
       if (!in_grads[i].defined()) continue;

@@ -113,6 +113,19 @@ TEST_CASE("tape: a backward may add its gradient into the one already waiting, o
     run(true, false);
   }
   CHECK(offers == 0);
+  {  // two edges of one node lead to u: neither may write into u's waiting sum
+    Tensor x = tensor({1.0, 2.0}, {2}, f64).requires_grad_();
+    Tensor u = x * 1.0;
+    Tensor b = record("probe2", u.detach().clone(), {u, u}, [&offers](const Tensor& g) {
+      for (size_t i : {0, 1})
+        if (detail::accumulating_grad(i).defined()) ++offers;
+      return std::vector<Tensor>{g * 0.5, g * 0.5};
+    });
+    Tensor a = u * 2.0;
+    sum(a * w1 + b * w2).backward();
+    CHECK(offers == 0);
+    CHECK(x.grad().to_vector() == std::vector<double>{102, 1020});
+  }
   {  // u's waiting gradient is also v's (add passes one tensor to both): no offer
     Tensor x = tensor({1.0, 2.0}, {2}, f64).requires_grad_(), y = tensor({3.0, 4.0}, {2}, f64).requires_grad_();
     Tensor v = y * 1.0, u = x * 1.0;

@@ -187,9 +187,12 @@ TEST_CASE("gpt: ids and targets as int64 tensors give the batch form's loss, flo
 TEST_CASE("gpt: backward()'s gradients, added into waiting ones inside products and layer norms, equal xg::grad's bit for bit") {
   // backward() lets linear and layer_norm add their input gradient into the
   // one already waiting (a beta-1 product, a row added after rounding);
-  // xg::grad's walk adds every gradient itself. The two must agree exactly,
-  // in both dtypes, on the full model: q, k and v's projections of one
-  // normalised input, residual streams, tied embeddings.
+  // xg::grad's walk adds every gradient itself. On a model this small every
+  // product's reduction is one block of the matrix library, which adds the
+  // waiting sum after it, so the two must agree exactly, in both dtypes: q,
+  // k and v's projections of one normalised input, residual streams, tied
+  // embeddings. (Over longer reductions a library may add it between
+  // blocks: docs/autograd.md.)
   for (const Dtype dt : {f32, f64}) {
     CAPTURE(dtype_name(dt));
     GPTConfig c = tiny();

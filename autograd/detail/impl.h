@@ -405,10 +405,10 @@ bool writable_alone(const Tensor& acc);
 bool add_in_place(Tensor& acc, const Tensor& g);
 // In a backward formula run by backward(): the gradient already waiting for
 // input i, when the formula may add its own into it (writable_alone, plain
-// layout, input i's shape and dtype, not handed out for another input this
-// run, anomaly mode off), else an undefined tensor. A formula given one must
-// return it holding the sum (a product with beta 1 writes the sum for the
-// cost of the product alone); the walk then adds nothing more.
+// layout, input i's shape and dtype, no other edge of this node leading to
+// the same input, anomaly mode off), else an undefined tensor. A formula
+// given one must return it holding the sum (a product with beta 1, or dx
+// rows added after rounding); the walk then adds nothing more.
 Tensor accumulating_grad(size_t i);
 
 // The cross-entropy losses' label_smoothing: a number in [0, 1] (NaN is
