@@ -68,17 +68,18 @@ Tensor accumulating_grad(size_t i) {
   GradSlots* s = g_grad_slots;
   // Only the node backward() is running now: not a node of a walk that its
   // backward runs inside (a second order by recomputation).
-  if (!s || g_anomaly || g_current_node != s->node || i >= s->taken.size() || s->taken[i]) return {};
+  if (!s || g_anomaly || g_current_node != s->node || i >= s->node->next.size() || s->took(i)) return {};
   const Node* input = s->node->next[i].get();
   if (!input) return {};
   // Not when another edge of this node leads to the same input: its gradient
   // would be sent into the same sum while the formula holds it.
-  for (size_t j = 0; j < s->taken.size(); ++j)
+  for (size_t j = 0; j < s->node->next.size(); ++j)
     if (j != i && s->node->next[j].get() == input) return {};
   Tensor* slot = s->pass->waiting(input);
   if (!slot || !writable_alone(*slot) || slot->dtype() != s->node->input_dtypes[i] ||
       slot->shape() != s->node->input_shapes[i] || channel_block(*slot) != 0)
     return {};
+  s->taken.resize(s->node->next.size(), 0);  // only for the nodes that take one
   s->taken[i] = 1;
   return *slot;
 }
@@ -217,13 +218,13 @@ void backward_walk(const std::vector<Tensor>& roots, const std::vector<Tensor>& 
       pass.leaf_accumulated(node);
       continue;
     }
-    GradSlots slots{&pass, node, std::vector<char>(node->next.size(), 0)};
+    GradSlots slots{&pass, node, {}};
     const std::vector<Tensor> in_grads = run_with_slots(*node, g, slots);
     for (size_t i = 0; i < node->next.size(); ++i) {
       const std::shared_ptr<Node>& input = node->next[i];
       if (!input) continue;
       pass.edge_walked(input.get(), in_grads[i]);
-      if (slots.taken[i]) {  // the backward added its gradient into the waiting one
+      if (slots.took(i)) {  // the backward added its gradient into the waiting one
         const Tensor* waiting = pass.waiting(input.get());
         if (!waiting || in_grads[i].impl() != waiting->impl())
           throw std::logic_error(std::string("backward of ") + node->op + " took input " + std::to_string(i) +

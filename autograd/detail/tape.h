@@ -201,7 +201,8 @@ class BackwardPass {
 struct GradSlots {
   BackwardPass* pass = nullptr;
   const Node* node = nullptr;
-  std::vector<char> taken;
+  std::vector<char> taken;  // per input edge; empty until the backward takes one
+  bool took(size_t i) const { return i < taken.size() && taken[i]; }
 };
 extern thread_local GradSlots* g_grad_slots;
 
