@@ -152,68 +152,86 @@ TEST_CASE("transformer: beam search with beam 1 equals greedy decoding") {
   CHECK(m.is_training());  // decoding restores the mode it found
 }
 
+namespace {
+// A token sequence of the brute force below, with its log-probability.
+struct Scored {
+  std::vector<int64_t> tokens;  // without EOS
+  bool finished = false;        // ended by EOS (counted in the length)
+  int64_t length = 0;
+  double logp = 0;
+};
+// Every sequence of at most max_len tokens that beam search may return
+// (EOS only last; unfinished only at max_len), its log-probability summed
+// by decoding it alone, one row fed token after token: no beams, no row
+// selection. The scores under a length penalty are a function of these.
+std::vector<Scored> every_sequence(Transformer& m, const Batch& sb, int64_t max_len, int64_t bos, int64_t eos,
+                                   int64_t V) {
+  NoGradGuard ng;
+  std::vector<Scored> all;
+  for (int64_t len = 1; len <= max_len; ++len) {
+    int64_t total = 1;
+    for (int64_t i = 0; i < len; ++i) total *= V;
+    for (int64_t code = 0; code < total; ++code) {  // counting in base V
+      std::vector<int64_t> seq;
+      for (int64_t i = 0, c = code; i < len; ++i, c /= V) seq.push_back(c % V);
+      bool ok = true;
+      for (int64_t i = 0; i + 1 < len; ++i) ok = ok && seq[i] != eos;
+      const bool done = seq.back() == eos;
+      if (!ok || (!done && len < max_len)) continue;
+      models::DecodeState st = m.start_decode(sb);
+      double logp = 0;
+      for (int64_t i = 0; i < len; ++i) {
+        std::vector<double> lp = log_softmax(m.decode_step(st, {i == 0 ? bos : seq[i - 1]}), -1).to_vector();
+        logp += lp[seq[i]];
+      }
+      all.push_back({std::vector<int64_t>(seq.begin(), done ? seq.end() - 1 : seq.end()), done, len, logp});
+    }
+  }
+  return all;
+}
+}  // namespace
+
 TEST_CASE("transformer: a beam wide enough to keep every hypothesis finds the brute-force best") {
-  // Every sequence of at most max_len tokens is scored by decoding it alone,
-  // one row fed token after token (the cache itself is checked against full
-  // decoder runs above): log-probability / ((5 + |Y|) / 6)^alpha, |Y| counting
-  // EOS for finished ones. A beam of 3000 never prunes (at most 7^4 + 400
-  // candidates), so beam search must return the same argmax, and every final
-  // hypothesis its brute-force score: a wrong length
-  // penalty, a wrong log-probability or a KV cache row mixed up across beams
-  // changes it.
+  // Every sequence of at most max_len tokens is scored (every_sequence; the
+  // cache itself is checked against full decoder runs above):
+  // log-probability / ((5 + |Y|) / 6)^alpha, |Y| counting EOS for finished
+  // ones. A beam of 3000 never prunes (at most 7^4 + 400 candidates), so beam
+  // search must return the same argmax, and every final hypothesis its
+  // brute-force score: a wrong length penalty, a wrong log-probability or a
+  // KV cache row mixed up across beams changes it.
   Transformer m(tiny());
   m.to(f64);
   m.eval();
   const int64_t bos = 1, eos = 2, V = 7;
   for (int64_t max_len : {3, 4})
-  for (double alpha : {0.0, 0.6, 2.0}) {
     for (const auto& src : std::vector<std::vector<int64_t>>{{3, 4, 5}, {6, 3}, {5, 5, 5, 4}, {4}, {6, 6, 3}}) {
-      CAPTURE(max_len);
-      CAPTURE(alpha);
-      Batch sb{src, 1, static_cast<int64_t>(src.size())};
-      std::vector<int64_t> best;
-      double best_score = -1e300;
-      std::map<std::pair<std::vector<int64_t>, bool>, double> scores;  // (tokens, finished) -> score
-      {
-        NoGradGuard ng;
-        // All token sequences up to max_len (EOS only last), by counting in base V.
-        for (int64_t len = 1; len <= max_len; ++len) {
-          int64_t total = 1;
-          for (int64_t i = 0; i < len; ++i) total *= V;
-          for (int64_t code = 0; code < total; ++code) {
-            std::vector<int64_t> seq;
-            for (int64_t i = 0, c = code; i < len; ++i, c /= V) seq.push_back(c % V);
-            bool ok = true;
-            for (int64_t i = 0; i + 1 < len; ++i) ok = ok && seq[i] != eos;
-            const bool done = seq.back() == eos;
-            if (!ok || (!done && len < max_len)) continue;  // unfinished only at max_len
-            // One row of its own, fed token after token: no beams, no row selection.
-            models::DecodeState st = m.start_decode(sb);
-            double logp = 0;
-            for (int64_t i = 0; i < len; ++i) {
-              std::vector<double> lp = log_softmax(m.decode_step(st, {i == 0 ? bos : seq[i - 1]}), -1).to_vector();
-              logp += lp[seq[i]];
-            }
-            const double score = logp / std::pow((5.0 + len) / 6.0, alpha);
-            scores[{std::vector<int64_t>(seq.begin(), done ? seq.end() - 1 : seq.end()), done}] = score;
-            if (score > best_score) {
-              best_score = score;
-              best.assign(seq.begin(), done ? seq.end() - 1 : seq.end());
-            }
+      const std::vector<Scored> all = every_sequence(m, Batch{src, 1, static_cast<int64_t>(src.size())}, max_len, bos,
+                                                     eos, V);
+      for (double alpha : {0.0, 0.6, 2.0}) {
+        CAPTURE(max_len);
+        CAPTURE(alpha);
+        std::vector<int64_t> best;
+        double best_score = -1e300;
+        std::map<std::pair<std::vector<int64_t>, bool>, double> scores;  // (tokens, finished) -> score
+        for (const Scored& c : all) {
+          const double score = c.logp / std::pow((5.0 + c.length) / 6.0, alpha);
+          scores[{c.tokens, c.finished}] = score;
+          if (score > best_score) {
+            best_score = score;
+            best = c.tokens;
           }
         }
-      }
-      CHECK(models::beam_search(m, src, bos, eos, max_len, 3000, alpha) == best);
-      // Every final hypothesis, not only the best, has the brute-force score.
-      const auto nbest = models::beam_search_nbest(m, src, bos, eos, max_len, 3000, alpha);
-      CHECK(nbest.size() == scores.size());
-      for (const auto& h : nbest) {
-        auto it = scores.find({h.tokens, h.finished});
-        REQUIRE(it != scores.end());
-        CHECK(h.score == doctest::Approx(it->second).epsilon(1e-9));
+        CHECK(models::beam_search(m, src, bos, eos, max_len, 3000, alpha) == best);
+        // Every final hypothesis, not only the best, has the brute-force score.
+        const auto nbest = models::beam_search_nbest(m, src, bos, eos, max_len, 3000, alpha);
+        CHECK(nbest.size() == scores.size());
+        for (const auto& h : nbest) {
+          auto it = scores.find({h.tokens, h.finished});
+          REQUIRE(it != scores.end());
+          CHECK(h.score == doctest::Approx(it->second).epsilon(1e-9));
+        }
       }
     }
-  }
 }
 
 TEST_CASE("transformer: beams of 2, 3 and 4 prune exactly as a brute force that scores each hypothesis alone") {
