@@ -205,10 +205,10 @@ TEST_CASE("transformer: a beam wide enough to keep every hypothesis finds the br
   const int64_t bos = 1, eos = 2, V = 7;
   for (int64_t max_len : {3, 4})
     for (const auto& src : std::vector<std::vector<int64_t>>{{3, 4, 5}, {6, 3}, {5, 5, 5, 4}, {4}, {6, 6, 3}}) {
+      CAPTURE(max_len);
       const std::vector<Scored> all = every_sequence(m, Batch{src, 1, static_cast<int64_t>(src.size())}, max_len, bos,
                                                      eos, V);
       for (double alpha : {0.0, 0.6, 2.0}) {
-        CAPTURE(max_len);
         CAPTURE(alpha);
         std::vector<int64_t> best;
         double best_score = -1e300;
