@@ -355,6 +355,14 @@ Tensor local_response_norm(const Tensor& x, int64_t size, double alpha = 1e-4, d
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
                   const std::function<Tensor(const Tensor&)>& across = {});
+// relu(batch_norm(...)) with the same arguments, the relu folded into
+// batch_norm's fused float32 passes (its backward recomputes the relu's mask
+// from x and keeps no tensor more than batch_norm); elsewhere the two ops.
+// An xgrad extension (PyTorch has no such function): a convolution network's
+// `relu(bn(x))` in one op, as nn::BatchNorm2d::forward_relu calls it.
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5,
+                       const std::function<Tensor(const Tensor&)>& across = {});
 // torch.nn.functional.group_norm: x (N,C,...) with its C channels in
 // `groups` groups (groups divides C), each (n, group) normalised with its
 // mean and biased variance; then weight and bias (C), either undefined.

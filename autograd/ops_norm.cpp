@@ -5,7 +5,8 @@
 // in float32 it is one fused op (two passes over the input forward, two
 // backward, where the composite takes about eight each way) whose second
 // order recomputes through the composite, so gradients of every order are
-// exact.
+// exact. batch_norm_relu is relu(batch_norm(...)), the relu folded into the
+// fused op's passes.
 #include <cmath>
 #include <memory>
 #include <stdexcept>
@@ -240,99 +241,159 @@ ChannelStats running_stats(const Tensor& running_mean, const Tensor& running_var
   return s;
 }
 
-// y = x * k1 + k2 per channel (one fused multiply-add a value), or, with d,
-// y = d * k1 + x * k2 + k3: the normalisation and the gradient's last pass.
-void channel_lines(const float* d, const float* x, const Planes& p, const std::vector<float>& k1,
-                   const std::vector<float>& k2, const std::vector<float>& k3, float* y) {
-  if (p.b == 0) {
-    parallel_for(p.N * p.C, 2 * p.S, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t c = i % p.C, at = i * p.S;
-        const float f1 = k1[c], f2 = k2[c], f3 = d ? k3[c] : 0.0f;
-        const float* r = x + at;
-        float* o = y + at;
-        if (d) {
-          const float* g = d + at;
-#pragma omp simd
-          for (int64_t j = 0; j < p.S; ++j) o[j] = f1 * g[j] + f2 * r[j] + f3;
-        } else {
-#pragma omp simd
-          for (int64_t j = 0; j < p.S; ++j) o[j] = r[j] * f1 + f2;
-        }
-      }
-    });
-    return;
+// The normalisation as one line per channel: y = x * scale + shift, with
+// scale = invstd * weight and shift = bias - mean * scale.
+struct ChannelLine {
+  std::vector<float> scale, shift;
+};
+
+ChannelLine line_of(const ChannelStats& s, const float* w, const float* b) {
+  const size_t C = s.mean.size();
+  ChannelLine k{std::vector<float>(C), std::vector<float>(C)};
+  for (size_t c = 0; c < C; ++c) {
+    k.scale[c] = s.invstd[c] * (w ? w[c] : 1.0f);
+    k.shift[c] = (b ? b[c] : 0.0f) - s.mean[c] * k.scale[c];
   }
-  with_block(p.b, [&](auto block) {
-    constexpr int64_t B = decltype(block)::value;
-    parallel_for(p.tiles(), 2 * p.S * B, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t c0 = p.tile_channel(i), at = p.tile_offset(i);
-        float f1[B], f2[B], f3[B];  // the tile's channels' factors, in registers
-        for (int64_t l = 0; l < B; ++l) f1[l] = k1[c0 + l], f2[l] = k2[c0 + l], f3[l] = d ? k3[c0 + l] : 0.0f;
-        for (int64_t j = 0; j < p.S; ++j) {
-          const float* r = x + at + j * B;
-          float* o = y + at + j * B;
-          if (d) {
-            const float* g = d + at + j * B;
+  return k;
+}
+
+// batch_norm_relu's value before the relu, v = x * scale + shift, as one
+// rounding (std::fma): the forward clamps it and the backward's mask tests
+// v > 0 by the same expression, so both see the same bits.
+inline float relu_line(float x, float scale, float shift) { return std::fma(x, scale, shift); }
+
+// The relu's output gradient g as it reaches batch norm (R): g where the
+// forward's relu_line(x, scale, shift) > 0, else 0. g is read unconditionally,
+// so that the vector loops load it plainly rather than under a mask.
+template <bool R>
+inline float relu_masked(float g, float x, float scale, float shift) {
+  return !R || relu_line(x, scale, shift) > 0 ? g : 0.0f;
+}
+
+// f(std::true_type) when `on`, else f(std::false_type): a loop's variant
+// chosen once, outside it.
+template <class F>
+void with_flag(bool on, F&& f) {
+  if (on)
+    f(std::true_type{});
+  else
+    f(std::false_type{});
+}
+
+// One value of channel_lines, x's r (and with D, the gradient's g).
+template <bool D, bool R>
+inline float line_value(float r, float g, float f1, float f2, float f3, float ms, float mt) {
+  if constexpr (D) {
+    return f1 * relu_masked<R>(g, r, ms, mt) + f2 * r + f3;
+  } else if constexpr (R) {
+    const float v = relu_line(r, f1, f2);
+    return v > 0 ? v : 0.0f;
+  } else {
+    return r * f1 + f2;
+  }
+}
+
+// y = x * k1 + k2 per channel (one multiply and one add a value), or, with
+// d, y = d * k1 + x * k2 + k3: the normalisation and the gradient's last
+// pass. With a relu line m (batch_norm_relu): forward, y =
+// relu(relu_line(x, k1, k2)) (k1, k2 are then m's); backward, d counts only
+// where relu_line(x, m) > 0, the forward's own test.
+void channel_lines(const float* d, const float* x, const Planes& p, const std::vector<float>& k1,
+                   const std::vector<float>& k2, const std::vector<float>& k3, float* y,
+                   const ChannelLine* m = nullptr) {
+  with_flag(d != nullptr, [&](auto grad) {
+    with_flag(m != nullptr, [&](auto relu) {
+      constexpr bool D = decltype(grad)::value, R = decltype(relu)::value;
+      auto factor = [&](const std::vector<float>& k, int64_t c) { return k.empty() ? 0.0f : k[c]; };
+      const std::vector<float> none;
+      const std::vector<float>&ks = R ? m->scale : none, &kt = R ? m->shift : none, &k3d = D ? k3 : none;
+      if (p.b == 0) {
+        parallel_for(p.N * p.C, 2 * p.S, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) {
+            const int64_t c = i % p.C, at = i * p.S;
+            const float f1 = k1[c], f2 = k2[c], f3 = factor(k3d, c), ms = factor(ks, c), mt = factor(kt, c);
+            const float *r = x + at, *g = D ? d + at : nullptr;
+            float* o = y + at;
 #pragma omp simd
-            for (int64_t l = 0; l < B; ++l) o[l] = f1[l] * g[l] + f2[l] * r[l] + f3[l];
-          } else {
-#pragma omp simd
-            for (int64_t l = 0; l < B; ++l) o[l] = r[l] * f1[l] + f2[l];
+            for (int64_t j = 0; j < p.S; ++j) o[j] = line_value<D, R>(r[j], D ? g[j] : 0.0f, f1, f2, f3, ms, mt);
           }
-        }
+        });
+        return;
       }
+      with_block(p.b, [&](auto block) {
+        constexpr int64_t B = decltype(block)::value;
+        parallel_for(p.tiles(), 2 * p.S * B, [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) {
+            const int64_t c0 = p.tile_channel(i), at = p.tile_offset(i);
+            float f1[B], f2[B], f3[B], ms[B], mt[B];  // the tile's channels' factors, in registers
+            for (int64_t l = 0; l < B; ++l)
+              f1[l] = k1[c0 + l], f2[l] = k2[c0 + l], f3[l] = factor(k3d, c0 + l), ms[l] = factor(ks, c0 + l),
+              mt[l] = factor(kt, c0 + l);
+            for (int64_t j = 0; j < p.S; ++j) {
+              const float *r = x + at + j * B, *g = D ? d + at + j * B : nullptr;
+              float* o = y + at + j * B;
+#pragma omp simd
+              for (int64_t l = 0; l < B; ++l)
+                o[l] = line_value<D, R>(r[l], D ? g[l] : 0.0f, f1[l], f2[l], f3[l], ms[l], mt[l]);
+            }
+          }
+        });
+      });
     });
   });
 }
 
-// y = (x - mean) * invstd * weight + bias.
-void normalise_planes(const float* x, const Planes& p, const ChannelStats& s, const float* w, const float* b,
-                      float* y) {
-  std::vector<float> scale(p.C), shift(p.C);
-  for (int64_t c = 0; c < p.C; ++c) {
-    scale[c] = s.invstd[c] * (w ? w[c] : 1.0f);
-    shift[c] = (b ? b[c] : 0.0f) - s.mean[c] * scale[c];
-  }
-  channel_lines(nullptr, x, p, scale, shift, {}, y);
-}
-
 // Each plane's sum g (into pa) and sum g (x - mean) (into pb), (n, c) at
 // n C + c: the sums of batch norm's backward, x and g in the layout p says.
+// With a relu line m, g counts only where relu_line(x, m) > 0 (as in
+// channel_lines).
 void plane_grad_sums(const float* px, const float* pg, const Planes& p, const std::vector<float>& mean,
-                     std::vector<float>& pa, std::vector<float>& pb) {
+                     std::vector<float>& pa, std::vector<float>& pb, const ChannelLine* m = nullptr) {
   pa.resize(static_cast<size_t>(p.N * p.C));
   pb.resize(pa.size());
-  if (p.b == 0) {
-    parallel_for(p.N * p.C, 3 * p.S, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float mu = mean[i % p.C], *r = px + i * p.S, *d = pg + i * p.S;
-        float a = 0, b = 0;
+  with_flag(m != nullptr, [&](auto relu) {
+    constexpr bool R = decltype(relu)::value;
+    if (p.b == 0) {
+      parallel_for(p.N * p.C, 3 * p.S, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t c = i % p.C;
+          const float mu = mean[c], *r = px + i * p.S, *d = pg + i * p.S;
+          const float ms = R ? m->scale[c] : 0.0f, mt = R ? m->shift[c] : 0.0f;
+          float a = 0, b = 0;
 #pragma omp simd reduction(+ : a, b)
-        for (int64_t j = 0; j < p.S; ++j) a += d[j], b += d[j] * (r[j] - mu);
-        pa[i] = a, pb[i] = b;
-      }
-    });
-  } else {
+          for (int64_t j = 0; j < p.S; ++j) {
+            const float gj = relu_masked<R>(d[j], r[j], ms, mt);
+            a += gj, b += gj * (r[j] - mu);
+          }
+          pa[i] = a, pb[i] = b;
+        }
+      });
+      return;
+    }
     with_block(p.b, [&](auto block) {
       constexpr int64_t B = decltype(block)::value;
       parallel_for(p.tiles(), 3 * p.S * B, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t c0 = p.tile_channel(i), at = p.tile_offset(i);
-          float mu[B], a[B] = {}, b[B] = {};
-          for (int64_t l = 0; l < B; ++l) mu[l] = mean[c0 + l];
+          float mu[B], ms[B], mt[B], a[B] = {}, b[B] = {};
+          for (int64_t l = 0; l < B; ++l) {
+            mu[l] = mean[c0 + l];
+            ms[l] = R ? m->scale[c0 + l] : 0.0f, mt[l] = R ? m->shift[c0 + l] : 0.0f;
+          }
           for (int64_t j = 0; j < p.S; ++j) {
             const float *r = px + at + j * B, *d = pg + at + j * B;
 #pragma omp simd
-            for (int64_t l = 0; l < B; ++l) a[l] += d[l], b[l] += d[l] * (r[l] - mu[l]);
+            for (int64_t l = 0; l < B; ++l) {
+              const float gl = relu_masked<R>(d[l], r[l], ms[l], mt[l]);
+              a[l] += gl, b[l] += gl * (r[l] - mu[l]);
+            }
           }
           const int64_t to = p.tile_image(i) * p.C + c0;
           for (int64_t l = 0; l < B; ++l) pa[to + l] = a[l], pb[to + l] = b[l];
         }
       });
     });
-  }
+  });
 }
 
 // The first-order gradients {dx, dweight, dbias} of the fused batch norm.
@@ -343,8 +404,10 @@ void plane_grad_sums(const float* px, const float* pg, const Planes& p, const st
 //   evaluation: dx = weight invstd g.
 // As dx = k1 g + k2 x + k3 per channel, the second pass is one line.
 // g is read in x's layout (a copy when it comes in the other); dx is in it.
+// With a relu line m (batch_norm_relu), g is the relu's output gradient and
+// counts only where the forward's relu passed its value.
 std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const Tensor& weight, bool has_bias,
-                                   bool training, const Tensor& g) {
+                                   bool training, const Tensor& g, const ChannelLine* m) {
   const detail::StoredView vx = detail::stored_view(x);
   const Planes p = planes_of(x, vx.block);
   detail::StoredView vg;  // g in x's layout, when that is blocked
@@ -358,7 +421,7 @@ std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const
   const float *px = vx.p, *pg = p.b != 0 ? vg.p : g.data<float>();
   const float* w = data_or_null<float>(weight);
   std::vector<float> pa, pb;
-  plane_grad_sums(px, pg, p, s.mean, pa, pb);
+  plane_grad_sums(px, pg, p, s.mean, pa, pb, m);
   std::vector<float> k1(p.C), k2(p.C), k3(p.C);
   for (int64_t c = 0; c < p.C; ++c) {
     double sg = 0, sgd = 0;  // sum g, sum g (x - mean)
@@ -372,34 +435,39 @@ std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const
     k2[c] = static_cast<float>(f2);
     k3[c] = static_cast<float>(training ? -f1 * sg / M - f2 * s.mean[c] : 0.0);
   }
-  if (gx.defined()) channel_lines(pg, px, p, k1, k2, k3, detail::stored_view(gx).p);
+  if (gx.defined()) channel_lines(pg, px, p, k1, k2, k3, detail::stored_view(gx).p, m);
   return {gx, gw, gb};
 }
 
 // The fused float32 batch norm: statistics and normalisation in two passes,
 // its first-order backward in two; the second order recomputes through
 // batch_norm_composed (as the direct convolution does through im2col).
+// With `relu`, relu(batch_norm(...)) in the same passes: the backward
+// recomputes the relu's mask from x and the normalisation's line, so it
+// keeps no tensor more than batch_norm.
 Tensor batch_norm_fused(const Tensor& x, Tensor running_mean, Tensor running_var, const Tensor& weight,
-                        const Tensor& bias, bool training, double momentum, double eps) {
+                        const Tensor& bias, bool training, double momentum, double eps, bool relu) {
   const detail::StoredView vx = detail::stored_view(x);
   const Planes p = planes_of(x, vx.block);  // x as it is stored, blocked or row-major; y alike
   auto stats = std::make_shared<ChannelStats>(training ? batch_stats(vx.p, p, eps)
                                                        : running_stats(running_mean, running_var, eps));
+  // The line the forward used, kept for the backward's mask (weight and bias as they are now).
+  auto line = std::make_shared<const ChannelLine>(line_of(*stats, data_or_null<float>(weight), data_or_null<float>(bias)));
   Tensor y = p.b != 0 ? detail::make_blocked(x.shape(), static_cast<int>(p.b)) : make_tensor(x.shape(), f32);
-  normalise_planes(vx.p, p, *stats, data_or_null<float>(weight), data_or_null<float>(bias),
-                   detail::stored_view(y).p);
+  channel_lines(nullptr, vx.p, p, line->scale, line->shift, {}, detail::stored_view(y).p, relu ? line.get() : nullptr);
   // Evaluation reads the running statistics as they are now: copied into stats.
   Tensor rm = training ? Tensor() : running_mean.detach().clone(), rv = training ? Tensor() : running_var.detach().clone();
   y = record(
-      "batch_norm", y, {x, weight, bias},
-      [x, weight, bias, stats, training, rm, rv, eps](const Tensor& g) {
+      relu ? "batch_norm_relu" : "batch_norm", y, {x, weight, bias},
+      [x, weight, bias, stats, line, relu, training, rm, rv, eps](const Tensor& g) {
         if (grad_enabled())
           return detail::vjp_by_recompute(
               [&](const std::vector<Tensor>& in) {
-                return channel_affine(batch_norm_composed(in[0], rm, rv, training, eps, {}).y, in[1], in[2], in[0]);
+                const Tensor y = channel_affine(batch_norm_composed(in[0], rm, rv, training, eps, {}).y, in[1], in[2], in[0]);
+                return relu ? xg::relu(y) : y;
               },
               {x, weight, bias}, g);
-        return fused_backward(x, *stats, weight, bias.defined(), training, g);
+        return fused_backward(x, *stats, weight, bias.defined(), training, g, relu ? line.get() : nullptr);
       },
       {x, weight});
   if (training) {  // after record(), so that an OpProfile charges the kernels above to batch_norm
@@ -415,16 +483,10 @@ Tensor batch_norm_fused(const Tensor& x, Tensor running_mean, Tensor running_var
   return y;
 }
 
-}  // namespace
-
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps,
-                  const std::function<Tensor(const Tensor&)>& across) {
-  check_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps);
-  // The fused path serves float32 on one process; `across` needs its sums
-  // between the passes, and an export trace lists the composite's ops.
-  if (x.dtype() == f32 && !across && x.numel() > 0 && !detail::g_trace)
-    return batch_norm_fused(x, running_mean, running_var, weight, bias, training, momentum, eps);
+// The composite batch norm of every dtype, its running statistics updated.
+Tensor batch_norm_composite(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                            const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
+                            const std::function<Tensor(const Tensor&)>& across) {
   const Normalised r = batch_norm_composed(x, running_mean, running_var, training, eps, across);
   if (!training) {
     const Tensor y = channel_affine(r.y, weight, bias, x);
@@ -440,6 +502,33 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     update_running(rv, r.var.detach() * (r.count / (r.count - 1)), momentum);  // the unbiased variance, as PyTorch keeps it
   }
   return channel_affine(r.y, weight, bias, x);
+}
+
+// batch_norm, or with `relu` batch_norm_relu: fused in float32 on one
+// process; `across` needs its sums between the passes, and an export trace
+// lists the composite's ops (and the relu after them).
+Tensor batch_norm_maybe_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                             const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
+                             const std::function<Tensor(const Tensor&)>& across, bool relu) {
+  check_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps);
+  if (x.dtype() == f32 && !across && x.numel() > 0 && !detail::g_trace)
+    return batch_norm_fused(x, running_mean, running_var, weight, bias, training, momentum, eps, relu);
+  const Tensor y = batch_norm_composite(x, running_mean, running_var, weight, bias, training, momentum, eps, across);
+  return relu ? xg::relu(y) : y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps,
+                  const std::function<Tensor(const Tensor&)>& across) {
+  return batch_norm_maybe_relu(x, running_mean, running_var, weight, bias, training, momentum, eps, across, false);
+}
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, bool training, double momentum, double eps,
+                       const std::function<Tensor(const Tensor&)>& across) {
+  return batch_norm_maybe_relu(x, running_mean, running_var, weight, bias, training, momentum, eps, across, true);
 }
 
 Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias, double eps) {

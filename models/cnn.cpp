@@ -71,12 +71,10 @@ Tensor CNN::forward(const Tensor& x) {
   // One op per statement, so that each intermediate is freed once the next
   // exists (a temporary lives to the end of its full expression).
   Tensor h = conv1->forward(x);  // (N, c1, image, image)
-  h = bn1->forward(h);
-  h = relu(h);
+  h = bn1->forward_relu(h);
   h = pool->forward(h);  // (N, c1, image/2, image/2)
   h = conv2->forward(h);
-  h = bn2->forward(h);
-  h = relu(h);
+  h = bn2->forward_relu(h);
   h = pool->forward(h);  // (N, c2, pooled, pooled)
   h = drop->forward(relu(fc1->forward(flatten(h))));  // (N, hidden)
   return fc2->forward(h);

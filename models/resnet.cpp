@@ -87,19 +87,16 @@ Tensor BasicBlock::forward(const Tensor& x) {
   // block alive at once (without the tape, as in evaluation, nothing else
   // holds them).
   if (preact_) {
-    Tensor a = bn1->forward(x);
-    a = relu(a);
+    Tensor a = bn1->forward_relu(x);
     const Tensor shortcut = downsample ? downsample->forward(a) : x;
     Tensor h = conv1->forward(a);
     a = Tensor();
-    h = bn2->forward(h);
-    h = relu(h);
+    h = bn2->forward_relu(h);
     h = conv2->forward(h);
     return h + shortcut;
   }
   Tensor h = conv1->forward(x);
-  h = bn1->forward(h);
-  h = relu(h);
+  h = bn1->forward_relu(h);
   h = conv2->forward(h);
   h = bn2->forward(h);
   h = h + (downsample ? downsample->forward(x) : x);
@@ -148,11 +145,11 @@ Tensor ResNet::forward(const Tensor& x) {
   const auto named = scope();
   require_input(x, {4}, cfg_.in_channels, "(N,C,H,W)");
   Tensor h = conv1->forward(x);  // (N, w, H, W)
-  if (bn1) h = relu(bn1->forward(h));
+  if (bn1) h = bn1->forward_relu(h);
   h = layer1->forward(h);
   h = layer2->forward(h);
   h = layer3->forward(h);  // (N, 4w, H/4, W/4)
-  if (final_bn) h = relu(final_bn->forward(h));
+  if (final_bn) h = final_bn->forward_relu(h);
   return fc->forward(flatten(avgpool->forward(h)));  // (N, 4w) -> (N, classes)
 }
 

@@ -30,7 +30,11 @@ std::string BatchNorm::type_name() const {
   return fmt::format("{}({}, eps={}, momentum={})", name_, features_, eps_, momentum_);
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
+Tensor BatchNorm::forward(const Tensor& x) { return run(x, false); }
+
+Tensor BatchNorm::forward_relu(const Tensor& x) { return run(x, true); }
+
+Tensor BatchNorm::run(const Tensor& x, bool relu) {
   const auto named = scope();
   require_input(x, ranks_, features_,
                 ranks_.back() == 5   ? "(N,C,D,H,W)"
@@ -41,7 +45,8 @@ Tensor BatchNorm::forward(const Tensor& x) {
   if (is_training() && num_batches_tracked_.defined()) num_batches_tracked_.set({}, num_batches_tracked_.item() + 1);
   // (N,C,D,H,W): the same statistics per channel over (N,C,D*H*W)
   const Tensor in = x.dim() == 5 ? reshape(x, {x.size(0), x.size(1), -1}) : x;
-  const Tensor y = batch_norm(in, running_mean_, running_var_, weight_, bias_, batch_stats, momentum_, eps_, across_);
+  const Tensor y = (relu ? batch_norm_relu : batch_norm)(in, running_mean_, running_var_, weight_, bias_, batch_stats,
+                                                        momentum_, eps_, across_);
   return x.dim() == 5 ? reshape(y, x.shape()) : y;
 }
 

@@ -18,6 +18,9 @@ namespace xg::nn {
 class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& x) override;  // the shape is unchanged
+  // relu(forward(x)) as one op (xg::batch_norm_relu): in float32 the relu
+  // costs no pass of its own, forward or backward.
+  Tensor forward_relu(const Tensor& x);
   std::string type_name() const override;   // "BatchNorm2d(64, eps=1e-05, momentum=0.1)"
 
   int64_t num_features() const { return features_; }  // C
@@ -40,6 +43,8 @@ class BatchNorm : public Module {
             bool track_running_stats);
 
  private:
+  Tensor run(const Tensor& x, bool relu);  // forward, then relu when asked
+
   std::string name_;
   std::vector<int64_t> ranks_;
   int64_t features_;

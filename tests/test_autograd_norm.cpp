@@ -46,6 +46,29 @@ TEST_CASE("batch_norm: training, gradients and gradients of gradients of x, weig
   }
 }
 
+TEST_CASE("batch_norm_relu: relu(batch_norm), gradients and gradients of gradients by finite differences") {
+  // Seeds whose outputs keep away from relu's kink (checked): central
+  // differences across it would disagree with either one-sided slope.
+  for (const Shape& s : {Shape{5, 3}, Shape{3, 2, 4}, Shape{2, 3, 3, 2}}) {
+    const int64_t c = s[1];
+    Tensor x = leaf(s, 11), w = leaf({c}, 12), b = leaf({c}, 13);
+    Tensor rm = zeros({c}, f64), rv = ones({c}, f64);
+    for (const bool training : {true, false}) {
+      CAPTURE(training);
+      auto f = [&](const std::vector<Tensor>& in) {
+        return batch_norm_relu(in[0], rm, rv, in[1], in[2], training, 0.1);
+      };
+      const Tensor pre = batch_norm(x, rm, rv, w, b, training, 0.1);
+      const Tensor y = f({x, w, b});
+      CHECK(y.to_vector() == relu(pre).to_vector());
+      REQUIRE(-max(neg(abs(pre))).item() > 1e-3);
+      CHECK(max(neg(y)).item() == 0.0);  // the relu clamps some values
+      XG_CHECK_GRAD(f, x, w, b);
+      XG_CHECK_GRADGRAD(f, x, w, b);
+    }
+  }
+}
+
 TEST_CASE("batch_norm: evaluation uses the running statistics, differentiable to the second order") {
   Tensor x = leaf({4, 3, 2, 2}, 4), w = leaf({3}, 5), b = leaf({3}, 6);
   const Tensor rm = leaf({3}, 7).detach(), rv = leaf({3}, 8, 0.5, 2.0).detach();
@@ -185,6 +208,7 @@ struct BnCase {
   Shape shape;
   bool training, affine;
   double offset;  // added to x: a mean large against the deviation
+  bool relu = false;  // batch_norm_relu
 };
 
 // batch_norm's output, the gradients of sum(y * wy) with respect to x,
@@ -207,8 +231,9 @@ BnResult run_batch_norm(const BnCase& k, Dtype dt, uint64_t seed) {
   bool fused = false;
   {
     OpProfile prof;
-    y = batch_norm(x, rm, rv, w, b, k.training, 0.3);
-    for (const auto& [key, cost] : prof.costs()) fused = fused || std::get<2>(key) == "batch_norm";
+    y = (k.relu ? batch_norm_relu : batch_norm)(x, rm, rv, w, b, k.training, 0.3, 1e-5, {});
+    const char* name = k.relu ? "batch_norm_relu" : "batch_norm";
+    for (const auto& [key, cost] : prof.costs()) fused = fused || std::get<2>(key) == name;
   }
   std::vector<Tensor> inputs{x};
   if (k.affine) inputs.push_back(w), inputs.push_back(b);
@@ -235,13 +260,16 @@ TEST_CASE("batch_norm: the fused float32 path agrees with float64 to every order
   const std::vector<BnCase> cases{
       {{1, 3, 5, 5}, true, true, 0},     {{5, 3}, true, true, 0},       {{3, 17, 4}, true, false, 0},
       {{4, 19, 3, 5}, true, true, 0},    {{2, 33, 7, 7}, true, true, 0}, {{6, 16, 9, 9}, false, true, 0},
-      {{3, 5, 2, 3}, false, false, 0},   {{7, 4, 6, 6}, true, true, 1e3}, {{1, 2, 1, 2}, true, true, 0}};
+      {{3, 5, 2, 3}, false, false, 0},   {{7, 4, 6, 6}, true, true, 1e3}, {{1, 2, 1, 2}, true, true, 0},
+      {{4, 19, 3, 5}, true, true, 0, true}, {{2, 33, 7, 7}, true, false, 0, true}, {{6, 16, 9, 9}, false, true, 0, true},
+      {{5, 3}, true, true, 0, true}};
   uint64_t seed = 40;
   for (const BnCase& k : cases) {
     const std::string shape = shape_str(k.shape);
     CAPTURE(shape);
     CAPTURE(k.training);
     CAPTURE(k.offset);
+    CAPTURE(k.relu);
     seed += 10;
     const BnResult ref = run_batch_norm(k, f64, seed);
     CHECK_FALSE(ref.fused);

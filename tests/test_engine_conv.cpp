@@ -5,6 +5,7 @@
 // and with the batch split across one and two threads; bf16 against float64
 // on operands rounded to bf16; which of oneDNN's kernels run them; results
 // kept in oneDNN's blocked layout between layers.
+#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
@@ -450,21 +451,32 @@ TEST_CASE("a blocked result's bf16 copy is shared only by ops that read the same
 
 TEST_CASE("batch norm on blocked values, 8 and 16 channels a block, equals it on row-major: values and gradients") {
   // Both block sizes run here whatever the CPU (oneDNN itself picks 16 only
-  // with AVX-512): each has its own compiled lane loops.
+  // with AVX-512): each has its own compiled lane loops. batch_norm_relu's
+  // loops too, against the two ops it fuses.
   if (!engine::conv_available()) return;
   const Tensor plain = leaf({3, 32, 5, 4}, 63).detach().to(f32);
   const Tensor w = leaf({32}, 64).detach().to(f32).requires_grad_(), b = leaf({32}, 65).detach().to(f32).requires_grad_();
   for (const bool training : {true, false}) {
-    auto f = [&](const std::vector<Tensor>& in) {
-      return batch_norm(in[0], zeros({32}), ones({32}), in[1], in[2], training);
-    };
-    const auto want = xgt::values_and_grads(f, {plain.detach().requires_grad_(), w, b});
-    for (const int block : {8, 16}) {
-      CAPTURE(block);
-      CAPTURE(training);
-      const Tensor x = detail::blocked_copy(plain, block).requires_grad_();
-      REQUIRE(detail::channel_block(x) == block);
-      xgt::check_close(xgt::values_and_grads(f, {x, w, b}), want, 1e-5);
+    for (const bool fused_relu : {false, true}) {
+      auto f = [&](const std::vector<Tensor>& in) {
+        return (fused_relu ? batch_norm_relu : batch_norm)(in[0], zeros({32}), ones({32}), in[1], in[2], training, 0.1,
+                                                           1e-5, {});
+      };
+      auto composed = [&](const std::vector<Tensor>& in) {
+        const Tensor y = batch_norm(in[0], zeros({32}), ones({32}), in[1], in[2], training);
+        return fused_relu ? relu(y) : y;
+      };
+      const auto want = xgt::values_and_grads(composed, {plain.detach().requires_grad_(), w, b});
+      const std::vector<double> y = want[0].to_vector();
+      if (fused_relu) CHECK(std::count(y.begin(), y.end(), 0.0) > 100);  // the relu clamps some values
+      for (const int block : {0, 8, 16}) {
+        CAPTURE(block);
+        CAPTURE(training);
+        CAPTURE(fused_relu);
+        const Tensor x = (block ? detail::blocked_copy(plain, block) : plain.detach().clone()).requires_grad_();
+        REQUIRE(detail::channel_block(x) == block);
+        xgt::check_close(xgt::values_and_grads(f, {x, w, b}), want, 1e-5);
+      }
     }
   }
 }

@@ -1917,7 +1917,31 @@ def opt_arg(a, i):
     return a[i] if len(a) > i else None
 
 
+def draw_batch_norm_relu(g, x, s, kinks):
+    """x (N,C,...) normalised over the batch (no running statistics, so
+    nothing changes in place), with or without weight and bias, then relu:
+    kept away from relu's kink, where central differences meet neither
+    one-sided slope."""
+    C = g.r.choice([1, 2, 3])
+    x = g.new_input((g.r.choice([2, 3]), C) + tuple(g.r.randint(1, 3) for _ in range(g.r.randint(0, 2))))
+    v = g.vals[x].transpose(0, 1).reshape(C, -1)
+    if v.shape[1] < 2 or bool((v.var(-1, unbiased=False) < 1e-2).any()):
+        return None
+    s.update(eps=g.r.choice([1e-5, 1e-3]))
+    affine = g.r.random() < 0.7
+    w, b = (g.new_input((C,)), g.new_input((C,))) if affine else (None, None)
+    pre = F.batch_norm(g.vals[x], None, None, g.vals[w] if affine else None, g.vals[b] if affine else None,
+                       training=True, eps=s["eps"])
+    if near(pre, [0.0], 1e-4):
+        return None
+    return [x, w, b]
+
+
 OPS += [
+    # xgrad's relu(batch_norm(...)) in one op (training, no running statistics)
+    Op("batch_norm_relu", NORMS,
+       lambda a, s: F.relu(F.batch_norm(a[0], None, None, opt_arg(a, 1), opt_arg(a, 2), training=True, eps=s["eps"])),
+       draw_batch_norm_relu),
     Op("std", NORMS, torch_std, draw_std),
     Op("flatten", NORMS, lambda a, s: torch.flatten(a[0], s["start_dim"], s["end_dim"]), draw_flatten, onnx="Reshape"),
     Op("unflatten", NORMS, lambda a, s: torch.unflatten(a[0], s["dim"], tuple(s["sizes"])), draw_unflatten,

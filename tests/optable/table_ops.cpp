@@ -175,6 +175,10 @@ const std::map<std::string, Fn>& table() {
        [](const json& s, const Args& a) {
          return unflatten(a(0), s.at("dim").get<int64_t>(), s.at("sizes").get<Shape>());
        }},
+      {"batch_norm_relu",
+       [](const json& s, const Args& a) {
+         return batch_norm_relu(a(0), Tensor(), Tensor(), a(1), a(2), true, 0.1, num(s, "eps"), {});
+       }},
       {"group_norm",
        [](const json& s, const Args& a) { return group_norm(a(0), s.at("groups").get<int64_t>(), a(1), a(2), num(s, "eps")); }},
       {"instance_norm", [](const json& s, const Args& a) { return instance_norm(a(0), a(1), a(2), num(s, "eps")); }},

@@ -1,5 +1,5 @@
 // Compares max_pool2d (and its indices), avg_pool2d, adaptive_avg_pool2d,
-// batch_norm and group_norm with what tests/torch/pool_norm_parity.py wrote
+// batch_norm (and batch_norm_relu) and group_norm with what tests/torch/pool_norm_parity.py wrote
 // from PyTorch in float64: the output, and the gradients of every input of
 // sum(tanh(y) * wy) plus a gradient penalty on the input (so the second
 // order too); for batch_norm also the running statistics after three
@@ -81,16 +81,16 @@ std::vector<Tensor> tensors_of(const std::string& prefix, const std::vector<std:
 
 void batch_norm_case(const std::string& name, std::istringstream& in, File& file, Diffs& diffs) {
   double momentum = 0, eps = 0;
-  int affine = 0, stats = 0;
-  in >> momentum >> eps >> affine >> stats;
+  int affine = 0, stats = 0, relu = 0;
+  in >> momentum >> eps >> affine >> stats >> relu;
   const std::vector<std::string> names = present(name + ".", file);
   std::vector<Tensor> params = tensors_of(name + ".", names, file);
   const int64_t c = params[0].size(1);
   Tensor rm = stats ? zeros({c}, f64) : Tensor(), rv = stats ? ones({c}, f64) : Tensor();
   auto f = [&](bool training) {
     return [&, training](const std::vector<Tensor>& v) {
-      return batch_norm(v[0], rm, rv, v.size() > 1 ? v[1] : Tensor(), v.size() > 2 ? v[2] : Tensor(), training,
-                        momentum, eps);
+      return (relu ? batch_norm_relu : batch_norm)(v[0], rm, rv, v.size() > 1 ? v[1] : Tensor(),
+                                                   v.size() > 2 ? v[2] : Tensor(), training, momentum, eps, {});
     };
   };
   for (int step = 0; step < 2; ++step) {  // two steps that only move the running statistics

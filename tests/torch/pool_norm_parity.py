@@ -1,6 +1,7 @@
 # Writes what PyTorch computes for torch.nn.functional.max_pool2d (with its
 # indices), avg_pool2d, adaptive_avg_pool2d, batch_norm (training for three
-# steps with running statistics, then evaluation) and group_norm in float64,
+# steps with running statistics, then evaluation; also followed by relu, for
+# xgrad's batch_norm_relu) and group_norm in float64,
 # with the gradients of every input of L + P, where L = sum(tanh(y) * wy)
 # and P = sum((dL/dx)^2) is a gradient penalty taken with respect to the
 # input alone (so the second order too, mixed with weight and bias), to a
@@ -29,11 +30,14 @@ POOLS = {  # name: kind, input shape, options as the C++ side reads them
     "adapt_1x1": ("adaptive", (2, 3, 4, 4), dict(output_size=(1, 1))),
 }
 
-BATCH_NORMS = {  # name: input shape, momentum, eps, affine (0 none, 1 weight, 2 both), running statistics
-    "bn_2d": ((6, 3), 0.1, 1e-5, 2, True),
-    "bn_3d": ((4, 3, 5), 0.3, 1e-3, 1, True),
-    "bn_4d": ((3, 4, 3, 2), 0.1, 1e-5, 2, True),
-    "bn_nostats": ((4, 3, 2, 2), 0.1, 1e-5, 2, False),
+BATCH_NORMS = {  # name: input shape, momentum, eps, affine (0 none, 1 weight, 2 both), running statistics, relu after
+    "bn_2d": ((6, 3), 0.1, 1e-5, 2, True, False),
+    "bn_3d": ((4, 3, 5), 0.3, 1e-3, 1, True, False),
+    "bn_4d": ((3, 4, 3, 2), 0.1, 1e-5, 2, True, False),
+    "bn_nostats": ((4, 3, 2, 2), 0.1, 1e-5, 2, False, False),
+    # xgrad's batch_norm_relu against F.relu(F.batch_norm(...))
+    "bn_relu_4d": ((3, 4, 3, 2), 0.1, 1e-5, 2, True, True),
+    "bn_relu_2d": ((6, 3), 0.3, 1e-3, 0, True, True),
 }
 
 GROUP_NORMS = {  # name: input shape, groups, eps, affine
@@ -81,7 +85,8 @@ def affine_params(c, affine):
 
 
 def batch_norm_case(name, cfg, out, meta):
-    shape, momentum, eps, affine, stats = cfg
+    shape, momentum, eps, affine, stats, relu = cfg
+    after = F.relu if relu else (lambda y: y)
     c = shape[1]
     w, b = affine_params(c, affine)
     rm = torch.zeros(c, **D) if stats else None
@@ -90,16 +95,16 @@ def batch_norm_case(name, cfg, out, meta):
     names = ["w", "b"][: len(params)]
     for step in range(3):  # two forward steps, then the third with gradients
         x = torch.randn(*shape, **D, requires_grad=True)
-        y = F.batch_norm(x, rm, rv, w, b, training=True, momentum=momentum, eps=eps)
+        y = after(F.batch_norm(x, rm, rv, w, b, training=True, momentum=momentum, eps=eps))
         if step < 2:
             out[f"{name}.x{step}"] = x
     loss_and_grads(name + ".", y, [x] + params, ["x"] + names, out)
     if stats:
         out[name + ".running_mean"], out[name + ".running_var"] = rm, rv
         x = torch.randn(*shape, **D, requires_grad=True)
-        y = F.batch_norm(x, rm, rv, w, b, training=False, momentum=momentum, eps=eps)
+        y = after(F.batch_norm(x, rm, rv, w, b, training=False, momentum=momentum, eps=eps))
         loss_and_grads(name + ".eval.", y, [x] + params, ["x"] + names, out)
-    meta[name] = f"batch_norm {momentum!r} {eps!r} {affine} {int(stats)}"
+    meta[name] = f"batch_norm {momentum!r} {eps!r} {affine} {int(stats)} {int(relu)}"
 
 
 def group_norm_case(name, cfg, out, meta):
