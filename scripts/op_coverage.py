@@ -4,8 +4,10 @@ the differential fuzzer (tests/difftest/difftest.py's own ops, or an entry of
 the op table tests/optable/optable.py, under its name or the name
 optable.SAME_AS gives it), or listed in optable.NOT_DRAWN with the reason.
 Prints the count; exits 1 naming each function in neither, and each name
-listed that the headers no longer declare. Exits 77 without PyTorch (the
-tables import it).
+listed that the headers no longer declare. Each of those functions is also
+named in docs/*.md (a list such as `max_pool1d/2d/3d` names all three), so
+that a user finds every op in the docs; one that is not fails too. Exits 77
+without PyTorch (the tables import it).
   op_coverage.py ROOT"""
 import os
 import re
@@ -21,6 +23,19 @@ def declared(root):
         with open(os.path.join(root, header)) as f:
             names |= {m.group(2) for m in decl.finditer(f.read())}
     return names
+
+
+def undocumented(root, names):
+    """The names that no page of docs/ mentions as a word."""
+    text = ""
+    for page in sorted(os.listdir(os.path.join(root, "docs"))):
+        if page.endswith(".md"):
+            with open(os.path.join(root, "docs", page)) as f:
+                text += f.read() + "\n"
+    # `max_pool1d/2d/3d` -> max_pool1d max_pool2d max_pool3d
+    text = re.sub(r"\b(\w+?)([123]d)((?:/[123]d)+)",
+                  lambda m: " ".join(m.group(1) + d for d in [m.group(2)] + m.group(3).split("/")[1:]), text)
+    return sorted(n for n in names if not re.search(r"\b" + re.escape(n) + r"\b", text))
 
 
 def main():
@@ -45,10 +60,14 @@ def main():
         print(f"op_coverage: {n} (autograd/ops.h or losses.h) is neither drawn by the fuzzer nor in optable.NOT_DRAWN")
     for n in stale:
         print(f"op_coverage: {n} is listed in optable.py but no header declares it")
+    unnamed = undocumented(root, names)
+    for n in unnamed:
+        print(f"op_coverage: {n} (autograd/ops.h or losses.h) is named nowhere in docs/*.md")
     drawn_public = len(names & covered)
     print(f"op_coverage: {len(names)} public functions: {drawn_public} drawn by the fuzzer, "
-          f"{len(names) - drawn_public - len(missing)} not drawn (each with its reason), {len(missing)} unaccounted")
-    return 1 if missing or stale else 0
+          f"{len(names) - drawn_public - len(missing)} not drawn (each with its reason), {len(missing)} unaccounted, "
+          f"{len(unnamed)} not in the docs")
+    return 1 if missing or stale or unnamed else 0
 
 
 if __name__ == "__main__":

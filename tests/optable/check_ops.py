@@ -11,6 +11,9 @@ float64, with two oracles that xgrad did not write.
   (value and first gradient: PyTorch's one-sided choice there).
 - Finite differences: the same instances through xgrad's gradcheck and
   gradgradcheck (mixed partials), in xg_difftest, where no kink is near.
+- Export: each entry with an `onnx` spec, its first instance's forward
+  exported by xg_difftest --onnx, must hold the ONNX operators the spec
+  names and agree with ONNX Runtime (difftest.py's --onnx rule).
 
 Prints one line per family with the entries, instances and the worst
 relative error against PyTorch, then 'N passed, M failed'.
@@ -175,6 +178,49 @@ def kink_instance(op):
     return None
 
 
+def onnx_spec_met(spec, types):
+    """Whether a graph of node types `types` holds what an entry's `onnx`
+    spec names: alternatives split by " or ", each a comma list of operators
+    that must all appear; the alternative "composed" (elementary ops) is any
+    graph."""
+    for alt in spec.split(" or "):
+        need = {t.strip() for t in alt.split(",")}
+        if need == {"composed"} or need <= types:
+            return True
+    return False
+
+
+def check_exports(binary, ops, workdir, tries=16):
+    """Export check: (failures, count). Each op with an `onnx` spec, the
+    forward of its first instance that exports (instances with options that
+    the export refuses by name, or that leave nothing to export, are passed
+    over, up to `tries`), run by ONNX Runtime and its graph's operators
+    held against the spec."""
+    import onnx
+    entries = [op for op in ops if op.onnx]
+    failures, waiting, last = [], list(entries), {}
+    for k in range(tries):  # a round exports the k-th instance of each entry still waiting
+        if not waiting:
+            break
+        progs = [dt.forward_only(instance(op, zlib.crc32(op.name.encode()) + k)[0]) for op in waiting]
+        results = dt.check_onnx(binary, progs, workdir, "export")
+        still = []
+        for j, (op, why) in enumerate(zip(waiting, results)):
+            if why is not None and why.startswith(dt.SKIP):
+                still.append(op)
+                last[op.name] = why
+            elif why is not None:
+                failures.append(f"{op.name}: export: {why}")
+            else:
+                model = onnx.load(os.path.join(workdir, "export-onnx", f"p{j}.onnx"))
+                types = {n.op_type for n in model.graph.node}
+                if not onnx_spec_met(op.onnx, types):
+                    failures.append(f"{op.name}: export: the graph's operators {sorted(types)} do not hold {op.onnx!r}")
+        waiting = still
+    failures += [f"{op.name}: export: none of {tries} instances exports ({last[op.name]})" for op in waiting]
+    return failures, len(entries)
+
+
 def worst_error(xr, tr):
     worst = 0.0
     for a, b in zip(xr["values"], tr["values"]):
@@ -272,7 +318,13 @@ def main():
         names = [m.cls for m in mods] if fam == "modules" else sorted({o.name for o in ops if o.family == fam})
         print(f"{fam}: {len(names)} {'classes' if fam == 'modules' else 'ops'}, {counts[fam]} instances against "
               f"PyTorch, worst relative error {worst[fam][0]:.2g} ({worst[fam][1] or '-'})")
+    export_failures, exported = check_exports(a.binary, ops, a.workdir)
+    for why in export_failures:
+        print(why)
+    failed += len(export_failures)
+    passed += exported - len(export_failures)
     print(f"gradcheck + gradgradcheck: {len(checks)} instances")
+    print(f"export: {exported} entries with an onnx spec, each exported alone and run by ONNX Runtime")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

@@ -7,8 +7,9 @@ PyTorch's OpInfo), read by every test that covers ops:
   values and first and second gradients against PyTorch in float64, at its
   kinks too (`kinks`), and through xgrad's finite-difference gradcheck and
   gradgradcheck (mixed partials);
-- the docs check finds each entry's name in docs/ops.md; the export check
-  reads `onnx`.
+- the export check (check_ops.py) exports an instance of each entry with
+  an `onnx` spec, runs it in ONNX Runtime and finds the operators the spec
+  names in its graph.
 
 An entry's name is the op's name in xg_difftest's programs; its attributes
 are PyTorch's keyword arguments, by the same names. Adding an op to these
@@ -33,8 +34,9 @@ class Op:
     to use if it fits), setting attributes in s, or None to refuse;
     kinks(s): points where the op is not smooth (the fuzzer and gradcheck
     keep away, the sweep visits them, for PyTorch's one-sided choice);
-    onnx: the ONNX operators it exports to, or None when it is traced as the
-    ops it is composed of; grad: False for masks (no gradient); torch_order:
+    onnx: the ONNX operators its export holds (a comma list, all of them; or
+    alternatives split by " or ", for options that export differently),
+    checked by check_ops.py on an instance that exports, or None; grad: False for masks (no gradient); torch_order:
     the highest order of gradient PyTorch can take through it (beyond it
     gradgradcheck is the only oracle); weight: how often the fuzzer draws it."""
 
@@ -122,7 +124,7 @@ OPS = [
        lambda s: [s["threshold"] / s["beta"]], onnx="Softplus"),
     Op("softsign", ACTIVATIONS, lambda a, s: F.softsign(a[0]), unary(), lambda s: [0.0], onnx="Abs, Add, Div"),
     Op("tanhshrink", ACTIVATIONS, lambda a, s: F.tanhshrink(a[0]), unary(), onnx="Tanh, Sub"),
-    Op("logsigmoid", ACTIVATIONS, lambda a, s: F.logsigmoid(a[0]), unary(), onnx="Sigmoid, Log"),
+    Op("logsigmoid", ACTIVATIONS, lambda a, s: F.logsigmoid(a[0]), unary(), onnx="Neg, Softplus"),
     Op("softshrink", ACTIVATIONS, lambda a, s: F.softshrink(a[0], s["lambd"]),
        unary(lambda r: {"lambd": r.choice([0.5, 0.2, 1.0])}), lambda s: [s["lambd"], -s["lambd"]], onnx="Shrink"),
     Op("hardshrink", ACTIVATIONS, lambda a, s: F.hardshrink(a[0], s["lambd"]),
@@ -136,7 +138,7 @@ OPS = [
        onnx="Exp, Sub"),
     Op("softmin", ACTIVATIONS, lambda a, s: F.softmin(a[0], s["dim"]), None, onnx="Neg, Softmax"),
     Op("glu", ACTIVATIONS, lambda a, s: F.glu(a[0], s["dim"]), None, onnx="Slice, Sigmoid, Mul"),
-    Op("prelu", ACTIVATIONS, lambda a, s: F.prelu(a[0], a[1]), None, lambda s: [0.0], onnx="PRelu"),
+    Op("prelu", ACTIVATIONS, lambda a, s: F.prelu(a[0], a[1]), None, lambda s: [0.0], onnx="Greater, Where, Mul"),
     Op("rrelu", ACTIVATIONS, lambda a, s: F.rrelu(a[0], s["lower"], s["upper"], False),
        unary(lambda r: dict(zip(("lower", "upper"), sorted([r.uniform(0, 0.5), r.uniform(0, 0.5)])))),
        lambda s: [0.0], onnx="LeakyRelu"),
@@ -299,7 +301,7 @@ def draw_cosine(g, x, s, kinks):
 
 
 OPS += [
-    Op("vector_norm", DISTANCES, torch_norm, draw_norm, onnx="ReduceL2 or composed"),
+    Op("vector_norm", DISTANCES, torch_norm, draw_norm, onnx="ReduceL2 or Abs, Pow, ReduceSum"),
     Op("pairwise_distance", DISTANCES, lambda a, s: pairwise_twin(a[0], a[1], s), draw_pairwise),
     Op("cosine_similarity", DISTANCES, lambda a, s: F.cosine_similarity(a[0], a[1], s["dim"], s["eps"]), draw_cosine),
 ]
@@ -996,12 +998,12 @@ class ChannelShuffleTwin(torch.nn.Module):
 
 
 OPS += [
-    Op("pad", SPATIAL, torch_pad, draw_pad, onnx="Pad"),
-    Op("interpolate", SPATIAL, torch_interpolate, draw_interpolate, onnx="Resize"),
+    Op("pad", SPATIAL, torch_pad, draw_pad, onnx="Concat or Slice"),
+    Op("interpolate", SPATIAL, torch_interpolate, draw_interpolate, onnx="MatMul"),
     Op("pixel_shuffle", SPATIAL, lambda a, s: F.pixel_shuffle(a[0], s["upscale_factor"]),
-       draw_shuffle("pixel_shuffle"), onnx="DepthToSpace"),
+       draw_shuffle("pixel_shuffle"), onnx="Reshape, Transpose"),
     Op("pixel_unshuffle", SPATIAL, lambda a, s: F.pixel_unshuffle(a[0], s["downscale_factor"]),
-       draw_shuffle("pixel_unshuffle"), onnx="SpaceToDepth"),
+       draw_shuffle("pixel_unshuffle"), onnx="Reshape, Transpose"),
     Op("channel_shuffle", SPATIAL, lambda a, s: channel_shuffle_twin(a[0], s["groups"]), draw_shuffle("channel_shuffle"),
        onnx="Reshape, Transpose"),
 ]
@@ -1808,7 +1810,7 @@ OPS += [
     Op("lp_pool2d", WINDOWS, torch_lp_pool(2), draw_lp2d),
     Op("adaptive_avg_pool1d", WINDOWS, torch_adaptive("avg", 1), draw_adaptive(1)),
     Op("adaptive_avg_pool2d", WINDOWS, torch_adaptive("avg", 2), draw_adaptive(2),
-       onnx="GlobalAveragePool, AveragePool"),
+       onnx="GlobalAveragePool or AveragePool"),
     Op("adaptive_avg_pool3d", WINDOWS, torch_adaptive("avg", 3), draw_pool3d("adaptive")),
     Op("adaptive_max_pool1d", WINDOWS, torch_adaptive("max", 1), draw_adaptive(1)),
     Op("adaptive_max_pool2d", WINDOWS, torch_adaptive("max", 2), draw_adaptive(2)),
