@@ -259,7 +259,9 @@ ChannelLine line_of(const ChannelStats& s, const float* w, const float* b) {
 
 // batch_norm_relu's value before the relu, v = x * scale + shift, as one
 // rounding (std::fma): the forward clamps it and the backward's mask tests
-// v > 0 by the same expression, so both see the same bits.
+// v > 0 by the same expression, so both see the same bits. (A build with
+// XG_MARCH empty has no FMA instruction: std::fma is then a library call,
+// exact but not vectorised.)
 inline float relu_line(float x, float scale, float shift) { return std::fma(x, scale, shift); }
 
 // The relu's output gradient g as it reaches batch norm (R): g where the
@@ -293,7 +295,7 @@ inline float line_value(float r, float g, float f1, float f2, float f3, float ms
   }
 }
 
-// y = x * k1 + k2 per channel (one multiply and one add a value), or, with
+// y = x * k1 + k2 per channel (one fused multiply-add a value), or, with
 // d, y = d * k1 + x * k2 + k3: the normalisation and the gradient's last
 // pass. With a relu line m (batch_norm_relu): forward, y =
 // relu(relu_line(x, k1, k2)) (k1, k2 are then m's); backward, d counts only
@@ -439,6 +441,20 @@ std::vector<Tensor> fused_backward(const Tensor& x, const ChannelStats& s, const
   return {gx, gw, gb};
 }
 
+// 1 where batch_norm_relu's forward passed a value (relu_line > 0), else 0,
+// in x's layout: the relu's mask for the second order, which recomputes the
+// normalisation through the composite (whose own rounding could flip a
+// value next to 0).
+Tensor relu_mask(const Tensor& x, const ChannelLine& line) {
+  const detail::StoredView vx = detail::stored_view(x);
+  const Planes p = planes_of(x, vx.block);
+  Tensor m = p.b != 0 ? detail::make_blocked(x.shape(), static_cast<int>(p.b)) : make_tensor(x.shape(), f32);
+  float* o = detail::stored_view(m).p;
+  channel_lines(nullptr, vx.p, p, line.scale, line.shift, {}, o, &line);
+  for (int64_t i = 0; i < x.numel(); ++i) o[i] = o[i] > 0 ? 1.0f : 0.0f;
+  return m;
+}
+
 // The fused float32 batch norm: statistics and normalisation in two passes,
 // its first-order backward in two; the second order recomputes through
 // batch_norm_composed (as the direct convolution does through im2col).
@@ -451,23 +467,29 @@ Tensor batch_norm_fused(const Tensor& x, Tensor running_mean, Tensor running_var
   const Planes p = planes_of(x, vx.block);  // x as it is stored, blocked or row-major; y alike
   auto stats = std::make_shared<ChannelStats>(training ? batch_stats(vx.p, p, eps)
                                                        : running_stats(running_mean, running_var, eps));
-  // The line the forward used, kept for the backward's mask (weight and bias as they are now).
-  auto line = std::make_shared<const ChannelLine>(line_of(*stats, data_or_null<float>(weight), data_or_null<float>(bias)));
+  auto line = std::make_shared<const ChannelLine>(
+      line_of(*stats, data_or_null<float>(weight), data_or_null<float>(bias)));
   Tensor y = p.b != 0 ? detail::make_blocked(x.shape(), static_cast<int>(p.b)) : make_tensor(x.shape(), f32);
-  channel_lines(nullptr, vx.p, p, line->scale, line->shift, {}, detail::stored_view(y).p, relu ? line.get() : nullptr);
+  channel_lines(nullptr, vx.p, p, line->scale, line->shift, {}, detail::stored_view(y).p,
+                relu ? line.get() : nullptr);
+  // The relu's line, as the forward used it (weight and bias as they are now), for the backward's mask.
+  std::shared_ptr<const ChannelLine> mask_line = relu ? line : nullptr;
   // Evaluation reads the running statistics as they are now: copied into stats.
   Tensor rm = training ? Tensor() : running_mean.detach().clone(), rv = training ? Tensor() : running_var.detach().clone();
   y = record(
       relu ? "batch_norm_relu" : "batch_norm", y, {x, weight, bias},
-      [x, weight, bias, stats, line, relu, training, rm, rv, eps](const Tensor& g) {
-        if (grad_enabled())
+      [x, weight, bias, stats, mask_line, training, rm, rv, eps](const Tensor& g) {
+        if (grad_enabled()) {
+          const Tensor mask = mask_line ? relu_mask(x, *mask_line) : Tensor();
           return detail::vjp_by_recompute(
               [&](const std::vector<Tensor>& in) {
-                const Tensor y = channel_affine(batch_norm_composed(in[0], rm, rv, training, eps, {}).y, in[1], in[2], in[0]);
-                return relu ? xg::relu(y) : y;
+                const Tensor z = batch_norm_composed(in[0], rm, rv, training, eps, {}).y;
+                const Tensor y = channel_affine(z, in[1], in[2], in[0]);
+                return mask.defined() ? y * mask : y;
               },
               {x, weight, bias}, g);
-        return fused_backward(x, *stats, weight, bias.defined(), training, g, relu ? line.get() : nullptr);
+        }
+        return fused_backward(x, *stats, weight, bias.defined(), training, g, mask_line.get());
       },
       {x, weight});
   if (training) {  // after record(), so that an OpProfile charges the kernels above to batch_norm

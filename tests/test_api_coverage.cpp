@@ -2,6 +2,7 @@
 // promises, so that a change in behaviour fails here.
 #include <sched.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <thread>
@@ -69,6 +70,33 @@ TEST_CASE("Dropout::forward_relu: dropout(relu(x)) with the same mask, relu alon
   CHECK(bit_equal(fused.forward_relu(x), plain.forward(relu(x))));
   fused.eval();
   CHECK(bit_equal(fused.forward_relu(x), relu(x)));
+}
+
+TEST_CASE("BatchNorm::forward_relu: relu(forward(x)), the same statistics and count, in training and evaluation") {
+  Generator g(3);
+  for (const Shape& shape : {Shape{4, 16, 5, 5}, Shape{3, 2, 3, 2, 4}}) {  // BatchNorm2d, and 3d's reshape
+    CAPTURE(shape_str(shape));
+    const Tensor x = randn(shape, g);
+    auto make = [&]() -> std::shared_ptr<nn::BatchNorm> {
+      if (shape.size() == 5) return std::make_shared<nn::BatchNorm3d>(shape[1]);
+      return std::make_shared<nn::BatchNorm2d>(shape[1]);
+    };
+    auto fused = make(), plain = make();
+    nn::init::uniform_(fused->weight(), g, -1, 1);
+    plain->weight().copy_(fused->weight());
+    for (int step = 0; step < 2; ++step) {  // training twice, then evaluation with what it kept
+      const Tensor a = fused->forward_relu(x), b = relu(plain->forward(x));
+      xgt::check_close({a, fused->running_mean(), fused->running_var()},
+                       {b, plain->running_mean(), plain->running_var()}, 1e-6);
+      CHECK(fused->num_batches_tracked().item() == plain->num_batches_tracked().item());
+      const std::vector<double> values = a.to_vector();
+      CHECK(std::count(values.begin(), values.end(), 0.0) > 0);  // the relu clamps some
+    }
+    fused->eval();
+    plain->eval();
+    xgt::check_close({fused->forward_relu(x)}, {relu(plain->forward(x))}, 1e-6);
+    CHECK(fused->num_batches_tracked().item() == 2);
+  }
 }
 
 namespace {
