@@ -159,6 +159,27 @@ void with_block(int64_t b, F&& f) {
     throw std::logic_error("batch_norm: channel block " + std::to_string(b) + ", expected 8 or 16");
 }
 
+// f(i, c, at) for every plane i of row-major values (its channel c, its
+// values from offset at), in parallel at `cost` operations a value.
+template <class F>
+void for_planes(const Planes& p, int64_t cost, F&& f) {
+  parallel_for(p.N * p.C, cost * p.S, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) f(i, i % p.C, i * p.S);
+  });
+}
+
+// f(block, i, c0, at) for every tile i of blocked values (its first channel
+// c0, its values from offset at; block the layout's channel block as
+// with_block gives it), in parallel at `cost` operations a value.
+template <class F>
+void for_tiles(const Planes& p, int64_t cost, F&& f) {
+  with_block(p.b, [&](auto block) {
+    parallel_for(p.tiles(), cost * p.S * decltype(block)::value, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) f(block, i, p.tile_channel(i), p.tile_offset(i));
+    });
+  });
+}
+
 // Per tile of blocked values (B lanes), per lane l (channel c0 + l): f(l,
 // value at position j) for every j of the S, lanes innermost.
 template <int64_t B, class F>
@@ -185,32 +206,26 @@ ChannelStats batch_stats(const float* x, const Planes& p, double eps) {
   // Each plane's mean and squared deviation from it, (n, c) at n C + c.
   std::vector<float> pm(static_cast<size_t>(p.N * p.C)), pq(pm.size());
   if (p.b == 0) {
-    parallel_for(p.N * p.C, 3 * p.S, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float* r = x + i * p.S;
-        float sum = 0, sq = 0;
+    for_planes(p, 3, [&](int64_t i, int64_t, int64_t at) {
+      const float* r = x + at;
+      float sum = 0, sq = 0;
 #pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j < p.S; ++j) sum += r[j];
-        const float rm = sum / static_cast<float>(p.S);
+      for (int64_t j = 0; j < p.S; ++j) sum += r[j];
+      const float rm = sum / static_cast<float>(p.S);
 #pragma omp simd reduction(+ : sq)
-        for (int64_t j = 0; j < p.S; ++j) sq += (r[j] - rm) * (r[j] - rm);
-        pm[i] = rm, pq[i] = sq;
-      }
+      for (int64_t j = 0; j < p.S; ++j) sq += (r[j] - rm) * (r[j] - rm);
+      pm[i] = rm, pq[i] = sq;
     });
   } else {
-    with_block(p.b, [&](auto block) {
+    for_tiles(p, 3, [&](auto block, int64_t i, int64_t c0, int64_t at) {
       constexpr int64_t B = decltype(block)::value;
-      parallel_for(p.tiles(), 3 * p.S * B, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          const float* t = x + p.tile_offset(i);
-          float sum[B] = {}, sq[B] = {}, rm[B];
-          over_lanes<B>(t, p.S, [&](int64_t l, float v) { sum[l] += v; });
-          for (int64_t l = 0; l < B; ++l) rm[l] = sum[l] / static_cast<float>(p.S);
-          over_lanes<B>(t, p.S, [&](int64_t l, float v) { sq[l] += (v - rm[l]) * (v - rm[l]); });
-          const int64_t at = p.tile_image(i) * p.C + p.tile_channel(i);
-          for (int64_t l = 0; l < B; ++l) pm[at + l] = rm[l], pq[at + l] = sq[l];
-        }
-      });
+      const float* t = x + at;
+      float sum[B] = {}, sq[B] = {}, rm[B];
+      over_lanes<B>(t, p.S, [&](int64_t l, float v) { sum[l] += v; });
+      for (int64_t l = 0; l < B; ++l) rm[l] = sum[l] / static_cast<float>(p.S);
+      over_lanes<B>(t, p.S, [&](int64_t l, float v) { sq[l] += (v - rm[l]) * (v - rm[l]); });
+      const int64_t to = p.tile_image(i) * p.C + c0;
+      for (int64_t l = 0; l < B; ++l) pm[to + l] = rm[l], pq[to + l] = sq[l];
     });
   }
   ChannelStats s{std::vector<float>(p.C), std::vector<float>(p.C), std::vector<double>(p.C)};
@@ -306,40 +321,31 @@ void channel_lines(const float* d, const float* x, const Planes& p, const std::v
   with_flag(d != nullptr, [&](auto grad) {
     with_flag(m != nullptr, [&](auto relu) {
       constexpr bool D = decltype(grad)::value, R = decltype(relu)::value;
-      auto factor = [&](const std::vector<float>& k, int64_t c) { return k.empty() ? 0.0f : k[c]; };
-      const std::vector<float> none;
-      const std::vector<float>&ks = R ? m->scale : none, &kt = R ? m->shift : none, &k3d = D ? k3 : none;
       if (p.b == 0) {
-        parallel_for(p.N * p.C, 2 * p.S, [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i) {
-            const int64_t c = i % p.C, at = i * p.S;
-            const float f1 = k1[c], f2 = k2[c], f3 = factor(k3d, c), ms = factor(ks, c), mt = factor(kt, c);
-            const float *r = x + at, *g = D ? d + at : nullptr;
-            float* o = y + at;
+        for_planes(p, 2, [&](int64_t, int64_t c, int64_t at) {
+          const float f1 = k1[c], f2 = k2[c], f3 = D ? k3[c] : 0.0f;
+          const float ms = R ? m->scale[c] : 0.0f, mt = R ? m->shift[c] : 0.0f;
+          const float *r = x + at, *g = D ? d + at : nullptr;
+          float* o = y + at;
 #pragma omp simd
-            for (int64_t j = 0; j < p.S; ++j) o[j] = line_value<D, R>(r[j], D ? g[j] : 0.0f, f1, f2, f3, ms, mt);
-          }
+          for (int64_t j = 0; j < p.S; ++j) o[j] = line_value<D, R>(r[j], D ? g[j] : 0.0f, f1, f2, f3, ms, mt);
         });
         return;
       }
-      with_block(p.b, [&](auto block) {
+      for_tiles(p, 2, [&](auto block, int64_t, int64_t c0, int64_t at) {
         constexpr int64_t B = decltype(block)::value;
-        parallel_for(p.tiles(), 2 * p.S * B, [&](int64_t i0, int64_t i1) {
-          for (int64_t i = i0; i < i1; ++i) {
-            const int64_t c0 = p.tile_channel(i), at = p.tile_offset(i);
-            float f1[B], f2[B], f3[B], ms[B], mt[B];  // the tile's channels' factors, in registers
-            for (int64_t l = 0; l < B; ++l)
-              f1[l] = k1[c0 + l], f2[l] = k2[c0 + l], f3[l] = factor(k3d, c0 + l), ms[l] = factor(ks, c0 + l),
-              mt[l] = factor(kt, c0 + l);
-            for (int64_t j = 0; j < p.S; ++j) {
-              const float *r = x + at + j * B, *g = D ? d + at + j * B : nullptr;
-              float* o = y + at + j * B;
+        float f1[B], f2[B], f3[B], ms[B], mt[B];  // the tile's channels' factors, in registers
+        for (int64_t l = 0; l < B; ++l) {
+          f1[l] = k1[c0 + l], f2[l] = k2[c0 + l], f3[l] = D ? k3[c0 + l] : 0.0f;
+          ms[l] = R ? m->scale[c0 + l] : 0.0f, mt[l] = R ? m->shift[c0 + l] : 0.0f;
+        }
+        for (int64_t j = 0; j < p.S; ++j) {
+          const float *r = x + at + j * B, *g = D ? d + at + j * B : nullptr;
+          float* o = y + at + j * B;
 #pragma omp simd
-              for (int64_t l = 0; l < B; ++l)
-                o[l] = line_value<D, R>(r[l], D ? g[l] : 0.0f, f1[l], f2[l], f3[l], ms[l], mt[l]);
-            }
-          }
-        });
+          for (int64_t l = 0; l < B; ++l)
+            o[l] = line_value<D, R>(r[l], D ? g[l] : 0.0f, f1[l], f2[l], f3[l], ms[l], mt[l]);
+        }
       });
     });
   });
@@ -356,44 +362,36 @@ void plane_grad_sums(const float* px, const float* pg, const Planes& p, const st
   with_flag(m != nullptr, [&](auto relu) {
     constexpr bool R = decltype(relu)::value;
     if (p.b == 0) {
-      parallel_for(p.N * p.C, 3 * p.S, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t c = i % p.C;
-          const float mu = mean[c], *r = px + i * p.S, *d = pg + i * p.S;
-          const float ms = R ? m->scale[c] : 0.0f, mt = R ? m->shift[c] : 0.0f;
-          float a = 0, b = 0;
+      for_planes(p, 3, [&](int64_t i, int64_t c, int64_t at) {
+        const float mu = mean[c], *r = px + at, *d = pg + at;
+        const float ms = R ? m->scale[c] : 0.0f, mt = R ? m->shift[c] : 0.0f;
+        float a = 0, b = 0;
 #pragma omp simd reduction(+ : a, b)
-          for (int64_t j = 0; j < p.S; ++j) {
-            const float gj = relu_masked<R>(d[j], r[j], ms, mt);
-            a += gj, b += gj * (r[j] - mu);
-          }
-          pa[i] = a, pb[i] = b;
+        for (int64_t j = 0; j < p.S; ++j) {
+          const float gj = relu_masked<R>(d[j], r[j], ms, mt);
+          a += gj, b += gj * (r[j] - mu);
         }
+        pa[i] = a, pb[i] = b;
       });
       return;
     }
-    with_block(p.b, [&](auto block) {
+    for_tiles(p, 3, [&](auto block, int64_t i, int64_t c0, int64_t at) {
       constexpr int64_t B = decltype(block)::value;
-      parallel_for(p.tiles(), 3 * p.S * B, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t c0 = p.tile_channel(i), at = p.tile_offset(i);
-          float mu[B], ms[B], mt[B], a[B] = {}, b[B] = {};
-          for (int64_t l = 0; l < B; ++l) {
-            mu[l] = mean[c0 + l];
-            ms[l] = R ? m->scale[c0 + l] : 0.0f, mt[l] = R ? m->shift[c0 + l] : 0.0f;
-          }
-          for (int64_t j = 0; j < p.S; ++j) {
-            const float *r = px + at + j * B, *d = pg + at + j * B;
+      float mu[B], ms[B], mt[B], a[B] = {}, b[B] = {};
+      for (int64_t l = 0; l < B; ++l) {
+        mu[l] = mean[c0 + l];
+        ms[l] = R ? m->scale[c0 + l] : 0.0f, mt[l] = R ? m->shift[c0 + l] : 0.0f;
+      }
+      for (int64_t j = 0; j < p.S; ++j) {
+        const float *r = px + at + j * B, *d = pg + at + j * B;
 #pragma omp simd
-            for (int64_t l = 0; l < B; ++l) {
-              const float gl = relu_masked<R>(d[l], r[l], ms[l], mt[l]);
-              a[l] += gl, b[l] += gl * (r[l] - mu[l]);
-            }
-          }
-          const int64_t to = p.tile_image(i) * p.C + c0;
-          for (int64_t l = 0; l < B; ++l) pa[to + l] = a[l], pb[to + l] = b[l];
+        for (int64_t l = 0; l < B; ++l) {
+          const float gl = relu_masked<R>(d[l], r[l], ms[l], mt[l]);
+          a[l] += gl, b[l] += gl * (r[l] - mu[l]);
         }
-      });
+      }
+      const int64_t to = p.tile_image(i) * p.C + c0;
+      for (int64_t l = 0; l < B; ++l) pa[to + l] = a[l], pb[to + l] = b[l];
     });
   });
 }
