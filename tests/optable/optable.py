@@ -1528,11 +1528,21 @@ def draw_pool3d(kind):
     return draw
 
 
-def draw_batch_norm3d(g, x, s, kinks):
-    C = g.r.choice([1, 2, 3])
-    x = g.new_input((g.r.choice([2, 3]), C) + tuple(g.r.randint(1, 3) for _ in range(3)))
+def batch_input(g, C, spatial):
+    """A new input (2 or 3, C, then `spatial` axes of 1 to 3) for batch
+    norm, or None when a channel has fewer than 2 values or nearly no
+    variance over the batch (the normalisation's derivatives blow up)."""
+    x = g.new_input((g.r.choice([2, 3]), C) + tuple(g.r.randint(1, 3) for _ in range(spatial)))
     v = g.vals[x].transpose(0, 1).reshape(C, -1)
     if v.shape[1] < 2 or bool((v.var(-1, unbiased=False) < 1e-2).any()):
+        return None
+    return x
+
+
+def draw_batch_norm3d(g, x, s, kinks):
+    C = g.r.choice([1, 2, 3])
+    x = batch_input(g, C, 3)
+    if x is None:
         return None
     s.update(num_features=C, eps=g.r.choice([1e-5, 1e-3]), momentum=g.r.choice([0.1, 0.3]),
              affine=g.r.random() < 0.7)
@@ -1544,9 +1554,8 @@ def draw_batch_norm(ranks):
     def draw(g, x, s, kinks):
         C = g.r.choice([1, 2, 3])
         rank = g.r.choice(ranks)
-        x = g.new_input((g.r.choice([2, 3]), C) + tuple(g.r.randint(1, 3) for _ in range(rank - 2)))
-        v = g.vals[x].transpose(0, 1).reshape(C, -1)
-        if v.shape[1] < 2 or bool((v.var(-1, unbiased=False) < 1e-2).any()):
+        x = batch_input(g, C, rank - 2)
+        if x is None:
             return None
         s.update(num_features=C, eps=g.r.choice([1e-5, 1e-3]), momentum=g.r.choice([0.1, 0.3]),
                  affine=g.r.random() < 0.7, track_running_stats=g.r.random() < 0.7)
@@ -1925,9 +1934,8 @@ def draw_batch_norm_relu(g, x, s, kinks):
     kept away from relu's kink, where central differences meet neither
     one-sided slope."""
     C = g.r.choice([1, 2, 3])
-    x = g.new_input((g.r.choice([2, 3]), C) + tuple(g.r.randint(1, 3) for _ in range(g.r.randint(0, 2))))
-    v = g.vals[x].transpose(0, 1).reshape(C, -1)
-    if v.shape[1] < 2 or bool((v.var(-1, unbiased=False) < 1e-2).any()):
+    x = batch_input(g, C, g.r.randint(0, 2))
+    if x is None:
         return None
     s.update(eps=g.r.choice([1e-5, 1e-3]))
     affine = g.r.random() < 0.7
