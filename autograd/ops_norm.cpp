@@ -56,24 +56,26 @@ void check_eps(const char* op, double eps) {
   require(eps > 0, "eps " + fmt::format("{}", eps) + ": expected > 0", (std::string(op) + ": ").c_str());
 }
 
-// Every argument of batch_norm checked, with the names PyTorch gives them.
-void check_batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                      const Tensor& bias, bool training, double momentum, double eps) {
-  check_defined(x, "batch_norm");
+// Every argument of batch_norm (or batch_norm_relu: `op`) checked, with the
+// names PyTorch gives them.
+void check_batch_norm(const char* op, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                      const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps) {
+  const std::string at = std::string(op) + ": ";
+  check_defined(x, op);
   if (x.dim() < 2 || x.dim() > 4)
-    throw ShapeError("batch_norm: expected an input (N,C), (N,C,L) or (N,C,H,W), got " + shape_str(x.shape()));
-  check_eps("batch_norm", eps);
+    throw ShapeError(at + "expected an input (N,C), (N,C,L) or (N,C,H,W), got " + shape_str(x.shape()));
+  check_eps(op, eps);
   require(momentum >= 0 && momentum <= 1, "momentum " + fmt::format("{}", momentum) + ": expected in [0, 1]",
-          "batch_norm: ");
-  check_channels("batch_norm", "running_mean", running_mean, x);
-  check_channels("batch_norm", "running_var", running_var, x);
-  check_channels("batch_norm", "weight", weight, x);
-  check_channels("batch_norm", "bias", bias, x);
+          at.c_str());
+  check_channels(op, "running_mean", running_mean, x);
+  check_channels(op, "running_var", running_var, x);
+  check_channels(op, "weight", weight, x);
+  check_channels(op, "bias", bias, x);
   require(training || (running_mean.defined() && running_var.defined()),
           "evaluation (training false) normalises with running_mean and running_var: both must be defined",
-          "batch_norm: ");
+          at.c_str());
   if (training && x.numel() / x.size(1) <= 1)
-    throw ShapeError("batch_norm: training needs more than 1 value per channel, got input " + shape_str(x.shape()));
+    throw ShapeError(at + "training needs more than 1 value per channel, got input " + shape_str(x.shape()));
 }
 
 // r = (1 - momentum) r + momentum b, in place and off the tape.
@@ -530,7 +532,8 @@ Tensor batch_norm_composite(const Tensor& x, const Tensor& running_mean, const T
 Tensor batch_norm_maybe_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                              const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps,
                              const std::function<Tensor(const Tensor&)>& across, bool relu) {
-  check_batch_norm(x, running_mean, running_var, weight, bias, training, momentum, eps);
+  check_batch_norm(relu ? "batch_norm_relu" : "batch_norm", x, running_mean, running_var, weight, bias, training,
+                   momentum, eps);
   if (x.dtype() == f32 && !across && x.numel() > 0 && !detail::g_trace)
     return batch_norm_fused(x, running_mean, running_var, weight, bias, training, momentum, eps, relu);
   const Tensor y = batch_norm_composite(x, running_mean, running_var, weight, bias, training, momentum, eps, across);

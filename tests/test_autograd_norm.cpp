@@ -163,6 +163,18 @@ TEST_CASE("batch_norm and group_norm: bad inputs and options are refused by name
         "batch_norm: evaluation (training false) normalises with running_mean and running_var: both must be defined");
   CHECK(XG_THROW_MESSAGE(batch_norm(leaf({1, 3}, 25), none, none, none, none, true), ShapeError) ==
         "batch_norm: training needs more than 1 value per channel, got input (1,3)");
+  // batch_norm_relu's checks are batch_norm's, under its own name.
+  CHECK(XG_THROW_MESSAGE(batch_norm_relu(leaf({4}, 23), none, none, none, none, true), ShapeError) ==
+        "batch_norm_relu: expected an input (N,C), (N,C,L) or (N,C,H,W), got (4,)");
+  CHECK(XG_THROW_MESSAGE(batch_norm_relu(x.to(f32), none, none, leaf({4}, 24).to(f32), none, true), ShapeError) ==
+        "batch_norm_relu: weight (4,) does not match the 3 channels of input (4,3,2): expected (3,)");
+  CHECK(XG_THROW_MESSAGE(batch_norm_relu(x, none, none, c3, c3, true, -0.5), std::invalid_argument) ==
+        "batch_norm_relu: momentum -0.5: expected in [0, 1]");
+  CHECK(XG_THROW_MESSAGE(batch_norm_relu(x.to(f32), none, none, none, none, false), std::invalid_argument) ==
+        "batch_norm_relu: evaluation (training false) normalises with running_mean and running_var: both must be "
+        "defined");
+  CHECK(XG_THROW_MESSAGE(batch_norm_relu(leaf({1, 3}, 25), none, none, none, none, true, 0.1, 0.0),
+                         std::invalid_argument) == "batch_norm_relu: eps 0: expected > 0");
   Tensor g = leaf({2, 6, 3}, 26);
   CHECK(XG_THROW_MESSAGE(group_norm(g, 4), ShapeError) ==
         "group_norm: groups 4 does not divide the 6 channels of input (2,6,3)");
