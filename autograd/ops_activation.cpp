@@ -38,6 +38,35 @@ Tensor mask_of(const Tensor& a, F f) {
 
 Tensor scalar_like(double s, const Tensor& a) { return scalar(s, a.dtype()); }
 
+Tensor tanh_sech(const Tensor& a);
+
+// 1 / cosh(a), from e^-|a| so that it neither overflows nor cancels: where
+// tanh(a) nears 1, 1 - tanh(a)^2 keeps only the bits that tanh's rounding
+// left, and sech(a)^2 keeps them all. Its slope -sech(a) tanh(a) stays
+// bounded at every order.
+Tensor sech(const Tensor& a) {
+  return pointwise(
+      "sech", a,
+      [](auto x) {
+        using T = decltype(x);
+        const T e = std::exp(-std::abs(x));
+        return T(2) * e / (T(1) + e * e);
+      },
+      [](const Tensor& x) { return -(sech(x) * tanh_sech(x)); });
+}
+
+// tanh whose slope is sech(a)^2 (tanh's own is 1 - tanh(a)^2, read from its
+// output, as PyTorch's): for slopes that must stay accurate where tanh
+// saturates.
+Tensor tanh_sech(const Tensor& a) {
+  return pointwise(
+      "tanh", a, [](auto x) { return std::tanh(x); },
+      [](const Tensor& x) {
+        const Tensor s = sech(x);
+        return s * s;
+      });
+}
+
 // a with every element above 0 replaced by 0: the negative part, whose
 // exponential cannot overflow (an elu slope's exp(a) where a > 0 is not
 // used, but its inf would turn a zero gradient into NaN).
@@ -210,9 +239,11 @@ Tensor gelu(const Tensor& a, const std::string& approximate) {
         return T(0.5) * x * (T(1) + std::tanh(T(k) * (x + T(c) * x * x * x)));
       },
       [](const Tensor& x) {
-        const Tensor x2 = x * x;
-        const Tensor t = tanh((x + x2 * x * c) * k);
-        return (1.0 + t) * 0.5 + x * (1.0 - t * t) * (1.0 + x2 * (3 * c)) * (0.5 * k);
+        // tanh's slope as sech^2 rather than 1 - tanh^2, as PyTorch's second
+        // derivative writes it: accurate where the inner value is large, at
+        // every order
+        const Tensor x2 = x * x, inner = (x + x2 * x * c) * k, s = sech(inner);
+        return (1.0 + tanh_sech(inner)) * 0.5 + x * (s * s) * (1.0 + x2 * (3 * c)) * (0.5 * k);
       });
 }
 

@@ -1,8 +1,10 @@
 // Reductions over any set of axes. A contiguous block of reduced axes (the
 // common case: last axis, leading axes, one axis) runs as a plain
 // (outer, reduced, inner) loop; other sets go through the strided walker.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "autograd/detail/impl.h"
 #include "autograd/detail/iter.h"
@@ -54,29 +56,42 @@ ReducePlan plan_reduce(const Shape& s, const std::vector<int64_t>& axes, bool ke
   return p;
 }
 
+// Sums accumulate in double (float32 inputs too): a float32 sum of n terms
+// in float32 drifts by up to n roundings (a bias gradient over a batch of
+// images sums thousands), where PyTorch's cascaded sum drifts by about log n;
+// one rounding at the end keeps xgrad at or below that.
 template <class T>
 void sum_kernel(const T* x, const Shape& s, const ReducePlan& p, T* out) {
   const int64_t n_out = shape_numel(p.keep_shape);
-  std::fill(out, out + n_out, T(0));
   if (p.block) {
+    std::vector<double> acc(p.inner == 1 ? 0 : static_cast<size_t>(p.inner));
     for (int64_t o = 0; o < p.outer; ++o) {
       T* dst = out + o * p.inner;
       const T* src = x + o * p.mid * p.inner;
       if (p.inner == 1) {
-        T acc = 0;
-#pragma omp simd reduction(+ : acc)
-        for (int64_t r = 0; r < p.mid; ++r) acc += src[r];
-        dst[0] = acc;
+        double a = 0;
+#pragma omp simd reduction(+ : a)
+        for (int64_t r = 0; r < p.mid; ++r) a += static_cast<double>(src[r]);
+        dst[0] = static_cast<T>(a);
       } else {
-        for (int64_t r = 0; r < p.mid; ++r)
-          for (int64_t i = 0; i < p.inner; ++i) dst[i] += src[r * p.inner + i];
+        std::fill(acc.begin(), acc.end(), 0.0);
+        double* ap = acc.data();
+        for (int64_t r = 0; r < p.mid; ++r) {
+          const T* row = src + r * p.inner;
+#pragma omp simd
+          for (int64_t i = 0; i < p.inner; ++i) ap[i] += static_cast<double>(row[i]);
+        }
+        for (int64_t i = 0; i < p.inner; ++i) dst[i] = static_cast<T>(ap[i]);
       }
     }
     return;
   }
-  auto ins = contiguous_strides(s);
+  std::vector<double> acc(static_cast<size_t>(n_out), 0.0);
   auto outs = detail::broadcast_strides(p.keep_shape, s);
-  detail::for_each_strided<1>(s, {&outs}, [&](int64_t i, const std::array<int64_t, 1>& off) { out[off[0]] += x[i]; });
+  detail::for_each_strided<1>(s, {&outs}, [&](int64_t i, const std::array<int64_t, 1>& off) {
+    acc[off[0]] += static_cast<double>(x[i]);
+  });
+  for (int64_t i = 0; i < n_out; ++i) out[i] = static_cast<T>(acc[i]);
 }
 
 // The trace's attributes of a reduction: the reduced axes and keepdims.

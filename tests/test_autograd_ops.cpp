@@ -71,6 +71,26 @@ TEST_CASE("ops: gradients of reductions over any axes") {
     }
 }
 
+TEST_CASE("ops: a float32 sum is the float64 sum of its terms, rounded once") {
+  // 20,000 terms an output: summed in float32 they would drift by many
+  // roundings (the last axis, a leading axis, two axes apart: each of
+  // sum's loops)
+  std::vector<float> v(160000);
+  uint32_t state = 12345;
+  for (float& f : v) {
+    state = state * 1664525u + 1013904223u;
+    f = static_cast<float>(state >> 8) / 16777216.0f;  // [0, 1)
+  }
+  struct Case { Shape shape; std::vector<int64_t> axes; };
+  for (const Case& c : {Case{{8, 20000}, {1}}, Case{{20000, 8}, {0}}, Case{{100, 8, 200}, {0, 2}}}) {
+    CAPTURE(shape_str(c.shape));
+    const Tensor x = from_vector(v, c.shape);
+    const std::vector<double> got = sum(x, c.axes).to_vector(), want = sum(x.to(f64), c.axes).to_vector();
+    REQUIRE(got.size() == 8);
+    for (size_t i = 0; i < got.size(); ++i) CHECK(got[i] == static_cast<double>(static_cast<float>(want[i])));
+  }
+}
+
 TEST_CASE("ops: gradients of shape ops") {
   Tensor a = leaf({2, 3, 4}, 9);
   XG_CHECK_GRAD([](const V& x) { return reshape(x[0], {4, -1}); }, a);

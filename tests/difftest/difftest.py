@@ -106,8 +106,8 @@ def cross_entropy(logits, s):
 
 def forward(op, s, a, second_order=False, expand=False):
     """The PyTorch twin of xg_difftest's forward(). second_order: the program
-    can take a second derivative (see layer norm). expand: layer norm from its
-    definition in elementary ops (the judge's fallback)."""
+    can take a second derivative (see layer norm). expand: the ops of
+    EXPANDED from their definitions in elementary ops (the judge's fallback)."""
     if op == "add": return a[0] + a[1]
     if op == "sub": return a[0] - a[1]
     if op == "mul": return a[0] * a[1]
@@ -176,6 +176,7 @@ def forward(op, s, a, second_order=False, expand=False):
     if op == "relu_dropout":
         assert s["p"] == 0
         return F.dropout(torch.relu(a[0]), 0.0, True)
+    if op == "binary_cross_entropy" and expand: return optable.bce_definition(a, s)
     if op == "attention": return attention(a[0], a[1], a[2], s)
     if op == "recurrence": return recurrence(a[0], a[1], a[2], a[3], a[4], s)
     if op in optable.BY_NAME: return optable.BY_NAME[op].torch(a, s)
@@ -1189,9 +1190,35 @@ def check(binary, progs, workdir, tag, judging=True):
 DEVIATION = "pytorch wrong (judged): "
 
 
+# Ops whose PyTorch derivatives are wrong at some order, and whose
+# definitions in elementary ops PyTorch differentiates right (forward(...,
+# expand=True)): layer norm's third derivative, binary_cross_entropy's second
+# (1e-12 added to p). Where finite differences cannot decide (a derivative
+# with respect to a value whose producer saved it), PyTorch running these
+# definitions is the second judge.
+EXPANDED = ("layer_norm", "add_layer_norm", "binary_cross_entropy")
+
+
 def judge_verdict(prog, xr, tr):
     """judge.judge() on a program both sides ran to the end without in-place
-    writes (whose semantics differ by design); else ('undecided', why)."""
+    writes (whose semantics differ by design), then the second judge of
+    EXPANDED where it left the program undecided; else ('undecided', why)."""
+    verdict, lines = finite_difference_verdict(prog, xr, tr)
+    if verdict == "undecided" and xr.get("error") is None and tr.get("error") is None and \
+            any(s["op"] in EXPANDED for s in prog["steps"]):
+        expanded = run_torch(prog, expand=True)
+        if expanded.get("error") is None:
+            x_agrees, t_agrees = compare(prog, xr, expanded) is None, compare(prog, tr, expanded) is None
+            if x_agrees != t_agrees:
+                verdict = "pytorch" if x_agrees else "xgrad"
+                lines.append(f"PyTorch with {', '.join(sorted({s['op'] for s in prog['steps'] if s['op'] in EXPANDED}))} "
+                             f"written in elementary ops agrees with {'xgrad' if x_agrees else 'PyTorch'} at 1e-10")
+    return verdict, lines
+
+
+def finite_difference_verdict(prog, xr, tr):
+    """judge.judge(): each differing tensor against finite differences of
+    PyTorch's own run (judge.py)."""
     if xr.get("error") or tr.get("error"):
         return "undecided", ["a side failed: nothing to differentiate"]
     if any(s["op"] in INPLACE for s in prog["steps"]):
@@ -1226,15 +1253,6 @@ def judged(binary, workdir, prog, xr, tr, why):
             # finds PyTorch wrong: no reference for the program with them.
             return SKIP + "PyTorch wrong (judged) in the program without its in-place writes, which change its values"
     verdict, lines = judge_verdict(prog, xr, tr)
-    if verdict == "undecided" and xr.get("error") is None and \
-            any(s["op"] in ("layer_norm", "add_layer_norm") for s in prog["steps"]):
-        # Where finite differences cannot decide (a derivative with respect to
-        # a value whose producer saved it), a second judge: PyTorch with layer
-        # norm written in elementary ops, whose third derivative it gets right.
-        expanded = run_torch(prog, expand=True)
-        if expanded.get("error") is None and compare(prog, xr, expanded) is None:
-            verdict = "pytorch"
-            lines.append("PyTorch with layer norm written in elementary ops agrees with xgrad at 1e-10")
     text = "\n  ".join(["judge: " + (verdict + " wrong" if verdict != "undecided" else verdict)] + lines)
     return (DEVIATION if verdict == "pytorch" else "") + why + "\n  " + text
 

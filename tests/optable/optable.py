@@ -380,6 +380,17 @@ def bce_torch(a, s):
     return F.binary_cross_entropy(a[0], a[1], a[2] if len(a) > 2 else None, reduction=red(s))
 
 
+def bce_definition(a, s):
+    """binary_cross_entropy from its definition: the judge's fallback
+    (difftest.py), since PyTorch 1.13's second derivative adds 1e-12 to p and
+    to 1 - p (binary_cross_entropy_double_backward), a relative error near
+    1e-12 / p. Drawn in (0.05, 0.95), where the log's clamp at -100 never acts."""
+    p, t, w = a[0], a[1], a[2] if len(a) > 2 else None
+    loss = -(t * torch.log(p) + (1 - t) * torch.log1p(-p))
+    loss = loss * w if w is not None else loss
+    return definition_twin(loss, F.binary_cross_entropy(p.detach(), t.detach(), w, reduction="none"), s)
+
+
 def bce_logits_torch(a, s):
     w = a[2] if len(a) > 2 else None
     pw = a[3] if len(a) > 3 else None
