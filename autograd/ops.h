@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -383,10 +384,11 @@ Tensor cross_map_lrn2d(const Tensor& x, int64_t size, double alpha = 1e-4, doubl
 // ids, (B, L) bags or (N) split at `offsets` (B) (plus the end when
 // include_last_offset), reduced per bag by mode "sum" (times
 // per_sample_weights, the ids' shape), "mean" or "max"; ids equal to
-// padding_idx (-1: none) count for nothing; an empty bag is zeros -> (B, C).
+// padding_idx (none by default; in [-V, V), a negative one counting from the
+// end, as PyTorch's) count for nothing; an empty bag is zeros -> (B, C).
 Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offsets = Tensor(),
                      const std::string& mode = "mean", const Tensor& per_sample_weights = Tensor(),
-                     bool include_last_offset = false, int64_t padding_idx = -1);
+                     bool include_last_offset = false, std::optional<int64_t> padding_idx = std::nullopt);
 
 // torch.nn.functional.instance_norm with the input's statistics: each (n, c)
 // of x (N,C,...) normalised over its spatial axes (biased variance), then

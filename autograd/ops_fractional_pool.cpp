@@ -106,6 +106,10 @@ MaxPool2dResult fractional_pool(const char* op, const Tensor& x, const Fractiona
   const Shape& in = x.shape();
   const std::array<int64_t, D> out = output_sizes<D>(op, in, o);
   const int64_t N = x.dim() == static_cast<int64_t>(D) + 2 ? in[0] : 1, C = in[in.size() - D - 1];
+  for (size_t a = in.size() - D - 1; a < in.size(); ++a)
+    if (in[a] < 1)
+      throw ShapeError(fmt::format("{}: input {} is empty along dimension {}: only the batch may be empty", op,
+                                   shape_str(in), a));
   const std::vector<double> u = samples<D, S>(op, o, N, C, gen);
   std::array<int64_t, D> size{};
   int64_t plane = 1;
@@ -113,7 +117,7 @@ MaxPool2dResult fractional_pool(const char* op, const Tensor& x, const Fractiona
   const std::vector<double> v = x.to_vector();
   std::vector<int64_t> local, global;
   for (int64_t p = 0; p < N * C; ++p) plane_argmax<D, S>(&v[p * plane], &u[p * D], size, out, o.kernel_size(), local);
-  const int64_t cells = static_cast<int64_t>(local.size()) / (N * C);
+  const int64_t cells = N == 0 ? 0 : static_cast<int64_t>(local.size()) / (N * C);
   for (size_t i = 0; i < local.size(); ++i) global.push_back(static_cast<int64_t>(i) / cells * plane + local[i]);
   Shape shape(in.begin(), in.end() - D);
   shape.insert(shape.end(), out.begin(), out.end());

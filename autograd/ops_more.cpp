@@ -25,6 +25,11 @@ Tensor max_unpool(const Tensor& x, const Tensor& indices, const Shape& output_si
                                  "shape, got {} and {} {}",
                                  op, dims, shape_str(x.shape()), dtype_name(indices.dtype()),
                                  shape_str(indices.shape())));
+  for (int64_t n : output_size)
+    if (n < 0)
+      throw ShapeError(fmt::format("{}: output size {}: expected each at least 0 (the default size (in - 1) stride "
+                                   "- 2 padding + kernel_size is negative where the padding is too large)",
+                                   op, shape_str(output_size)));
   const int64_t planes = x.size(0) * x.size(1), per_in = x.numel() / std::max<int64_t>(planes, 1);
   const int64_t per_out = shape_numel(output_size);
   auto idx = std::make_shared<std::vector<int64_t>>();
@@ -69,7 +74,8 @@ Tensor cross_map_lrn2d(const Tensor& x, int64_t size, double alpha, double beta,
 }
 
 Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offsets, const std::string& mode,
-                     const Tensor& per_sample_weights, bool include_last_offset, int64_t padding_idx) {
+                     const Tensor& per_sample_weights, bool include_last_offset,
+                     std::optional<int64_t> padding_idx) {
   const char* op = "embedding_bag";
   check_defined(weight, op);
   check_defined_any(ids, op);
@@ -98,6 +104,7 @@ Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offs
   if (per_sample_weights.defined() && (mode != "sum" || per_sample_weights.shape() != ids.shape()))
     throw ShapeError("embedding_bag: per_sample_weights (of the ids' shape) go with mode 'sum' only");
   const int64_t B = static_cast<int64_t>(starts.size()), C = weight.size(1);
+  const int64_t pad = padding_index(op, padding_idx, weight.size(0)).value_or(-1);  // -1: no id equals it
   const int64_t* pi = ids.data<int64_t>();
   Tensor rows = gather_rows(weight, reshape(ids, {n}));  // (n, C)
   if (per_sample_weights.defined()) rows = rows * unsqueeze(reshape(per_sample_weights, {n}), 1);
@@ -109,7 +116,7 @@ Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offs
     for (int64_t b = 0; b < B; ++b) {
       std::vector<int64_t> keep;
       for (int64_t i = starts[b]; i < bag_end(b); ++i)
-        if (pi[i] != padding_idx) keep.push_back(i);
+        if (pi[i] != pad) keep.push_back(i);
       bags.push_back(keep.empty() ? zeros({1, C}, weight.dtype())
                                   : max(index_select(rows, 0, from_ints(keep, {static_cast<int64_t>(keep.size())})),
                                         {0}, true));
@@ -119,9 +126,9 @@ Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offs
   std::vector<double> a(static_cast<size_t>(B * n), 0.0);  // (B, n): which ids each bag adds, and how
   for (int64_t b = 0; b < B; ++b) {
     int64_t count = 0;
-    for (int64_t i = starts[b]; i < bag_end(b); ++i) count += pi[i] != padding_idx;
+    for (int64_t i = starts[b]; i < bag_end(b); ++i) count += pi[i] != pad;
     for (int64_t i = starts[b]; i < bag_end(b); ++i)
-      if (pi[i] != padding_idx) a[b * n + i] = mode == "mean" ? 1.0 / count : 1.0;
+      if (pi[i] != pad) a[b * n + i] = mode == "mean" ? 1.0 / count : 1.0;
   }
   const Autocast full(Precision::f32);  // each bag's sum or mean, float32 under Autocast too (as PyTorch's)
   return matmul(from_vector(a, {B, n}, weight.dtype()), rows);  // (B, C)

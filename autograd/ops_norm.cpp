@@ -38,6 +38,14 @@ void check_channels(const char* op, const char* name, const Tensor& t, const Ten
                      dtype_name(t.dtype()));
 }
 
+// N times the spatial sizes of x (N,C,...): each channel's values (defined
+// when C is 0 too, as PyTorch counts them).
+int64_t values_per_channel(const Tensor& x) {
+  int64_t n = x.size(0);
+  for (int64_t d = 2; d < x.dim(); ++d) n *= x.size(d);
+  return n;
+}
+
 // (1, C, 1, ...): a per-channel (C) tensor as it broadcasts against x.
 Shape per_channel(const Tensor& x) {
   Shape s(x.dim(), 1);
@@ -74,7 +82,7 @@ void check_batch_norm(const char* op, const Tensor& x, const Tensor& running_mea
   require(training || (running_mean.defined() && running_var.defined()),
           "evaluation (training false) normalises with running_mean and running_var: both must be defined",
           at.c_str());
-  if (training && x.numel() / x.size(1) <= 1)
+  if (training && values_per_channel(x) <= 1)
     throw ShapeError(at + "training needs more than 1 value per channel, got input " + shape_str(x.shape()));
 }
 
@@ -112,7 +120,7 @@ Normalised batch_norm_composed(const Tensor& x, const Tensor& running_mean, cons
   for (int64_t i = 2; i < x.dim(); ++i) axes.push_back(i);
   // The batch's mean and biased variance per channel (1,C,1,...), over this
   // process's values or, through `across`, every process's.
-  double n = static_cast<double>(x.numel() / x.size(1));
+  double n = static_cast<double>(values_per_channel(x));
   if (across) n = across(full({1}, n, x.dtype())).item();
   auto batch_mean = [&](const Tensor& t) { return across ? across(sum(t, axes, true)) / n : mean(t, axes, true); };
   const Tensor mu = batch_mean(x), d = x - mu, v = batch_mean(d * d);
@@ -141,8 +149,9 @@ struct Planes {
 
 // x's planes, stored in `block` (0: row-major).
 Planes planes_of(const Tensor& x, int block) {
-  const int64_t N = x.size(0), C = x.size(1);
-  return {N, C, x.numel() / (N * C), block};
+  int64_t S = 1;  // from the shape: N or C may be 0
+  for (int64_t d = 2; d < x.dim(); ++d) S *= x.size(d);
+  return {x.size(0), x.size(1), S, block};
 }
 
 constexpr int64_t kMaxBlock = 16;

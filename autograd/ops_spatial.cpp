@@ -73,7 +73,12 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, const std::string&
       throw ShapeError(fmt::format("pad: dimension {} of size {} padded by ({}, {}) would have size {}", axis, n,
                                    before, after, n + before + after));
     if (mode == "constant") {
-      // a negative pad crops
+      // a negative pad crops, at most what the dimension holds (a larger crop
+      // at one end would not be made up by padding at the other)
+      const int64_t crop = std::max(-before, int64_t{0}) + std::max(-after, int64_t{0});
+      if (crop > n)
+        throw ShapeError(fmt::format("pad: pads ({}, {}) crop {} values from dimension {} of size {}: at most {}",
+                                     before, after, crop, axis, n, n));
       y = slice(y, axis, std::max(-before, int64_t{0}), n - std::max(-after, int64_t{0}));
       std::vector<Tensor> parts;
       Shape s = y.shape();
@@ -201,15 +206,22 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
   std::vector<int64_t> out(static_cast<size_t>(dims));
   std::vector<double> scales(static_cast<size_t>(dims), 0.0);
   if (!o.size().empty()) {
+    require(!o.recompute_scale_factor(), "interpolate: recompute_scale_factor is not meaningful with an explicit size");
     out = per_axis(o.size(), "size");
   } else {
     const std::vector<double> f = per_axis(o.scale_factor(), "scale_factor");
     for (int64_t d = 0; d < dims; ++d) {
-      require(f[d] > 0, fmt::format("interpolate: scale_factor {}: expected > 0", f[d]));
-      out[d] = static_cast<int64_t>(std::floor(x.size(d + 2) * f[d]));
+      const double size = std::floor(static_cast<double>(x.size(d + 2)) * f[d]);
+      require(f[d] > 0 && size < 0x1p62,
+              fmt::format("interpolate: scale_factor {}: expected > 0 and an output size below 2^62", f[d]));
+      out[d] = static_cast<int64_t>(size);
       if (!o.recompute_scale_factor()) scales[d] = f[d];  // the coordinates follow the factor, as PyTorch
     }
   }
+  for (int64_t d = 0; d < dims; ++d)
+    if (x.size(d + 2) < 1)
+      throw ShapeError(fmt::format("interpolate: input size 0 along dimension {} of {}: expected at least 1", d + 2,
+                                   shape_str(x.shape())));
   for (int64_t d = 0; d < dims; ++d)
     if (out[d] < 1)
       throw ShapeError(fmt::format("interpolate: output size {} along dimension {} of {}: expected at least 1", out[d],
@@ -227,7 +239,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
 Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor) {
   check_defined_any(x, "pixel_shuffle");
   const int64_t r = upscale_factor;
-  require(r >= 1, fmt::format("pixel_shuffle: upscale_factor {}: expected >= 1", r));
+  require(r >= 1 && r < (int64_t{1} << 31), fmt::format("pixel_shuffle: upscale_factor {}: expected in [1, 2^31)", r));
   if (x.dim() < 3 || x.size(-3) % (r * r) != 0)
     throw ShapeError(fmt::format("pixel_shuffle: expected an input (*, C*{}, H, W), got {}", r * r,
                                  shape_str(x.shape())));
@@ -243,7 +255,8 @@ Tensor pixel_shuffle(const Tensor& x, int64_t upscale_factor) {
 Tensor pixel_unshuffle(const Tensor& x, int64_t downscale_factor) {
   check_defined_any(x, "pixel_unshuffle");
   const int64_t r = downscale_factor;
-  require(r >= 1, fmt::format("pixel_unshuffle: downscale_factor {}: expected >= 1", r));
+  require(r >= 1 && r < (int64_t{1} << 31),
+          fmt::format("pixel_unshuffle: downscale_factor {}: expected in [1, 2^31)", r));
   if (x.dim() < 3 || x.size(-2) % r != 0 || x.size(-1) % r != 0)
     throw ShapeError(fmt::format("pixel_unshuffle: expected an input (*, C, H, W) with H and W divisible by {}, got {}",
                                  r, shape_str(x.shape())));

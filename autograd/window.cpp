@@ -70,19 +70,34 @@ WindowSpec conv_spec(const std::string& op, const std::vector<int64_t>& kernel, 
   return s;
 }
 
-std::vector<int64_t> transposed_sizes(const std::string& op, const std::vector<int64_t>& in,
-                                      const std::vector<int64_t>& kernel, const std::vector<int64_t>& s,
-                                      const std::vector<int64_t>& p, const std::vector<int64_t>& op_,
-                                      const std::vector<int64_t>& d) {
+// As PyTorch: of a windowed op's input, only the batch and the channels may be empty.
+void check_spatial(const std::string& op, const std::vector<int64_t>& spatial) {
+  for (int64_t n : spatial)
+    if (n < 1)
+      throw ShapeError(fmt::format("{}: spatial size {} is empty: only the batch or the channels may be 0", op,
+                                   sizes_text(spatial)));
+}
+
+void check_transposed(const std::string& op, const std::vector<int64_t>& s, const std::vector<int64_t>& p,
+                      const std::vector<int64_t>& op_, const std::vector<int64_t>& d) {
   check_at_least(op, "stride", s, 1);
   check_at_least(op, "padding", p, 0);
   check_at_least(op, "dilation", d, 1);
   check_at_least(op, "output_padding", op_, 0);
-  std::vector<int64_t> out;
-  for (size_t i = 0; i < in.size(); ++i) {
+  for (size_t i = 0; i < s.size(); ++i)
     require(op_[i] < s[i] || op_[i] < d[i],
             fmt::format("{}: output_padding {}: expected each below the stride {} or the dilation {}", op,
                         tuple_text(op_), tuple_text(s), tuple_text(d)));
+}
+
+std::vector<int64_t> transposed_sizes(const std::string& op, const std::vector<int64_t>& in,
+                                      const std::vector<int64_t>& kernel, const std::vector<int64_t>& s,
+                                      const std::vector<int64_t>& p, const std::vector<int64_t>& op_,
+                                      const std::vector<int64_t>& d) {
+  check_transposed(op, s, p, op_, d);
+  check_spatial(op, in);
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < in.size(); ++i) {
     out.push_back((in[i] - 1) * s[i] - 2 * p[i] + d[i] * (kernel[i] - 1) + op_[i] + 1);
   }
   for (int64_t n : out)
@@ -94,6 +109,7 @@ std::vector<int64_t> transposed_sizes(const std::string& op, const std::vector<i
 
 std::vector<WindowAxis> window_axes(const std::string& op, const std::vector<int64_t>& spatial, const WindowSpec& s) {
   const size_t D = spatial.size();
+  check_spatial(op, spatial);
   check_at_least(op, "kernel_size", s.kernel, 1);
   check_at_least(op, "stride", s.stride, 1);
   check_at_least(op, "padding", s.padding, 0);

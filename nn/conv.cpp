@@ -105,6 +105,9 @@ template <size_t D>
 ConvTransposeNd<D>::ConvTransposeNd(const ConvTransposeOptions<D>& o, Generator& gen) : options_(o) {
   const std::string name = fmt::format("ConvTranspose{}d", D);
   check_sizes(name, o.in_channels(), o.out_channels(), o.kernel_size(), o.groups());
+  // The window's options, checked now (as ConvNd's) rather than at the first forward.
+  detail::check_transposed(name, detail::values(o.stride()), detail::values(o.padding()),
+                           detail::values(o.output_padding()), detail::values(o.dilation()));
   int64_t fan_in = 0;
   make_weight(*this, weight_, o.in_channels(), o.out_channels() / o.groups(), o.kernel_size(), fan_in);
   if (o.bias()) bias_ = register_parameter("bias", empty({o.out_channels()}));

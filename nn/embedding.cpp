@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "autograd/require.h"
 #include "nn/init.h"
 
 namespace xg::nn {
@@ -17,20 +18,18 @@ std::string number_text(double v) {
 }
 }  // namespace
 
-Embedding::Embedding(int64_t num, int64_t dim, Generator& gen, int64_t padding_idx, double init_std)
-    : num_(num), dim_(dim), padding_idx_(padding_idx) {
+Embedding::Embedding(int64_t num, int64_t dim, Generator& gen, std::optional<int64_t> padding_idx, double init_std)
+    : num_(num), dim_(dim) {
   if (num <= 0 || dim <= 0)
     throw std::invalid_argument("Embedding: num and dim must be positive, got num=" + std::to_string(num) +
                                 ", dim=" + std::to_string(dim));
-  if (padding_idx < -1 || padding_idx >= num)
-    throw std::invalid_argument("Embedding: padding_idx " + std::to_string(padding_idx) +
-                                " outside [0, " + std::to_string(num) + ") (or -1 for none)");
+  padding_idx_ = padding_index("Embedding", padding_idx, num);
   if (!(init_std >= 0) || !std::isfinite(init_std))
     throw std::invalid_argument("Embedding: init_std " + number_text(init_std) + ": expected a finite number >= 0");
   weight_ = &register_parameter("weight", empty({num, dim}));
   normal_(*weight_, gen, 0.0, init_std);
-  if (padding_idx_ >= 0)
-    for (int64_t c = 0; c < dim; ++c) weight_->set({padding_idx_, c}, 0.0);
+  if (padding_idx_)
+    for (int64_t c = 0; c < dim; ++c) weight_->set({*padding_idx_, c}, 0.0);
 }
 
 std::string Embedding::type_name() const {
@@ -73,7 +72,7 @@ Tensor Embedding::forward(const std::vector<int64_t>& ids, const Shape& ids_shap
   const int64_t n = static_cast<int64_t>(ids.size());
   const bool has_pad = check_ids(*this, ids.data(), n, ids_shape);
   Tensor out = gather_rows(*weight_, ids, ids_shape);  // (ids_shape..., C)
-  return has_pad ? detach_padding(out, ids.data(), n, ids_shape, padding_idx_) : out;
+  return has_pad ? detach_padding(out, ids.data(), n, ids_shape, *padding_idx_) : out;
 }
 
 Tensor Embedding::forward(const Tensor& ids) {
@@ -86,7 +85,7 @@ Tensor Embedding::forward(const Tensor& ids) {
   const bool has_pad = check_ids(*this, p, ids.numel(), ids.shape());
   // The tensor form of gather_rows: an export trace sees the caller's ids tensor.
   Tensor out = gather_rows(*weight_, ids);  // (ids_shape..., C)
-  return has_pad ? detach_padding(out, p, ids.numel(), ids.shape(), padding_idx_) : out;
+  return has_pad ? detach_padding(out, p, ids.numel(), ids.shape(), *padding_idx_) : out;
 }
 
 }  // namespace xg::nn

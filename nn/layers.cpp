@@ -46,15 +46,16 @@ std::string CrossMapLRN2d::type_name() const {
 }
 
 EmbeddingBag::EmbeddingBag(int64_t num, int64_t dim, Generator& gen, const std::string& mode, bool include_last_offset,
-                           int64_t padding_idx)
-    : num_(num), dim_(dim), padding_idx_(padding_idx), mode_(mode), include_last_offset_(include_last_offset) {
+                           std::optional<int64_t> padding_idx)
+    : num_(num), dim_(dim), mode_(mode), include_last_offset_(include_last_offset) {
   require(num >= 1 && dim >= 1, fmt::format("EmbeddingBag: num_embeddings {}, embedding_dim {}: expected >= 1", num, dim));
   require(mode == "sum" || mode == "mean" || mode == "max",
           "EmbeddingBag: mode '" + mode + "': expected 'sum', 'mean' or 'max'");
-  require(padding_idx >= -1 && padding_idx < num,
-          fmt::format("EmbeddingBag: padding_idx {}: expected in [0, {}) or -1 for none", padding_idx, num));
+  padding_idx_ = padding_index("EmbeddingBag", padding_idx, num);
   weight_ = register_parameter("weight", empty({num, dim}));
   normal_(weight_, gen, 0.0, 1.0);
+  if (padding_idx_)  // the padding row zeroed, as PyTorch's reset_parameters does
+    for (int64_t c = 0; c < dim; ++c) weight_.set({*padding_idx_, c}, 0.0);
 }
 Tensor EmbeddingBag::forward(const Tensor& ids, const Tensor& offsets, const Tensor& per_sample_weights) {
   const auto named = scope();

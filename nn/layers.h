@@ -43,12 +43,13 @@ class CrossMapLRN2d : public Module {
 // PyTorch's. max_norm, scale_grad_by_freq and sparse are not offered.
 class EmbeddingBag : public Module {
  public:
-  // mode "sum", "mean" or "max"; padding_idx -1: none
+  // mode "sum", "mean" or "max"; padding_idx as Embedding's: none, or in
+  // [-num_embeddings, num_embeddings), a negative one counting from the end
   EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, Generator& gen, const std::string& mode = "mean",
-               bool include_last_offset = false, int64_t padding_idx = -1);
+               bool include_last_offset = false, std::optional<int64_t> padding_idx = std::nullopt);
   // The same drawing from default_generator().
   EmbeddingBag(int64_t num_embeddings, int64_t embedding_dim, const std::string& mode = "mean",
-               bool include_last_offset = false, int64_t padding_idx = -1)
+               bool include_last_offset = false, std::optional<int64_t> padding_idx = std::nullopt)
       : EmbeddingBag(num_embeddings, embedding_dim, default_generator(), mode, include_last_offset, padding_idx) {}
   // ids (B, L), or (N) with offsets (B); per_sample_weights with mode sum -> (B, C)
   Tensor forward(const Tensor& ids, const Tensor& offsets, const Tensor& per_sample_weights = Tensor());
@@ -57,7 +58,8 @@ class EmbeddingBag : public Module {
   Tensor& weight() { return weight_; }     // (V, C)
 
  private:
-  int64_t num_, dim_, padding_idx_;
+  int64_t num_, dim_;
+  std::optional<int64_t> padding_idx_;  // in [0, num_), or none
   std::string mode_;
   bool include_last_offset_;
   Tensor weight_;

@@ -63,7 +63,7 @@ PositionalEncoding::PositionalEncoding(int64_t d_model, int64_t max_len, double 
 
 // (max_len, C), computed in double and rounded once to d.
 Tensor PositionalEncoding::table(Dtype d) const {
-  std::vector<double> pe(static_cast<size_t>(max_len_ * d_model_));
+  std::vector<double> pe(static_cast<size_t>(shape_numel({max_len_, d_model_})));  // no silent overflow
   for (int64_t t = 0; t < max_len_; ++t)
     for (int64_t c = 0; c < d_model_; ++c) {
       const double freq = std::pow(10000.0, -static_cast<double>(c - c % 2) / static_cast<double>(d_model_));

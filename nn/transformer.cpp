@@ -15,7 +15,7 @@ namespace xg::nn {
 
 Tensor generate_square_subsequent_mask(int64_t sz, Dtype dtype) {
   require(sz >= 1, fmt::format("generate_square_subsequent_mask: sz {}: expected >= 1", sz));
-  std::vector<double> m(static_cast<size_t>(sz * sz), 0.0);
+  std::vector<double> m(static_cast<size_t>(shape_numel({sz, sz})), 0.0);  // shape_numel: no silent overflow
   for (int64_t i = 0; i < sz; ++i)
     for (int64_t j = i + 1; j < sz; ++j) m[i * sz + j] = -std::numeric_limits<double>::infinity();
   return from_vector(m, {sz, sz}, dtype);

@@ -44,6 +44,23 @@ TEST_CASE("nn Embedding: the padding row gets no gradient, every other used row 
   }
 }
 
+TEST_CASE("nn Embedding and EmbeddingBag: padding_idx -1 is the last row, as in PyTorch") {
+  Generator g(2);
+  nn::Embedding emb(5, 3, g, /*padding_idx=*/-1);
+  REQUIRE(emb.padding_idx() == std::optional<int64_t>(4));
+  for (int64_t c = 0; c < 3; ++c) CHECK(emb.weight().at({4, c}) == 0.0);
+  sum(emb.forward({4, 1}, {2})).backward();
+  for (int64_t c = 0; c < 3; ++c) CHECK(emb.weight().grad().at({4, c}) == 0.0);
+  CHECK(!nn::Embedding(5, 3, g).padding_idx());
+  nn::EmbeddingBag bag(4, 2, g, "sum", false, /*padding_idx=*/-2);
+  for (int64_t c = 0; c < 2; ++c) CHECK(bag.weight().at({2, c}) == 0.0);  // zeroed, as PyTorch's reset_parameters
+  {
+    NoGradGuard off;
+    bag.weight().copy_(ones({4, 2}));
+  }
+  CHECK(bag.forward(from_ints({2, 1, 2, 3}, {1, 4})).at({0, 0}) == 2.0);  // the two 2s count for nothing
+}
+
 TEST_CASE("nn Embedding: a bad id names Embedding, the id and the vocabulary size") {
   Generator g(2);
   nn::Embedding emb(5, 3, g);

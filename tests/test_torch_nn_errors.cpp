@@ -178,6 +178,49 @@ TEST_CASE("torch.nn errors: padding, resampling and rearranging name the sizes")
   CHECK(contains(message([] { nn::Upsample up{InterpolateOptions()}; }), "Upsample: give either size or scale_factor"));
 }
 
+TEST_CASE("torch.nn errors: empty inputs, crops and sizes that once crashed or gave garbage are refused by name") {
+  // interpolate read row[-1] of an empty weight matrix
+  CHECK(contains(message([] { interpolate(zeros({1, 1, 0}), InterpolateOptions().size({4})); }),
+                 "interpolate: input size 0 along dimension 2 of (1,1,0): expected at least 1"));
+  CHECK(contains(message([] { interpolate(zeros({1, 1, 3}), InterpolateOptions().size({4}).recompute_scale_factor(true)); }),
+                 "interpolate: recompute_scale_factor is not meaningful with an explicit size"));
+  CHECK(contains(message([] {
+          interpolate(zeros({1, 1, 3}), InterpolateOptions().scale_factor({std::numeric_limits<double>::infinity()}));
+        }),
+                 "interpolate: scale_factor inf: expected > 0 and an output size below 2^62"));
+  CHECK(interpolate(zeros({0, 1, 3}), InterpolateOptions().size({4}).mode("linear")).shape() == Shape{0, 1, 4});
+  // a crop beyond the dimension was made up by the padding at the other end
+  CHECK(contains(message([] { pad(zeros({1, 3}), {-5, 3}); }),
+                 "pad: pads (-5, 3) crop 5 values from dimension 1 of size 3: at most 3"));
+  CHECK(contains(message([] { pad(zeros({1, 3}), {6, -5}); }), "pad: pads (6, -5) crop 5 values"));
+  CHECK(pad(zeros({1, 3}), {-2, -1}).shape() == Shape{1, 0});
+  // pooling an empty spatial axis gave NaN or zeros; a transposed convolution's too
+  CHECK(contains(message([] { avg_pool2d(zeros({1, 1, 0, 4}), AvgPool2dOptions(2).padding(1)); }),
+                 "avg_pool2d: spatial size 0x4 is empty: only the batch or the channels may be 0"));
+  CHECK(contains(message([] { conv_transpose2d(zeros({1, 1, 0, 4}), zeros({1, 1, 3, 3})); }),
+                 "conv_transpose2d: spatial size 0x4 is empty"));
+  // fractional pooling divided by N C = 0; batch norm by C = 0
+  CHECK(fractional_max_pool2d(zeros({0, 2, 8, 8}), FractionalMaxPool2dOptions(2).output_size(4)).shape() ==
+        Shape{0, 2, 4, 4});
+  CHECK(contains(message([] { fractional_max_pool2d(zeros({1, 0, 8, 8}), FractionalMaxPool2dOptions(2).output_size(4)); }),
+                 "fractional_max_pool2d: input (1,0,8,8) is empty along dimension 1: only the batch may be empty"));
+  CHECK(batch_norm(zeros({4, 0}), Tensor(), Tensor(), Tensor(), Tensor(), true).shape() == Shape{4, 0});
+  // an unpooling's default size below 0 came from make_tensor, unnamed
+  CHECK(contains(message([] { nn::MaxUnpool2d(MaxUnpool2dOptions(2).padding(2)).forward(zeros({1, 1, 1, 1}),
+                                                                                     zeros({1, 1, 1, 1}, i64)); }),
+                 "max_unpool: output size (-2,-2): expected each at least 0"));
+  // a transposed convolution's window options, at construction as Conv's
+  Generator g(1);
+  CHECK(contains(message([&] { nn::ConvTranspose2d(nn::ConvTranspose2dOptions(1, 1, 3).stride(0), g); }),
+                 "ConvTranspose2d: stride (0, 0): expected each at least 1"));
+  CHECK(contains(message([&] { nn::ConvTranspose1d(nn::ConvTranspose1dOptions(1, 1, 3).output_padding(2), g); }),
+                 "ConvTranspose1d: output_padding 2: expected each below the stride 1 or the dilation 1"));
+  CHECK(contains(message([] { pixel_shuffle(zeros({1, 4, 2, 2}), int64_t{1} << 32); }),
+                 "pixel_shuffle: upscale_factor 4294967296: expected in [1, 2^31)"));
+  CHECK(contains(message([] { nn::generate_square_subsequent_mask(int64_t{1} << 32); }),
+                 "more elements than an int64 can count"));
+}
+
 TEST_CASE("torch.nn errors: the other layers name their arguments") {
   CHECK(contains(message([] { avg_pool1d(zeros({2, 3}), AvgPool1dOptions(2)); }), "avg_pool1d: expected an input (N,C,L), got (2,3)"));
   CHECK(contains(message([] { adaptive_max_pool2d(zeros({1, 1, 3, 3}), {0, 2}); }),
@@ -202,7 +245,12 @@ TEST_CASE("torch.nn errors: the other layers name their arguments") {
   CHECK(contains(message([] { nn::LocalResponseNorm(0); }), "LocalResponseNorm: size 0: expected >= 1"));
   Generator g(1);
   CHECK(contains(message([&] { nn::EmbeddingBag(3, 2, g, "mean", false, 3); }),
-                 "EmbeddingBag: padding_idx 3: expected in [0, 3) or -1 for none"));
+                 "EmbeddingBag: padding_idx 3: expected in [-3, 3) (a negative one counts from the end, as in "
+                 "PyTorch), or none"));
+  CHECK(contains(message([&] { nn::Embedding(3, 2, g, -4); }), "Embedding: padding_idx -4: expected in [-3, 3)"));
+  CHECK(contains(message([] { embedding_bag(from_ints({0, 1}, {1, 2}), zeros({3, 2}), Tensor(), "sum", Tensor(),
+                                            false, 3); }),
+                 "embedding_bag: padding_idx 3: expected in [-3, 3)"));
   CHECK(contains(message([&] { nn::ConvTranspose1d(nn::ConvTranspose1dOptions(3, 4, 2).groups(2), g); }),
                  "ConvTranspose1d: groups 2: expected at least 1 and dividing in_channels 3 and out_channels 4"));
   CHECK(contains(message([] { max_pool1d(zeros({1, 1, 4}), MaxPool1dOptions(2).padding(2)); }),

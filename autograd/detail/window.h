@@ -74,8 +74,13 @@ WindowSpec spec_of_columns(const Options& o) {
 // dilation (the caller adds groups, ceil_mode and the rest).
 attr::Window traced_window(const std::vector<WindowAxis>& axes);
 
+// A transposed convolution's options checked, each message naming op:
+// stride and dilation at least 1, padding and output_padding at least 0,
+// output_padding below the stride or the dilation.
+void check_transposed(const std::string& op, const std::vector<int64_t>& stride, const std::vector<int64_t>& padding,
+                      const std::vector<int64_t>& output_padding, const std::vector<int64_t>& dilation);
 // A transposed convolution's output length along each axis, its options
-// checked (each message naming op): (in - 1) stride - 2 padding + dilation
+// (check_transposed) and input (check_spatial) checked: (in - 1) stride - 2 padding + dilation
 // (kernel - 1) + output_padding + 1, output_padding below the stride or the
 // dilation (the rows past the last input's reach are never written).
 std::vector<int64_t> transposed_sizes(const std::string& op, const std::vector<int64_t>& in,
@@ -89,6 +94,9 @@ std::vector<int64_t> transposed_sizes(const std::string& op, const std::vector<i
                           values(o.dilation()));
 }
 
+// Refuses an input whose spatial sizes hold a 0, naming op (as PyTorch, only
+// the batch and the channels of a windowed op's input may be empty).
+void check_spatial(const std::string& op, const std::vector<int64_t>& spatial);
 // The axes' lengths and windows as text: "3x4".
 std::string sizes_text(const std::vector<int64_t>& v);
 // Refuses an option with a value below `lo`, naming the op, the option, its

@@ -829,7 +829,7 @@ def draw_embedding(g, x, s, kinks):
     shape = g.shape(1, 2)
     s.update(num_embeddings=V, embedding_dim=D)
     if g.r.random() < 0.4:
-        s["padding_idx"] = g.r.randrange(V)
+        s["padding_idx"] = g.r.randrange(-V, V)  # a negative one counts from the end, as in PyTorch
         s["no_fd"] = True  # the padding row gets no gradient (PyTorch's rule), not its derivative
     return [g.add_ids(shape, [g.r.randrange(V) for _ in range(math.prod(shape))])]
 
@@ -1678,7 +1678,7 @@ def draw_embedding_bag(g, x, s, kinks):
     mode = g.r.choice(["sum", "mean", "max"])
     s.update(num_embeddings=V, embedding_dim=D, mode=mode)
     if g.r.random() < 0.3:
-        s["padding_idx"] = g.r.randrange(V)
+        s["padding_idx"] = g.r.randrange(-V, V)  # a negative one counts from the end, as in PyTorch
     if g.r.random() < 0.5:  # (B, L) bags
         B, L = g.r.choice([1, 2, 3]), g.r.choice([1, 2, 3])
         ids = g.add_ids((B, L), [g.r.randrange(V) for _ in range(B * L)])

@@ -3,6 +3,7 @@
 #include "table_modules.h"
 
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -30,6 +31,11 @@ std::shared_ptr<M> made(A&&... a) {
 double num(const json& k, const char* key, double fallback) { return k.contains(key) ? k.at(key).get<double>() : fallback; }
 int64_t integer(const json& k, const char* key, int64_t fallback) {
   return k.contains(key) ? k.at(key).get<int64_t>() : fallback;
+}
+// None where the key is absent or null (PyTorch's None).
+std::optional<int64_t> maybe_integer(const json& k, const char* key) {
+  if (!k.contains(key) || k.at(key).is_null()) return std::nullopt;
+  return k.at(key).get<int64_t>();
 }
 bool flag(const json& k, const char* key, bool fallback) { return k.contains(key) ? k.at(key).get<bool>() : fallback; }
 std::vector<int64_t> ints(const json& k, const char* key) {
@@ -297,7 +303,7 @@ const std::map<std::string, Factory>& table() {
        [](const json& k, const Tensors&) {
          Generator g(0);
          return one<nn::Embedding>(integer(k, "num_embeddings", 1), integer(k, "embedding_dim", 1), std::ref(g),
-                                   integer(k, "padding_idx", -1));
+                                   maybe_integer(k, "padding_idx"));
        }},
       {"Dropout",
        [](const json& k, const Tensors&) {
@@ -563,7 +569,7 @@ const std::map<std::string, Factory>& table() {
          auto m = made<nn::EmbeddingBag>(
              integer(k, "num_embeddings", 1), integer(k, "embedding_dim", 1), g, k.value("mode", std::string("mean")),
              flag(k, "include_last_offset", false),
-             k.contains("padding_idx") && !k.at("padding_idx").is_null() ? k.at("padding_idx").get<int64_t>() : -1);
+             maybe_integer(k, "padding_idx"));
          return ModuleCall{m, [m](const std::vector<Tensor>& a) { return m->forward(a.at(0), opt(a, 1), opt(a, 2)); }};
        }},
       {"Conv3d",
