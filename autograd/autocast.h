@@ -9,7 +9,7 @@
 // copy per tensor however many products save it. Everything else (softmax,
 // layer norm, losses, reductions, elementwise ops, the attention core, and
 // the ops built on products that PyTorch's autocast leaves in float32:
-// interpolate, bilinear, embedding_bag, cross_map_lrn2d,
+// interpolate, bilinear, cross_map_lrn2d,
 // multilabel_margin_loss) runs in float32, as do parameters, gradients and
 // optimiser state; of those, the attention core saves bf16 copies of q, k
 // and v too and widens them again in backward. float64 tensors are never

@@ -73,6 +73,33 @@ Tensor cross_map_lrn2d(const Tensor& x, int64_t size, double alpha, double beta,
   return x * pow(scale * (alpha / static_cast<double>(size)) + k, -beta);
 }
 
+namespace {
+
+// Each bag's first position in the flat ids: every L-th of (B, L) ids, or
+// the offsets (checked), the last one dropped with include_last_offset.
+std::vector<int64_t> bag_starts(const Tensor& ids, const Tensor& offsets, bool include_last_offset) {
+  const char* op = "embedding_bag";
+  const int64_t n = ids.numel();
+  std::vector<int64_t> starts;
+  if (ids.dim() == 2) {
+    if (offsets.defined()) throw ShapeError("embedding_bag: offsets go with 1-D ids, not (B, L)");
+    for (int64_t b = 0; b < ids.size(0); ++b) starts.push_back(b * ids.size(1));
+    return starts;
+  }
+  if (!offsets.defined() || offsets.dtype() != Dtype::i64 || offsets.dim() != 1)
+    throw ShapeError("embedding_bag: 1-D ids need int64 offsets (B), each bag's start");
+  const int64_t* po = offsets.data<int64_t>();
+  starts.assign(po, po + offsets.numel());
+  if (include_last_offset && !starts.empty()) starts.pop_back();
+  for (size_t b = 0; b < starts.size(); ++b)
+    if (starts[b] < 0 || starts[b] > n || (b > 0 && starts[b] < starts[b - 1]))
+      throw ShapeError(fmt::format("{}: offsets must rise from 0 within the {} ids, got {} at bag {}", op, n,
+                                   starts[b], b));
+  return starts;
+}
+
+}  // namespace
+
 Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offsets, const std::string& mode,
                      const Tensor& per_sample_weights, bool include_last_offset,
                      std::optional<int64_t> padding_idx) {
@@ -86,21 +113,7 @@ Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offs
                                  "and {}",
                                  op, dtype_name(ids.dtype()), shape_str(ids.shape()), shape_str(weight.shape())));
   const int64_t n = ids.numel();
-  std::vector<int64_t> starts;  // each bag's first position in the flat ids
-  if (ids.dim() == 2) {
-    if (offsets.defined()) throw ShapeError("embedding_bag: offsets go with 1-D ids, not (B, L)");
-    for (int64_t b = 0; b < ids.size(0); ++b) starts.push_back(b * ids.size(1));
-  } else {
-    if (!offsets.defined() || offsets.dtype() != Dtype::i64 || offsets.dim() != 1)
-      throw ShapeError("embedding_bag: 1-D ids need int64 offsets (B), each bag's start");
-    const int64_t* po = offsets.data<int64_t>();
-    starts.assign(po, po + offsets.numel());
-    if (include_last_offset && !starts.empty()) starts.pop_back();
-    for (size_t b = 0; b < starts.size(); ++b)
-      if (starts[b] < 0 || starts[b] > n || (b > 0 && starts[b] < starts[b - 1]))
-        throw ShapeError(fmt::format("{}: offsets must rise from 0 within the {} ids, got {} at bag {}", op, n,
-                                     starts[b], b));
-  }
+  const std::vector<int64_t> starts = bag_starts(ids, offsets, include_last_offset);
   if (per_sample_weights.defined() && (mode != "sum" || per_sample_weights.shape() != ids.shape()))
     throw ShapeError("embedding_bag: per_sample_weights (of the ids' shape) go with mode 'sum' only");
   const int64_t B = static_cast<int64_t>(starts.size()), C = weight.size(1);
@@ -123,15 +136,25 @@ Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offs
     }
     return concat(bags, 0);  // (B, C); an empty bag is zeros
   }
-  std::vector<double> a(static_cast<size_t>(B * n), 0.0);  // (B, n): which ids each bag adds, and how
+  // Each kept id's row, times 1 (sum) or 1/count (mean), added into its
+  // bag's row of the (B, C) result: put_add, whose backward gathers (a dense
+  // (B, n) matrix of weights would take B n values).
+  std::vector<int64_t> keep;
+  std::vector<double> factor;
+  auto into = std::make_shared<std::vector<int64_t>>();  // each kept value's flat position in (B, C)
   for (int64_t b = 0; b < B; ++b) {
     int64_t count = 0;
     for (int64_t i = starts[b]; i < bag_end(b); ++i) count += pi[i] != pad;
-    for (int64_t i = starts[b]; i < bag_end(b); ++i)
-      if (pi[i] != pad) a[b * n + i] = mode == "mean" ? 1.0 / count : 1.0;
+    for (int64_t i = starts[b]; i < bag_end(b); ++i) {
+      if (pi[i] == pad) continue;
+      keep.push_back(i);
+      factor.push_back(mode == "mean" ? 1.0 / static_cast<double>(count) : 1.0);
+      for (int64_t c = 0; c < C; ++c) into->push_back(b * C + c);
+    }
   }
-  const Autocast full(Precision::f32);  // each bag's sum or mean, float32 under Autocast too (as PyTorch's)
-  return matmul(from_vector(a, {B, n}, weight.dtype()), rows);  // (B, C)
+  const int64_t k = static_cast<int64_t>(keep.size());
+  const Tensor kept = index_select(rows, 0, from_ints(keep, {k})) * from_vector(factor, {k, 1}, weight.dtype());
+  return detail::put_add(kept, into, {B, C});  // (B, C); an empty bag is zeros
 }
 
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv3dFuncOptions& o) {

@@ -1,8 +1,9 @@
 // Padding, resampling and rearranging of the spatial axes, composed from
 // differentiable ops (concat, slice, index_select, matmul, reshape and
 // permute): every order of gradient follows from theirs. Resampling applies
-// one (out, in) matrix of interpolation weights per axis, the weights
-// computed as PyTorch 1.13's kernels compute them.
+// matrices of interpolation weights per axis (one (out, in) matrix, or one
+// per chunk of a long axis), the weights computed as PyTorch 1.13's kernels
+// compute them.
 #include <cmath>
 #include <string>
 
@@ -116,37 +117,88 @@ constexpr double kCubicA = -0.75;  // PyTorch's bicubic kernel parameter
 double cubic1(double x) { return ((kCubicA + 2) * x - (kCubicA + 3)) * x * x + 1; }             // |x| <= 1
 double cubic2(double x) { return ((kCubicA * x - 5 * kCubicA) * x + 8 * kCubicA) * x - 4 * kCubicA; }  // 1 < |x| < 2
 
-// The (out, in) weights of one axis: output position o reads input
-// positions with these weights.
-std::vector<double> axis_weights(const std::string& mode, int64_t in, int64_t out, double scale_given,
-                                 bool align_corners) {
+// One output position's reads: at most 4 input positions and their weights.
+struct Taps {
+  int64_t idx[4];
+  double w[4];
+  int n = 0;
+  void add(int64_t i, double weight) {
+    for (int k = 0; k < n; ++k)
+      if (idx[k] == i) {  // a clamped tap adds to the edge's weight
+        w[k] += weight;
+        return;
+      }
+    idx[n] = i, w[n] = weight, ++n;
+  }
+};
+
+// The reads of every output position o of one axis.
+std::vector<Taps> axis_taps(const std::string& mode, int64_t in, int64_t out, double scale_given, bool align_corners) {
   // The source coordinate's step, as PyTorch's area_pixel_compute_scale.
   const double scale = align_corners ? (out > 1 ? double(in - 1) / double(out - 1) : 0.0)
                        : scale_given > 0 ? 1.0 / scale_given
                                          : double(in) / double(out);
-  std::vector<double> m(static_cast<size_t>(out * in), 0.0);
+  std::vector<Taps> taps(static_cast<size_t>(out));
   for (int64_t o = 0; o < out; ++o) {
-    double* row = m.data() + o * in;
+    Taps& t = taps[o];
     if (mode == "nearest" || mode == "nearest-exact") {
       const double src = mode == "nearest" ? o * scale : (o + 0.5) * scale;
-      row[std::min(static_cast<int64_t>(std::floor(src)), in - 1)] = 1;
+      t.add(std::min(static_cast<int64_t>(std::floor(src)), in - 1), 1);
     } else if (mode == "bicubic") {
       const double src = align_corners ? scale * o : scale * (o + 0.5) - 0.5;
       const int64_t i = static_cast<int64_t>(std::floor(src));
-      const double t = src - std::floor(src);
-      const double w[4] = {cubic2(t + 1), cubic1(t), cubic1(1 - t), cubic2(2 - t)};
-      for (int k = 0; k < 4; ++k) row[std::min(std::max(i - 1 + k, int64_t{0}), in - 1)] += w[k];
+      const double f = src - std::floor(src);
+      const double w[4] = {cubic2(f + 1), cubic1(f), cubic1(1 - f), cubic2(2 - f)};
+      for (int k = 0; k < 4; ++k) t.add(std::min(std::max(i - 1 + k, int64_t{0}), in - 1), w[k]);
     } else {  // linear, bilinear, trilinear
       double src = align_corners ? scale * o : scale * (o + 0.5) - 0.5;
       if (src < 0) src = 0;
       const int64_t i0 = static_cast<int64_t>(src);
       const int64_t i1 = i0 < in - 1 ? i0 + 1 : i0;
       const double l1 = src - i0;
-      row[i0] += 1 - l1;
-      row[i1] += l1;
+      t.add(i0, 1 - l1);
+      t.add(i1, l1);
     }
   }
-  return m;
+  return taps;
+}
+
+bool is_identity(const std::vector<Taps>& taps, int64_t in) {
+  if (static_cast<int64_t>(taps.size()) != in) return false;
+  for (int64_t o = 0; o < in; ++o)
+    if (taps[o].n != 1 || taps[o].idx[0] != o || taps[o].w[0] != 1.0) return false;
+  return true;
+}
+
+// Weights a chunk of outputs may hold as one dense (rows, span) matrix: an
+// image's axis fits whole; a long axis (audio) goes in chunks of outputs,
+// each reading only the input span it needs, rather than one (out, in)
+// matrix (16,000 -> 48,000 samples would be 6 GB).
+constexpr int64_t kChunkWeights = int64_t{1} << 16;
+
+// t resampled along `axis` by `taps`: for each chunk of outputs, the input
+// span its taps read times the chunk's (rows, span) weights, then the
+// chunks concatenated.
+Tensor resample_axis(const Tensor& t, int64_t axis, const std::vector<Taps>& taps, int64_t in) {
+  const int64_t out = static_cast<int64_t>(taps.size());
+  std::vector<Tensor> chunks;
+  for (int64_t o0 = 0; o0 < out;) {
+    int64_t lo = in, hi = 0, o1 = o0;
+    while (o1 < out) {  // grow the chunk while its matrix stays within the budget (at least one row)
+      int64_t l = lo, h = hi;
+      for (int k = 0; k < taps[o1].n; ++k) l = std::min(l, taps[o1].idx[k]), h = std::max(h, taps[o1].idx[k] + 1);
+      if (o1 > o0 && (o1 + 1 - o0) * (h - l) > kChunkWeights) break;
+      lo = l, hi = h, ++o1;
+    }
+    std::vector<double> w(static_cast<size_t>((o1 - o0) * (hi - lo)), 0.0);
+    for (int64_t o = o0; o < o1; ++o)
+      for (int k = 0; k < taps[o].n; ++k) w[(o - o0) * (hi - lo) + taps[o].idx[k] - lo] += taps[o].w[k];
+    const Tensor m = from_vector(w, {o1 - o0, hi - lo}, t.dtype());  // (rows, span)
+    const Tensor span = lo == 0 && hi == in ? t : slice(t, axis, lo, hi);
+    chunks.push_back(along(span, axis, [&](const Tensor& s) { return matmul(s, transpose(m, 0, 1)); }));
+    o0 = o1;
+  }
+  return chunks.size() == 1 ? chunks[0] : concat(chunks, axis);
 }
 
 int64_t spatial_rank(const std::string& mode) {
@@ -156,7 +208,7 @@ int64_t spatial_rank(const std::string& mode) {
   return 0;  // nearest, nearest-exact, area: any
 }
 
-// x resampled to `out` along each spatial axis in turn, by the matrix of
+// x resampled to `out` along each spatial axis in turn, by the matrices of
 // that axis's weights (linear, bilinear, bicubic, trilinear and nearest).
 Tensor resample(const Tensor& x, const std::string& mode, const std::vector<int64_t>& out,
                 const std::vector<double>& scales, bool align_corners) {
@@ -164,14 +216,9 @@ Tensor resample(const Tensor& x, const std::string& mode, const std::vector<int6
   const Autocast full(Precision::f32);  // resampling stays float32 under Autocast, as PyTorch's upsampling does
   for (size_t d = 0; d < out.size(); ++d) {
     const int64_t in = x.size(static_cast<int64_t>(d) + 2);
-    const std::vector<double> w = axis_weights(mode, in, out[d], scales[d], align_corners);
-    if (in == out[d]) {  // an axis whose weights are the identity is left as it is
-      bool identity = true;
-      for (int64_t r = 0; r < in && identity; ++r) identity = w[r * in + r] == 1.0;
-      if (identity) continue;
-    }
-    const Tensor m = from_vector(w, {out[d], in}, x.dtype());  // (out, in)
-    y = along(y, static_cast<int64_t>(d) + 2, [&](const Tensor& t) { return matmul(t, transpose(m, 0, 1)); });
+    const std::vector<Taps> taps = axis_taps(mode, in, out[d], scales[d], align_corners);
+    if (is_identity(taps, in)) continue;  // an axis whose weights are the identity is left as it is
+    y = resample_axis(y, static_cast<int64_t>(d) + 2, taps, in);
   }
   return y.impl() == x.impl() ? x.clone() : y;  // a new tensor, as PyTorch's, even when nothing moved
 }
