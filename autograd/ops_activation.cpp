@@ -10,6 +10,7 @@
 
 #include "autograd/detail/impl.h"
 #include "autograd/detail/iter.h"
+#include "autograd/detail/kernels.h"
 #include "autograd/ops.h"
 #include "autograd/require.h"
 
@@ -49,7 +50,9 @@ Tensor sech(const Tensor& a) {
       "sech", a,
       [](auto x) {
         using T = decltype(x);
-        const T e = std::exp(-std::abs(x));
+        T e;  // float32: the vectorisable exp of detail/kernels.h, as exp()'s
+        if constexpr (std::is_same_v<T, float>) e = detail::fast_expf(-std::abs(x));
+        else e = std::exp(-std::abs(x));
         return T(2) * e / (T(1) + e * e);
       },
       [](const Tensor& x) { return -(sech(x) * tanh_sech(x)); });
@@ -60,7 +63,11 @@ Tensor sech(const Tensor& a) {
 // saturates.
 Tensor tanh_sech(const Tensor& a) {
   return pointwise(
-      "tanh", a, [](auto x) { return std::tanh(x); },
+      "tanh", a,
+      [](auto x) {
+        if constexpr (std::is_same_v<decltype(x), float>) return detail::fast_tanhf(x);  // as tanh()'s
+        else return std::tanh(x);
+      },
       [](const Tensor& x) {
         const Tensor s = sech(x);
         return s * s;

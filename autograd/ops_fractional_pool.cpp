@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "autograd/detail/impl.h"
+#include "autograd/detail/window.h"
 #include "autograd/ops.h"
 
 namespace xg {
@@ -104,12 +105,10 @@ MaxPool2dResult fractional_pool(const char* op, const Tensor& x, const Fractiona
     throw ShapeError(fmt::format("{}: expected an input of {} or {} dimensions, got {}", op, D + 1, D + 2,
                                  shape_str(x.shape())));
   const Shape& in = x.shape();
-  const std::array<int64_t, D> out = output_sizes<D>(op, in, o);
+  detail::check_spatial(op, std::vector<int64_t>(in.end() - D, in.end()));
   const int64_t N = x.dim() == static_cast<int64_t>(D) + 2 ? in[0] : 1, C = in[in.size() - D - 1];
-  for (size_t a = in.size() - D - 1; a < in.size(); ++a)
-    if (in[a] < 1)
-      throw ShapeError(fmt::format("{}: input {} is empty along dimension {}: only the batch may be empty", op,
-                                   shape_str(in), a));
+  if (C < 1) throw ShapeError(fmt::format("{}: input {} has no channels: only the batch may be empty", op, shape_str(in)));
+  const std::array<int64_t, D> out = output_sizes<D>(op, in, o);
   const std::vector<double> u = samples<D, S>(op, o, N, C, gen);
   std::array<int64_t, D> size{};
   int64_t plane = 1;

@@ -119,12 +119,11 @@ Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offs
   const int64_t B = static_cast<int64_t>(starts.size()), C = weight.size(1);
   const int64_t pad = padding_index(op, padding_idx, weight.size(0)).value_or(-1);  // -1: no id equals it
   const int64_t* pi = ids.data<int64_t>();
-  Tensor rows = gather_rows(weight, reshape(ids, {n}));  // (n, C)
-  if (per_sample_weights.defined()) rows = rows * unsqueeze(reshape(per_sample_weights, {n}), 1);
   auto bag_end = [&](int64_t b) {
     return b + 1 < B ? starts[b + 1] : (ids.dim() == 2 ? (b + 1) * ids.size(1) : n);
   };
   if (mode == "max") {
+    const Tensor rows = gather_rows(weight, reshape(ids, {n}));  // (n, C)
     std::vector<Tensor> bags;
     for (int64_t b = 0; b < B; ++b) {
       std::vector<int64_t> keep;
@@ -136,10 +135,10 @@ Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offs
     }
     return concat(bags, 0);  // (B, C); an empty bag is zeros
   }
-  // Each kept id's row, times 1 (sum) or 1/count (mean), added into its
-  // bag's row of the (B, C) result: put_add, whose backward gathers (a dense
-  // (B, n) matrix of weights would take B n values).
-  std::vector<int64_t> keep;
+  // Each kept id's row, times its per-sample weight (sum) or 1/count (mean),
+  // added into its bag's row of the (B, C) result: put_add, whose backward
+  // gathers (a dense (B, n) matrix of weights would take B n values).
+  std::vector<int64_t> keep, kept_ids;
   std::vector<double> factor;
   auto into = std::make_shared<std::vector<int64_t>>();  // each kept value's flat position in (B, C)
   for (int64_t b = 0; b < B; ++b) {
@@ -147,13 +146,16 @@ Tensor embedding_bag(const Tensor& ids, const Tensor& weight, const Tensor& offs
     for (int64_t i = starts[b]; i < bag_end(b); ++i) count += pi[i] != pad;
     for (int64_t i = starts[b]; i < bag_end(b); ++i) {
       if (pi[i] == pad) continue;
-      keep.push_back(i);
-      factor.push_back(mode == "mean" ? 1.0 / static_cast<double>(count) : 1.0);
+      keep.push_back(i), kept_ids.push_back(pi[i]);
+      factor.push_back(1.0 / static_cast<double>(count));
       for (int64_t c = 0; c < C; ++c) into->push_back(b * C + c);
     }
   }
   const int64_t k = static_cast<int64_t>(keep.size());
-  const Tensor kept = index_select(rows, 0, from_ints(keep, {k})) * from_vector(factor, {k, 1}, weight.dtype());
+  Tensor kept = gather_rows(weight, from_ints(kept_ids, {k}));  // (k, C)
+  if (per_sample_weights.defined())
+    kept = kept * unsqueeze(index_select(reshape(per_sample_weights, {n}), 0, from_ints(keep, {k})), 1);
+  if (mode == "mean") kept = kept * from_vector(factor, {k, 1}, weight.dtype());
   return detail::put_add(kept, into, {B, C});  // (B, C); an empty bag is zeros
 }
 

@@ -38,13 +38,16 @@ void check_channels(const char* op, const char* name, const Tensor& t, const Ten
                      dtype_name(t.dtype()));
 }
 
-// N times the spatial sizes of x (N,C,...): each channel's values (defined
-// when C is 0 too, as PyTorch counts them).
-int64_t values_per_channel(const Tensor& x) {
-  int64_t n = x.size(0);
+// The product of the spatial sizes of x (N,C,...), from the shape: N or C
+// may be 0.
+int64_t spatial_numel(const Tensor& x) {
+  int64_t n = 1;
   for (int64_t d = 2; d < x.dim(); ++d) n *= x.size(d);
   return n;
 }
+
+// Each channel's values, as PyTorch counts them: N times the spatial sizes.
+int64_t values_per_channel(const Tensor& x) { return x.size(0) * spatial_numel(x); }
 
 // (1, C, 1, ...): a per-channel (C) tensor as it broadcasts against x.
 Shape per_channel(const Tensor& x) {
@@ -82,7 +85,7 @@ void check_batch_norm(const char* op, const Tensor& x, const Tensor& running_mea
   require(training || (running_mean.defined() && running_var.defined()),
           "evaluation (training false) normalises with running_mean and running_var: both must be defined",
           at.c_str());
-  if (training && values_per_channel(x) <= 1)
+  if (training && values_per_channel(x) == 1)  // 0 is an empty batch, as PyTorch allows
     throw ShapeError(at + "training needs more than 1 value per channel, got input " + shape_str(x.shape()));
 }
 
@@ -149,9 +152,7 @@ struct Planes {
 
 // x's planes, stored in `block` (0: row-major).
 Planes planes_of(const Tensor& x, int block) {
-  int64_t S = 1;  // from the shape: N or C may be 0
-  for (int64_t d = 2; d < x.dim(); ++d) S *= x.size(d);
-  return {x.size(0), x.size(1), S, block};
+  return {x.size(0), x.size(1), spatial_numel(x), block};
 }
 
 constexpr int64_t kMaxBlock = 16;
@@ -543,6 +544,12 @@ Tensor batch_norm_maybe_relu(const Tensor& x, const Tensor& running_mean, const 
                              const std::function<Tensor(const Tensor&)>& across, bool relu) {
   check_batch_norm(relu ? "batch_norm_relu" : "batch_norm", x, running_mean, running_var, weight, bias, training,
                    momentum, eps);
+  if (training && !across && values_per_channel(x) == 0) {
+    // An empty batch: an empty result, the running statistics left as they
+    // are (PyTorch's num_batches_tracked still counts it, as the module does).
+    const Tensor y = channel_affine(x * 1.0, weight, bias, x);
+    return relu ? xg::relu(y) : y;
+  }
   if (x.dtype() == f32 && !across && x.numel() > 0 && !detail::g_trace)
     return batch_norm_fused(x, running_mean, running_var, weight, bias, training, momentum, eps, relu);
   const Tensor y = batch_norm_composite(x, running_mean, running_var, weight, bias, training, momentum, eps, across);

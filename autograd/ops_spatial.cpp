@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "autograd/detail/impl.h"
+#include "autograd/detail/window.h"
 #include "autograd/autocast.h"
 #include "autograd/ops.h"
 #include "autograd/require.h"
@@ -163,17 +164,20 @@ std::vector<Taps> axis_taps(const std::string& mode, int64_t in, int64_t out, do
   return taps;
 }
 
+// Whether every output reads its own position with weight 1 (and others
+// with weight 0, as a linear tap at a whole coordinate does).
 bool is_identity(const std::vector<Taps>& taps, int64_t in) {
   if (static_cast<int64_t>(taps.size()) != in) return false;
   for (int64_t o = 0; o < in; ++o)
-    if (taps[o].n != 1 || taps[o].idx[0] != o || taps[o].w[0] != 1.0) return false;
+    for (int k = 0; k < taps[o].n; ++k)
+      if (taps[o].w[k] != (taps[o].idx[k] == o ? 1.0 : 0.0)) return false;
   return true;
 }
 
-// Weights a chunk of outputs may hold as one dense (rows, span) matrix: an
-// image's axis fits whole; a long axis (audio) goes in chunks of outputs,
-// each reading only the input span it needs, rather than one (out, in)
-// matrix (16,000 -> 48,000 samples would be 6 GB).
+// Weights a chunk of outputs may hold as one dense (rows, span) matrix. An
+// axis whose out x in is within it is one matrix (64 -> 128, 180 -> 360);
+// a longer one goes in chunks of outputs, each reading only the input span
+// it needs: one (out, in) matrix for 16,000 -> 48,000 samples would be 6 GB.
 constexpr int64_t kChunkWeights = int64_t{1} << 16;
 
 // t resampled along `axis` by `taps`: for each chunk of outputs, the input
@@ -265,10 +269,7 @@ Tensor interpolate(const Tensor& x, const InterpolateOptions& o) {
       if (!o.recompute_scale_factor()) scales[d] = f[d];  // the coordinates follow the factor, as PyTorch
     }
   }
-  for (int64_t d = 0; d < dims; ++d)
-    if (x.size(d + 2) < 1)
-      throw ShapeError(fmt::format("interpolate: input size 0 along dimension {} of {}: expected at least 1", d + 2,
-                                   shape_str(x.shape())));
+  detail::check_spatial(op, std::vector<int64_t>(x.shape().begin() + 2, x.shape().end()));
   for (int64_t d = 0; d < dims; ++d)
     if (out[d] < 1)
       throw ShapeError(fmt::format("interpolate: output size {} along dimension {} of {}: expected at least 1", out[d],

@@ -20,7 +20,7 @@ using namespace xg;
 class TokenClassifier : public nn::Module {
  public:
   TokenClassifier(int64_t vocab, int64_t width, Generator& gen) {
-    emb = register_module("emb", std::make_shared<nn::Embedding>(vocab, width, gen, -1, 0.5));
+    emb = register_module("emb", std::make_shared<nn::Embedding>(vocab, width, gen, std::nullopt, 0.5));
     norm = register_module("norm", std::make_shared<nn::LayerNorm>(width));
     ff = register_module("ff", std::make_shared<nn::PositionwiseFeedForward>(width, 2 * width, 0.1, gen,
                                                                               std::make_shared<Generator>(1),

@@ -57,7 +57,8 @@ GPT::GPT(const GPTConfig& cfg) try : cfg_(cfg) {
   check_fits_in_memory(cfg.parameter_count());
   Generator init(cfg.seed);
   drop_gen_ = std::make_shared<Generator>(cfg.seed ^ 0x9e3779b97f4a7c15ULL);
-  tok_embed = register_module("tok_embed", std::make_shared<nn::Embedding>(cfg.vocab, cfg.d_model, init, -1, 0.02));
+  tok_embed = register_module("tok_embed",
+                              std::make_shared<nn::Embedding>(cfg.vocab, cfg.d_model, init, std::nullopt, 0.02));
   if (cfg.learned_positions)
     pos_learned = register_module("pos", std::make_shared<nn::LearnedPositionalEmbedding>(cfg.max_len, cfg.d_model, init));
   else

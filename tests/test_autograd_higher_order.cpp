@@ -53,7 +53,7 @@ TEST_CASE("grad: tanh's derivatives through its own output, to the third order")
 TEST_CASE("grad: gelu's tanh form in float32 keeps its second derivative where tanh saturates") {
   // Each term of the second derivative carries tanh's slope. Written as
   // 1 - tanh^2 it is what float32's rounding of tanh leaves: at x = 4 a
-  // relative error of about 1e-3, from x = 5.7 on exactly 0 (tanh rounds
+  // relative error of about 1e-3, from x = 5.2 on exactly 0 (tanh rounds
   // to 1). As sech^2 it keeps float32's precision. From x = 2 on, past
   // the second derivative's zero near 1.4, so that the error is relative.
   std::vector<float> xs;

@@ -91,6 +91,34 @@ TEST_CASE("ops: a float32 sum is the float64 sum of its terms, rounded once") {
   }
 }
 
+TEST_CASE("ops: interpolate along a long axis in chunks, and an unchanged axis left as it is") {
+  // 200 -> 600 holds more weights than one matrix may (kChunkWeights), so
+  // the outputs go in chunks; each is the line between its two neighbours
+  std::vector<double> v(200);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>(i * i) / 100.0;
+  const Tensor x = from_vector(v, {1, 1, 200}, f64);
+  for (bool corners : {false, true}) {
+    CAPTURE(corners);
+    const std::vector<double> y =
+        interpolate(x, InterpolateOptions().size({600}).mode("linear").align_corners(corners)).to_vector();
+    REQUIRE(y.size() == 600);
+    double worst = 0;
+    for (int64_t o = 0; o < 600; ++o) {
+      const double src = corners ? o * (199.0 / 599.0) : std::max((o + 0.5) / 3.0 - 0.5, 0.0);
+      const int64_t i0 = static_cast<int64_t>(src), i1 = std::min<int64_t>(i0 + 1, 199);
+      worst = std::max(worst, std::fabs(y[o] - (v[i0] + (src - i0) * (v[i1] - v[i0]))));
+    }
+    CHECK(worst < 1e-12);
+  }
+  // (3, 2) -> (3, 4): the rows keep their size, and an inf in the middle row
+  // stays in its row (as PyTorch's bilinear kernel), not 0 * inf elsewhere
+  Tensor img = zeros({1, 1, 3, 2}, f64);
+  img.set({0, 0, 1, 0}, std::numeric_limits<double>::infinity());
+  const Tensor up = interpolate(img, InterpolateOptions().size({3, 4}).mode("bilinear"));
+  for (int64_t r : {0, 2})
+    for (int64_t c = 0; c < 4; ++c) CHECK(up.at({0, 0, r, c}) == 0.0);
+}
+
 TEST_CASE("ops: gradients of shape ops") {
   Tensor a = leaf({2, 3, 4}, 9);
   XG_CHECK_GRAD([](const V& x) { return reshape(x[0], {4, -1}); }, a);

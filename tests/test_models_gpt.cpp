@@ -48,6 +48,10 @@ TEST_CASE("gpt: tied output projection, every parameter gets a gradient") {
   const int64_t c = 8, v = 7, f = 16, n = 2, t = 8;
   const int64_t block = 2 * 2 * c + 4 * (c * c + c) + (c * f + f) + (f * c + c);
   CHECK(m.num_parameters() == v * c + t * c + n * block + 2 * c);  // no separate output matrix
+  CHECK(!m.tok_embed->padding_idx());  // every token, the last one too, learns its row
+  double last_row = 0;
+  for (int64_t j = 0; j < c; ++j) last_row += std::fabs(m.tok_embed->weight().at({v - 1, j}));
+  CHECK(last_row > 0);
   m.loss(ids(), targets()).backward();
   for (auto& [name, p] : m.named_parameters()) {
     CAPTURE(name);

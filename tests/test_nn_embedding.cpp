@@ -98,11 +98,11 @@ TEST_CASE("nn Embedding: init_std sets the spread of the initial weights, a bad 
     for (double v : e.weight().to_vector()) sq += v * v;
     return std::sqrt(sq / static_cast<double>(e.weight().numel()));
   };
-  nn::Embedding unit(100, 16, g), small(100, 16, g, -1, 0.02);
+  nn::Embedding unit(100, 16, g), small(100, 16, g, std::nullopt, 0.02);
   CHECK(rms(unit) == doctest::Approx(1.0).epsilon(0.1));
   CHECK(rms(small) == doctest::Approx(0.02).epsilon(0.1));
   nn::Embedding padded(10, 4, g, 3, 0.02);
   for (int64_t c = 0; c < 4; ++c) CHECK(padded.weight().at({3, c}) == 0.0);
-  CHECK(xgnt::contains(XGN_THROW_MESSAGE(nn::Embedding(10, 4, g, -1, -0.5), std::invalid_argument),
+  CHECK(xgnt::contains(XGN_THROW_MESSAGE(nn::Embedding(10, 4, g, std::nullopt, -0.5), std::invalid_argument),
                  "Embedding: init_std -0.5: expected a finite number >= 0"));
 }

@@ -181,7 +181,7 @@ TEST_CASE("torch.nn errors: padding, resampling and rearranging name the sizes")
 TEST_CASE("torch.nn errors: empty inputs, crops and sizes that once crashed or gave garbage are refused by name") {
   // interpolate read row[-1] of an empty weight matrix
   CHECK(contains(message([] { interpolate(zeros({1, 1, 0}), InterpolateOptions().size({4})); }),
-                 "interpolate: input size 0 along dimension 2 of (1,1,0): expected at least 1"));
+                 "interpolate: spatial size 0 is empty: only the batch or the channels may be 0"));
   CHECK(contains(message([] { interpolate(zeros({1, 1, 3}), InterpolateOptions().size({4}).recompute_scale_factor(true)); }),
                  "interpolate: recompute_scale_factor is not meaningful with an explicit size"));
   CHECK(contains(message([] {
@@ -203,8 +203,17 @@ TEST_CASE("torch.nn errors: empty inputs, crops and sizes that once crashed or g
   CHECK(fractional_max_pool2d(zeros({0, 2, 8, 8}), FractionalMaxPool2dOptions(2).output_size(4)).shape() ==
         Shape{0, 2, 4, 4});
   CHECK(contains(message([] { fractional_max_pool2d(zeros({1, 0, 8, 8}), FractionalMaxPool2dOptions(2).output_size(4)); }),
-                 "fractional_max_pool2d: input (1,0,8,8) is empty along dimension 1: only the batch may be empty"));
+                 "fractional_max_pool2d: input (1,0,8,8) has no channels: only the batch may be empty"));
   CHECK(batch_norm(zeros({4, 0}), Tensor(), Tensor(), Tensor(), Tensor(), true).shape() == Shape{4, 0});
+  {  // an empty batch, as PyTorch: an empty result, the running statistics unchanged, the batch counted
+    nn::BatchNorm2d bn(3);
+    CHECK(bn.forward(zeros({0, 3, 2, 2})).shape() == Shape{0, 3, 2, 2});
+    CHECK(bn.running_mean().to_vector() == std::vector<double>(3, 0.0));
+    CHECK(bn.running_var().to_vector() == std::vector<double>(3, 1.0));
+    CHECK(bn.num_batches_tracked().item() == 1);
+    CHECK(contains(message([&] { bn.forward(zeros({1, 3, 1, 1})); }),
+                   "batch_norm: training needs more than 1 value per channel, got input (1,3,1,1)"));
+  }
   // an unpooling's default size below 0 came from make_tensor, unnamed
   CHECK(contains(message([] { nn::MaxUnpool2d(MaxUnpool2dOptions(2).padding(2)).forward(zeros({1, 1, 1, 1}),
                                                                                      zeros({1, 1, 1, 1}, i64)); }),
