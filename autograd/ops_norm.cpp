@@ -40,11 +40,7 @@ void check_channels(const char* op, const char* name, const Tensor& t, const Ten
 
 // The product of the spatial sizes of x (N,C,...), from the shape: N or C
 // may be 0.
-int64_t spatial_numel(const Tensor& x) {
-  int64_t n = 1;
-  for (int64_t d = 2; d < x.dim(); ++d) n *= x.size(d);
-  return n;
-}
+int64_t spatial_numel(const Tensor& x) { return shape_numel(Shape(x.shape().begin() + 2, x.shape().end())); }
 
 // Each channel's values, as PyTorch counts them: N times the spatial sizes.
 int64_t values_per_channel(const Tensor& x) { return x.size(0) * spatial_numel(x); }
