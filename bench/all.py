@@ -15,7 +15,8 @@ against bench/rnn.py's PyTorch side). Each in float32 and in bf16 (xgrad's
 How: --rounds rounds, each running xgrad and then PyTorch, so that a burst of
 load from another tenant falls on both sides. PyTorch runs at every thread
 variant of torch_variants() and its best counts. OPENBLAS_CORETYPE is removed
-for both sides (a user's machine does not set it). Every figure is a median:
+for both sides (a user's machine does not set it), and both run with glibc's
+malloc keeping freed memory (compare.env_for: bench/malloc_tunables). Every figure is a median:
 of the steps (Transformers, LSTM; over all rounds) or of the rounds' images
 per second (vision, each round --seconds of training, start-up excluded).
 Peak RSS is each process's own (wait4's ru_maxrss, or the same peak as
@@ -47,7 +48,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from compare import CONFIGS, SPLITS, both, env_for, model_flags, one_of, positive, sgemm_peaks  # noqa: E402
+from compare import CONFIGS, SPLITS, both, env_for, malloc_tunables, model_flags, one_of, positive, sgemm_peaks  # noqa: E402
 
 XG_BENCH = os.path.join(ROOT, "build", "bench", "xg_bench")
 VISION = os.path.join(ROOT, "build", "apps", "vision", "vision")
@@ -195,7 +196,8 @@ def main():
     print(f"bench/all.py, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load average {os.getloadavg()}")
     print("\n".join(cpu_lines()))
     text, import_rss = run([PY, "-c", "import torch; print(torch.__version__)"], (1, 1, "passive"))
-    print(f"OPENBLAS_CORETYPE removed for both sides; PyTorch {text.strip()}, whose import alone takes "
+    print(f"OPENBLAS_CORETYPE removed and GLIBC_TUNABLES={malloc_tunables()} for both sides; "
+          f"PyTorch {text.strip()}, whose import alone takes "
           f"{import_rss:.0f} MB of RSS", flush=True)
     peaks = {}
     for t in [int(t) for t in a.threads]:

@@ -8,7 +8,12 @@
 Both sides run with OPENBLAS_CORETYPE removed from the environment (what a
 user's machine has; these machines set it to Haswell, which halves
 OpenBLAS's speed): --keep-coretype keeps it. The BLAS core of each side is
-printed. PyTorch runs f32, and bf16 under torch.autocast, each at its best
+printed. Both sides run with glibc's malloc keeping freed memory
+(GLIBC_TUNABLES from bench/malloc_tunables), as PyTorch's performance tuning
+guide advises a caching allocator (jemalloc or TCMalloc) for CPU training:
+with glibc's defaults each of PyTorch's large tensors is a fresh mmap, whose
+pages fault in again at every step (on a VM with costly page faults, twice
+the step time). xgrad caches its blocks itself. PyTorch runs f32, and bf16 under torch.autocast, each at its best
 thread split: at 2 threads both "torch 1 thread, OpenBLAS 2" and "torch 2
 threads (passive wait), OpenBLAS 1" run, and the faster counts.
 
@@ -51,10 +56,18 @@ KEEP_CORETYPE = False
 SPLITS = {1: [(1, 1)], 2: [(1, 2), (2, 1)]}
 
 
+def malloc_tunables():
+    """glibc's malloc settings of both sides (bench/malloc_tunables, shared with the .sh benchmarks):
+    freed memory stays in the process rather than being unmapped."""
+    with open(os.path.join(HERE, "malloc_tunables")) as f:
+        return f.read().strip()
+
+
 def env_for(omp, blas):
     env = dict(os.environ)
     if not KEEP_CORETYPE:
         env.pop("OPENBLAS_CORETYPE", None)
+    env["GLIBC_TUNABLES"] = malloc_tunables()
     env["OPENBLAS_NUM_THREADS"] = str(blas)
     env["OMP_NUM_THREADS"] = str(omp)
     env["OMP_WAIT_POLICY"] = "passive"  # torch.set_num_threads(2) spins otherwise
@@ -167,8 +180,8 @@ def main():
         return r
 
     print(f"load average at start: {os.getloadavg()}", flush=True)
-    print(f"OPENBLAS_CORETYPE: {'kept as ' + os.environ.get('OPENBLAS_CORETYPE', '(unset)') if KEEP_CORETYPE else 'removed for both sides'}",
-          flush=True)
+    print(f"OPENBLAS_CORETYPE: {'kept as ' + os.environ.get('OPENBLAS_CORETYPE', '(unset)') if KEEP_CORETYPE else 'removed for both sides'}; "
+          f"GLIBC_TUNABLES={malloc_tunables()} for both sides", flush=True)
     for threads in [int(t) for t in a.threads]:
         xs, ts = both(["sgemm"], threads)
         print(f"xgrad: {xs[0]['engine']}; PyTorch's OpenBLAS core: {ts[0]['core']}", flush=True)

@@ -11,15 +11,16 @@ cd "$(dirname "$0")/.."
 build=${1:?usage: conv_bench.sh BUILD_DIR [flags]}
 shift
 out=$(mktemp)
+tunables=$(cat bench/malloc_tunables)  # glibc malloc keeps freed memory, both sides (bench/compare.py says why)
 exec 9>/tmp/xg-build.lock
 flock 9
 lscpu | grep -E '^(Model name|Flags)'
 for t in 1 2; do
-  env -u OPENBLAS_CORETYPE "$build/bench/conv_bench" --threads "$t" "$@" | tee -a "$out"
+  env -u OPENBLAS_CORETYPE GLIBC_TUNABLES="$tunables" "$build/bench/conv_bench" --threads "$t" "$@" | tee -a "$out"
 done
-env -u OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/conv_bench.py --threads 1 "$@" | tee -a "$out"
-env -u OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/conv_bench.py --threads 2 "$@" | tee -a "$out"
-env -u OPENBLAS_CORETYPE OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/conv_bench.py --threads 1 "$@" |
+env -u OPENBLAS_CORETYPE GLIBC_TUNABLES="$tunables" OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/conv_bench.py --threads 1 "$@" | tee -a "$out"
+env -u OPENBLAS_CORETYPE GLIBC_TUNABLES="$tunables" OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/conv_bench.py --threads 2 "$@" | tee -a "$out"
+env -u OPENBLAS_CORETYPE GLIBC_TUNABLES="$tunables" OPENBLAS_NUM_THREADS=2 /usr/bin/python3 bench/conv_bench.py --threads 1 "$@" |
   sed 's/"threads": 1/"threads": 2, "split": "torch1_openblas2"/' | tee -a "$out"
 /usr/bin/python3 bench/conv_compare.py "$out"
 rm -f "$out"

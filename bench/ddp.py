@@ -12,7 +12,8 @@ cost: the step of the same P processes training without any exchange (what
 sharing the machine costs), the exchange's cost (step with it minus step
 without), the time a step blocked in wait(), and one blocking allreduce of the
 same bytes alone; hidden = 1 - cost / alone (the part of the exchange that
-overlapped with backward). OPENBLAS_CORETYPE is unset for both sides; the BLAS core is printed.
+overlapped with backward). OPENBLAS_CORETYPE is unset for both sides and glibc malloc keeps freed
+memory (bench/malloc_tunables); the BLAS core is printed.
 
     bash bench/ddp.sh [--configs small,annotated,base] [--precision f32,bf16] [--steps 10] [--rounds 3]
 
@@ -30,13 +31,13 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True
-from compare import CONFIGS, model_flags  # noqa: E402
+from compare import CONFIGS, malloc_tunables, model_flags  # noqa: E402
 
 
 def env():
     e = dict(os.environ)
     e.pop("OPENBLAS_CORETYPE", None)
-    e.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", XG_NUM_THREADS="1", OMP_WAIT_POLICY="passive",
+    e.update(GLIBC_TUNABLES=malloc_tunables(), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", XG_NUM_THREADS="1", OMP_WAIT_POLICY="passive",
              OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return e
 

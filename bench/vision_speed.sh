@@ -3,7 +3,8 @@
 # PyTorch twin): images per second over a short timed run of each, 1 and 2
 # threads, float32 and bf16 (torch.autocast; xgrad --precision bf16), and
 # each run's peak RSS (/usr/bin/time -v). Both sides with OPENBLAS_CORETYPE
-# unset; PyTorch's OpenBLAS gets as many threads as the run. PyTorch at 2
+# unset and glibc malloc keeping freed memory (bench/malloc_tunables; bench/compare.py
+# says why); PyTorch's OpenBLAS gets as many threads as the run. PyTorch at 2
 # threads also with OMP_WAIT_POLICY=passive: its OpenMP workers spin while
 # waiting, which on 2 shared cores can cost it more than the second core gives.
 #   bench/vision_speed.sh [SECONDS] [MODELS...]  (from the repository root, after a build)
@@ -19,7 +20,7 @@ run() {  # label, command...: prints "label img/s rss_MB"
   shift
   local log
   log=$(mktemp)
-  env -u OPENBLAS_CORETYPE /usr/bin/time -v "$@" > "$log" 2>&1
+  env -u OPENBLAS_CORETYPE GLIBC_TUNABLES="$(cat bench/malloc_tunables)" /usr/bin/time -v "$@" > "$log" 2>&1
   local steps train rss
   steps=$(sed -n 's/.*final steps=\([0-9]*\).*/\1/p' "$log" | tail -1)
   train=$(sed -n 's/.*train_seconds=\([0-9.]*\).*/\1/p' "$log" | tail -1)
