@@ -2,6 +2,9 @@
 // products), bf16 conversions, and the parts of engine/gemm.h that do not
 // depend on the engine.
 #include <cblas.h>
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include <atomic>
 #include <cstring>
@@ -78,9 +81,11 @@ void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, in
   blas::gemm_batched<double>(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-// Round to nearest even: add 0x7fff plus the lowest kept bit, then truncate.
-// Written on integers so that the loop vectorises.
-void to_bf16(const float* x, bf16_t* y, int64_t n) {
+namespace {
+// Round to nearest even: add 0x7fff plus the lowest kept bit, then truncate;
+// a NaN keeps its sign and top payload and becomes quiet. Written on integers
+// so that the loop vectorises.
+void to_bf16_loop(const float* x, bf16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t u;
     std::memcpy(&u, x + i, 4);
@@ -88,6 +93,53 @@ void to_bf16(const float* x, bf16_t* y, int64_t n) {
     const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     y[i] = static_cast<bf16_t>(nan ? ((u >> 16) | 0x40u) : rounded);
   }
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+bool has_bf16_conversion() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512bf16");
+  }();
+  return yes;
+}
+
+// AVX512_BF16's own conversion (vcvtne2ps2bf16, 32 values an instruction)
+// rounds to nearest even and quiets NaNs as to_bf16_loop does, at twice its
+// speed on a tensor in cache, but it flushes denormal inputs to zero: a block
+// of 32 that holds one goes through the loop instead.
+#define XG_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
+
+// The lanes of v that are denormal: nonzero with a zero exponent, that is
+// |bits| - 1 below 0x7fffff as unsigned.
+XG_BF16_TARGET __mmask16 denormal_lanes(__m512 v) {
+  const __m512i m = _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff)),
+                                     _mm512_set1_epi32(1));
+  return _mm512_cmplt_epu32_mask(m, _mm512_set1_epi32(0x007fffff));
+}
+
+XG_BF16_TARGET void to_bf16_avx512(const float* x, bf16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512 lo = _mm512_loadu_ps(x + i), hi = _mm512_loadu_ps(x + i + 16);
+    if (_kortestz_mask16_u8(denormal_lanes(lo), denormal_lanes(hi))) {
+      _mm512_storeu_si512(y + i, reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo)));
+    } else {
+      to_bf16_loop(x + i, y + i, 32);
+    }
+  }
+  to_bf16_loop(x + i, y + i, n - i);
+}
+#undef XG_BF16_TARGET
+#endif
+}  // namespace
+
+void to_bf16(const float* x, bf16_t* y, int64_t n) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (has_bf16_conversion()) return to_bf16_avx512(x, y, n);
+#endif
+  to_bf16_loop(x, y, n);
 }
 
 void from_bf16(const bf16_t* x, float* y, int64_t n) {
