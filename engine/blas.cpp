@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "engine/blas.h"
+#include "engine/detail/cpu.h"
 #include "engine/gemm.h"
 
 namespace xg::engine {
@@ -96,15 +97,6 @@ void to_bf16_loop(const float* x, bf16_t* y, int64_t n) {
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
-bool has_bf16_conversion() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512bf16");
-  }();
-  return yes;
-}
-
 // AVX512_BF16's own conversion (vcvtne2ps2bf16, 32 values an instruction)
 // rounds to nearest even and quiets NaNs as to_bf16_loop does, at twice its
 // speed on a tensor in cache, but it flushes denormal inputs to zero: a block
@@ -135,9 +127,24 @@ XG_BF16_TARGET void to_bf16_avx512(const float* x, bf16_t* y, int64_t n) {
 #endif
 }  // namespace
 
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = [] {
+    CpuFeatures f;
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    f.avx512f = __builtin_cpu_supports("avx512f");
+    f.avx512bw = __builtin_cpu_supports("avx512bw");
+    f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+#endif
+    return f;
+  }();
+  return features;
+}
+
 void to_bf16(const float* x, bf16_t* y, int64_t n) {
 #if defined(__GNUC__) && defined(__x86_64__)
-  if (has_bf16_conversion()) return to_bf16_avx512(x, y, n);
+  const CpuFeatures& cpu = cpu_features();
+  if (cpu.avx512f && cpu.avx512bw && cpu.avx512bf16) return to_bf16_avx512(x, y, n);
 #endif
   to_bf16_loop(x, y, n);
 }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/blas.h"
+#include "engine/detail/cpu.h"
 #include "engine/gemm.h"
 #include "engine/detail/onednn.h"
 
@@ -163,13 +164,7 @@ void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
 // small ones oneDNN stays ahead (docs/performance.md, section Matrix engine).
 // So there, A^T B products of at least 2^25 multiply-adds go to OpenBLAS.
 constexpr int64_t kLargeTransposedA = int64_t{1} << 25;
-static bool transposed_a_on_blas() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return !__builtin_cpu_supports("avx512f");
-  }();
-  return yes;
-}
+static bool transposed_a_on_blas() { return !cpu_features().avx512f; }
 
 std::string f32_engine() {
   const dnnl_version_t* v = dnnl_version();
@@ -194,12 +189,11 @@ void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, in
 
 std::string bf16_unsupported_reason() {
   static const std::string reason = [] {
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512f"))
+    if (!cpu_features().avx512f)
       return std::string(
           "bf16 products need a CPU with AVX-512 and AVX512_BF16 (or AMX); this CPU has no AVX-512, so oneDNN "
           "would emulate bf16 slower than float32: use float32");
-    if (!__builtin_cpu_supports("avx512bf16"))
+    if (!cpu_features().avx512bf16)
       return std::string(
           "bf16 products need a CPU with AVX512_BF16 (or AMX); this CPU has AVX-512 but not AVX512_BF16, so "
           "oneDNN would emulate bf16 at about float32's speed: use float32");

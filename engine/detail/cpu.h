@@ -1,0 +1,15 @@
+// Private to engine/: the CPU's features that choose a kernel, read once.
+#pragma once
+
+namespace xg::engine {
+
+struct CpuFeatures {
+  bool avx512f = false;
+  bool avx512bw = false;
+  bool avx512bf16 = false;
+};
+
+// All false where the compiler cannot ask (not GCC or Clang on x86-64).
+const CpuFeatures& cpu_features();
+
+}  // namespace xg::engine
