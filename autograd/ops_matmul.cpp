@@ -299,6 +299,91 @@ std::shared_ptr<const Bf16Buffer> bf16_and_column_sums(const Tensor& g, int64_t 
   return out;
 }
 
+// Linear's backward under Autocast(bf16) by blocks of kLinearRows rows of g:
+// each block is converted to bf16 into a scratch that stays in cache, its
+// column sums are added into the bias gradient, and both products read it
+// there: dx of the block's rows, and the block's share of dW added into its
+// part's partial. g's bf16 copy never goes to memory, and x16 is read once.
+// Each of `parts` (one per thread) sums its own run of blocks; partials are
+// added in part order, as row_sums does.
+//
+// Used with two threads or more, when every thread gets at least one block
+// and dW's float32 partial fits in a quarter of a 1 MiB L2 (in x out <= 64k),
+// since each block reads and writes that partial again. There the whole
+// products made each thread read all of one operand, and the threads share
+// the memory's bandwidth: the ViT's layers (128 wide) gain. The Transformers'
+// 512 x 2048 layers ran slower by blocks than as whole products, and one
+// thread measured the same either way (docs/performance.md, "Linear's
+// backward by blocks of rows"). Otherwise: one whole product per gradient,
+// split across the pool.
+constexpr int64_t kLinearRows = 256;
+bool linear_by_blocks(const LinearPlan& pl) {
+  return num_threads() >= 2 && pl.rows >= kLinearRows * num_threads() && pl.in * pl.out_f <= (int64_t(1) << 16);
+}
+
+void linear_backward_blocks(const LinearPlan& pl, const float* g, const bf16_t* x16, const bf16_t* w16, float* gx,
+                            bool gx_add, float* gw, float* gb) {
+  const int64_t R = pl.rows, I = pl.in, O = pl.out_f;
+  const int64_t blocks = (R + kLinearRows - 1) / kLinearRows;
+  const int64_t parts = std::min<int64_t>(num_threads(), blocks);
+  // Parts after the first sum into partials; the first writes gw and gb.
+  std::vector<float> pw(gw ? static_cast<size_t>((parts - 1) * O * I) : 0),
+      pb(gb ? static_cast<size_t>((parts - 1) * O) : 0, 0.0f);
+  const int64_t flops = 2 * R * I * O * ((gx ? 1 : 0) + (gw ? 1 : 0));
+  parallel_for(parts, flops / parts + 1, [&](int64_t p0, int64_t p1) {
+    Scratch<bf16_t> g16(kLinearRows * O);
+    for (int64_t p = p0; p < p1; ++p) {
+      float* dw = gw ? (p == 0 ? gw : pw.data() + (p - 1) * O * I) : nullptr;
+      float* db = gb ? (p == 0 ? gb : pb.data() + (p - 1) * O) : nullptr;
+      const int64_t b0 = blocks * p / parts, b1 = blocks * (p + 1) / parts;
+      for (int64_t blk = b0; blk < b1; ++blk) {
+        const int64_t r0 = blk * kLinearRows, n = std::min(kLinearRows, R - r0);
+        for (int64_t r = 0; r < n; ++r) {
+          const float* row = g + (r0 + r) * O;
+          engine::to_bf16(row, g16.data() + r * O, O);
+          if (db)
+            for (int64_t j = 0; j < O; ++j) db[j] += row[j];
+        }
+        if (gx)
+          engine::gemm_bf16(false, false, n, I, O, 1.0f, g16.data(), O, w16, I, gx_add ? 1.0f : 0.0f, gx + r0 * I, I);
+        if (dw)
+          engine::gemm_bf16(true, false, O, I, n, 1.0f, g16.data(), O, x16 + r0 * I, I, blk == b0 ? 0.0f : 1.0f, dw,
+                            I);
+      }
+    }
+  });
+  for (int64_t p = 1; p < parts; ++p) {
+    if (gw) {
+      const float* src = pw.data() + (p - 1) * O * I;
+      for (int64_t i = 0; i < O * I; ++i) gw[i] += src[i];
+    }
+    if (gb)
+      for (int64_t j = 0; j < O; ++j) gb[j] += pb[static_cast<size_t>((p - 1) * O + j)];
+  }
+}
+
+// Linear's first-order backward under Autocast(bf16), run inside its
+// backward function: g (rows,O), x's bf16 copy, w itself (converted again
+// here), x's shape xs. dx is added into x's waiting gradient when it has one.
+std::vector<Tensor> linear_backward_bf16(const LinearPlan& pl, const Tensor& g, const bf16_t* x16, const Tensor& w,
+                                         const Shape& xs, bool has_b) {
+  Tensor gx = needs_input_grad(0) ? detail::accumulating_grad(0) : Tensor();
+  const bool gx_add = gx.defined();
+  if (needs_input_grad(0) && !gx_add) gx = make_tensor(xs, f32);
+  Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), f32) : Tensor();
+  Tensor gb = has_b && needs_input_grad(2) ? zeros({pl.out_f}, f32) : Tensor();
+  const auto w16 = needs_input_grad(0) ? to_bf16(w) : nullptr;
+  const bf16_t* pw16 = w16 ? w16->data() : nullptr;
+  if (linear_by_blocks(pl)) {
+    linear_backward_blocks(pl, g.data<float>(), x16, pw16, data_or_null<float>(gx), gx_add, data_or_null<float>(gw),
+                           data_or_null<float>(gb));
+  } else {
+    const auto g16 = bf16_and_column_sums(g, pl.rows, pl.out_f, data_or_null<float>(gb));
+    pl.backward(x16, pw16, g16->data(), data_or_null<float>(gx), data_or_null<float>(gw), gx_add);
+  }
+  return std::vector<Tensor>{gx, gw, gb};
+}
+
 // db = column sums of g (rows,O), in g's own precision.
 Tensor bias_grad(const Tensor& g, int64_t rows, int64_t out_f) {
   Tensor gb = zeros({out_f}, g.dtype());
@@ -347,15 +432,7 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
         "linear", out, {x, w, b},
         [x16, w = w.detach(), pl, xs = x.shape(), has_b = b.defined()](const Tensor& g) {
           if (grad_enabled()) throw_bf16_second_order("linear");
-          Tensor gx = needs_input_grad(0) ? detail::accumulating_grad(0) : Tensor();
-          const bool gx_add = gx.defined();
-          if (needs_input_grad(0) && !gx_add) gx = make_tensor(xs, f32);
-          Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), f32) : Tensor();
-          Tensor gb = has_b && needs_input_grad(2) ? zeros({pl.out_f}, f32) : Tensor();
-          const auto g16 = bf16_and_column_sums(g, pl.rows, pl.out_f, data_or_null<float>(gb));
-          pl.backward(x16->data(), needs_input_grad(0) ? to_bf16(w)->data() : nullptr, g16->data(),
-                      data_or_null<float>(gx), data_or_null<float>(gw), gx_add);
-          return std::vector<Tensor>{gx, gw, gb};
+          return linear_backward_bf16(pl, g, x16->data(), w, xs, has_b);
         },
         {w});
   }
