@@ -299,13 +299,14 @@ std::shared_ptr<const Bf16Buffer> bf16_and_column_sums(const Tensor& g, int64_t 
   return out;
 }
 
-// Linear's backward under Autocast(bf16) by blocks of kLinearRows rows of g:
-// each block is converted to bf16 into a scratch that stays in cache, its
-// column sums are added into the bias gradient, and both products read it
-// there: dx of the block's rows, and the block's share of dW added into its
-// part's partial. g's bf16 copy never goes to memory, and x16 is read once.
-// Each of `parts` (one per thread) sums its own run of blocks; partials are
-// added in part order, as row_sums does.
+// Linear's first-order backward by blocks of kLinearRows rows of g, in
+// float32 or under Autocast(bf16) (In = bf16_t: x and w are bf16 copies). Under
+// Autocast each block of g is converted to bf16 into a scratch that stays in
+// cache, so g's bf16 copy never goes to memory. Each block's column sums are
+// added into the bias gradient, and both products read the block while it is
+// in cache: dx of the block's rows, and the block's share of dW added into
+// its part's partial. Each of `parts` (one per thread) sums its own run of
+// blocks; partials are added in part order, as row_sums does.
 //
 // Used with two threads or more, when every thread gets at least one block
 // and dW's float32 partial fits in a quarter of a 1 MiB L2 (in x out <= 64k),
@@ -321,8 +322,10 @@ bool linear_by_blocks(const LinearPlan& pl) {
   return num_threads() >= 2 && pl.rows >= kLinearRows * num_threads() && pl.in * pl.out_f <= (int64_t(1) << 16);
 }
 
-void linear_backward_blocks(const LinearPlan& pl, const float* g, const bf16_t* x16, const bf16_t* w16, float* gx,
-                            bool gx_add, float* gw, float* gb) {
+template <class In>
+void linear_backward_blocks(const LinearPlan& pl, const float* g, const In* x, const In* w, float* gx, bool gx_add,
+                            float* gw, float* gb) {
+  constexpr bool narrow = std::is_same_v<In, bf16_t>;
   const int64_t R = pl.rows, I = pl.in, O = pl.out_f;
   const int64_t blocks = (R + kLinearRows - 1) / kLinearRows;
   const int64_t parts = std::min<int64_t>(num_threads(), blocks);
@@ -331,7 +334,7 @@ void linear_backward_blocks(const LinearPlan& pl, const float* g, const bf16_t* 
       pb(gb ? static_cast<size_t>((parts - 1) * O) : 0, 0.0f);
   const int64_t flops = 2 * R * I * O * ((gx ? 1 : 0) + (gw ? 1 : 0));
   parallel_for(parts, flops / parts + 1, [&](int64_t p0, int64_t p1) {
-    Scratch<bf16_t> g16(kLinearRows * O);
+    Scratch<In> g16(narrow ? kLinearRows * O : 0);
     for (int64_t p = p0; p < p1; ++p) {
       float* dw = gw ? (p == 0 ? gw : pw.data() + (p - 1) * O * I) : nullptr;
       float* db = gb ? (p == 0 ? gb : pb.data() + (p - 1) * O) : nullptr;
@@ -340,15 +343,18 @@ void linear_backward_blocks(const LinearPlan& pl, const float* g, const bf16_t* 
         const int64_t r0 = blk * kLinearRows, n = std::min(kLinearRows, R - r0);
         for (int64_t r = 0; r < n; ++r) {
           const float* row = g + (r0 + r) * O;
-          engine::to_bf16(row, g16.data() + r * O, O);
+          if constexpr (narrow) engine::to_bf16(row, g16.data() + r * O, O);
           if (db)
             for (int64_t j = 0; j < O; ++j) db[j] += row[j];
         }
-        if (gx)
-          engine::gemm_bf16(false, false, n, I, O, 1.0f, g16.data(), O, w16, I, gx_add ? 1.0f : 0.0f, gx + r0 * I, I);
-        if (dw)
-          engine::gemm_bf16(true, false, O, I, n, 1.0f, g16.data(), O, x16 + r0 * I, I, blk == b0 ? 0.0f : 1.0f, dw,
-                            I);
+        const In* gblk;  // the block as the products read it
+        if constexpr (narrow)
+          gblk = g16.data();
+        else
+          gblk = g + r0 * O;
+        const float* no_bias = nullptr;
+        if (gx) engine_gemm(false, false, n, I, O, gblk, O, w, I, gx_add ? 1.0f : 0.0f, gx + r0 * I, I, no_bias);
+        if (dw) engine_gemm(true, false, O, I, n, gblk, O, x + r0 * I, I, blk == b0 ? 0.0f : 1.0f, dw, I, no_bias);
       }
     }
   });
@@ -457,6 +463,12 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
         const bool gx_add = gx.defined();
         if (needs_input_grad(0) && !gx_add) gx = make_tensor(x.shape(), x.dtype());
         Tensor gw = needs_input_grad(1) ? make_tensor(w.shape(), w.dtype()) : Tensor();
+        if (x.dtype() == f32 && linear_by_blocks(pl)) {
+          Tensor gb = has_b && needs_input_grad(2) ? zeros({pl.out_f}, f32) : Tensor();
+          linear_backward_blocks<float>(pl, g.data<float>(), x.data<float>(), w.data<float>(), data_or_null<float>(gx),
+                                        gx_add, data_or_null<float>(gw), data_or_null<float>(gb));
+          return std::vector<Tensor>{gx, gw, gb};
+        }
         dispatch(x.dtype(), [&](auto z) {
           using T = decltype(z);
           pl.backward(x.data<T>(), w.data<T>(), g.data<T>(), data_or_null<T>(gx),

@@ -157,44 +157,49 @@ TEST_CASE("linear's bias added inside the product, wherever the pool splits it, 
       }
 }
 
-TEST_CASE("autocast: linear's backward by blocks of rows (long inputs, narrow layers) at 2 threads, and whole at 1") {
+TEST_CASE("linear's backward by blocks of rows (long inputs, narrow layers) at 2 threads, and whole at 1, f32 and bf16") {
   // 1,100 rows: at 2 threads, four blocks of 256 and a tail, split into one
   // part per thread whose dW partials are added at the end (at 1 thread,
-  // whole products, checked alike). x feeds two linears, so
-  // the second's dx is added into the gradient already waiting. The
-  // reference: float64 products of the bf16-rounded operands and output
-  // gradients; the bias gradient is the float64 sum of the unrounded one.
+  // whole products, checked alike). x feeds two linears, so the second's dx
+  // is added into the gradient already waiting. The reference: float64
+  // products of the operands and output gradients, each rounded to bf16
+  // under Autocast(bf16); the bias gradient is the float64 sum of the
+  // unrounded one.
   xgt::Bf16Products bf16_products;
   xgt::ThreadsGuard threads;
   Generator g(21);
   const int64_t rows = 1100, in = 40, out = 72;
   const Tensor x0 = randn({rows, in}, g), w0 = randn({out, in}, g), v0 = randn({24, in}, g), b0 = randn({out}, g);
   const Tensor gy = randn({rows, out}, g), gz = randn({rows, 24}, g);
-  auto f64_of_rounded = [](const Tensor& t) { return rounded(t).to(f64); };
-  const Tensor want_x = matmul(f64_of_rounded(gy), f64_of_rounded(w0)) + matmul(f64_of_rounded(gz), f64_of_rounded(v0));
-  const Tensor want_w = matmul(transpose(f64_of_rounded(gy), 0, 1), f64_of_rounded(x0));
-  const Tensor want_v = matmul(transpose(f64_of_rounded(gz), 0, 1), f64_of_rounded(x0));
-  const Tensor want_b = sum(gy.to(f64), {0});
-  for (const int t : {1, 2}) {
-    CAPTURE(t);
-    set_num_threads(t);
-    Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), v = v0.clone().requires_grad_(),
-           b = b0.clone().requires_grad_();
-    Tensor y, z;
-    {
-      Autocast cast(bf16);
-      y = linear(x, w, b);
-      z = linear(x, v);
+  for (const bool bf : {false, true}) {
+    auto op = [bf](const Tensor& t) { return (bf ? rounded(t) : t).to(f64); };  // an operand as the products read it
+    const Tensor want_x = matmul(op(gy), op(w0)) + matmul(op(gz), op(v0));
+    const Tensor want_w = matmul(transpose(op(gy), 0, 1), op(x0));
+    const Tensor want_v = matmul(transpose(op(gz), 0, 1), op(x0));
+    const Tensor want_b = sum(gy.to(f64), {0});
+    for (const int t : {1, 2}) {
+      CAPTURE(bf);
+      CAPTURE(t);
+      set_num_threads(t);
+      Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), v = v0.clone().requires_grad_(),
+             b = b0.clone().requires_grad_();
+      Tensor y, z;
+      {
+        std::optional<Autocast> cast;
+        if (bf) cast.emplace(xg::bf16);
+        y = linear(x, w, b);
+        z = linear(x, v);
+      }
+      backward({y, z}, {gy, gz});
+      // Relative to the largest magnitude: float32 sums of up to 1,100 terms.
+      auto close = [](const Tensor& got, const Tensor& want) {
+        return max_abs_diff(got.to(f64), want) < 1e-5 * (1 + max(abs(want)).item());
+      };
+      CHECK(close(x.grad(), want_x));
+      CHECK(close(w.grad(), want_w));
+      CHECK(close(v.grad(), want_v));
+      CHECK(close(b.grad(), want_b));
     }
-    backward({y, z}, {gy, gz});
-    // Relative to the largest magnitude: float32 sums of up to 1,100 terms.
-    auto close = [](const Tensor& got, const Tensor& want) {
-      return max_abs_diff(got.to(f64), want) < 1e-5 * (1 + max(abs(want)).item());
-    };
-    CHECK(close(x.grad(), want_x));
-    CHECK(close(w.grad(), want_w));
-    CHECK(close(v.grad(), want_v));
-    CHECK(close(b.grad(), want_b));
   }
 }
 
