@@ -319,7 +319,8 @@ std::shared_ptr<const Bf16Buffer> bf16_and_column_sums(const Tensor& g, int64_t 
 // split across the pool.
 constexpr int64_t kLinearRows = 256;
 bool linear_by_blocks(const LinearPlan& pl) {
-  return num_threads() >= 2 && pl.rows >= kLinearRows * num_threads() && pl.in * pl.out_f <= (int64_t(1) << 16);
+  return num_threads() >= 2 && pl.rows >= kLinearRows * num_threads() && pl.in > 0 && pl.out_f > 0 &&
+         pl.in * pl.out_f <= (int64_t(1) << 16);
 }
 
 template <class In>
