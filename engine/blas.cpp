@@ -3,10 +3,15 @@
 // depend on the engine.
 #include <cblas.h>
 #if defined(__GNUC__) && defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
+#include <algorithm>
+#include <array>
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -69,7 +74,8 @@ std::string version() {
 }  // namespace blas
 
 std::string describe() {
-  return fmt::format("f32 products on {}, f64 on {} (core {})", f32_engine(), blas::version(), blas_core());
+  return fmt::format("f32 products on {}, f64 on {} (core {}), bf16 {}", f32_engine(), blas::version(), blas_core(),
+                     bf16_route_reason());
 }
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
@@ -158,37 +164,151 @@ void from_bf16(const bf16_t* x, float* y, int64_t n) {
 
 namespace {
 std::atomic<bool> g_bf16_emulation{false};
+std::atomic<int> g_route_set{-1};  // a Bf16Route set by set_bf16_route, or -1
 
-// The rows x cols matrix at x (row stride ld) as contiguous float32 in `to`.
-void widened(const bf16_t* x, int64_t rows, int64_t cols, int64_t ld, std::vector<float>& to) {
-  to.resize(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r) from_bf16(x + r * ld, to.data() + r * cols, cols);
+#if defined(__GNUC__) && defined(__x86_64__)
+#define XG_BF16_TARGET __attribute__((target("avx512f,avx512bf16")))
+// Seconds for `rounds` rounds of 12 independent chains of vfmadd231ps, or of
+// vdpbf16ps, on zmm registers (the asm keeps the operands opaque, so nothing
+// is folded or hoisted).
+XG_BF16_TARGET double fma_seconds(int64_t rounds) {
+  __m512 acc[12];
+  for (__m512& r : acc) r = _mm512_setzero_ps();
+  __m512 a = _mm512_set1_ps(1e-8f), b = _mm512_set1_ps(1.0f);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < rounds; ++i) {
+    __asm__ volatile("" : "+v"(a), "+v"(b));
+    for (__m512& r : acc) r = _mm512_fmadd_ps(a, b, r);
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (__m512& r : acc) __asm__ volatile("" : : "v"(r));
+  return s;
+}
+XG_BF16_TARGET double dot_seconds(int64_t rounds) {
+  __m512 acc[12];
+  for (__m512& r : acc) r = _mm512_setzero_ps();
+  __m512i a = _mm512_set1_epi16(0x3f80), b = _mm512_set1_epi16(0x3200);  // 1 and about 7e-9
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < rounds; ++i) {
+    __asm__ volatile("" : "+v"(a), "+v"(b));
+    for (__m512& r : acc) r = _mm512_dpbf16_ps(r, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (__m512& r : acc) __asm__ volatile("" : : "v"(r));
+  return s;
+}
+#undef XG_BF16_TARGET
+
+// vdpbf16ps's floating-point operations a second over vfmadd231ps's (64
+// against 32 an instruction): the best of 8 interleaved runs of each, about
+// half a millisecond in all, so a clock ramp or a preempted run cannot
+// decide.
+double dot_over_fma() {
+  constexpr int64_t kRounds = 4000;
+  double fma = 1e30, dot = 1e30;
+  for (int run = 0; run < 8; ++run) {
+    fma = std::min(fma, fma_seconds(kRounds));
+    dot = std::min(dot, dot_seconds(kRounds));
+  }
+  return (64.0 / dot) / (32.0 / fma);
+}
+
+bool has_amx_bf16() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  // CPUID leaf 7: EDX bit 22 is AMX-BF16, bit 24 AMX-TILE.
+  return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 22 & 1) && (d >> 24 & 1);
+}
+#endif
+
+struct RouteChoice {
+  Bf16Route route = Bf16Route::native;
+  std::string reason;
+};
+
+RouteChoice choose_route() {
+  if (const char* v = std::getenv("XG_BF16_PRODUCTS")) {
+    const std::string s(v);
+    if (s == "native") return {Bf16Route::native, "native (XG_BF16_PRODUCTS)"};
+    if (s == "widened") return {Bf16Route::widened, "widened (XG_BF16_PRODUCTS)"};
+    throw std::invalid_argument(
+        fmt::format("XG_BF16_PRODUCTS is '{}'; it must be 'native' or 'widened', or be unset", s));
+  }
+  if (const std::string why = bf16_unsupported_reason(); !why.empty())
+    return {Bf16Route::native, "none (" + why + ")"};
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (has_amx_bf16()) return {Bf16Route::native, "native (AMX)"};
+  const double r = dot_over_fma();
+  return {r < 0.75 ? Bf16Route::widened : Bf16Route::native,
+          fmt::format("{} (vdpbf16ps at {:.2f}x the float32 FMA's operations a second)", r < 0.75 ? "widened" : "native",
+                      r)};
+#else
+  return {Bf16Route::native, "native"};
+#endif
+}
+
+const RouteChoice& route_choice() {
+  static const RouteChoice choice = choose_route();
+  return choice;
+}
+
+// Where the rows x cols matrices (row stride ld) of a batch lie, from the
+// first element any of them reads to one past the last: [lo, lo + size).
+struct Span {
+  int64_t lo = 0, size = 0;
+};
+Span span_of(int64_t rows, int64_t cols, int64_t ld, int64_t n0, int64_t s0, int64_t n1, int64_t s1) {
+  if (rows <= 0 || cols <= 0) return {};
+  const int64_t e0 = (n0 - 1) * s0, e1 = (n1 - 1) * s1;
+  const int64_t lo = std::min<int64_t>(0, e0) + std::min<int64_t>(0, e1);
+  const int64_t hi = std::max<int64_t>(0, e0) + std::max<int64_t>(0, e1) + (rows - 1) * ld + cols;
+  return {lo, hi - lo};
 }
 }  // namespace
 
 void set_bf16_emulation(bool on) { g_bf16_emulation.store(on); }
 bool bf16_emulated() { return g_bf16_emulation.load() && !bf16_unsupported_reason().empty(); }
 std::string bf16_refusal() { return bf16_emulated() ? std::string() : bf16_unsupported_reason(); }
+Bf16Route bf16_route() {
+  if (bf16_emulated()) return Bf16Route::widened;
+  const int set = g_route_set.load();
+  return set < 0 ? route_choice().route : static_cast<Bf16Route>(set);
+}
+void set_bf16_route(Bf16Route route) { g_route_set.store(static_cast<int>(route)); }
+std::string bf16_route_reason() {
+  if (bf16_emulated()) return "widened (emulated)";
+  const int set = g_route_set.load();
+  if (set < 0) return route_choice().reason;
+  return static_cast<Bf16Route>(set) == Bf16Route::native ? "native (set_bf16_route)" : "widened (set_bf16_route)";
+}
 
 namespace blas {
-void gemm_bf16_emulated(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                        const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c,
-                        int64_t ldc, const float* bias) {
+float* widened_into(int slot, const bf16_t* x, int64_t n) {
+  thread_local std::array<std::vector<float>, 2> buffers;
+  std::vector<float>& v = buffers.at(static_cast<size_t>(slot));
+  const size_t want = static_cast<size_t>(std::max<int64_t>(n, 1));
+  if (v.size() < want) v.resize(want);
+  from_bf16(x, v.data(), n);
+  return v.data();
+}
+
+void gemm_bf16_widened(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                       const float* bias) {
   check_beta(beta, bias != nullptr, alpha);
-  // op(A) is m x k: stored k x m when transposed; likewise B, k x n.
-  const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
-  // An operand repeated along the batch (stride 0) is widened once.
-  std::vector<float> a32, b32;
-  const bf16_t *a_done = nullptr, *b_done = nullptr;
+  if (bt.n0 <= 0 || bt.n1 <= 0) return;
+  // op(A) is m x k: stored k x m when transposed; likewise B, k x n. Each
+  // operand's whole span is widened once, so the float32 products read the
+  // same layout and strides (a matrix repeated at stride 0 once).
+  const Span sa = span_of(ta ? k : m, ta ? m : k, lda, bt.n0, bt.sa0, bt.n1, bt.sa1);
+  const Span sb = span_of(tb ? n : k, tb ? k : n, ldb, bt.n0, bt.sb0, bt.n1, bt.sb1);
+  const float* a32 = widened_into(0, a + sa.lo, sa.size) - sa.lo;
+  const float* b32 = widened_into(1, b + sb.lo, sb.size) - sb.lo;
+  if (bt.n0 == 1 && bt.n1 == 1) return engine::gemm(ta, tb, m, n, k, alpha, a32, lda, b32, ldb, beta, c, ldc, bias);
+  if (bias == nullptr) return engine::gemm_batched(bt, ta, tb, m, n, k, alpha, a32, lda, b32, ldb, beta, c, ldc);
   for (int64_t i = 0; i < bt.n0; ++i)
-    for (int64_t j = 0; j < bt.n1; ++j) {
-      const bf16_t* ai = a + i * bt.sa0 + j * bt.sa1;
-      const bf16_t* bi = b + i * bt.sb0 + j * bt.sb1;
-      if (ai != a_done) widened(ai, a_rows, a_cols, lda, a32), a_done = ai;
-      if (bi != b_done) widened(bi, b_rows, b_cols, ldb, b32), b_done = bi;
-      engine::gemm(ta, tb, m, n, k, alpha, a32.data(), a_cols, b32.data(), b_cols, beta,
-                   c + i * bt.sc0 + j * bt.sc1, ldc, bias);
-    }
+    for (int64_t j = 0; j < bt.n1; ++j)
+      engine::gemm(ta, tb, m, n, k, alpha, a32 + i * bt.sa0 + j * bt.sa1, lda, b32 + i * bt.sb0 + j * bt.sb1, ldb,
+                   beta, c + i * bt.sc0 + j * bt.sc1, ldc, bias);
 }
 }  // namespace blas
 

@@ -27,11 +27,17 @@ void gemm_batched(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64
               c + i * bt.sc0 + j * bt.sc1, ldc);
 }
 
-// gemm_bf16_batched's emulation (set_bf16_emulation): each operand widened
-// to float32, then engine::gemm.
-void gemm_bf16_emulated(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                        const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c,
-                        int64_t ldc, const float* bias = nullptr);
+// The n bf16 values at x widened to float32 (exact) into the calling
+// thread's buffer `slot` (0 or 1), which the next call on that slot
+// overwrites: the operands of the widened route (bf16_route()).
+float* widened_into(int slot, const bf16_t* x, int64_t n);
+
+// gemm_bf16_batched's widened route (bf16_route()): each operand's span
+// widened to float32 once, into a buffer of the calling thread, then the
+// float32 products of this build on the same layout.
+void gemm_bf16_widened(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                       const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                       const float* bias = nullptr);
 
 std::string version();  // "OpenBLAS 0.3.21"
 

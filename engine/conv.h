@@ -117,8 +117,9 @@ void conv_backward(const ConvGeometry& g, const float* x, const float* w, const 
 // The same with bf16 inputs, accumulating and writing float32, the
 // activations in the layouts `b` gives (a bf16 argument in nChw{b}c as a
 // float32 one would be). Throw std::runtime_error with bf16_refusal() when
-// that is not empty; emulated (bf16_emulated()) they widen their inputs to
-// float32, exactly, and run the float32 primitives.
+// that is not empty; on the widened route (bf16_route(), emulation among
+// its cases) they widen their inputs to float32, exactly, and run the
+// float32 primitives.
 void conv_forward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const float* bias, float* y,
                   ConvBlocks b = {});
 void conv_backward_data(const ConvGeometry& g, const bf16_t* dy, const bf16_t* w, float* dx, ConvBlocks b = {});

@@ -18,7 +18,9 @@ std::string f32_engine();
 // OpenBLAS's kernel family (openblas_get_corename(), such as "Cooperlake"),
 // which follows OPENBLAS_CORETYPE when it is set.
 std::string blas_core();
-// One line for logs: "f32 products on oneDNN 2.6.3, f64 on OpenBLAS 0.3.21 (core Cooperlake)".
+// One line for logs: "f32 products on oneDNN 2.6.3, f64 on OpenBLAS 0.3.21
+// (core Cooperlake), bf16 native (vdpbf16ps at 2.00x the float32 FMA's
+// operations a second)" (bf16_route_reason()).
 std::string describe();
 
 // C (m,n) = alpha op(A) op(B) + beta C, row-major, op(X) = X or Xᵀ; lda, ldb,
@@ -95,6 +97,27 @@ bool bf16_emulated();
 // and the programs' --precision: "" when it may (at full speed, or emulated
 // because set_bf16_emulation asked for it), else bf16_unsupported_reason().
 std::string bf16_refusal();
+
+// How bf16 products run where they may. `native`: oneDNN's bf16 kernels, on
+// the CPU's bf16 instructions (AVX512_BF16's dot products, or AMX).
+// `widened`: each operand widened to float32 (exact) and multiplied by the
+// float32 products; as native, the products are of the bf16 values and the
+// sums float32, so the two differ only in the order of the additions.
+enum class Bf16Route { native, widened };
+// The route of this process: widened while bf16_emulated(); otherwise chosen
+// at first use, widened where this CPU's bf16 dot product (vdpbf16ps) does
+// fewer than 3/4 of the floating-point operations a second of its float32
+// FMA and it has no AMX (an Intel Xeon without AMX ran it at 0.50 of FMA's
+// rate, AMD Zen 4 and Zen 5 at 2.0), native elsewhere. The environment
+// variable XG_BF16_PRODUCTS=native or =widened decides instead; any other
+// value throws std::invalid_argument at first use.
+Bf16Route bf16_route();
+// Sets the route for the whole process from now on, as XG_BF16_PRODUCTS
+// would (emulation still widens): to compare the two, or test both.
+void set_bf16_route(Bf16Route route);
+// One line for logs: the route and why, such as "widened (vdpbf16ps at 0.50x
+// the float32 FMA's operations a second)".
+std::string bf16_route_reason();
 
 // As gemm/gemm_batched with bf16 A and B, accumulating in float32 into a
 // float32 C (and a float32 bias, as gemm's, added to every row of every

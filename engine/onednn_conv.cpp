@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "engine/blas.h"
 #include "engine/conv.h"
 #include "engine/detail/onednn.h"
 
@@ -325,12 +326,7 @@ void zero_weight_grads(const ConvGeometry& g, float* dw, float* db) {
   if (db) std::memset(db, 0, sizeof(float) * static_cast<size_t>(g.o));
 }
 
-// bf16 values widened to float32 (exact), for emulated bf16.
-std::vector<float> widened(const bf16_t* x, int64_t n) {
-  std::vector<float> y(static_cast<size_t>(n));
-  from_bf16(x, y.data(), n);
-  return y;
-}
+bool widened_route() { return bf16_route() == Bf16Route::widened; }
 
 void check_bf16() {
   if (const std::string why = bf16_refusal(); !why.empty()) throw std::runtime_error(why);
@@ -362,8 +358,8 @@ bool blocked_activations() { return g_blocked_activations.load(); }
 ConvBlocks conv_blocks(const ConvGeometry& g, int x_block, bool bf16_inputs) {
   activation_tag(x_block);  // checks it
   onednn::OneOmpThread one;
-  // Emulated bf16 runs the float32 primitives.
-  const dt in = bf16_inputs && !bf16_emulated() ? dt::bf16 : dt::f32;
+  // bf16 on the widened route runs the float32 primitives.
+  const dt in = bf16_inputs && !widened_route() ? dt::bf16 : dt::f32;
   const dims xd{g.n, g.c, g.h, g.w}, yd{g.n, g.o, g.ho, g.wo};
   // Slot 0 of the forward is its source, slot 2 its destination; slot 2 of
   // the data gradient is dx (asked for in x's layout, which makes a 1x1
@@ -428,17 +424,18 @@ void conv_forward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, const
                   ConvBlocks b) {
   check_bf16();
   if (g.n == 0) return;
-  if (bf16_emulated())
-    return conv_forward(g, widened(x, g.n * g.c * g.h * g.w).data(), widened(w, weight_numel(g)).data(), bias, y, b);
+  if (widened_route())
+    return conv_forward(g, blas::widened_into(0, x, g.n * g.c * g.h * g.w), blas::widened_into(1, w, weight_numel(g)),
+                        bias, y, b);
   run(Kind::forward, dt::bf16, g, {const_cast<bf16_t*>(x), const_cast<bf16_t*>(w), y, const_cast<float*>(bias)}, b);
 }
 
 void conv_backward_data(const ConvGeometry& g, const bf16_t* dy, const bf16_t* w, float* dx, ConvBlocks b) {
   check_bf16();
   if (g.n == 0) return;
-  if (bf16_emulated())
-    return conv_backward_data(g, widened(dy, g.n * g.o * g.ho * g.wo).data(), widened(w, weight_numel(g)).data(), dx,
-                              b);
+  if (widened_route())
+    return conv_backward_data(g, blas::widened_into(0, dy, g.n * g.o * g.ho * g.wo),
+                              blas::widened_into(1, w, weight_numel(g)), dx, b);
   run(Kind::backward_data, dt::bf16, g, {const_cast<bf16_t*>(dy), const_cast<bf16_t*>(w), dx}, b);
 }
 
@@ -446,9 +443,9 @@ void conv_backward_weights(const ConvGeometry& g, const bf16_t* x, const bf16_t*
                            ConvBlocks b) {
   check_bf16();
   if (g.n == 0) return zero_weight_grads(g, dw, db);
-  if (bf16_emulated())
-    return conv_backward_weights(g, widened(x, g.n * g.c * g.h * g.w).data(),
-                                 widened(dy, g.n * g.o * g.ho * g.wo).data(), dw, db, b);
+  if (widened_route())
+    return conv_backward_weights(g, blas::widened_into(0, x, g.n * g.c * g.h * g.w),
+                                 blas::widened_into(1, dy, g.n * g.o * g.ho * g.wo), dw, db, b);
   run(Kind::backward_weights, dt::bf16, g, {const_cast<bf16_t*>(x), const_cast<bf16_t*>(dy), dw, db}, b);
 }
 
@@ -456,7 +453,7 @@ void conv_backward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, cons
                    float* db, ConvBlocks b) {
   check_bf16();
   if (g.n == 0) return zero_weight_grads(g, dw, db);
-  if (bf16_emulated()) {
+  if (widened_route()) {
     conv_backward_data(g, dy, w, dx, b);
     return conv_backward_weights(g, x, dy, dw, db, b);
   }

@@ -31,7 +31,7 @@ void gemm_bf16_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t 
                        const bf16_t* a, int64_t lda, const bf16_t* b, int64_t ldb, float beta, float* c, int64_t ldc,
                        const float* bias) {
   if (const std::string why = bf16_refusal(); !why.empty()) throw std::runtime_error(why);
-  blas::gemm_bf16_emulated(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
+  blas::gemm_bf16_widened(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 CacheStats cache_stats() { return {}; }

@@ -78,6 +78,23 @@ class Bf16Products {
   Bf16Products& operator=(const Bf16Products&) = delete;
 };
 
+// f() under each route of bf16 products this machine runs (engine::Bf16Route:
+// widened always, emulated where the CPU has no bf16; native where it has),
+// the process's route restored after. Says which.
+template <class F>
+void for_each_bf16_route(F f) {
+  Bf16Products products;
+  const xg::engine::Bf16Route before = xg::engine::bf16_route();
+  for (const xg::engine::Bf16Route route : {xg::engine::Bf16Route::native, xg::engine::Bf16Route::widened}) {
+    if (route == xg::engine::Bf16Route::native && xg::engine::bf16_emulated()) continue;
+    xg::engine::set_bf16_route(route);
+    const std::string name = route == xg::engine::Bf16Route::native ? "native" : "widened";
+    INFO("bf16 route " << name);
+    f();
+  }
+  xg::engine::set_bf16_route(before);
+}
+
 // The message of the exception `expr` throws (fails the test if none).
 #define XG_THROW_MESSAGE(expr, Type)                 \
   [&]() -> std::string {                             \

@@ -93,41 +93,42 @@ TEST_CASE("autocast: two threads at once, one under Autocast(bf16), the other's 
 }
 
 TEST_CASE("autocast: linear and matmul equal the float32 products of bf16-rounded operands, forward and backward") {
-  xgt::Bf16Products bf16_products;
-  Generator g(3);
-  Tensor x = randn({4, 6, 40}, g).requires_grad_(), w = randn({72, 40}, g).requires_grad_(),
-         b = randn({72}, g).requires_grad_();
-  Tensor a = randn({3, 1, 24, 50}, g).requires_grad_(), m = randn({2, 50, 36}, g).requires_grad_();
-  Tensor gy = randn({4, 6, 72}, g), gz = randn({3, 2, 24, 36}, g);
+  xgt::for_each_bf16_route([] {
+    Generator g(3);
+    Tensor x = randn({4, 6, 40}, g).requires_grad_(), w = randn({72, 40}, g).requires_grad_(),
+           b = randn({72}, g).requires_grad_();
+    Tensor a = randn({3, 1, 24, 50}, g).requires_grad_(), m = randn({2, 50, 36}, g).requires_grad_();
+    Tensor gy = randn({4, 6, 72}, g), gz = randn({3, 2, 24, 36}, g);
 
-  Tensor y, z;
-  {
-    Autocast cast(bf16);
-    y = linear(x, w, b);
-    z = matmul(a, m);
-  }
-  CHECK(y.dtype() == f32);  // products accumulate and return float32
-  y.backward(gy);
-  z.backward(gz);
+    Tensor y, z;
+    {
+      Autocast cast(bf16);
+      y = linear(x, w, b);
+      z = matmul(a, m);
+    }
+    CHECK(y.dtype() == f32);  // products accumulate and return float32
+    y.backward(gy);
+    z.backward(gz);
 
-  // The reference: float32 products (exact enough here) of the rounded
-  // operands, and of the rounded output gradients in backward.
-  Tensor xr = rounded(x).requires_grad_(), wr = rounded(w).requires_grad_(), br = b.detach().clone().requires_grad_();
-  Tensor ar = rounded(a).requires_grad_(), mr = rounded(m).requires_grad_();
-  Tensor yr = linear(xr, wr, br), zr = matmul(ar, mr);
-  CHECK(max_abs_diff(y, yr) < 1e-4);
-  CHECK(max_abs_diff(z, zr) < 1e-4);
-  linear(xr, wr, br).backward(rounded(gy));
-  matmul(ar, mr).backward(rounded(gz));
-  // Not yr/zr: their backward would run with unrounded gy; the second call above is the reference.
-  CHECK(max_abs_diff(x.grad(), xr.grad()) < 1e-3);
-  CHECK(max_abs_diff(w.grad(), wr.grad()) < 1e-3);
-  CHECK(max_abs_diff(a.grad(), ar.grad()) < 1e-3);
-  CHECK(max_abs_diff(m.grad(), mr.grad()) < 1e-3);
-  // The bias gradient is a float32 sum of the unrounded gradient.
-  CHECK(max_abs_diff(b.grad(), sum(gy, {0, 1})) < 1e-4);
-  // And the operands really were rounded: the float32 result differs by more.
-  CHECK(max_abs_diff(y, linear(x, w, b)) > 1e-3);
+    // The reference: float32 products (exact enough here) of the rounded
+    // operands, and of the rounded output gradients in backward.
+    Tensor xr = rounded(x).requires_grad_(), wr = rounded(w).requires_grad_(), br = b.detach().clone().requires_grad_();
+    Tensor ar = rounded(a).requires_grad_(), mr = rounded(m).requires_grad_();
+    Tensor yr = linear(xr, wr, br), zr = matmul(ar, mr);
+    CHECK(max_abs_diff(y, yr) < 1e-4);
+    CHECK(max_abs_diff(z, zr) < 1e-4);
+    linear(xr, wr, br).backward(rounded(gy));
+    matmul(ar, mr).backward(rounded(gz));
+    // Not yr/zr: their backward would run with unrounded gy; the second call above is the reference.
+    CHECK(max_abs_diff(x.grad(), xr.grad()) < 1e-3);
+    CHECK(max_abs_diff(w.grad(), wr.grad()) < 1e-3);
+    CHECK(max_abs_diff(a.grad(), ar.grad()) < 1e-3);
+    CHECK(max_abs_diff(m.grad(), mr.grad()) < 1e-3);
+    // The bias gradient is a float32 sum of the unrounded gradient.
+    CHECK(max_abs_diff(b.grad(), sum(gy, {0, 1})) < 1e-4);
+    // And the operands really were rounded: the float32 result differs by more.
+    CHECK(max_abs_diff(y, linear(x, w, b)) > 1e-3);
+  });
 }
 
 TEST_CASE("linear's bias added inside the product, wherever the pool splits it, float32 and bf16") {
@@ -158,49 +159,50 @@ TEST_CASE("linear's bias added inside the product, wherever the pool splits it, 
 }
 
 TEST_CASE("linear's backward by blocks of rows (long inputs, narrow layers) at 2 threads, and whole at 1, f32 and bf16") {
-  // 1,100 rows: at 2 threads, four blocks of 256 and a tail, split into one
-  // part per thread whose dW partials are added at the end (at 1 thread,
-  // whole products, checked alike). x feeds two linears, so the second's dx
-  // is added into the gradient already waiting. The reference: float64
-  // products of the operands and output gradients, each rounded to bf16
-  // under Autocast(bf16); the bias gradient is the float64 sum of the
-  // unrounded one.
-  xgt::Bf16Products bf16_products;
-  xgt::ThreadsGuard threads;
-  Generator g(21);
-  const int64_t rows = 1100, in = 40, out = 72;
-  const Tensor x0 = randn({rows, in}, g), w0 = randn({out, in}, g), v0 = randn({24, in}, g), b0 = randn({out}, g);
-  const Tensor gy = randn({rows, out}, g), gz = randn({rows, 24}, g);
-  for (const bool bf : {false, true}) {
-    auto op = [bf](const Tensor& t) { return (bf ? rounded(t) : t).to(f64); };  // an operand as the products read it
-    const Tensor want_x = matmul(op(gy), op(w0)) + matmul(op(gz), op(v0));
-    const Tensor want_w = matmul(transpose(op(gy), 0, 1), op(x0));
-    const Tensor want_v = matmul(transpose(op(gz), 0, 1), op(x0));
-    const Tensor want_b = sum(gy.to(f64), {0});
-    for (const int t : {1, 2}) {
-      CAPTURE(bf);
-      CAPTURE(t);
-      set_num_threads(t);
-      Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), v = v0.clone().requires_grad_(),
-             b = b0.clone().requires_grad_();
-      Tensor y, z;
-      {
-        std::optional<Autocast> cast;
-        if (bf) cast.emplace(xg::bf16);
-        y = linear(x, w, b);
-        z = linear(x, v);
+  xgt::for_each_bf16_route([] {
+    // 1,100 rows: at 2 threads, four blocks of 256 and a tail, split into one
+    // part per thread whose dW partials are added at the end (at 1 thread,
+    // whole products, checked alike). x feeds two linears, so the second's dx
+    // is added into the gradient already waiting. The reference: float64
+    // products of the operands and output gradients, each rounded to bf16
+    // under Autocast(bf16); the bias gradient is the float64 sum of the
+    // unrounded one.
+    xgt::ThreadsGuard threads;
+    Generator g(21);
+    const int64_t rows = 1100, in = 40, out = 72;
+    const Tensor x0 = randn({rows, in}, g), w0 = randn({out, in}, g), v0 = randn({24, in}, g), b0 = randn({out}, g);
+    const Tensor gy = randn({rows, out}, g), gz = randn({rows, 24}, g);
+    for (const bool bf : {false, true}) {
+      auto op = [bf](const Tensor& t) { return (bf ? rounded(t) : t).to(f64); };  // an operand as the products read it
+      const Tensor want_x = matmul(op(gy), op(w0)) + matmul(op(gz), op(v0));
+      const Tensor want_w = matmul(transpose(op(gy), 0, 1), op(x0));
+      const Tensor want_v = matmul(transpose(op(gz), 0, 1), op(x0));
+      const Tensor want_b = sum(gy.to(f64), {0});
+      for (const int t : {1, 2}) {
+        CAPTURE(bf);
+        CAPTURE(t);
+        set_num_threads(t);
+        Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_(), v = v0.clone().requires_grad_(),
+               b = b0.clone().requires_grad_();
+        Tensor y, z;
+        {
+          std::optional<Autocast> cast;
+          if (bf) cast.emplace(xg::bf16);
+          y = linear(x, w, b);
+          z = linear(x, v);
+        }
+        backward({y, z}, {gy, gz});
+        // Relative to the largest magnitude: float32 sums of up to 1,100 terms.
+        auto close = [](const Tensor& got, const Tensor& want) {
+          return max_abs_diff(got.to(f64), want) < 1e-5 * (1 + max(abs(want)).item());
+        };
+        CHECK(close(x.grad(), want_x));
+        CHECK(close(w.grad(), want_w));
+        CHECK(close(v.grad(), want_v));
+        CHECK(close(b.grad(), want_b));
       }
-      backward({y, z}, {gy, gz});
-      // Relative to the largest magnitude: float32 sums of up to 1,100 terms.
-      auto close = [](const Tensor& got, const Tensor& want) {
-        return max_abs_diff(got.to(f64), want) < 1e-5 * (1 + max(abs(want)).item());
-      };
-      CHECK(close(x.grad(), want_x));
-      CHECK(close(w.grad(), want_w));
-      CHECK(close(v.grad(), want_v));
-      CHECK(close(b.grad(), want_b));
     }
-  }
+  });
 }
 
 TEST_CASE("autocast: the gradients of a small model agree with float32 at bf16 precision, float64 is never cast") {

@@ -279,7 +279,7 @@ TEST_CASE("engine: bf16 gemm equals the float64 product of the rounded operands,
 }
 
 TEST_CASE("engine: bf16 products in every transpose form, with padded strides, beta 1 and a batch") {
-  xgt::Bf16Products bf16_products;
+  xgt::for_each_bf16_route([] {
   const int64_t m = 37, n = 45, k = 70, count = 3;
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
@@ -309,6 +309,62 @@ TEST_CASE("engine: bf16 products in every transpose form, with padded strides, b
           for (int64_t j = n; j < ldc; ++j) CHECK(cq[i * ldc + j] == 0.5f);
       }
     }
+  });
+}
+
+TEST_CASE("engine: bf16 products of heads inside (B,T,C) projections (a two-level batch), and a bias per product") {
+  // Attention's scores: S_bh = Q_bh K_bhᵀ with head h of batch row b at
+  // q + b*T*C + h*D (rows C apart), and the same through a batch whose B is
+  // repeated (stride 0) with a bias, as linear's rows split by the pool.
+  xgt::for_each_bf16_route([] {
+    const int64_t B = 3, T = 9, H = 4, D = 24, C = H * D;
+    Mat q(B * T, C, 0, 31), kk(B * T, C, 0, 32);
+    const std::vector<bf16_t> q16 = q.round_to_bf16(), k16 = kk.round_to_bf16();
+    std::vector<float> s(B * H * T * T, NAN);
+    const engine::Batch batch{B, H, T * C, D, T * C, D, H * T * T, T * T};
+    engine::gemm_bf16_batched(batch, false, true, T, T, D, 0.25f, q16.data(), C, k16.data(), C, 0.0f, s.data(), T);
+    double worst = 0;
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t j = 0; j < T; ++j) {
+            double ref = 0;
+            for (int64_t d = 0; d < D; ++d) ref += q.op(false, b * T + i, h * D + d) * kk.op(false, b * T + j, h * D + d);
+            ref *= 0.25;
+            worst = std::max(worst, std::abs(s[((b * H + h) * T + i) * T + j] - ref) / (std::abs(ref) + 1e-3));
+          }
+    CHECK(worst < 1e-5);
+
+    const int64_t m = 11, n = 50, k = 40, count = 2;
+    Mat a(count * m, k, 1, 33), w(n, k, 0, 34), bias(1, n, 0, 35);
+    const std::vector<bf16_t> a16 = a.round_to_bf16(), w16 = w.round_to_bf16();
+    std::vector<float> c(count * m * n, NAN);
+    engine::gemm_bf16_batched(engine::Batch::flat(count, m * a.ld, 0, m * n), false, true, m, n, k, 1.0f, a16.data(),
+                              a.ld, w16.data(), k, 0.0f, c.data(), n, bias.v.data());
+    std::vector<double> ref(count * m * n);
+    for (int64_t i = 0; i < count * m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double t = bias.v[j];
+        for (int64_t p = 0; p < k; ++p) t += a.op(false, i, p) * w.op(false, j, p);
+        ref[i * n + j] = t;
+      }
+    CHECK(max_rel_error(count * m, n, c, n, ref) < 1e-5);
+  });
+}
+
+TEST_CASE("engine: the bf16 route is native or widened and says why, and set_bf16_route sets it") {
+  const std::string why = engine::bf16_route_reason();
+  CAPTURE(why);
+  CHECK((why.rfind("native", 0) == 0 || why.rfind("widened", 0) == 0 || why.rfind("none", 0) == 0));
+  CHECK(engine::describe().find("bf16 " + why) != std::string::npos);
+  const engine::Bf16Route before = engine::bf16_route();
+  engine::set_bf16_route(engine::Bf16Route::widened);
+  CHECK(engine::bf16_route() == engine::Bf16Route::widened);
+  CHECK(engine::bf16_route_reason() == "widened (set_bf16_route)");
+  engine::set_bf16_route(engine::Bf16Route::native);
+  CHECK(engine::bf16_route_reason() == "native (set_bf16_route)");
+  CHECK(engine::bf16_route() == engine::Bf16Route::native);
+  engine::set_bf16_route(before);
 }
 
 TEST_CASE("engine: a bias added to every row of C: float32 small and large, float64, bf16, an empty sum") {
