@@ -204,6 +204,7 @@ def main():
         xs, ts = both(["sgemm"], t)
         peaks[t] = sgemm_peaks(xs[0], ts[0])
         print(f"peak at {t} thread(s), GFLOP/s: f32 {peaks[t]['f32']:.0f}, bf16 {peaks[t]['bf16']:.0f}", flush=True)
+    print(f"xgrad's engine: {xs[0]['engine']}", flush=True)  # bf16's route among it (docs/performance.md)
     precisions = list(a.precisions)
     if "bf16" in precisions and not all(peaks[t]["bf16"] > 0 for t in peaks):
         precisions.remove("bf16")
