@@ -107,8 +107,9 @@ enum class Bf16Route { native, widened };
 // The route of this process: widened while bf16_emulated(); otherwise chosen
 // at first use, widened where this CPU's bf16 dot product (vdpbf16ps) does
 // fewer than 3/4 of the floating-point operations a second of its float32
-// FMA and it has no AMX (an Intel Xeon without AMX ran it at 0.50 of FMA's
-// rate, AMD Zen 4 and Zen 5 at 2.0), native elsewhere. The environment
+// FMA and it has no AMX (Intel Xeons without AMX run it at half FMA's rate;
+// AMD Zen 4 and Zen 5 run bf16 products at twice float32's), native
+// elsewhere. The environment
 // variable XG_BF16_PRODUCTS=native or =widened decides instead; any other
 // value throws std::invalid_argument at first use.
 Bf16Route bf16_route();
