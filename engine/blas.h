@@ -56,4 +56,11 @@ void fill_rows(const T* bias, int64_t m, int64_t n, T* c, int64_t ldc) {
 // Below this many multiply-adds a oneDNN call costs more than the product.
 constexpr int64_t kSmallProduct = 48 * 48 * 48;
 
+// True when OpenBLAS runs kernels without FMA on a CPU that has AVX2 and
+// FMA: its fallback for a CPU model it does not know (OpenBLAS 0.3.21 picks
+// Prescott's SSE3 kernels on Intel family 6 model 207). Their sums round
+// each product, unlike oneDNN's and every FMA kernel's, so the oneDNN build
+// then sends small float32 products to oneDNN too.
+bool generic_core();
+
 }  // namespace xg::engine::blas

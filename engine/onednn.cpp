@@ -174,7 +174,8 @@ std::string f32_engine() {
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
-  if (m * n * k < blas::kSmallProduct || (ta && m * n * k >= kLargeTransposedA && transposed_a_on_blas()))
+  if ((m * n * k < blas::kSmallProduct && (!blas::generic_core() || m * n == 0)) ||
+      (ta && m * n * k >= kLargeTransposedA && transposed_a_on_blas()))
     return blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
   run(dt::f32, Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
@@ -182,7 +183,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (batch.n0 <= 0 || batch.n1 <= 0) return;
-  if (m * n * k * batch.n0 * batch.n1 < blas::kSmallProduct)
+  if (m * n * k * batch.n0 * batch.n1 < blas::kSmallProduct && (!blas::generic_core() || m * n == 0))
     return blas::gemm_batched<float>(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   run(dt::f32, batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
