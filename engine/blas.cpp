@@ -298,7 +298,7 @@ std::string bf16_route_reason() {
 
 namespace blas {
 float* widened_into(int slot, const bf16_t* x, int64_t n) {
-  thread_local std::array<std::vector<float>, 2> buffers;
+  thread_local std::array<std::vector<float>, 3> buffers;
   std::vector<float>& v = buffers.at(static_cast<size_t>(slot));
   const size_t want = static_cast<size_t>(std::max<int64_t>(n, 1));
   if (v.size() < want) v.resize(want);

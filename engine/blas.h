@@ -28,7 +28,7 @@ void gemm_batched(const Batch& bt, bool ta, bool tb, int64_t m, int64_t n, int64
 }
 
 // The n bf16 values at x widened to float32 (exact) into the calling
-// thread's buffer `slot` (0 or 1), which the next call on that slot
+// thread's buffer `slot` (0, 1 or 2), which the next call on that slot
 // overwrites: the operands of the widened route (bf16_route()).
 float* widened_into(int slot, const bf16_t* x, int64_t n);
 

@@ -166,6 +166,13 @@ void run(dt in, Batch bt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, flo
 constexpr int64_t kLargeTransposedA = int64_t{1} << 25;
 static bool transposed_a_on_blas() { return !cpu_features().avx512f; }
 
+// Float32 products of fewer multiply-adds than blas::kSmallProduct go to
+// OpenBLAS, unless its kernels lack FMA on an FMA CPU (blas::generic_core());
+// an empty C (m * n == 0) always does.
+static bool small_on_blas(int64_t madds, int64_t mn) {
+  return madds < blas::kSmallProduct && (!blas::generic_core() || mn == 0);
+}
+
 std::string f32_engine() {
   const dnnl_version_t* v = dnnl_version();
   return fmt::format("oneDNN {}.{}.{}{}", v->major, v->minor, v->patch,
@@ -174,8 +181,7 @@ std::string f32_engine() {
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc, const float* bias) {
-  if ((m * n * k < blas::kSmallProduct && (!blas::generic_core() || m * n == 0)) ||
-      (ta && m * n * k >= kLargeTransposedA && transposed_a_on_blas()))
+  if (small_on_blas(m * n * k, m * n) || (ta && m * n * k >= kLargeTransposedA && transposed_a_on_blas()))
     return blas::gemm<float>(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
   run(dt::f32, Batch{}, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, bias);
 }
@@ -183,7 +189,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 void gemm_batched(const Batch& batch, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                   int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (batch.n0 <= 0 || batch.n1 <= 0) return;
-  if (m * n * k * batch.n0 * batch.n1 < blas::kSmallProduct && (!blas::generic_core() || m * n == 0))
+  if (small_on_blas(m * n * k * batch.n0 * batch.n1, m * n))
     return blas::gemm_batched<float>(batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   run(dt::f32, batch, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

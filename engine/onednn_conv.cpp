@@ -453,10 +453,9 @@ void conv_backward(const ConvGeometry& g, const bf16_t* x, const bf16_t* w, cons
                    float* db, ConvBlocks b) {
   check_bf16();
   if (g.n == 0) return zero_weight_grads(g, dw, db);
-  if (widened_route()) {
-    conv_backward_data(g, dy, w, dx, b);
-    return conv_backward_weights(g, x, dy, dw, db, b);
-  }
+  if (widened_route())  // each operand widened once; dy then reordered once for both halves
+    return conv_backward(g, blas::widened_into(0, x, g.n * g.c * g.h * g.w), blas::widened_into(1, w, weight_numel(g)),
+                         blas::widened_into(2, dy, g.n * g.o * g.ho * g.wo), dx, dw, db, b);
   run_backward(dt::bf16, g, const_cast<bf16_t*>(x), const_cast<bf16_t*>(w), const_cast<bf16_t*>(dy), dx, dw, db, b);
 }
 
