@@ -163,6 +163,12 @@ void fill_masked(const Plan& pl, int64_t b, int64_t i, T* row, T value) {
 template <class T>
 void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* from_stat = nullptr) {
   const int64_t Tq = pl.g.T, S = pl.g.S;
+  if constexpr (std::is_same_v<T, float>) {
+    if (!from_stat && S <= 64) {  // short rows, side by side in registers where the CPU has AVX-512
+      for (int64_t i = 0; i < Tq; ++i) fill_masked(pl, b, i, P + i * S, T(kMasked));
+      if (detail::softmax_short_rows_in_place(P, Tq, S, stat)) return;
+    }
+  }
   for (int64_t i = 0; i < Tq; ++i) {
     T* row = P + i * S;
     fill_masked(pl, b, i, row, T(kMasked));
@@ -219,6 +225,29 @@ void forward_heads(const Plan& pl, const In* q, const In* k, const In* v, T* out
   const int64_t B = pl.g.B, Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
   (void)B;
   const int64_t TS = Tq * S;
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<In, engine::bf16_t>) {
+    // Each head in one pass that stays in L1, where the weights are kept
+    // (backward's recomputed scores come from the batched products) and not
+    // dropped.
+    if (pl.p == 0 && !pl.recompute && engine::small_heads_bf16(D)) {
+      for (int64_t bh = bh0; bh < bh1; ++bh) {
+        const int64_t b = bh / H, h = bh % H, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
+        struct Rows {
+          const Plan& pl;
+          int64_t b;
+          T* stat;
+        } rows{pl, b, stats ? stats + bh * Tq * 2 : nullptr};
+        engine::attention_head_bf16(
+            Tq, S, D, static_cast<float>(pl.scale), q + qo, C, k + ko, v + ko, C, w + bh * TS,
+            [](void* ctx, float* P) {
+              const Rows& r = *static_cast<const Rows*>(ctx);
+              softmax_rows(r.pl, r.b, P, r.stat);
+            },
+            &rows, out + qo, C);
+      }
+      return;
+    }
+  }
   const int64_t narrow_bytes = std::is_same_v<In, T> ? 0 : TS * int64_t(sizeof(In));
   head_runs(pl, bh0, bh1, (pl.p > 0 ? 2 : 1) * TS * int64_t(sizeof(T)) + narrow_bytes, [&](int64_t c0, int64_t c1) {
     // The weights: kept (w), or a scratch of this run's heads.

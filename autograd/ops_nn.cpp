@@ -4,6 +4,9 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "autograd/detail/impl.h"
 #include "autograd/detail/iter.h"
@@ -12,7 +15,118 @@
 
 namespace xg {
 
+#if defined(__GNUC__) && defined(__x86_64__)
+// GCC 12's AVX-512 headers start some intrinsics from a self-initialised
+// "undefined" vector, which -Wall reports once they are inlined here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+namespace {
+// detail::softmax_exp on 16 lanes: fast_expf's operations in its order, with
+// the FMAs the compiler makes of its a * b + c, so the same values bit for
+// bit (tests/test_autograd_ops.cpp checks it against the scalar kernel).
+XG_AVX512_TARGET __m512 softmax_exp16(__m512 z) {
+  const __mmask16 number = _mm512_cmp_ps_mask(z, z, _CMP_ORD_Q);
+  const __m512 c = _mm512_min_ps(_mm512_set1_ps(88.3f), _mm512_max_ps(_mm512_set1_ps(-87.3f), z));
+  const __m512 safe = _mm512_maskz_mov_ps(number, c);
+  const __m512 n = _mm512_roundscale_ps(_mm512_fmadd_ps(safe, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+                                        _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+  const __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(2.12194440e-4f),
+                                   _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), safe));
+  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.0f / 720), r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+  __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(bits));
+  y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(z, _mm512_set1_ps(88.3f), _CMP_GT_OQ),
+                         _mm512_set1_ps(std::numeric_limits<float>::infinity()));
+  y = _mm512_mask_mov_ps(z, number, y);  // NaN stays NaN
+  return _mm512_maskz_mov_ps(~_mm512_cmp_ps_mask(z, _mm512_set1_ps(-87.0f), _CMP_LT_OQ), y);
+}
+
+// The whole row in vectors of 16, the last one masked: on a ViT's rows of
+// 50, the loop of the scalar lambda ran its last values one by one through
+// fast_expf and the sum went through another pass.
+XG_AVX512_TARGET float softmax_exp_sum_avx512(const float* x, float* y, int64_t n, float mx) {
+  const __m512 m = _mm512_set1_ps(mx);
+  __m512 total = _mm512_setzero_ps();
+  for (int64_t k = 0; k < n; k += 16) {
+    const __mmask16 lanes = n - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - k)) - 1);
+    const __m512 e = softmax_exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, x + k), m));
+    _mm512_mask_storeu_ps(y + k, lanes, e);
+    total = _mm512_mask_add_ps(total, lanes, total, e);
+  }
+  return _mm512_reduce_add_ps(total);
+}
+
+// R rows of n <= 64 in registers, each in one pass: the maximum, the
+// exponentials and their sum in softmax_exp_sum_avx512's order, the scaling.
+// Rows of a few dozen scores (attention over a ViT's 50 positions) spent
+// most of their time waiting on the latency of each row's chain of steps,
+// one row after another; R rows side by side overlap their chains.
+template <int R>
+XG_AVX512_TARGET void softmax_short_rows(float* P, int64_t n, float* stat) {
+  const int nv = static_cast<int>((n + 15) / 16);
+  const __m512 none = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __mmask16 lanes[4];
+  for (int c = 0; c < 4; ++c)
+    lanes[c] = c >= nv ? __mmask16(0) : n - 16 * c >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - 16 * c)) - 1);
+  __m512 v[R][4], m[R];
+  for (int r = 0; r < R; ++r) {
+    m[r] = none;
+    for (int c = 0; c < 4; ++c)
+      if (c < nv) {
+        v[r][c] = _mm512_mask_loadu_ps(none, lanes[c], P + r * n + 16 * c);
+        m[r] = _mm512_max_ps(m[r], v[r][c]);
+      }
+  }
+  float mx[R], inv[R];
+  __m512 total[R];
+  for (int r = 0; r < R; ++r) {
+    mx[r] = _mm512_reduce_max_ps(m[r]);
+    const __m512 mxv = _mm512_set1_ps(mx[r]);
+    total[r] = _mm512_setzero_ps();
+    for (int c = 0; c < 4; ++c)
+      if (c < nv) {
+        v[r][c] = softmax_exp16(_mm512_sub_ps(v[r][c], mxv));
+        total[r] = _mm512_mask_add_ps(total[r], lanes[c], total[r], v[r][c]);
+      }
+  }
+  for (int r = 0; r < R; ++r) {
+    inv[r] = 1.0f / _mm512_reduce_add_ps(total[r]);
+    const __m512 invv = _mm512_set1_ps(inv[r]);
+    for (int c = 0; c < 4; ++c)
+      if (c < nv) _mm512_mask_storeu_ps(P + r * n + 16 * c, lanes[c], _mm512_mul_ps(v[r][c], invv));
+    if (stat) {
+      stat[2 * r] = mx[r];
+      stat[2 * r + 1] = inv[r];
+    }
+  }
+}
+}  // namespace
+#pragma GCC diagnostic pop
+#endif
+
+bool detail::softmax_short_rows_in_place(float* P, int64_t rows, int64_t n, float* stat) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (n >= 1 && n <= 64 && avx512_loops()) {
+    int64_t i = 0;
+    for (; i + 4 <= rows; i += 4) softmax_short_rows<4>(P + i * n, n, stat ? stat + 2 * i : nullptr);
+    for (; i < rows; ++i) softmax_short_rows<1>(P + i * n, n, stat ? stat + 2 * i : nullptr);
+    return true;
+  }
+#endif
+  (void)P, (void)rows, (void)n, (void)stat;
+  return false;
+}
+
 float detail::softmax_exp_sum(const float* x, float* y, int64_t n, float mx) {
+#if defined(__GNUC__) && defined(__x86_64__)
+  if (avx512_loops()) return softmax_exp_sum_avx512(x, y, n, mx);
+#endif
   elementwise_range(0, n, [=](int64_t k) { y[k] = softmax_exp(x[k] - mx); });
   float total = 0;
 #pragma omp simd reduction(+ : total)

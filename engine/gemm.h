@@ -138,6 +138,19 @@ inline void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_
     gemm_bf16_batched(Batch::flat(count, sa, sb, sc), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// One attention head in bf16 while it stays in L1 (engine/attention_bf16.cpp):
+// P (T,S, rows S apart) = scale q k^T, then rows(ctx, P) (the caller's
+// softmax and masks on the float32 P, in place), then out (T,D) = bf16(P) v,
+// the products on AVX512_BF16's dot products, summed in float32 as the bf16
+// products are. q's rows are ldq apart, k's and v's ldkv apart; out's ldo.
+// small_heads_bf16(D): whether it runs here (the native bf16 route on
+// AVX512_BF16, D a multiple of 16 up to 64); elsewhere it throws
+// std::logic_error.
+bool small_heads_bf16(int64_t D);
+void attention_head_bf16(int64_t T, int64_t S, int64_t D, float scale, const bf16_t* q, int64_t ldq, const bf16_t* k,
+                         const bf16_t* v, int64_t ldkv, float* P, void (*rows)(void* ctx, float* P), void* ctx,
+                         float* out, int64_t ldo);
+
 // Primitives kept by the calling thread's cache (oneDNN; 0 on OpenBLAS), and
 // how many were created since start-up (each creation is costly: see
 // docs/performance.md, section Matrix engine), and the bytes of the thread's

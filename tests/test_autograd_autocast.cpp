@@ -420,3 +420,71 @@ TEST_CASE("autocast: the ops PyTorch's autocast leaves in float32 stay float32, 
     CHECK(bit_equal(cast[i], full[i]));
   }
 }
+
+TEST_CASE("autocast: attention heads in bf16 of every size the one-pass kernel takes equal their composition on "
+          "rounded values, on both routes") {
+  // Where the CPU has AVX512_BF16 and the route is native, heads of D = 16,
+  // 32, 48 or 64 without dropout run in one pass per head
+  // (engine::attention_head_bf16); elsewhere, and on the widened route, in
+  // batched products. Either way: softmax(q k^T / sqrt(D)) v from
+  // bf16-rounded q, k and v with the weights rounded before the second
+  // product, the reported weights the unrounded softmax, and the gradients
+  // of both routes alike. Rows of 1 to 70 keys (a kernel's vectors of 16,
+  // its blocks of 4 rows and of 64 columns, odd counts), masks of each kind.
+  struct Case {
+    int64_t B, T, S, H, D;
+    bool causal, padding;
+  };
+  const Case cases[] = {{2, 50, 50, 4, 32, false, false}, {3, 7, 13, 2, 16, false, true},
+                        {2, 66, 66, 1, 64, true, false},  {1, 1, 1, 1, 16, false, false},
+                        {2, 5, 70, 3, 48, false, true},   {1, 9, 9, 2, 40, true, true}};
+  for (const Case& c : cases) {
+    CAPTURE(c.T);
+    CAPTURE(c.S);
+    CAPTURE(c.D);
+    const int64_t C = c.H * c.D;
+    Generator g(11);
+    Tensor q = randn({c.B, c.T, C}, g).requires_grad_(), k = randn({c.B, c.S, C}, g).requires_grad_(),
+           v = randn({c.B, c.S, C}, g).requires_grad_();
+    const Tensor gy = randn({c.B, c.T, C}, g);
+    AttentionOptions o;
+    o.heads = c.H;
+    o.causal = c.causal;
+    std::vector<float> pad(static_cast<size_t>(c.B * c.S), 0.0f);
+    if (c.padding)
+      for (int64_t b = 0; b < c.B; ++b) pad[static_cast<size_t>(b * c.S + (b + 1) % c.S)] = 1.0f;
+    if (c.padding) o.key_padding_mask = from_vector(pad, {c.B, c.S});
+    // The reference, in float32 on rounded values.
+    auto heads = [&](const Tensor& t, int64_t n) { return permute(reshape(rounded(t), {c.B, n, c.H, c.D}), {0, 2, 1, 3}); };
+    std::vector<float> mask(static_cast<size_t>(c.B * c.T * c.S), 0.0f);
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t i = 0; i < c.T; ++i)
+        for (int64_t j = 0; j < c.S; ++j)
+          if ((c.causal && j > i) || pad[static_cast<size_t>(b * c.S + j)] != 0.0f)
+            mask[static_cast<size_t>((b * c.T + i) * c.S + j)] = 1.0f;
+    const Tensor scores = masked_fill(matmul(heads(q, c.T), transpose(heads(k, c.S), 2, 3)) * (1.0 / std::sqrt(double(c.D))),
+                                      reshape(from_vector(mask, {c.B, c.T, c.S}), {c.B, 1, c.T, c.S}), -1e9);
+    const Tensor P = softmax(scores, -1);
+    const Tensor want = reshape(permute(matmul(rounded(P), heads(v, c.S)), {0, 2, 1, 3}), {c.B, c.T, C});
+    V grads[2];
+    int route = 0;
+    xgt::for_each_bf16_route([&] {
+      Tensor weights;
+      o.weights = &weights;
+      Tensor y;
+      {
+        Autocast scope(bf16);
+        y = attention(q, k, v, o);
+      }
+      o.weights = nullptr;
+      CHECK(rel_norm_error(y, want) < 1e-5);
+      CHECK(rel_norm_error(weights, P) < 1e-5);
+      for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+      y.backward(gy);
+      grads[route++] = V{q.grad().detach().clone(), k.grad().detach().clone(), v.grad().detach().clone()};
+    });
+    if (route == 2)  // (with one key, q's and k's gradients are 0 on both)
+      for (size_t i = 0; i < 3; ++i)
+        CHECK((max_abs_diff(grads[0][i], grads[1][i]) == 0.0 || rel_norm_error(grads[0][i], grads[1][i]) < 1e-3));
+  }
+}

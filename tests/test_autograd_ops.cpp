@@ -433,6 +433,75 @@ TEST_CASE("float32 elementwise loops: the AVX-512 copy gives the plain copy's va
   check(sigmoid);
 }
 
+TEST_CASE("float32 softmax rows: softmax_exp_sum's values are softmax_exp's bit for bit at every length, its sum "
+          "that of the values, and the one-pass short row gives the same") {
+  // The AVX-512 row kernel (where the CPU has it) against the scalar
+  // kernel: a sweep over [-100, 100] with the specials, cut into rows of
+  // every length from 1 to 70 (every tail of a vector of 16), each row's
+  // largest value subtracted as softmax does, and a row of NaN and infinities.
+  std::vector<float> x;
+  for (int i = -100000; i <= 100000; ++i) x.push_back(static_cast<float>(i) * 1e-3f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float v : {0.0f, -0.0f, 1e-30f, 88.2f, 88.4f, -87.0f, -87.1f, -inf, -inf, -inf}) x.push_back(v);
+  int64_t checked = 0, start = 0;
+  for (int64_t len = 1; start + len <= static_cast<int64_t>(x.size()); len = len % 70 + 1) {
+    const float* row = x.data() + start;
+    const float mx = xg::detail::row_max(row, len);
+    std::vector<float> y(static_cast<size_t>(len));
+    const float total = xg::detail::softmax_exp_sum(row, y.data(), len, mx);
+    double want_total = 0;
+    for (int64_t k = 0; k < len; ++k) {
+      const float want = xg::detail::softmax_exp(row[k] - mx);
+      want_total += want;
+      uint32_t a, b;
+      std::memcpy(&a, &want, 4);
+      std::memcpy(&b, &y[static_cast<size_t>(k)], 4);
+      if (a != b) FAIL_CHECK("row of " << len << " at " << start << ": value " << k << " is " << y[k] << ", want " << want);
+      ++checked;
+    }
+    if (std::isnan(want_total))  // a row of -inf only: every value NaN, as the scalar kernel gives
+      CHECK(std::isnan(total));
+    else
+      CHECK(std::fabs(total - want_total) <= 1e-6 * want_total);
+    start += len;
+  }
+  CHECK(checked > 199900);  // all but the last partial row
+  // The one-pass rows of attention's short rows (4 side by side, then one
+  // at a time): the values of the passes above and the scaling, bit for
+  // bit, and each row's max and 1 / sum, at every length they take.
+  xg::Generator g(5);
+  const int64_t rows = 6;
+  for (int64_t len = 1; len <= 64; ++len) {
+    std::vector<float> P(static_cast<size_t>(rows * len)), want(P.size()), want_stat(2 * rows), stat(2 * rows);
+    for (float& r : P) r = static_cast<float>(4.0 * g.normal());
+    if (len % 7 == 0) P[static_cast<size_t>(len / 2)] = -1e9f;  // a masked score
+    for (int64_t i = 0; i < rows; ++i) {
+      float* row = P.data() + i * len;
+      float* w = want.data() + i * len;
+      const float mx = xg::detail::row_max(row, len);
+      const float inv = 1.0f / xg::detail::softmax_exp_sum(row, w, len, mx);
+      for (int64_t k = 0; k < len; ++k) w[k] *= inv;
+      want_stat[static_cast<size_t>(2 * i)] = mx;
+      want_stat[static_cast<size_t>(2 * i + 1)] = inv;
+    }
+    if (!xg::detail::softmax_short_rows_in_place(P.data(), rows, len, stat.data())) {
+      CHECK_FALSE(xg::detail::avx512_loops());  // it declines only where there is no AVX-512
+      continue;
+    }
+    CAPTURE(len);
+    CHECK(stat == want_stat);
+    CHECK(std::memcmp(P.data(), want.data(), P.size() * sizeof(float)) == 0);
+  }
+  std::vector<float> long_row(65, 1.0f);
+  CHECK_FALSE(xg::detail::softmax_short_rows_in_place(long_row.data(), 1, 65, nullptr));
+  CHECK_FALSE(xg::detail::softmax_short_rows_in_place(long_row.data(), 1, 0, nullptr));
+  std::vector<float> specials{1.0f, std::nanf(""), 2.0f, inf, -inf}, out(5);
+  CHECK(std::isnan(xg::detail::softmax_exp_sum(specials.data(), out.data(), 5, 2.0f)));
+  CHECK(std::isnan(out[1]));
+  CHECK(std::isinf(out[3]));
+  CHECK(out[4] == 0.0f);
+}
+
 TEST_CASE("float32 kernels: fast_expf and fast_erff against the C library, gelu float32 against float64") {
   double worst_exp = 0, worst_erf = 0;
   for (int i = 0; i <= 200000; ++i) {

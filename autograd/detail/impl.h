@@ -363,6 +363,13 @@ void elementwise_range(int64_t i0, int64_t i1, const F& body) {
 // the same values, bit for bit); returns their sum. y may be x. The float32
 // rows of softmax, log_softmax, cross_entropy and the attention core.
 float softmax_exp_sum(const float* x, float* y, int64_t n, float mx);
+// Where the CPU has AVX-512 and 1 <= n <= 64: each of the rows of n at P
+// (rows n apart) becomes its softmax in place, the same values bit for bit
+// as row_max, softmax_exp_sum and the scaling by 1 / sum give there, in one
+// pass in registers, a few rows side by side; with stat, row i's max and
+// 1 / sum go to stat[2i] and stat[2i + 1]. Returns true. Otherwise does
+// nothing and returns false.
+bool softmax_short_rows_in_place(float* P, int64_t rows, int64_t n, float* stat);
 
 // out[i] = f(a[i]) with no tape: for backward formulas and masks.
 // A blocked float32 a (channel_block) gives a blocked result.
