@@ -20,7 +20,9 @@ namespace xg {
 // "undefined" vector, which -Wall reports once they are inlined here.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)  // a GCC-only group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 namespace {
 // detail::softmax_exp on 16 lanes: fast_expf's operations in its order, with
 // the FMAs the compiler makes of its a * b + c, so the same values bit for
