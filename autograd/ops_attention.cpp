@@ -163,15 +163,13 @@ void fill_masked(const Plan& pl, int64_t b, int64_t i, T* row, T value) {
 template <class T>
 void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* from_stat = nullptr) {
   const int64_t Tq = pl.g.T, S = pl.g.S;
+  for (int64_t i = 0; i < Tq; ++i) fill_masked(pl, b, i, P + i * S, T(kMasked));
   if constexpr (std::is_same_v<T, float>) {
-    if (!from_stat && S <= 64) {  // short rows, side by side in registers where the CPU has AVX-512
-      for (int64_t i = 0; i < Tq; ++i) fill_masked(pl, b, i, P + i * S, T(kMasked));
-      if (detail::softmax_short_rows_in_place(P, Tq, S, stat)) return;
-    }
+    // short rows, side by side in registers where the CPU has AVX-512
+    if (!from_stat && detail::softmax_short_rows_in_place(P, Tq, S, stat)) return;
   }
   for (int64_t i = 0; i < Tq; ++i) {
     T* row = P + i * S;
-    fill_masked(pl, b, i, row, T(kMasked));
     // The row's own max, not kMasked: unmasked scores may lie below it. (A
     // NaN score makes the whole row NaN whether or not row_max skips it.)
     const T mx = from_stat ? from_stat[2 * i] : detail::row_max(row, S);

@@ -34,8 +34,6 @@ bool small_heads_bf16(int64_t D) {
 #if defined(__GNUC__) && defined(__x86_64__)
 namespace {
 
-#define XG_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
-
 // The packed operands of one head, reused by the calling thread's next head.
 struct Packs {
   std::vector<uint32_t> k;  // [D/2][Sp]: key j's pair of dimensions (2d, 2d+1) at [d][j]; 0 for j >= S
@@ -160,7 +158,6 @@ XG_BF16_TARGET void head(int64_t T, int64_t S, int64_t D, float scale, const bf1
     pairs_rows(std::min<int64_t>(4, T - i), static_cast<int>(D / 16), pb + i * s2, s2, vp, D, spairs, 1.0f,
                out + i * ldo, ldo, D);  // scaled by 1: exact
 }
-#undef XG_BF16_TARGET
 
 }  // namespace
 #endif

@@ -123,7 +123,6 @@ void to_bf16_loop(const float* x, bf16_t* y, int64_t n) {
 // rounds to nearest even and quiets NaNs as to_bf16_loop does, at twice its
 // speed on a tensor in cache, but it flushes denormal inputs to zero: a block
 // of 32 that holds one goes through the loop instead.
-#define XG_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512bf16")))
 
 // The lanes of v that are denormal: nonzero with a zero exponent, that is
 // |bits| - 1 below 0x7fffff as unsigned.
@@ -145,7 +144,6 @@ XG_BF16_TARGET void to_bf16_avx512(const float* x, bf16_t* y, int64_t n) {
   }
   to_bf16_loop(x + i, y + i, n - i);
 }
-#undef XG_BF16_TARGET
 #endif
 }  // namespace
 

@@ -488,3 +488,19 @@ TEST_CASE("autocast: attention heads in bf16 of every size the one-pass kernel t
         CHECK((max_abs_diff(grads[0][i], grads[1][i]) == 0.0 || rel_norm_error(grads[0][i], grads[1][i]) < 1e-3));
   }
 }
+
+TEST_CASE("autocast: the one-pass head kernel refuses, naming its test, where it does not run") {
+  // On the widened route (any CPU) and for head sizes it does not take.
+  xgt::Bf16Products bf16_products;
+  const engine::Bf16Route before = engine::bf16_route();
+  engine::set_bf16_route(engine::Bf16Route::widened);
+  CHECK_FALSE(engine::small_heads_bf16(16));
+  std::vector<uint16_t> x(16, 0);
+  std::vector<float> P(1), out(16);
+  auto rows = [](void*, float*) {};
+  CHECK_THROWS_WITH_AS(engine::attention_head_bf16(1, 1, 16, 1.0f, x.data(), 16, x.data(), x.data(), 16, P.data(), rows,
+                                                   nullptr, out.data(), 16),
+                       "attention_head_bf16: not available here (small_heads_bf16)", std::logic_error);
+  engine::set_bf16_route(before);
+  for (const int64_t D : {0, 8, 40, 80}) CHECK_FALSE(engine::small_heads_bf16(D));
+}
