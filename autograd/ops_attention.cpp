@@ -4,9 +4,9 @@
 // inside the (B,T,C) projections through strides (batch rows T*C apart, heads
 // D apart), so nothing is permuted or copied; backward keeps q, k, v and the
 // weights (bf16 copies of q, k and v under Autocast(bf16), which the products
-// then read). Checked in tests
-// against the composition of matmul, masked_fill, softmax and dropout, and by
-// finite differences.
+// then read; small heads without dropout then run one head at a time in one
+// pass, engine/attention_bf16.cpp). Checked in tests against the composition
+// of matmul, masked_fill, softmax and dropout, and by finite differences.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -213,6 +213,58 @@ void softmax_backward_rows(const Plan& pl, int64_t b, const T* P, T* dP) {
   }
 }
 
+// Whether each head runs in one pass that stays in L1, forward and backward
+// (engine::attention_head_bf16 and its backward, under Autocast(bf16)):
+// where the weights are kept (backward's recomputed scores come from the
+// batched products, and must equal forward's bit for bit) and not dropped.
+bool one_pass_heads(const Plan& pl) { return pl.p == 0 && !pl.recompute && engine::small_heads_bf16(pl.g.D); }
+
+// Heads [bh0, bh1) of forward_heads in one pass each.
+void one_pass_forward(const Plan& pl, const engine::bf16_t* q, const engine::bf16_t* k, const engine::bf16_t* v,
+                      float* out, float* w, float* stats, int64_t bh0, int64_t bh1) {
+  const int64_t Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
+  struct Rows {
+    const Plan& pl;
+    int64_t b;
+    float* stat;
+  };
+  for (int64_t bh = bh0; bh < bh1; ++bh) {
+    const int64_t b = bh / H, h = bh % H, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
+    Rows rows{pl, b, stats ? stats + bh * Tq * 2 : nullptr};
+    engine::attention_head_bf16(
+        Tq, S, D, static_cast<float>(pl.scale), q + qo, C, k + ko, v + ko, C, w + bh * Tq * S,
+        [](void* ctx, float* P) {
+          const Rows& r = *static_cast<const Rows*>(ctx);
+          softmax_rows(r.pl, r.b, P, r.stat);
+        },
+        &rows, out + qo, C);
+  }
+}
+
+// Heads [bh0, bh1) of backward_heads in one pass each, from forward's weights w.
+void one_pass_backward(const Plan& pl, const engine::bf16_t* q, const engine::bf16_t* k, const engine::bf16_t* v,
+                       const float* w, const engine::bf16_t* g, float* dq, float* dk, float* dv, int64_t bh0,
+                       int64_t bh1) {
+  const int64_t Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
+  struct Rows {
+    const Plan& pl;
+    int64_t b;
+    const float* P;
+  };
+  for (int64_t bh = bh0; bh < bh1; ++bh) {
+    const int64_t b = bh / H, h = bh % H, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
+    const float* P = w + bh * Tq * S;
+    Rows rows{pl, b, P};
+    engine::attention_head_backward_bf16(
+        Tq, S, D, static_cast<float>(pl.scale), q + qo, C, k + ko, v + ko, C, P, g + qo,
+        [](void* ctx, float* dP) {
+          const Rows& r = *static_cast<const Rows*>(ctx);
+          softmax_backward_rows(r.pl, r.b, r.P, dP);
+        },
+        &rows, dq + qo, dk + ko, dv + ko);
+  }
+}
+
 // Heads [bh0, bh1): scores into w, softmax in place, then the context into
 // out. Each block of heads is one batched product for the scores and one for
 // the context.
@@ -224,27 +276,7 @@ void forward_heads(const Plan& pl, const In* q, const In* k, const In* v, T* out
   (void)B;
   const int64_t TS = Tq * S;
   if constexpr (std::is_same_v<T, float> && std::is_same_v<In, engine::bf16_t>) {
-    // Each head in one pass that stays in L1, where the weights are kept
-    // (backward's recomputed scores come from the batched products) and not
-    // dropped.
-    if (pl.p == 0 && !pl.recompute && engine::small_heads_bf16(D)) {
-      for (int64_t bh = bh0; bh < bh1; ++bh) {
-        const int64_t b = bh / H, h = bh % H, qo = b * Tq * C + h * D, ko = b * Skv * C + h * D;
-        struct Rows {
-          const Plan& pl;
-          int64_t b;
-          T* stat;
-        } rows{pl, b, stats ? stats + bh * Tq * 2 : nullptr};
-        engine::attention_head_bf16(
-            Tq, S, D, static_cast<float>(pl.scale), q + qo, C, k + ko, v + ko, C, w + bh * TS,
-            [](void* ctx, float* P) {
-              const Rows& r = *static_cast<const Rows*>(ctx);
-              softmax_rows(r.pl, r.b, P, r.stat);
-            },
-            &rows, out + qo, C);
-      }
-      return;
-    }
+    if (one_pass_heads(pl)) return one_pass_forward(pl, q, k, v, out, w, stats, bh0, bh1);
   }
   const int64_t narrow_bytes = std::is_same_v<In, T> ? 0 : TS * int64_t(sizeof(In));
   head_runs(pl, bh0, bh1, (pl.p > 0 ? 2 : 1) * TS * int64_t(sizeof(T)) + narrow_bytes, [&](int64_t c0, int64_t c1) {
@@ -281,6 +313,9 @@ void backward_heads(const Plan& pl, const In* q, const In* k, const In* v, const
   const int64_t B = pl.g.B, Tq = pl.g.T, S = pl.g.S, H = pl.g.H, D = pl.g.D, C = pl.g.C, Skv = pl.g.Skv;
   (void)B;
   const int64_t TS = Tq * S;
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<In, engine::bf16_t>) {
+    if (one_pass_heads(pl)) return one_pass_backward(pl, q, k, v, w, g, dq, dk, dv, bh0, bh1);
+  }
   const int64_t narrow_bytes = std::is_same_v<In, T> ? 0 : TS * int64_t(sizeof(In));
   head_runs(pl, bh0, bh1, (pl.recompute ? 3 : 2) * TS * int64_t(sizeof(T)) + narrow_bytes, [&](int64_t c0, int64_t c1) {
   Scratch<T> dPs((c1 - c0) * TS), dropped(pl.p > 0 ? (c1 - c0) * TS : 0), scratch(pl.recompute ? (c1 - c0) * TS : 0);

@@ -150,6 +150,14 @@ bool small_heads_bf16(int64_t D);
 void attention_head_bf16(int64_t T, int64_t S, int64_t D, float scale, const bf16_t* q, int64_t ldq, const bf16_t* k,
                          const bf16_t* v, int64_t ldkv, float* P, void (*rows)(void* ctx, float* P), void* ctx,
                          float* out, int64_t ldo);
+// Its backward, under the same conditions: from the weights P (T,S) that
+// forward's softmax gave and the output's gradient g, dP = g v^T, dv =
+// bf16(P)^T g, then rows(ctx, dP) (the caller's softmax backward, dS in
+// place of dP), then dq = scale dS k and dk = scale dS^T q. q, g and dq
+// have rows ldq apart; k, v, dk and dv ldkv apart; dk and dv get S rows.
+void attention_head_backward_bf16(int64_t T, int64_t S, int64_t D, float scale, const bf16_t* q, int64_t ldq,
+                                  const bf16_t* k, const bf16_t* v, int64_t ldkv, const float* P, const bf16_t* g,
+                                  void (*rows)(void* ctx, float* dP), void* ctx, float* dq, float* dk, float* dv);
 
 // Primitives kept by the calling thread's cache (oneDNN; 0 on OpenBLAS), and
 // how many were created since start-up (each creation is costly: see
