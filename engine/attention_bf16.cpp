@@ -141,23 +141,46 @@ XG_BF16_TARGET void product(const Product& m, int64_t rows, int64_t cols) {
   }
 }
 
-// kp[d][j] = k's pair of dimensions (2d, 2d+1) of key j, 0 past S: 16 keys
-// a gather (a loop of scalar moves took most of the head's own time).
-XG_BF16_TARGET void pack_keys(const bf16_t* k, int64_t ldkv, int64_t S, int64_t sp, int64_t dpairs, uint32_t* kp) {
-  if (ldkv > (int64_t(1) << 26)) {  // 16 rows' offsets would not fit 32-bit lanes
-    for (int64_t d = 0; d < dpairs; ++d) {
-      for (int64_t j = 0; j < S; ++j) kp[d * sp + j] = pair_at(k + j * ldkv + 2 * d);
-      for (int64_t j = S; j < sp; ++j) kp[d * sp + j] = 0;
-    }
-    return;
+// The 16 x 16 matrix of 32-bit words in r (a row a register) transposed in
+// place: interleaved words, then pairs of words, then quarters twice.
+XG_BF16_TARGET void transpose16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
   }
-  const __m512i rows16 = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                            _mm512_set1_epi32(static_cast<int>(ldkv)));
+  // u[4b + m]: rows 4b..4b+3 of column 4L + m in each quarter L
+  for (int b = 0; b < 16; b += 4)
+    for (int m = 0; m < 2; ++m) {
+      u[b + 2 * m] = _mm512_unpacklo_epi64(t[b + m], t[b + m + 2]);
+      u[b + 2 * m + 1] = _mm512_unpackhi_epi64(t[b + m], t[b + m + 2]);
+    }
+  for (int m = 0; m < 4; ++m) {
+    const __m512i v0 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0x88), v1 = _mm512_shuffle_i32x4(u[m], u[4 + m], 0xdd);
+    const __m512i w0 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0x88),
+                  w1 = _mm512_shuffle_i32x4(u[8 + m], u[12 + m], 0xdd);
+    r[m] = _mm512_shuffle_i32x4(v0, w0, 0x88);
+    r[4 + m] = _mm512_shuffle_i32x4(v1, w1, 0x88);
+    r[8 + m] = _mm512_shuffle_i32x4(v0, w0, 0xdd);
+    r[12 + m] = _mm512_shuffle_i32x4(v1, w1, 0xdd);
+  }
+}
+
+// kp[d][j] = k's pair of dimensions (2d, 2d+1) of key j, 0 past S: blocks of
+// 16 keys by 16 pairs transposed in registers (16-lane gathers took about
+// eight times as long on Zen 5, a loop of scalar moves longer still).
+XG_BF16_TARGET void pack_keys(const bf16_t* k, int64_t ldkv, int64_t S, int64_t sp, int64_t dpairs, uint32_t* kp) {
+  __m512i r[16];
   for (int64_t j = 0; j < S; j += 16) {
-    const __mmask16 keys = first_lanes(S - j);
-    for (int64_t d = 0; d < dpairs; ++d)
-      _mm512_storeu_si512(kp + d * sp + j, _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), keys, rows16,
-                                                                         k + j * ldkv + 2 * d, 2));
+    const int64_t keys = std::min<int64_t>(16, S - j);
+    for (int64_t d = 0; d < dpairs; d += 16) {
+      const int64_t pairs = std::min<int64_t>(16, dpairs - d);
+      const __mmask16 m = first_lanes(pairs);
+      for (int64_t i = 0; i < 16; ++i)
+        r[i] = i < keys ? _mm512_maskz_loadu_epi32(m, k + (j + i) * ldkv + 2 * d) : _mm512_setzero_si512();
+      transpose16(r);
+      for (int64_t c = 0; c < pairs; ++c) _mm512_storeu_si512(kp + (d + c) * sp + j, r[c]);
+    }
   }
 }
 
