@@ -202,6 +202,12 @@ void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* f
 template <class T>
 void softmax_backward_rows(const Plan& pl, int64_t b, const T* P, T* dP) {
   const int64_t S = pl.g.S;
+  if constexpr (std::is_same_v<T, float>) {
+    if (detail::softmax_backward_rows_in_place(P, dP, pl.g.T, S)) {
+      for (int64_t i = 0; i < pl.g.T; ++i) fill_masked(pl, b, i, dP + i * S, T(0));
+      return;
+    }
+  }
   for (int64_t i = 0; i < pl.g.T; ++i) {
     const T* pr = P + i * S;
     T* dr = dP + i * S;

@@ -21,10 +21,14 @@
 
 namespace xg::engine {
 
+// The kernels take D a multiple of 16 up to 64, but heads of 64 ran slower
+// in one pass than in oneDNN's batched products on the Transformer's shapes,
+// where heads of 16 and 32 ran faster and heads of 48 about even: so 48 at
+// most (docs/performance.md, "Small heads in one pass").
 bool small_heads_bf16(int64_t D) {
 #if defined(__GNUC__) && defined(__x86_64__)
   const CpuFeatures& cpu = cpu_features();
-  return D > 0 && D % 16 == 0 && D <= 64 && cpu.avx512f && cpu.avx512bw && cpu.avx512bf16 && !bf16_emulated() &&
+  return D > 0 && D % 16 == 0 && D <= 48 && cpu.avx512f && cpu.avx512bw && cpu.avx512bf16 && !bf16_emulated() &&
          bf16_route() == Bf16Route::native;
 #else
   (void)D;
@@ -168,7 +172,7 @@ XG_BF16_TARGET void transpose16(__m512i r[16]) {
 
 // kp[d][j] = k's pair of dimensions (2d, 2d+1) of key j, 0 past S: blocks of
 // 16 keys by 16 pairs transposed in registers (16-lane gathers took about
-// eight times as long on Zen 5, a loop of scalar moves longer still).
+// twice as long, a loop of scalar moves longer still).
 XG_BF16_TARGET void pack_keys(const bf16_t* k, int64_t ldkv, int64_t S, int64_t sp, int64_t dpairs, uint32_t* kp) {
   __m512i r[16];
   for (int64_t j = 0; j < S; j += 16) {

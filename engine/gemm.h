@@ -144,7 +144,7 @@ inline void gemm_bf16_batched(int64_t count, bool ta, bool tb, int64_t m, int64_
 // the products on AVX512_BF16's dot products, summed in float32 as the bf16
 // products are. q's rows are ldq apart, k's and v's ldkv apart; out's ldo.
 // small_heads_bf16(D): whether it runs here (the native bf16 route on
-// AVX512_BF16, D a multiple of 16 up to 64); elsewhere it throws
+// AVX512_BF16, D = 16, 32 or 48); elsewhere it throws
 // std::logic_error.
 bool small_heads_bf16(int64_t D);
 void attention_head_bf16(int64_t T, int64_t S, int64_t D, float scale, const bf16_t* q, int64_t ldq, const bf16_t* k,
