@@ -202,12 +202,6 @@ void softmax_rows(const Plan& pl, int64_t b, T* P, T* stat = nullptr, const T* f
 template <class T>
 void softmax_backward_rows(const Plan& pl, int64_t b, const T* P, T* dP) {
   const int64_t S = pl.g.S;
-  if constexpr (std::is_same_v<T, float>) {
-    if (detail::softmax_backward_rows_in_place(P, dP, pl.g.T, S)) {
-      for (int64_t i = 0; i < pl.g.T; ++i) fill_masked(pl, b, i, dP + i * S, T(0));
-      return;
-    }
-  }
   for (int64_t i = 0; i < pl.g.T; ++i) {
     const T* pr = P + i * S;
     T* dr = dP + i * S;
@@ -219,11 +213,17 @@ void softmax_backward_rows(const Plan& pl, int64_t b, const T* P, T* dP) {
   }
 }
 
-// Whether each head runs in one pass that stays in L1, forward and backward
-// (engine::attention_head_bf16 and its backward, under Autocast(bf16)):
-// where the weights are kept (backward's recomputed scores come from the
-// batched products, and must equal forward's bit for bit) and not dropped.
-bool one_pass_heads(const Plan& pl) { return pl.p == 0 && !pl.recompute && engine::small_heads_bf16(pl.g.D); }
+// Whether each head runs in one pass that stays in cache, forward and
+// backward (engine::attention_head_bf16 and its backward, under
+// Autocast(bf16)): where the weights are kept (backward's recomputed scores
+// come from the batched products, and must equal forward's bit for bit),
+// not dropped, and a head's (T,S) scores fit kOnePassScores: the pass pays
+// only while they stay in cache, and the calling thread's buffers, which
+// grow to one head's size and are kept, stay small.
+constexpr int64_t kOnePassScores = 64 * 1024;  // 256 KiB of float32
+bool one_pass_heads(const Plan& pl) {
+  return pl.p == 0 && !pl.recompute && pl.g.T * pl.g.S <= kOnePassScores && engine::small_heads_bf16(pl.g.D);
+}
 
 // Heads [bh0, bh1) of forward_heads in one pass each.
 void one_pass_forward(const Plan& pl, const engine::bf16_t* q, const engine::bf16_t* k, const engine::bf16_t* v,

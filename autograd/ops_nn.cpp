@@ -108,23 +108,6 @@ XG_AVX512_TARGET void softmax_short_rows(float* P, int64_t n, float* stat) {
     }
   }
 }
-
-// Softmax backward of one row of n: dP = P (dP - <dP, P>), in masked vectors
-// of 16 (the compiled loops ran a ViT's rows of 50 on four lanes, their last
-// two values one by one).
-XG_AVX512_TARGET void softmax_backward_row_avx512(const float* P, float* dP, int64_t n) {
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t k = 0; k < n; k += 16) {
-    const __mmask16 lanes = n - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - k)) - 1);
-    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(lanes, dP + k), _mm512_maskz_loadu_ps(lanes, P + k), acc);
-  }
-  const __m512 dot = _mm512_set1_ps(_mm512_reduce_add_ps(acc));
-  for (int64_t k = 0; k < n; k += 16) {
-    const __mmask16 lanes = n - k >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - k)) - 1);
-    const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(lanes, dP + k), dot);
-    _mm512_mask_storeu_ps(dP + k, lanes, _mm512_mul_ps(_mm512_maskz_loadu_ps(lanes, P + k), d));
-  }
-}
 }  // namespace
 #pragma GCC diagnostic pop
 #endif
@@ -139,17 +122,6 @@ bool detail::softmax_short_rows_in_place(float* P, int64_t rows, int64_t n, floa
   }
 #endif
   (void)P, (void)rows, (void)n, (void)stat;
-  return false;
-}
-
-bool detail::softmax_backward_rows_in_place(const float* P, float* dP, int64_t rows, int64_t n) {
-#if defined(__GNUC__) && defined(__x86_64__)
-  if (n >= 1 && avx512_loops()) {
-    for (int64_t i = 0; i < rows; ++i) softmax_backward_row_avx512(P + i * n, dP + i * n, n);
-    return true;
-  }
-#endif
-  (void)P, (void)dP, (void)rows, (void)n;
   return false;
 }
 

@@ -502,47 +502,6 @@ TEST_CASE("float32 softmax rows: softmax_exp_sum's values are softmax_exp's bit 
   CHECK(out[4] == 0.0f);
 }
 
-TEST_CASE("float32 softmax backward rows in vectors equal the float64 formula within float32 rounding, at every "
-          "length, and a NaN spreads over its row") {
-  // attention's float32 softmax backward, dP = P (dP - <dP, P>), on masked
-  // AVX-512 vectors where the CPU has them.
-  xg::Generator g(9);
-  const int64_t rows = 3;
-  for (int64_t len = 1; len <= 70; ++len) {
-    CAPTURE(len);
-    std::vector<float> P(static_cast<size_t>(rows * len)), dP(P.size());
-    for (int64_t i = 0; i < rows; ++i) {  // softmax rows of random scores
-      float total = 0;
-      for (int64_t k = 0; k < len; ++k) total += P[static_cast<size_t>(i * len + k)] = std::exp(static_cast<float>(g.normal()));
-      for (int64_t k = 0; k < len; ++k) P[static_cast<size_t>(i * len + k)] /= total;
-    }
-    for (float& d : dP) d = static_cast<float>(g.normal());
-    const std::vector<float> before = dP;
-    if (!xg::detail::softmax_backward_rows_in_place(P.data(), dP.data(), rows, len)) {
-      CHECK_FALSE(xg::detail::avx512_loops());  // it declines only where there is no AVX-512
-      continue;
-    }
-    for (int64_t i = 0; i < rows; ++i) {
-      double dot = 0, size = 0;
-      for (int64_t k = 0; k < len; ++k) {
-        const size_t at = static_cast<size_t>(i * len + k);
-        dot += double(before[at]) * P[at];
-        size += std::fabs(double(before[at]) * P[at]);
-      }
-      for (int64_t k = 0; k < len; ++k) {
-        const size_t at = static_cast<size_t>(i * len + k);
-        const double want = P[at] * (before[at] - dot);
-        CHECK(std::fabs(dP[at] - want) <= 4e-7 * P[at] * (std::fabs(before[at]) + size) + 1e-30);
-      }
-    }
-  }
-  std::vector<float> P(20, 0.05f), dP(20, 1.0f);
-  dP[7] = std::nanf("");
-  if (xg::detail::softmax_backward_rows_in_place(P.data(), dP.data(), 1, 20))
-    for (const float d : dP) CHECK(std::isnan(d));
-  CHECK_FALSE(xg::detail::softmax_backward_rows_in_place(P.data(), dP.data(), 1, 0));
-}
-
 TEST_CASE("float32 kernels: fast_expf and fast_erff against the C library, gelu float32 against float64") {
   double worst_exp = 0, worst_erf = 0;
   for (int i = 0; i <= 200000; ++i) {

@@ -370,12 +370,6 @@ float softmax_exp_sum(const float* x, float* y, int64_t n, float mx);
 // 1 / sum go to stat[2i] and stat[2i + 1]. Returns true. Otherwise does
 // nothing and returns false.
 bool softmax_short_rows_in_place(float* P, int64_t rows, int64_t n, float* stat);
-// Where the CPU has AVX-512 and n >= 1: each row of n of dP (rows n apart)
-// becomes softmax's backward from the weights P, P (dP - <dP, P>), the dot
-// product summed in vectors of 16 (within float32 rounding of the scalar
-// loop's, not bit for bit); returns true. Otherwise does nothing and returns
-// false.
-bool softmax_backward_rows_in_place(const float* P, float* dP, int64_t rows, int64_t n);
 
 // out[i] = f(a[i]) with no tape: for backward formulas and masks.
 // A blocked float32 a (channel_block) gives a blocked result.
